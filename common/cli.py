@@ -1,0 +1,74 @@
+"""The ``korral`` command: one subcommand per module.
+
+Each subcommand lives in the module that owns the concept and exposes two
+functions: ``configure(parser: argparse.ArgumentParser) -> None`` adds its
+flags, ``run(args: argparse.Namespace) -> int`` runs it and returns the exit
+status. Modules are imported only when their subcommand runs, so
+``korral check-config`` does not pay for gRPC and ZeroMQ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help). ``bench`` has its own sub-subcommands.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "up": ("common.stack", "start the local stack (Redis, broker, rmproxy, workers) under supervisord"),
+    "down": ("common.stack_down", "stop a stack started by `korral up`"),
+    "status": ("common.status", "show the processes, partitions and RMs of a stack"),
+    "broker": ("broker.main", "run the broker process"),
+    "rmproxy": ("rmproxy.main", "run the rmproxy process (gRPC SI front door and REST API)"),
+    "worker": ("partition_worker.main", "run a partition worker process"),
+    "check-config": ("common.config.check", "validate a queues.yaml file offline"),
+    "sim": ("rmproxy.sim", "run a simulated cluster (a hollow-node RM) against a stack"),
+    "bench": ("common.bench", "run a benchmark: core | e2e | recovery"),
+    "keys": ("common.keys", "generate CURVE key pairs for secured links"),
+    "dump": ("common.dump", "write the full state dump of a stack to a file"),
+    "queues": ("common.restcli", "list the queues of a partition (REST client)"),
+    "apps": ("common.restcli", "list applications (REST client)"),
+    "nodes": ("common.restcli", "list nodes (REST client)"),
+}
+
+
+def build_parser(argv: list[str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="korral",
+        description="Korral: a distributed scheduler speaking the YuniKorn Scheduler Interface.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    wanted = argv[0] if argv else None
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(_module=module_name, _name=name)
+        if name == wanted:
+            module = _load(module_name, name)
+            if module is not None:
+                module.configure(p)  # a module serving several commands reads args._name in run()
+    return parser
+
+
+def _load(module_name: str, command: str):
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            return None  # not built yet; run() reports it
+        raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    module = _load(args._module, args._name)
+    if module is None:
+        print(f"korral {args._name}: not available in this build", file=sys.stderr)
+        return 2
+    return int(module.run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
