@@ -1,0 +1,167 @@
+"""The broker process: a ZeroMQ router between rmproxies (frontend) and workers (backend).
+
+The socket loop is here; every decision is in ``broker.table.RoutingTable``.
+Each loop turn handles what arrived, then purges dead peers and sends
+heartbeats (Majordomo's shape). Bad frames are counted, logged and dropped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import time
+
+import redis
+import zmq
+
+from broker.table import INTERVAL, RoutingTable, Send
+from common import addresses, registry
+from common.envelope import Envelope, EnvelopeError, Kind, decode, encode
+
+log = logging.getLogger("korral.broker")
+
+_WORKER_OUTCOMES = {
+    Kind.SI_ALLOCATION_RESPONSE, Kind.SI_APPLICATION_RESPONSE, Kind.SI_NODE_RESPONSE,
+    Kind.EVENTS, Kind.SCHEDULING_STATES, Kind.CONFIG_RESULT, Kind.QUERY_RESULT,
+}
+_PROXY_ROUTED = {Kind.SI_ALLOCATION, Kind.SI_APPLICATION, Kind.SI_NODE, Kind.CONFIG_UPDATE, Kind.QUERY}
+# Tells a peer the broker does not know it (the broker restarted): announce yourself again.
+REANNOUNCE = Envelope(Kind.HEARTBEAT, body={"reannounce": True})
+
+
+class Broker:
+    def __init__(self, ctx: zmq.Context, frontend: str, backend: str, table: RoutingTable) -> None:
+        self.table = table
+        self.frontend = ctx.socket(zmq.ROUTER)
+        self.backend = ctx.socket(zmq.ROUTER)
+        for sock in (self.frontend, self.backend):
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.ROUTER_MANDATORY, 0)  # a vanished peer's messages are dropped, not raised
+        self.frontend.bind(frontend)
+        self.backend.bind(backend)
+        self.running = True
+
+    def close(self) -> None:
+        self.frontend.close(0)
+        self.backend.close(0)
+
+    def run(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self.frontend, zmq.POLLIN)
+        poller.register(self.backend, zmq.POLLIN)
+        next_beat = time.monotonic()
+        while self.running:
+            timeout_ms = max(0, int((next_beat - time.monotonic()) * 1000))
+            events = dict(poller.poll(timeout_ms))
+            if self.frontend in events:
+                self._drain(self.frontend, self._from_proxy)
+            if self.backend in events:
+                self._drain(self.backend, self._from_worker)
+            now = time.monotonic()
+            if now >= next_beat:
+                try:
+                    self._send(self.table.purge(now))
+                except redis.RedisError as exc:
+                    log.error("could not reassign partitions, Redis unavailable: %s", exc)
+                self._send(self.table.heartbeats())
+                next_beat = now + INTERVAL
+
+    def _drain(self, sock: zmq.Socket, handle) -> None:
+        """Handle everything queued on sock (bounded, so one side cannot starve the other)."""
+        for _ in range(10_000):
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK, copy=True)
+            except zmq.Again:
+                return
+            if len(frames) != 2:
+                self.table.bad_frames += 1
+                log.warning("dropped a message of %d frames (expected identity + envelope)", len(frames))
+                continue
+            identity, raw = frames
+            try:
+                env = decode(raw)
+            except EnvelopeError as exc:
+                self.table.bad_frames += 1
+                log.warning("dropped from %r: %s", identity, exc)
+                continue
+            try:
+                self._send(handle(identity, env, time.monotonic()))
+            except redis.RedisError as exc:  # epochs live in Redis; the rest keeps routing
+                log.error("could not handle %s from %r, Redis unavailable: %s", env.kind, identity, exc)
+
+    def _from_proxy(self, ident: bytes, env: Envelope, now: float) -> list[Send]:
+        t = self.table
+        if env.kind is Kind.PROXY_HELLO:
+            return t.proxy_hello(ident, env.body or {}, now)
+        sends: list[Send] = []
+        if not t.alive(ident, now):  # the broker restarted: learn the proxy's RMs again
+            t.proxy_hello(ident, {}, now)
+            sends.append((ident, REANNOUNCE))
+        if env.kind is Kind.HEARTBEAT:
+            return sends
+        if env.kind is Kind.RM_REGISTER:
+            return sends + t.rm_register(ident, env.rm_id, (env.body or {}).get("partitions", []), now)
+        if env.kind is Kind.RM_UNREGISTER:
+            return sends + t.rm_unregister(env.rm_id)
+        if env.kind in _PROXY_ROUTED:
+            return sends + t.route(ident, env)
+        t.bad_frames += 1
+        log.warning("dropped %s from rmproxy %r: not a proxy message", env.kind, ident)
+        return sends
+
+    def _from_worker(self, ident: bytes, env: Envelope, now: float) -> list[Send]:
+        t = self.table
+        if env.kind is Kind.WORKER_READY:
+            log.info("worker %s ready (%s)", (env.body or {}).get("name"), ident.hex())
+            return t.worker_ready(ident, env.body or {}, now)
+        if not t.alive(ident, now):
+            return [(ident, REANNOUNCE)]
+        if env.kind is Kind.HEARTBEAT:
+            return []
+        if env.kind is Kind.PARTITION_LOADED:
+            return t.partition_loaded(ident, env)
+        if env.kind in _WORKER_OUTCOMES:
+            return t.to_proxy(ident, env)
+        t.bad_frames += 1
+        log.warning("dropped %s from worker %r: not a worker message", env.kind, ident)
+        return []
+
+    def _send(self, sends: list[Send]) -> None:
+        for ident, env in sends:
+            sock = self.backend if ident in self.table.workers else self.frontend
+            if env.kind is Kind.PARTITION_ASSIGN:
+                log.info("assigning [%s]%s epoch %d to %s", env.rm_id, env.partition, env.epoch,
+                         self.table.workers[ident].name)
+            try:
+                sock.send_multipart([ident, encode(env)], zmq.NOBLOCK)
+            except zmq.ZMQError as exc:
+                log.warning("could not send %s to %r: %s", env.kind, ident, exc)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    addresses.add_flag(parser, "--frontend", "broker_frontend", "ZeroMQ address to bind for rmproxies")
+    addresses.add_flag(parser, "--backend", "broker_backend", "ZeroMQ address to bind for workers")
+    addresses.add_flag(parser, "--redis-url", "redis_url", "Redis URL (partition epochs)")
+    addresses.add_log_level(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    addresses.setup_logging(args.log_level, "broker")
+    store = registry.RegistryStore(registry.connect(args.redis_url))
+    table = RoutingTable(store.next_epoch)
+    ctx = zmq.Context()
+    broker = Broker(ctx, args.broker_frontend, args.broker_backend, table)
+
+    def stop(signum, frame):  # noqa: ARG001
+        broker.running = False
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    log.info("broker listening: frontend %s, backend %s", args.broker_frontend, args.broker_backend)
+    try:
+        broker.run()
+    finally:
+        broker.close()
+        ctx.term()
+    return 0

@@ -1,0 +1,251 @@
+"""The broker's routing table: who owns which partition. A plain class, no sockets.
+
+Every method takes ``now`` (monotonic seconds) and returns the envelopes to send
+as ``(destination identity, Envelope)`` pairs; the socket loop in ``broker.main``
+does the sending. Epochs come from an injected ``next_epoch(rm_id, partition)``
+(Redis ``INCR`` in production), so two brokers or a test can run in one process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from common.envelope import Envelope, Kind
+
+INTERVAL = 1.0  # seconds between heartbeats, both ways
+LIVENESS = 3  # heartbeats a peer may miss before it counts as dead
+EXPIRY = INTERVAL * LIVENESS
+
+PartitionKey = tuple[str, str]  # (rm_id, partition short name)
+Send = tuple[bytes, Envelope]
+
+
+@dataclass(slots=True)
+class WorkerInfo:
+    identity: bytes
+    name: str
+    host: str = ""
+    pid: int = 0
+    pin: PartitionKey | None = None
+    expires_at: float = 0.0
+    owns: PartitionKey | None = None
+
+
+@dataclass(slots=True)
+class Ownership:
+    worker: bytes
+    epoch: int
+    loaded: bool = False
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class ProxyInfo:
+    identity: bytes
+    name: str = ""
+    expires_at: float = 0.0
+    rms: set[str] = field(default_factory=set)
+
+
+class RoutingTable:
+    def __init__(self, next_epoch: Callable[[str, str], int], expiry: float = EXPIRY) -> None:
+        self._next_epoch = next_epoch
+        self.expiry = expiry
+        self.workers: dict[bytes, WorkerInfo] = {}
+        self.proxies: dict[bytes, ProxyInfo] = {}
+        self.owners: dict[PartitionKey, Ownership] = {}
+        self.wanted: dict[str, list[str]] = {}  # rm_id -> partitions it registered
+        self.rm_proxy: dict[str, bytes] = {}
+        self.bad_frames = 0
+        self.routed = 0
+
+    # -- membership ---------------------------------------------------------------
+
+    def worker_ready(self, identity: bytes, body: dict, now: float) -> list[Send]:
+        pin = body.get("pin")
+        pin_key = tuple(pin.split("/", 1)) if isinstance(pin, str) and "/" in pin else None
+        old = self.workers.get(identity)
+        owns = old.owns if old else None
+        held = body.get("owns")  # a worker re-announcing after a broker restart keeps its partition
+        if owns is None and isinstance(held, dict):
+            key = (str(held.get("rm_id", "")), str(held.get("partition", "")))
+            if key not in self.owners:
+                self.owners[key] = Ownership(identity, int(held.get("epoch", 0)), loaded=True)
+                self.wanted.setdefault(key[0], [])
+                if key[1] not in self.wanted[key[0]]:
+                    self.wanted[key[0]].append(key[1])
+                owns = key
+        self.workers[identity] = WorkerInfo(
+            identity=identity,
+            name=str(body.get("name", "")),
+            host=str(body.get("host", "")),
+            pid=int(body.get("pid", 0) or 0),
+            pin=pin_key,  # type: ignore[arg-type]
+            expires_at=now + self.expiry,
+            owns=owns,
+        )
+        return self._assign_unowned()
+
+    def proxy_hello(self, identity: bytes, body: dict, now: float) -> list[Send]:
+        info = self.proxies.setdefault(identity, ProxyInfo(identity))
+        info.name = str(body.get("name", info.name))
+        info.expires_at = now + self.expiry
+        rms = body.get("rms") or {}
+        for rm_id in rms:
+            info.rms.add(rm_id)
+            self.rm_proxy[rm_id] = identity
+            if isinstance(rms, dict) and rm_id not in self.wanted:
+                self.wanted[rm_id] = list(rms[rm_id])  # the broker restarted: learn what the RM wants
+        return self._assign_unowned() if isinstance(rms, dict) else []
+
+    def alive(self, identity: bytes, now: float) -> bool:
+        """Note a sign of life; False if the peer is unknown (it must announce itself)."""
+        peer = self.workers.get(identity) or self.proxies.get(identity)
+        if peer is None:
+            return False
+        peer.expires_at = now + self.expiry
+        return True
+
+    # -- registration and ownership -----------------------------------------------
+
+    def rm_register(self, proxy: bytes, rm_id: str, partitions: Iterable[str], now: float) -> list[Send]:
+        """(Re-)register an RM: every partition gets a new epoch; owned ones reload in place."""
+        self.proxy_hello(proxy, {"rms": [rm_id]}, now)  # a list: nothing to learn, only who holds it
+        wanted = list(dict.fromkeys(partitions))
+        sends: list[Send] = []
+        for old in self.wanted.get(rm_id, []):
+            if old not in wanted:
+                sends += self._release((rm_id, old))
+        self.wanted[rm_id] = wanted
+        for p in wanted:
+            key = (rm_id, p)
+            own = self.owners.get(key)
+            if own is not None and own.worker in self.workers:
+                sends.append(self._assign(key, own.worker))
+        return sends + self._assign_unowned()
+
+    def rm_unregister(self, rm_id: str) -> list[Send]:
+        sends: list[Send] = []
+        for p in self.wanted.pop(rm_id, []):
+            sends += self._release((rm_id, p))
+        self.rm_proxy.pop(rm_id, None)
+        return sends + self._assign_unowned()
+
+    def partition_loaded(self, worker: bytes, env: Envelope) -> list[Send]:
+        key = (env.rm_id, env.partition)
+        own = self.owners.get(key)
+        if own is None or own.worker != worker or own.epoch != env.epoch:
+            return []  # a stale answer to an assignment that was superseded
+        error = (env.body or {}).get("error")
+        own.loaded = error is None
+        own.error = error
+        return self._to_proxy(
+            env.rm_id,
+            Envelope(Kind.PARTITION_OWNED, env.rm_id, env.partition, env.epoch, 0,
+                     {"worker": self.workers[worker].name, "error": error}),
+        )
+
+    def _assign(self, key: PartitionKey, worker: bytes) -> Send:
+        epoch = self._next_epoch(*key)
+        self.owners[key] = Ownership(worker, epoch)
+        self.workers[worker].owns = key
+        return worker, Envelope(Kind.PARTITION_ASSIGN, key[0], key[1], epoch)
+
+    def _release(self, key: PartitionKey) -> list[Send]:
+        own = self.owners.pop(key, None)
+        if own is None or own.worker not in self.workers:
+            return []
+        self.workers[own.worker].owns = None
+        return [(own.worker, Envelope(Kind.PARTITION_RELEASE, key[0], key[1], own.epoch))]
+
+    def unowned(self) -> list[PartitionKey]:
+        return [(rm, p) for rm, ps in self.wanted.items() for p in ps if (rm, p) not in self.owners]
+
+    def _assign_unowned(self) -> list[Send]:
+        sends: list[Send] = []
+        for key in self.unowned():
+            idle = [w for w in self.workers.values() if w.owns is None and w.pin in (None, key)]
+            if not idle:
+                continue
+            idle.sort(key=lambda w: (w.pin is None, w.name))  # pinned workers first
+            sends.append(self._assign(key, idle[0].identity))
+        return sends
+
+    # -- routing ------------------------------------------------------------------
+
+    def route(self, proxy: bytes, env: Envelope) -> list[Send]:
+        """Forward an envelope from an rmproxy to the partition's owner."""
+        self.rm_proxy.setdefault(env.rm_id, proxy)
+        own = self.owners.get((env.rm_id, env.partition))
+        if own is None or own.worker not in self.workers:
+            reason = (f"partition [{env.rm_id}]{env.partition} has no worker: "
+                      "start more workers (korral up --workers N, or korral worker on another host)")
+            return [(proxy, env.reply(Kind.UNROUTABLE, {"reason": reason, "kind": env.kind.value,
+                                                   "body": env.body}))]
+        self.routed += 1
+        return [(own.worker, env)]
+
+    def to_proxy(self, worker: bytes, env: Envelope) -> list[Send]:
+        """Forward an outcome from a worker to the rmproxy holding the RM's streams."""
+        own = self.owners.get((env.rm_id, env.partition))
+        if own is None or own.worker != worker:
+            return []  # the worker lost this partition; its outcomes are stale
+        self.routed += 1
+        return self._to_proxy(env.rm_id, env)
+
+    def _to_proxy(self, rm_id: str, env: Envelope) -> list[Send]:
+        proxy = self.rm_proxy.get(rm_id)
+        return [(proxy, env)] if proxy is not None else []
+
+    # -- liveness -----------------------------------------------------------------
+
+    def purge(self, now: float) -> list[Send]:
+        """Drop peers whose heartbeats stopped; their partitions go to idle workers."""
+        sends: list[Send] = []
+        for ident in [i for i, w in self.workers.items() if w.expires_at <= now]:
+            sends += self.worker_gone(ident, "worker missed its heartbeats")
+        for ident in [i for i, p in self.proxies.items() if p.expires_at <= now]:
+            del self.proxies[ident]
+            for rm_id in [r for r, p in self.rm_proxy.items() if p == ident]:
+                del self.rm_proxy[rm_id]
+        return sends
+
+    def worker_gone(self, identity: bytes, reason: str) -> list[Send]:
+        worker = self.workers.pop(identity, None)
+        if worker is None:
+            return []
+        sends: list[Send] = []
+        if worker.owns is not None:
+            key = worker.owns
+            self.owners.pop(key, None)
+            sends += self._to_proxy(key[0], Envelope(
+                Kind.PARTITION_LOST, key[0], key[1], 0,
+                {"reason": f"worker {worker.name} is gone ({reason})"}))
+        return sends + self._assign_unowned()
+
+    def heartbeats(self) -> list[Send]:
+        status = self.status()
+        return ([(w, Envelope(Kind.HEARTBEAT)) for w in self.workers]
+                + [(p, Envelope(Kind.STATUS, body=status)) for p in self.proxies])
+
+    def status(self) -> dict:
+        return {
+            "workers": [
+                {"name": w.name, "host": w.host, "pid": w.pid,
+                 "partition": f"{w.owns[0]}/{w.owns[1]}" if w.owns else None,
+                 "epoch": self.owners[w.owns].epoch if w.owns in self.owners else None,
+                 "pin": f"{w.pin[0]}/{w.pin[1]}" if w.pin else None}
+                for w in self.workers.values()
+            ],
+            "partitions": [
+                {"rmID": rm, "partition": p,
+                 "worker": self.workers[self.owners[(rm, p)].worker].name if (rm, p) in self.owners else None,
+                 "epoch": self.owners[(rm, p)].epoch if (rm, p) in self.owners else None,
+                 "loaded": self.owners[(rm, p)].loaded if (rm, p) in self.owners else False}
+                for rm, ps in self.wanted.items() for p in ps
+            ],
+            "proxies": len(self.proxies),
+            "routed": self.routed,
+            "badFrames": self.bad_frames,
+        }

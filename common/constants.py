@@ -1,0 +1,45 @@
+"""The ``si/...`` constants of the Scheduler Interface spec (seed 000), in one place."""
+
+from __future__ import annotations
+
+# Node attributes
+ARCH = "si/arch"
+HOST_NAME = "si/hostname"
+RACK_NAME = "si/rackname"
+OS = "si/os"
+INSTANCE_TYPE = "si/instance-type"
+FAILURE_DOMAIN_ZONE = "si/zone"
+FAILURE_DOMAIN_REGION = "si/region"
+LOCAL_IMAGES = "si/local-images"
+NODE_PARTITION = "si/node-partition"
+
+# Allocation attributes
+APPLICATION_ID = "si/application-id"
+CONTAINER_IMAGE = "si/container-image"
+CONTAINER_PORTS = "si/container-ports"
+
+# Allocation tag domains, groups and keys
+DOMAIN_K8S = "kubernetes.io/"
+DOMAIN_YUNIKORN = "yunikorn.apache.org/"
+GROUP_META = "meta/"
+GROUP_LABEL = "label/"
+GROUP_ANNOTATION = "annotation/"
+KEY_POD_NAME = "podName"
+KEY_NAMESPACE = "namespace"
+KEY_REQUIRED_NODE = "requiredNode"
+KEY_ALLOW_PREEMPTION = "allowPreemption"
+CREATION_TIME = "creationTime"
+
+# Composed tag names the core reads
+TAG_REQUIRED_NODE = DOMAIN_YUNIKORN + KEY_REQUIRED_NODE  # yunikorn.apache.org/requiredNode
+TAG_ALLOW_PREEMPTION = DOMAIN_YUNIKORN + KEY_ALLOW_PREEMPTION
+TAG_NAMESPACE = DOMAIN_K8S + GROUP_META + KEY_NAMESPACE  # kubernetes.io/meta/namespace
+
+# Core and shim
+MEMORY = "memory"
+CPU = "vcore"
+APP_TAG_NAMESPACE_RESOURCE_QUOTA = "namespace.resourcequota"
+APP_TAG_STATE_AWARE_DISABLE = "application.stateaware.disable"
+NODE_READY_ATTRIBUTE = "ready"
+
+DEFAULT_PARTITION = "default"

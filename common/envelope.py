@@ -1,0 +1,109 @@
+"""The one envelope format for everything that crosses ZeroMQ.
+
+An envelope is a msgpack array ``[version, kind, rm_id, partition, epoch, seq, body]``.
+``body`` is any msgpack value; SI traffic carries the serialized protobuf of a
+per-partition request or response (bytes), so a 10,000-ask request crosses as
+one envelope per partition, and neither side converts protobuf to dicts.
+
+Decoding never raises anything but ``EnvelopeError``; callers log, count and
+drop those, so a malformed frame never crashes a process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import msgpack
+
+VERSION = 1
+
+
+class Kind(StrEnum):
+    """Every envelope kind. Direction in the comment: P=rmproxy, B=broker, W=worker."""
+
+    # liveness and membership
+    PROXY_HELLO = "proxy.hello"  # P->B: I am an rmproxy; body {"rms": [rmID...]}
+    WORKER_READY = "worker.ready"  # W->B: body {"name", "host", "pid", "pin": "rm/partition"|None}
+    HEARTBEAT = "heartbeat"  # any direction; body {} or a status summary
+    STATUS = "status"  # B->P: body {"workers": [...], "partitions": [...]} (cluster view)
+    # RM registration and partition ownership
+    RM_REGISTER = "rm.register"  # P->B: rm_id; body {"partitions": [name...]}
+    RM_UNREGISTER = "rm.unregister"  # P->B: rm_id; body {"reason"}
+    PARTITION_ASSIGN = "partition.assign"  # B->W: rm_id, partition, epoch
+    PARTITION_RELEASE = "partition.release"  # B->W: stop owning rm_id/partition
+    PARTITION_LOADED = "partition.loaded"  # W->B: rm_id, partition, epoch; body {"error": str|None}
+    PARTITION_OWNED = "partition.owned"  # B->P: rm_id, partition, epoch; body {"worker", "error"}
+    PARTITION_LOST = "partition.lost"  # B->P: the owner of rm_id/partition died; body {"reason"}
+    # SI traffic, P->B->W; body = serialized si.v1 request for this partition only
+    SI_ALLOCATION = "si.allocation"
+    SI_APPLICATION = "si.application"
+    SI_NODE = "si.node"
+    CONFIG_UPDATE = "config.update"  # P->B->W: body {"config": queues.yaml text}
+    CONFIG_RESULT = "config.result"  # W->B->P: body {"error": str|None}
+    # outcomes, W->B->P; body = serialized si.v1 response
+    SI_ALLOCATION_RESPONSE = "si.allocation.response"
+    SI_APPLICATION_RESPONSE = "si.application.response"
+    SI_NODE_RESPONSE = "si.node.response"
+    EVENTS = "events"  # body [serialized si.v1.EventRecord...]
+    SCHEDULING_STATES = "scheduling.states"  # body [serialized UpdateContainerSchedulingStateRequest...]
+    # read-only queries (REST), P->B->W and back; body {"id", "what"} / {"id", "data"}
+    QUERY = "query"
+    QUERY_RESULT = "query.result"
+    # routing failure, B->P: body {"reason", "kind"}
+    UNROUTABLE = "unroutable"
+
+
+_KINDS = {k.value: k for k in Kind}
+
+
+class EnvelopeError(ValueError):
+    """A frame that is not a valid envelope; ``raw`` holds the bytes received."""
+
+    def __init__(self, reason: str, raw: bytes) -> None:
+        super().__init__(f"bad envelope ({len(raw)} bytes): {reason}")
+        self.reason = reason
+        self.raw = raw
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    kind: Kind
+    rm_id: str = ""
+    partition: str = ""
+    epoch: int = 0
+    seq: int = 0
+    body: Any = None
+
+    def reply(self, kind: Kind, body: Any = None) -> "Envelope":
+        """An envelope about the same (rm_id, partition, epoch, seq)."""
+        return Envelope(kind, self.rm_id, self.partition, self.epoch, self.seq, body)
+
+
+def encode(env: Envelope) -> bytes:
+    return msgpack.packb(
+        [VERSION, env.kind.value, env.rm_id, env.partition, env.epoch, env.seq, env.body],
+        use_bin_type=True,
+    )
+
+
+def decode(raw: bytes) -> Envelope:
+    """Decode one frame; raise EnvelopeError for anything that is not a valid envelope."""
+    try:
+        fields = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+    except Exception as exc:  # msgpack raises several types; all mean "not an envelope"
+        raise EnvelopeError(f"not msgpack: {exc}", raw) from None
+    if not isinstance(fields, list) or len(fields) != 7:
+        raise EnvelopeError("expected a 7-element array", raw)
+    version, kind, rm_id, partition, epoch, seq, body = fields
+    if version != VERSION:
+        raise EnvelopeError(f"unsupported version {version!r} (this build speaks {VERSION})", raw)
+    k = _KINDS.get(kind) if isinstance(kind, str) else None
+    if k is None:
+        raise EnvelopeError(f"unknown kind {kind!r}", raw)
+    if not isinstance(rm_id, str) or not isinstance(partition, str):
+        raise EnvelopeError("rm_id and partition must be strings", raw)
+    if not isinstance(epoch, int) or not isinstance(seq, int) or epoch < 0 or seq < 0:
+        raise EnvelopeError("epoch and seq must be non-negative integers", raw)
+    return Envelope(k, rm_id, partition, epoch, seq, body)

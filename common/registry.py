@@ -1,0 +1,122 @@
+"""What Redis keeps: RM registrations and partition epochs. Never allocations.
+
+Keys (all under ``korral:``):
+- ``korral:rm:<rmID>`` hash: rmID, version, policyGroup, config, extraConfig (JSON),
+  buildInfo (JSON), registeredAt (ns) — written by rmproxy on registration and
+  config update, read by a worker that takes over a partition.
+- ``korral:rms`` set of registered rmIDs.
+- ``korral:epoch:<rmID>:<partition>`` integer, incremented by the broker each
+  time the partition gets an owner (including a re-registration).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import redis
+import redis.asyncio as aioredis
+
+PREFIX = "korral:"
+RMS_SET = PREFIX + "rms"
+
+
+def rm_key(rm_id: str) -> str:
+    return f"{PREFIX}rm:{rm_id}"
+
+
+def epoch_key(rm_id: str, partition: str) -> str:
+    return f"{PREFIX}epoch:{rm_id}:{partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    rm_id: str
+    version: str = ""
+    policy_group: str = ""
+    config: str = ""
+    extra_config: dict[str, str] = field(default_factory=dict)
+    build_info: dict[str, str] = field(default_factory=dict)
+    registered_at_ns: int = 0
+
+    def to_hash(self) -> dict[str, str]:
+        return {
+            "rmID": self.rm_id,
+            "version": self.version,
+            "policyGroup": self.policy_group,
+            "config": self.config,
+            "extraConfig": json.dumps(self.extra_config, sort_keys=True),
+            "buildInfo": json.dumps(self.build_info, sort_keys=True),
+            "registeredAt": str(self.registered_at_ns),
+        }
+
+    @classmethod
+    def from_hash(cls, h: dict[str, str]) -> "Registration":
+        return cls(
+            rm_id=h["rmID"],
+            version=h.get("version", ""),
+            policy_group=h.get("policyGroup", ""),
+            config=h.get("config", ""),
+            extra_config=json.loads(h.get("extraConfig") or "{}"),
+            build_info=json.loads(h.get("buildInfo") or "{}"),
+            registered_at_ns=int(h.get("registeredAt") or 0),
+        )
+
+
+def connect(url: str) -> redis.Redis:
+    """A sync client with short timeouts: a dead Redis must not hang a process loop."""
+    return redis.Redis.from_url(url, decode_responses=True, socket_timeout=2.0, socket_connect_timeout=2.0)
+
+
+def connect_async(url: str) -> aioredis.Redis:
+    return aioredis.Redis.from_url(url, decode_responses=True, socket_timeout=2.0, socket_connect_timeout=2.0)
+
+
+class RegistryStore:
+    """Blocking access, for the broker and worker loops."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+
+    def load(self, rm_id: str) -> Registration | None:
+        h = self.client.hgetall(rm_key(rm_id))
+        return Registration.from_hash(h) if h else None
+
+    def next_epoch(self, rm_id: str, partition: str) -> int:
+        return int(self.client.incr(epoch_key(rm_id, partition)))
+
+    def ping(self) -> bool:
+        try:
+            return bool(self.client.ping())
+        except redis.RedisError:
+            return False
+
+
+class AsyncRegistryStore:
+    """asyncio access, for rmproxy."""
+
+    def __init__(self, client: aioredis.Redis) -> None:
+        self.client = client
+
+    async def save(self, reg: Registration) -> None:
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.delete(rm_key(reg.rm_id))
+            pipe.hset(rm_key(reg.rm_id), mapping=reg.to_hash())
+            pipe.sadd(RMS_SET, reg.rm_id)
+            await pipe.execute()
+
+    async def load(self, rm_id: str) -> Registration | None:
+        h = await self.client.hgetall(rm_key(rm_id))
+        return Registration.from_hash(h) if h else None
+
+    async def delete(self, rm_id: str) -> None:
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.delete(rm_key(rm_id))
+            pipe.srem(RMS_SET, rm_id)
+            await pipe.execute()
+
+    async def ping(self) -> bool:
+        try:
+            return bool(await self.client.ping())
+        except (redis.RedisError, OSError):
+            return False

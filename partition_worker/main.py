@@ -1,0 +1,285 @@
+"""The partition worker process: owns one partition and runs its scheduling core.
+
+The loop owns the ZeroMQ socket, the clock and Redis; all scheduling happens in
+``partition_worker.session.PartitionSession`` (pure, time passed in). Each turn:
+handle everything that arrived (a 10,000-ask request is one turn), then
+``step(now)`` once — timers and one scheduling cycle — and send the outcomes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import redis
+import zmq
+
+from broker.table import EXPIRY, INTERVAL
+from common import addresses, registry, si_pb2
+from common.config import load_config
+from common.config.errors import ConfigError
+from common.envelope import Envelope, EnvelopeError, Kind, decode, encode
+
+log = logging.getLogger("korral.worker")
+
+CYCLE_INTERVAL = 0.1  # seconds: a cycle runs at least this often even when nothing arrived
+
+_REQUEST_TYPES = {
+    Kind.SI_ALLOCATION: (si_pb2.AllocationRequest, "apply_allocation_request"),
+    Kind.SI_APPLICATION: (si_pb2.ApplicationRequest, "apply_application_request"),
+    Kind.SI_NODE: (si_pb2.NodeRequest, "apply_node_request"),
+}
+
+
+@dataclass(slots=True)
+class Owned:
+    rm_id: str
+    partition: str
+    epoch: int
+    session: Any  # PartitionSession
+    last_seq: int = 0
+
+
+class WorkerLoop:
+    def __init__(
+        self,
+        ctx: zmq.Context,
+        broker: str,
+        store: registry.RegistryStore,
+        name: str,
+        pin: str | None = None,
+        session_factory: Callable[..., Any] | None = None,
+    ) -> None:
+        if session_factory is None:
+            from partition_worker.session import PartitionSession as session_factory  # noqa: N813
+        self.ctx = ctx
+        self.broker = broker
+        self.store = store
+        self.name = name
+        self.pin = pin
+        self.session_factory = session_factory
+        self.owned: Owned | None = None
+        self.running = True
+        self.dropped = 0
+        self.sock: zmq.Socket | None = None
+        self.broker_expires = 0.0
+
+    # -- socket ---------------------------------------------------------------------
+
+    def _connect(self) -> None:
+        if self.sock is not None:
+            self.sock.close(0)
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.IDENTITY, f"{self.name}-{os.urandom(4).hex()}".encode())
+        self.sock.connect(self.broker)
+        self._announce()
+        self.broker_expires = time.monotonic() + EXPIRY
+
+    def _announce(self) -> None:
+        owns = None
+        if self.owned is not None:
+            owns = {"rm_id": self.owned.rm_id, "partition": self.owned.partition, "epoch": self.owned.epoch}
+        self._send(Envelope(Kind.WORKER_READY, body={
+            "name": self.name, "host": socket.gethostname(), "pid": os.getpid(), "pin": self.pin, "owns": owns}))
+
+    def _send(self, env: Envelope) -> None:
+        assert self.sock is not None
+        self.sock.send(encode(env), zmq.NOBLOCK)
+
+    # -- loop -----------------------------------------------------------------------
+
+    def run(self) -> None:
+        self._connect()
+        next_beat = time.monotonic() + INTERVAL
+        while self.running:
+            wake = time.monotonic() + CYCLE_INTERVAL
+            if self.owned is not None:
+                deadline = self.owned.session.next_wakeup_ns()
+                if deadline is not None:
+                    wake = min(wake, time.monotonic() + (deadline - time.time_ns()) / 1e9)
+            timeout_ms = max(0, int((min(wake, next_beat) - time.monotonic()) * 1000))
+            assert self.sock is not None
+            if self.sock.poll(timeout_ms, zmq.POLLIN):
+                self._drain()
+            self._step()
+            now = time.monotonic()
+            if now >= next_beat:
+                self._send(Envelope(Kind.HEARTBEAT))
+                next_beat = now + INTERVAL
+                if now > self.broker_expires:  # broker silent: reconnect and announce again
+                    log.warning("broker silent for %.0fs, reconnecting to %s", EXPIRY, self.broker)
+                    self._connect()
+
+    def _drain(self) -> None:
+        assert self.sock is not None
+        for _ in range(10_000):
+            try:
+                raw = self.sock.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self.broker_expires = time.monotonic() + EXPIRY
+            try:
+                env = decode(raw)
+            except EnvelopeError as exc:
+                self.dropped += 1
+                log.warning("dropped: %s", exc)
+                continue
+            handler = self._HANDLERS.get(env.kind)
+            if handler is None:
+                self.dropped += 1
+                log.warning("dropped %s: not a message for a worker", env.kind)
+                continue
+            handler(self, env)
+
+    def _step(self) -> None:
+        if self.owned is None:
+            return
+        o = self.owned
+        out = o.session.step(time.time_ns())
+        for kind, msg in (
+            (Kind.SI_ALLOCATION_RESPONSE, out.allocation),
+            (Kind.SI_APPLICATION_RESPONSE, out.application),
+            (Kind.SI_NODE_RESPONSE, out.node),
+        ):
+            if msg is not None:
+                self._send(Envelope(kind, o.rm_id, o.partition, o.epoch, 0, msg.SerializeToString()))
+        if out.events:
+            self._send(Envelope(Kind.EVENTS, o.rm_id, o.partition, o.epoch, 0,
+                                [e.SerializeToString() for e in out.events]))
+        if out.scheduling_states:
+            self._send(Envelope(Kind.SCHEDULING_STATES, o.rm_id, o.partition, o.epoch, 0,
+                                [s.SerializeToString() for s in out.scheduling_states]))
+
+    # -- handlers -------------------------------------------------------------------
+
+    def _on_heartbeat(self, env: Envelope) -> None:
+        if isinstance(env.body, dict) and env.body.get("reannounce"):
+            self._announce()
+
+    def _on_assign(self, env: Envelope) -> None:
+        if self.owned is not None and (self.owned.rm_id, self.owned.partition) != (env.rm_id, env.partition):
+            log.warning("assigned [%s]%s while owning [%s]%s: dropping the old one",
+                        env.rm_id, env.partition, self.owned.rm_id, self.owned.partition)
+        self.owned = None
+        error = None
+        try:
+            session = self._load_session(env.rm_id, env.partition)
+        except (ConfigError, LookupError, redis.RedisError) as exc:
+            error = f"worker {self.name} cannot load partition [{env.rm_id}]{env.partition}: {exc}"
+            log.error("%s", error)
+        else:
+            self.owned = Owned(env.rm_id, env.partition, env.epoch, session)
+            log.info("owning [%s]%s epoch %d", env.rm_id, env.partition, env.epoch)
+        self._send(env.reply(Kind.PARTITION_LOADED, {"error": error}))
+
+    def _load_session(self, rm_id: str, partition: str) -> Any:
+        reg = self.store.load(rm_id)
+        if reg is None:
+            raise LookupError(f"RM {rm_id} has no registration in Redis")
+        config = load_config(reg.config).partition(partition)
+        if config is None:
+            raise LookupError(f"the config of RM {rm_id} has no partition {partition}")
+        return self.session_factory(rm_id, partition, config)
+
+    def _on_release(self, env: Envelope) -> None:
+        if self.owned is not None and (self.owned.rm_id, self.owned.partition) == (env.rm_id, env.partition):
+            log.info("released [%s]%s epoch %d", env.rm_id, env.partition, self.owned.epoch)
+            self.owned = None
+
+    def _current(self, env: Envelope) -> Owned | None:
+        """The owned partition if env is for it, in its epoch, and not seen before."""
+        o = self.owned
+        if o is None or (o.rm_id, o.partition) != (env.rm_id, env.partition) or env.epoch != o.epoch:
+            self.dropped += 1
+            log.debug("dropped %s for [%s]%s epoch %d: not owned in that epoch", env.kind, env.rm_id,
+                      env.partition, env.epoch)
+            return None
+        if env.seq and env.seq <= o.last_seq:
+            self.dropped += 1  # a redelivery: requests are idempotent by sequence
+            return None
+        if env.seq:
+            o.last_seq = env.seq
+        return o
+
+    def _on_si(self, env: Envelope) -> None:
+        o = self._current(env)
+        if o is None:
+            return
+        message_type, method = _REQUEST_TYPES[env.kind]
+        try:
+            request = message_type.FromString(env.body)
+        except Exception as exc:  # protobuf's DecodeError or a non-bytes body
+            self.dropped += 1
+            log.warning("dropped %s for [%s]%s: undecodable body: %s", env.kind, env.rm_id, env.partition, exc)
+            return
+        getattr(o.session, method)(request, time.time_ns())
+
+    def _on_config(self, env: Envelope) -> None:
+        o = self._current(env)
+        if o is None:
+            return
+        error = None
+        try:
+            config = load_config((env.body or {}).get("config", "")).partition(o.partition)
+            if config is None:
+                raise ConfigError(f"partition {o.partition} is not in the new config")
+            o.session.update_config(config, time.time_ns())
+        except ConfigError as exc:
+            error = str(exc)
+        self._send(env.reply(Kind.CONFIG_RESULT, {"error": error}))
+
+    def _on_query(self, env: Envelope) -> None:
+        o = self._current(env)
+        body = env.body if isinstance(env.body, dict) else {}
+        data = o.session.snapshot() if o is not None else None
+        self._send(env.reply(Kind.QUERY_RESULT, {"id": body.get("id"), "data": data}))
+
+    _HANDLERS: dict[Kind, Callable[["WorkerLoop", Envelope], None]] = {
+        Kind.HEARTBEAT: _on_heartbeat,
+        Kind.PARTITION_ASSIGN: _on_assign,
+        Kind.PARTITION_RELEASE: _on_release,
+        Kind.SI_ALLOCATION: _on_si,
+        Kind.SI_APPLICATION: _on_si,
+        Kind.SI_NODE: _on_si,
+        Kind.CONFIG_UPDATE: _on_config,
+        Kind.QUERY: _on_query,
+    }
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    addresses.add_flag(parser, "--broker", "broker_backend", "broker backend address to connect to")
+    addresses.add_flag(parser, "--redis-url", "redis_url", "Redis URL (RM registrations)")
+    parser.add_argument("--name", default=os.environ.get("KORRAL_WORKER_NAME", ""),
+                        help="worker name shown in status [$KORRAL_WORKER_NAME, default <host>-<pid>]")
+    parser.add_argument("--partition", default=os.environ.get("KORRAL_WORKER_PARTITION"),
+                        help="pin this worker to one partition, as rmID/name [$KORRAL_WORKER_PARTITION]")
+    addresses.add_log_level(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    addresses.setup_logging(args.log_level, "worker")
+    name = args.name or f"{socket.gethostname()}-{os.getpid()}"
+    store = registry.RegistryStore(registry.connect(args.redis_url))
+    ctx = zmq.Context()
+    loop = WorkerLoop(ctx, args.broker_backend, store, name, pin=args.partition)
+
+    def stop(signum, frame):  # noqa: ARG001
+        loop.running = False
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    log.info("worker %s connecting to %s", name, args.broker_backend)
+    try:
+        loop.run()
+    finally:
+        if loop.sock is not None:
+            loop.sock.close(0)
+        ctx.term()
+    return 0

@@ -1,0 +1,70 @@
+"""The rmproxy process: gRPC SI front door, REST API, and the link to the broker, on one asyncio loop."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+
+import grpc
+from aiohttp import web
+
+from common import addresses, korral_pb2_grpc, registry
+from rmproxy.proxy import Proxy
+from rmproxy.rest import build_app
+from rmproxy.service import KorralService, SchedulerService
+
+log = logging.getLogger("korral.rmproxy")
+
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024  # a 100,000-node NodeRequest is tens of MB
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    addresses.add_flag(parser, "--si-address", "si_address", "gRPC address for RMs (host:port)")
+    addresses.add_flag(parser, "--rest-address", "rest_address", "REST address (host:port)")
+    addresses.add_flag(parser, "--broker", "broker_frontend", "broker frontend address to connect to")
+    addresses.add_flag(parser, "--redis-url", "redis_url", "Redis URL (RM registrations)")
+    parser.add_argument("--name", default=os.environ.get("KORRAL_RMPROXY_NAME", ""),
+                        help="rmproxy name shown in status [$KORRAL_RMPROXY_NAME, default <host>-<pid>]")
+    addresses.add_log_level(parser)
+
+
+async def serve(args: argparse.Namespace) -> None:
+    proxy = Proxy(args.broker_frontend, registry.AsyncRegistryStore(registry.connect_async(args.redis_url)),
+                  name=args.name)
+    server = grpc.aio.server(options=[
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ])
+    server.add_generic_rpc_handlers((SchedulerService(proxy).handler(),))
+    korral_pb2_grpc.add_KorralServicer_to_server(KorralService(proxy), server)
+    if server.add_insecure_port(args.si_address) == 0:
+        raise SystemExit(f"rmproxy: cannot listen on SI address {args.si_address}")
+    await server.start()
+    runner = web.AppRunner(build_app(proxy), access_log=None)
+    await runner.setup()
+    host, _, port = args.rest_address.rpartition(":")
+    site = web.TCPSite(runner, host or "0.0.0.0", int(port))
+    try:
+        await site.start()
+    except OSError as exc:
+        raise SystemExit(f"rmproxy: cannot listen on REST address {args.rest_address}: {exc}") from None
+    link = asyncio.create_task(proxy.run_link())
+    log.info("rmproxy serving SI on %s, REST on %s, broker %s", args.si_address, args.rest_address,
+             args.broker_frontend)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    link.cancel()
+    await server.stop(1.0)
+    await runner.cleanup()
+
+
+def run(args: argparse.Namespace) -> int:
+    addresses.setup_logging(args.log_level, "rmproxy")
+    asyncio.run(serve(args))
+    return 0

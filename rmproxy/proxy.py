@@ -1,0 +1,357 @@
+"""rmproxy's core: RM sessions, the broker link, and routing between them.
+
+Runs on one asyncio loop with the gRPC and REST servers. Requests from RMs are
+split per partition and sent to the broker stamped with the partition's epoch
+and a sequence number; outcomes from workers come back as serialized SI
+responses and are pushed, unparsed, onto the RM's stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import socket
+import time
+from typing import Any
+
+import grpc
+import zmq
+import zmq.asyncio
+
+from broker.table import EXPIRY, INTERVAL
+from common import korral_pb2, registry, si_pb2
+from common.config import load_config
+from common.config.errors import ConfigError
+from common.envelope import Envelope, EnvelopeError, Kind, decode, encode
+from rmproxy import split
+from rmproxy.rms import RMSession, RMState
+
+log = logging.getLogger("korral.rmproxy")
+
+REGISTER_TIMEOUT = 10.0  # seconds to wait for workers to own an RM's partitions
+QUERY_TIMEOUT = 5.0
+RESYNC_DETAILS = "korral: re-register: "
+
+_KIND_OF_STREAM = {"allocation": Kind.SI_ALLOCATION, "application": Kind.SI_APPLICATION, "node": Kind.SI_NODE}
+_STREAM_OF_RESPONSE = {
+    Kind.SI_ALLOCATION_RESPONSE: "allocation",
+    Kind.SI_APPLICATION_RESPONSE: "application",
+    Kind.SI_NODE_RESPONSE: "node",
+}
+_STREAM_OF_REQUEST = {v: k for k, v in _KIND_OF_STREAM.items()}
+
+
+class RegistrationError(Exception):
+    """Registration failed; ``code`` is the gRPC status to answer with."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Proxy:
+    def __init__(self, broker: str, store: registry.AsyncRegistryStore, name: str = "") -> None:
+        self.broker_address = broker
+        self.store = store
+        self.name = name or f"{socket.gethostname()}-{os.getpid()}"
+        self.rms: dict[str, RMSession] = {}
+        self.ctx = zmq.asyncio.Context()
+        self.sock: zmq.asyncio.Socket | None = None
+        self.broker_expires = 0.0
+        self.cluster: dict[str, Any] = {}  # the broker's last STATUS body
+        self.queries: dict[int, asyncio.Future] = {}
+        self._query_ids = itertools.count(1)
+        self.dropped = 0
+        self.started_ns = time.time_ns()
+
+    # -- broker link ----------------------------------------------------------------
+
+    def _connect(self) -> None:
+        if self.sock is not None:
+            self.sock.close(0)
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.IDENTITY, f"proxy-{self.name}-{os.urandom(4).hex()}".encode())
+        self.sock.connect(self.broker_address)
+        self.broker_expires = time.monotonic() + EXPIRY
+        self.cluster = {}
+        self._hello()
+
+    def _hello(self) -> None:
+        self.send(Envelope(Kind.PROXY_HELLO, body={
+            "name": self.name,
+            "rms": {rm.rm_id: rm.partitions for rm in self.rms.values() if rm.state is not RMState.STOPPED},
+        }))
+
+    def send(self, env: Envelope) -> None:
+        assert self.sock is not None
+        try:
+            self.sock.send(encode(env), zmq.NOBLOCK)
+        except zmq.Again:
+            log.warning("broker link full, dropped %s for [%s]%s", env.kind, env.rm_id, env.partition)
+
+    @property
+    def broker_connected(self) -> bool:
+        return bool(self.cluster) and time.monotonic() < self.broker_expires
+
+    async def run_link(self) -> None:
+        """Receive from the broker forever; heartbeat and reconnect when it goes silent."""
+        self._connect()
+        next_beat = time.monotonic() + INTERVAL
+        while True:
+            assert self.sock is not None
+            timeout = max(0.0, next_beat - time.monotonic())
+            if await self.sock.poll(timeout * 1000, zmq.POLLIN):
+                while True:
+                    try:
+                        raw = self.sock.recv(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    self.broker_expires = time.monotonic() + EXPIRY
+                    self._on_broker(raw)
+            now = time.monotonic()
+            if now >= next_beat:
+                self.send(Envelope(Kind.HEARTBEAT))
+                next_beat = now + INTERVAL
+                if now > self.broker_expires:
+                    log.warning("broker silent for %.0fs, reconnecting to %s", EXPIRY, self.broker_address)
+                    self._connect()
+
+    def _on_broker(self, raw: bytes) -> None:
+        try:
+            env = decode(raw)
+        except EnvelopeError as exc:
+            self.dropped += 1
+            log.warning("dropped from broker: %s", exc)
+            return
+        handler = self._HANDLERS.get(env.kind)
+        if handler is None:
+            self.dropped += 1
+            log.warning("dropped %s from broker: not a message for rmproxy", env.kind)
+            return
+        handler(self, env)
+
+    def _on_heartbeat(self, env: Envelope) -> None:
+        if isinstance(env.body, dict) and env.body.get("reannounce"):
+            self._hello()
+
+    def _on_status(self, env: Envelope) -> None:
+        self.cluster = env.body if isinstance(env.body, dict) else {}
+
+    def _on_owned(self, env: Envelope) -> None:
+        rm = self.rms.get(env.rm_id)
+        if rm is None:
+            return
+        error = (env.body or {}).get("error")
+        waiter = rm.owned_waiters.pop(env.partition, None)
+        if waiter is not None and not waiter.done():
+            if error is None:
+                rm.epochs[env.partition] = env.epoch
+                rm.seqs[env.partition] = 0
+                waiter.set_result(env.epoch)
+            else:
+                waiter.set_exception(RegistrationError(grpc.StatusCode.INTERNAL, error))
+            return
+        # A new owner the RM did not ask for (its worker died): its state is gone; resync.
+        self.resync(rm, f"partition {env.partition} has a new owner (epoch {env.epoch})")
+
+    def _on_lost(self, env: Envelope) -> None:
+        rm = self.rms.get(env.rm_id)
+        if rm is not None and env.partition in rm.epochs:
+            del rm.epochs[env.partition]
+            log.warning("[%s]%s lost its worker: %s", env.rm_id, env.partition, (env.body or {}).get("reason"))
+
+    def _on_response(self, env: Envelope) -> None:
+        rm = self.rms.get(env.rm_id)
+        if rm is None or rm.epochs.get(env.partition) != env.epoch:
+            self.dropped += 1  # from an epoch the RM has moved past
+            return
+        rm.deliver(_STREAM_OF_RESPONSE[env.kind], env.body)
+
+    def _on_events(self, env: Envelope) -> None:
+        rm = self.rms.get(env.rm_id)
+        if rm is None or not rm.subscribers:
+            return
+        batch = korral_pb2.EventBatch(events=[si_pb2.EventRecord.FromString(b) for b in env.body or []])
+        rm.notify(korral_pb2.SchedulerNotice(events=batch))
+
+    def _on_scheduling_states(self, env: Envelope) -> None:
+        rm = self.rms.get(env.rm_id)
+        if rm is None or not rm.subscribers:
+            return
+        states = [si_pb2.UpdateContainerSchedulingStateRequest.FromString(b) for b in env.body or []]
+        rm.notify(korral_pb2.SchedulerNotice(schedulingStates=korral_pb2.SchedulingStates(states=states)))
+
+    def _on_reply(self, env: Envelope) -> None:
+        body = env.body if isinstance(env.body, dict) else {}
+        fut = self.queries.pop(body.get("id") or 0, None)
+        if fut is not None and not fut.done():
+            fut.set_result(body)
+
+    def _on_unroutable(self, env: Envelope) -> None:
+        """The broker could not route a request: answer it with the broker's reason."""
+        body = env.body if isinstance(env.body, dict) else {}
+        reason = str(body.get("reason", "unroutable"))
+        original = body.get("body")
+        log.warning("unroutable %s for [%s]%s: %s", body.get("kind"), env.rm_id, env.partition, reason)
+        if isinstance(original, dict):  # a config update or a query waiting for its reply
+            self._on_reply(Envelope(Kind.QUERY_RESULT, body={"id": original.get("id"), "error": reason}))
+            return
+        stream = _STREAM_OF_REQUEST.get(_KINDS.get(body.get("kind")))  # type: ignore[arg-type]
+        rm = self.rms.get(env.rm_id)
+        if rm is not None and stream is not None and isinstance(original, bytes):
+            req_type, _, reject, _ = split.STREAMS[stream]
+            resp = reject(req_type.FromString(original), reason)
+            if resp is not None:
+                rm.deliver(stream, resp.SerializeToString())
+
+    _HANDLERS = {
+        Kind.HEARTBEAT: _on_heartbeat,
+        Kind.STATUS: _on_status,
+        Kind.PARTITION_OWNED: _on_owned,
+        Kind.PARTITION_LOST: _on_lost,
+        Kind.SI_ALLOCATION_RESPONSE: _on_response,
+        Kind.SI_APPLICATION_RESPONSE: _on_response,
+        Kind.SI_NODE_RESPONSE: _on_response,
+        Kind.EVENTS: _on_events,
+        Kind.SCHEDULING_STATES: _on_scheduling_states,
+        Kind.CONFIG_RESULT: _on_reply,
+        Kind.QUERY_RESULT: _on_reply,
+        Kind.UNROUTABLE: _on_unroutable,
+    }
+
+    # -- RM operations (called by the gRPC service) ------------------------------------
+
+    async def register(self, req: si_pb2.RegisterResourceManagerRequest) -> None:
+        """Register (or re-register, wiping the RM's state) and wait until workers own its partitions."""
+        if not req.rmID:
+            raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
+                                    "registration of RM failed: rmID must not be empty")
+        try:
+            config = load_config(req.config)
+        except ConfigError as exc:
+            raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
+                                    f"registration of RM failed: {exc}") from None
+        partitions = [p.name for p in config.partitions]
+        reg = registry.Registration(
+            rm_id=req.rmID, version=req.version, policy_group=req.policyGroup, config=req.config,
+            extra_config=dict(req.extraConfig), build_info={**req.buildInfo, "rmId": req.rmID},
+            registered_at_ns=time.time_ns())
+        try:
+            await self.store.save(reg)
+        except Exception as exc:  # redis errors of several kinds: all mean "cannot persist"
+            raise RegistrationError(grpc.StatusCode.UNAVAILABLE,
+                                    f"registration of RM failed: Redis unavailable: {exc}") from None
+        old = self.rms.get(req.rmID)
+        rm = RMSession(req.rmID, partitions)
+        if old is not None:  # keep the RM's open channels; everything else is wiped
+            for w in old.owned_waiters.values():
+                w.cancel()
+            rm.streams, rm.subscribers = old.streams, old.subscribers
+        self.rms[req.rmID] = rm
+        loop = asyncio.get_running_loop()
+        waiters = {p: loop.create_future() for p in partitions}
+        rm.owned_waiters = dict(waiters)
+        self.send(Envelope(Kind.RM_REGISTER, req.rmID, body={"partitions": partitions}))
+        done, pending = await asyncio.wait(waiters.values(), timeout=REGISTER_TIMEOUT)
+        if pending:
+            missing = ", ".join(f"[{req.rmID}]{p}" for p, w in waiters.items() if w in pending)
+            for w in pending:
+                w.cancel()
+            where = "" if self.broker_connected else " (rmproxy is not connected to the broker)"
+            raise RegistrationError(
+                grpc.StatusCode.UNAVAILABLE,
+                f"registration of RM failed: no worker took partition(s) {missing} within "
+                f"{REGISTER_TIMEOUT:.0f}s{where}: start more workers (korral up --workers N, "
+                "or korral worker on another host)")
+        for w in done:
+            if w.exception() is not None:
+                raise w.exception()  # type: ignore[misc]
+        log.info("registered RM %s with partitions %s", req.rmID, partitions)
+
+    def handle_request(self, stream: str, rm: RMSession, req) -> None:
+        """Split one SI request per partition and forward it; answer edge rejections at once."""
+        _, splitter, reject, _ = split.STREAMS[stream]
+        parts, rejected = splitter(req, rm.rm_id, rm.partitions)
+        if rejected is not None:
+            rm.deliver(stream, rejected.SerializeToString())
+        kind = _KIND_OF_STREAM[stream]
+        for partition, part in parts.items():
+            epoch = rm.epochs.get(partition)
+            if epoch is None:
+                resp = reject(part, f"partition [{rm.rm_id}]{partition} has no worker at the moment; "
+                                    "the RM will be asked to re-register when it has one")
+                if resp is not None:
+                    rm.deliver(stream, resp.SerializeToString())
+                continue
+            self.send(Envelope(kind, rm.rm_id, partition, epoch, rm.next_seq(partition),
+                               part.SerializeToString()))
+
+    def resync(self, rm: RMSession, reason: str) -> None:
+        """Ask the RM to re-register: a notice on Subscribe, then its streams end UNAVAILABLE."""
+        log.warning("asking RM %s to re-register: %s", rm.rm_id, reason)
+        rm.epochs.clear()
+        rm.notify(korral_pb2.SchedulerNotice(reRegister=korral_pb2.ReRegisterRequest(reason=reason)))
+        rm.close_streams(grpc.StatusCode.UNAVAILABLE, RESYNC_DETAILS + reason)
+
+    async def update_configuration(self, req: si_pb2.UpdateConfigurationRequest) -> None:
+        rm = self.rms.get(req.rmID)
+        if rm is None or not rm.epochs:
+            raise RegistrationError(grpc.StatusCode.FAILED_PRECONDITION,
+                                    f"RM {req.rmID} has no active partitions, make sure it is registered")
+        try:
+            config = load_config(req.config)
+        except ConfigError as exc:
+            raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
+                                    f"update of configuration failed: {exc}") from None
+        names = [p.name for p in config.partitions]
+        if sorted(names) != sorted(rm.partitions):
+            raise RegistrationError(
+                grpc.StatusCode.UNIMPLEMENTED,
+                "update of configuration failed: adding or removing partitions needs a re-registration "
+                f"in this version (active {sorted(rm.partitions)}, new {sorted(names)})")
+        results = await asyncio.gather(*(
+            self.ask_worker(rm, p, Kind.CONFIG_UPDATE, {"config": req.config}) for p in names))
+        errors = [r.get("error") for r in results if r.get("error")]
+        if errors:
+            raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
+                                    "update of configuration failed: " + "; ".join(errors))
+        old = await self.store.load(req.rmID)
+        await self.store.save(registry.Registration(
+            rm_id=req.rmID, version=old.version if old else "", policy_group=req.policyGroup,
+            config=req.config, extra_config=dict(req.extraConfig),
+            build_info=old.build_info if old else {}, registered_at_ns=old.registered_at_ns if old else 0))
+
+    async def ask_worker(self, rm: RMSession, partition: str, kind: Kind, body: dict) -> dict:
+        """Send a request to a partition's worker and wait for its reply (config, queries)."""
+        epoch = rm.epochs.get(partition)
+        if epoch is None:
+            return {"error": f"partition [{rm.rm_id}]{partition} has no worker"}
+        qid = next(self._query_ids)
+        fut = asyncio.get_running_loop().create_future()
+        self.queries[qid] = fut
+        self.send(Envelope(kind, rm.rm_id, partition, epoch, rm.next_seq(partition), {**body, "id": qid}))
+        try:
+            return await asyncio.wait_for(fut, QUERY_TIMEOUT)
+        except asyncio.TimeoutError:
+            return {"error": f"partition [{rm.rm_id}]{partition}: no answer from its worker "
+                             f"within {QUERY_TIMEOUT:.0f}s"}
+        finally:
+            self.queries.pop(qid, None)
+
+    async def shutdown_rm(self, rm_id: str) -> None:
+        rm = self.rms.pop(rm_id, None)
+        self.send(Envelope(Kind.RM_UNREGISTER, rm_id, body={"reason": "voluntary shutdown"}))
+        await self.store.delete(rm_id)
+        if rm is not None:
+            rm.state = RMState.STOPPED
+            rm.close_streams(None, "RM shut down")  # None: end the streams normally
+
+    def ready(self) -> dict:
+        workers = self.cluster.get("workers", []) if self.broker_connected else []
+        return {"broker": self.broker_connected, "workers": len(workers)}
+
+
+_KINDS = {k.value: k for k in Kind}

@@ -1,0 +1,91 @@
+"""What rmproxy knows of each RM it serves: partitions, epochs, streams, state.
+
+Held in memory only; the registration itself is in Redis. Responses for an RM
+go to its attached stream of that kind, or wait in a bounded buffer until one
+attaches (an RM opens its streams after RegisterResourceManager returns).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import enum
+from dataclasses import dataclass, field
+
+BUFFER_LIMIT = 10_000  # responses kept per stream kind while no stream is attached
+STREAM_KINDS = ("allocation", "application", "node")
+
+
+class RMState(enum.StrEnum):
+    """RM lifecycle of seed 000: Running while its streams are open, Paused when they drop."""
+
+    RUNNING = "Running"
+    PAUSED = "Paused"
+    STOPPED = "Stopped"
+
+
+class Close:
+    """Sentinel put on a stream's queue to end it with a gRPC status."""
+
+    __slots__ = ("code", "details")
+
+    def __init__(self, code, details: str) -> None:
+        self.code = code
+        self.details = details
+
+
+@dataclass(slots=True)
+class RMSession:
+    rm_id: str
+    partitions: list[str]
+    epochs: dict[str, int] = field(default_factory=dict)
+    seqs: dict[str, int] = field(default_factory=dict)
+    streams: dict[str, asyncio.Queue] = field(default_factory=dict)
+    buffers: dict[str, collections.deque] = field(
+        default_factory=lambda: {k: collections.deque(maxlen=BUFFER_LIMIT) for k in STREAM_KINDS})
+    subscribers: list[asyncio.Queue] = field(default_factory=list)
+    owned_waiters: dict[str, asyncio.Future] = field(default_factory=dict)
+    state: RMState = RMState.RUNNING
+    dropped_responses: int = 0
+
+    def next_seq(self, partition: str) -> int:
+        s = self.seqs.get(partition, 0) + 1
+        self.seqs[partition] = s
+        return s
+
+    def deliver(self, kind: str, payload: bytes) -> None:
+        q = self.streams.get(kind)
+        if q is not None:
+            q.put_nowait(payload)
+            return
+        buf = self.buffers[kind]
+        if len(buf) == buf.maxlen:
+            self.dropped_responses += 1
+        buf.append(payload)
+
+    def attach(self, kind: str, queue: asyncio.Queue) -> None:
+        old = self.streams.get(kind)
+        if old is not None and old is not queue:
+            old.put_nowait(Close(None, "replaced by a newer stream of the same RM"))
+        self.streams[kind] = queue
+        buf = self.buffers[kind]
+        while buf:
+            queue.put_nowait(buf.popleft())
+        self.state = RMState.RUNNING
+
+    def detach(self, kind: str, queue: asyncio.Queue) -> None:
+        if self.streams.get(kind) is queue:
+            del self.streams[kind]
+        if not self.streams and self.state is RMState.RUNNING:
+            self.state = RMState.PAUSED
+
+    def close_streams(self, code, details: str) -> None:
+        for q in list(self.streams.values()):
+            q.put_nowait(Close(code, details))
+
+    def notify(self, notice) -> None:
+        for q in self.subscribers:
+            try:
+                q.put_nowait(notice)
+            except asyncio.QueueFull:  # a subscriber that does not read loses notices, not the proxy
+                self.dropped_responses += 1
