@@ -4,6 +4,17 @@
 one message per fault naming the partition/queue/rule concerned).
 """
 
+from common.config.default import DEFAULT_CONFIG_TEXT, default_config
+from common.config.errors import ConfigError
+from common.config.loader import (
+    MAX_CONFIG_BYTES,
+    MAX_ERRORS,
+    MAX_QUEUE_DEPTH,
+    MAX_QUEUES,
+    MAX_RULE_DEPTH,
+    config_checksum,
+    load_config,
+)
 from common.config.model import (
     ChildTemplateConfig,
     FilterConfig,
@@ -18,6 +29,16 @@ from common.config.model import (
 )
 
 __all__ = [
+    "DEFAULT_CONFIG_TEXT",
+    "default_config",
+    "ConfigError",
+    "load_config",
+    "config_checksum",
+    "MAX_CONFIG_BYTES",
+    "MAX_ERRORS",
+    "MAX_QUEUE_DEPTH",
+    "MAX_QUEUES",
+    "MAX_RULE_DEPTH",
     "ChildTemplateConfig",
     "FilterConfig",
     "LimitConfig",

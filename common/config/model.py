@@ -103,6 +103,8 @@ class PartitionConfig:
 class SchedulerConfig:
     partitions: tuple[PartitionConfig, ...]
     checksum: str = ""  # SHA-256 of the source text, uppercase hex, as /ws/v1/config shows it
+    # Non-fatal findings (ignored values, deprecated keys, dropped ACL names); not part of equality.
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
     def partition(self, name: str) -> PartitionConfig | None:
         for p in self.partitions:
