@@ -1,0 +1,34 @@
+"""Placement of applications into queues: the rule chain of seed 001 and group resolution.
+
+Public surface::
+
+    PlacementManager(rules)            # ConfigError on a bad rule set
+    manager.initialised / update_rules(rules) / place(app, queues) -> str
+    AppPlacementInfo, QueueTree, QueueNode, PlacementError
+    GroupResolver(lookup=os_lookup, positive_ttl_s=300, negative_ttl_s=30).resolve(user, groups, now_ns)
+    RULES (name -> rule class), replace_dot
+"""
+
+from .filter import Filter
+from .groups import GroupResolver, no_lookup, os_lookup
+from .manager import NO_RULE_MATCHED, PlacementManager
+from .registry import RULES, build_rule
+from .rule import Rule, replace_dot
+from .types import AppPlacementInfo, PlacementError, QueueNode, QueueTree
+
+__all__ = [
+    "AppPlacementInfo",
+    "Filter",
+    "GroupResolver",
+    "NO_RULE_MATCHED",
+    "PlacementError",
+    "PlacementManager",
+    "QueueNode",
+    "QueueTree",
+    "RULES",
+    "Rule",
+    "build_rule",
+    "no_lookup",
+    "os_lookup",
+    "replace_dot",
+]
