@@ -1,0 +1,157 @@
+"""Applications: their asks, allocations, resources and state (the table is in ``app_state``).
+
+The application object only keeps its own books; the partition drives state
+changes (it owns timers and outcomes) through ``Partition._app_event``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from common.resources import ZERO, Resource
+
+from .app_state import AppState
+from .objects import Allocation, Ask, Reservation
+from .queue import Queue
+
+__all__ = ["Application", "TAG_STATEAWARE_DISABLE", "TAG_NAMESPACE_QUOTA"]
+
+TAG_STATEAWARE_DISABLE = "application.stateaware.disable"
+TAG_NAMESPACE_QUOTA = "namespace.resourcequota"
+INT32_MIN = -(1 << 31)
+
+
+@dataclass(slots=True, eq=False)
+class Application:
+    app_id: str
+    queue: Queue
+    user: str
+    groups: tuple[str, ...]
+    tags: dict[str, str]
+    submission_time_ns: int
+    seq: int
+    execution_timeout_ms: int = 0
+    placeholder_ask: Resource = ZERO
+    gang_style: str = "Soft"
+    state: AppState = AppState.NEW
+    state_time_ns: int = 0
+    state_gen: int = 0  # bumps on every state change; timers carry it to detect staleness
+    message: str = ""
+    asks: dict[str, Ask] = field(default_factory=dict)
+    allocations: dict[str, Allocation] = field(default_factory=dict)
+    allocated: Resource = ZERO
+    pending: Resource = ZERO
+    allocated_placeholder: Resource = ZERO
+    reservations: dict[str, Reservation] = field(default_factory=dict)  # ask key -> reservation
+    recovered_only: bool = False  # created from recovered allocations, RM has not added it yet
+    finished_ns: int = 0
+    counted_running: bool = False  # counted in queue.running_apps
+    # the pending asks in scheduling order (may hold exhausted asks until compacted)
+    _order: list[Ask] = field(default_factory=list)
+    _order_dirty: bool = False
+
+    @property
+    def queue_path(self) -> str:
+        return self.queue.path
+
+    # ---------------------------------------------------------------- asks
+    def add_ask(self, ask: Ask) -> Ask | None:
+        """Add or replace by key; pending adjusted by the delta. Returns the replaced ask."""
+        old = self.asks.get(ask.key)
+        if old is not None:
+            self._remove_from_pending(old)
+        self.asks[ask.key] = ask
+        if ask.pending > 0:
+            self.pending = self.pending.add(ask.resource.multiply(ask.pending))
+            self._order.append(ask)
+            self._order_dirty = True
+        return old
+
+    def remove_ask(self, key: str) -> Ask | None:
+        ask = self.asks.pop(key, None)
+        if ask is not None:
+            self._remove_from_pending(ask)
+        return ask
+
+    def _remove_from_pending(self, ask: Ask) -> None:
+        if ask.pending > 0:
+            self.pending = self.pending.sub_eliminate_negative(ask.resource.multiply(ask.pending))
+            ask.pending = 0  # dead entry in _order; dropped at the next compaction
+            self._order_dirty = True
+
+    def ordered_asks(self) -> list[Ask]:
+        """Asks with pending repeats, by priority desc then creation time (compacts lazily)."""
+        if self._order_dirty:
+            live = [a for a in self._order if a.pending > 0 and self.asks.get(a.key) is a]
+            live.sort(key=_ask_key)
+            self._order = live
+            self._order_dirty = False
+        return self._order
+
+    def compact(self) -> None:
+        """Drop exhausted asks from the order (called at the start of a cycle when needed)."""
+        self._order_dirty = True
+
+    def max_pending_priority(self) -> int:
+        for a in self.ordered_asks():
+            if a.pending > 0:
+                return a.priority
+        return INT32_MIN
+
+    def has_pending(self) -> bool:
+        return not self.pending.is_zero()
+
+    def is_idle(self) -> bool:
+        """No pending asks, no allocations (the Completing condition)."""
+        return not self.allocations and self.pending.is_zero() \
+            and all(a.pending <= 0 for a in self.asks.values())
+
+    def stateaware_disabled(self) -> bool:
+        return self.tags.get(TAG_STATEAWARE_DISABLE, "").lower() == "true"
+
+    def to_dao(self, partition: str) -> dict:
+        """YuniKorn ApplicationDAOInfo-like dict (REST ``/apps``)."""
+        return {
+            "applicationID": self.app_id,
+            "usedResource": self.allocated.prune().as_dict(),
+            "maxUsedResource": self.allocated.prune().as_dict(),
+            "pendingResource": self.pending.prune().as_dict(),
+            "partition": partition,
+            "queueName": self.queue.path,
+            "submissionTime": self.submission_time_ns,
+            "finishedTime": self.finished_ns or None,
+            "requests": [
+                {"allocationKey": a.key, "allocationTags": dict(a.tags),
+                 "requestTime": a.create_time_ns, "resource": a.resource.as_dict(),
+                 "pendingCount": a.pending, "priority": str(a.priority),
+                 "requiredNodeId": a.required_node, "applicationId": self.app_id,
+                 "partition": partition, "placeholder": a.placeholder,
+                 "taskGroupName": a.task_group,
+                 "allocationLog": [{"message": a.sched_reason, "count": 1}] if a.sched_reason else []}
+                for a in self.asks.values()
+            ],
+            "allocations": [alloc_dao(al, partition) for al in self.allocations.values()],
+            "applicationState": self.state.value,
+            "user": self.user,
+            "groups": list(self.groups),
+            "rejectedMessage": self.message if self.state is AppState.REJECTED else "",
+            "stateLog": [],
+            "placeholderData": [],
+            "hasReserved": bool(self.reservations),
+            "reservations": [r.app_key for r in self.reservations.values()],
+            "maxRequestPriority": self.max_pending_priority(),
+        }
+
+
+def _ask_key(a: Ask) -> tuple[int, int, int]:
+    return (-a.priority, a.create_time_ns, a.seq)
+
+
+def alloc_dao(al: Allocation, partition: str) -> dict:
+    return {
+        "allocationKey": al.key, "allocationTags": dict(al.tags), "requestTime": al.create_time_ns,
+        "allocationTime": al.create_time_ns, "allocationDelay": 0, "uuid": al.uuid,
+        "resource": al.resource.as_dict(), "priority": str(al.priority), "nodeId": al.node_id,
+        "applicationId": al.app_id, "partition": partition, "placeholder": al.placeholder,
+        "placeholderUsed": False, "taskGroupName": al.task_group,
+    }

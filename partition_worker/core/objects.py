@@ -1,0 +1,93 @@
+"""Asks, allocations and reservations: the small hot objects of the core."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from common.resources import Resource
+
+__all__ = ["Ask", "Allocation", "Reservation", "TAG_REQUIRED_NODE", "TAG_ALLOW_PREEMPTION",
+           "TAG_CREATION_TIME", "NODE_SELECTOR_PREFIX"]
+
+TAG_REQUIRED_NODE = "yunikorn.apache.org/requiredNode"
+TAG_ALLOW_PREEMPTION = "yunikorn.apache.org/allowPreemption"
+TAG_CREATION_TIME = "creationTime"
+# Korral convention (not YuniKorn): an ask tag "korral.io/node-selector/<attr>" = "<value>"
+# only matches nodes whose attribute <attr> (or node label <attr> in the JSON attribute
+# "si.io/nodelabels") equals <value>. Several such tags must all match.
+NODE_SELECTOR_PREFIX = "korral.io/node-selector/"
+
+
+@dataclass(slots=True, eq=False)
+class Ask:
+    """A pending request of an application: ``pending`` more allocations of ``resource``."""
+
+    key: str
+    app_id: str
+    resource: Resource
+    max_allocations: int
+    pending: int
+    priority: int
+    create_time_ns: int
+    seq: int
+    tags: dict[str, str] = field(default_factory=dict)
+    execution_timeout_ms: int = 0
+    placeholder: bool = False
+    task_group: str = ""
+    originator: bool = False
+    allow_preempt_self: bool = True
+    allow_preempt_other: bool = True
+    required_node: str = ""
+    selector: tuple[tuple[str, str], ...] = ()
+    allow_preemption: bool = True
+    # scheduling state last reported to the RM ("" = none yet) and why
+    sched_state: str = ""
+    sched_reason: str = ""
+    reserved_node: str = ""  # node this ask holds a reservation on ("" = none)
+
+    @property
+    def sort_key(self) -> tuple[int, int, int]:
+        """Priority desc, then creation time asc, then arrival order (stable)."""
+        return (-self.priority, self.create_time_ns, self.seq)
+
+    def describe(self) -> str:
+        return (f"allocationKey={self.key}, applicationID={self.app_id}, "
+                f"resource={self.resource}, maxAllocations={self.max_allocations}")
+
+
+@dataclass(slots=True, eq=False)
+class Allocation:
+    """One placed unit of an ask on a node. ``uuid`` is core-made (or the RM's, on recovery)."""
+
+    uuid: str
+    key: str
+    app_id: str
+    node_id: str
+    resource: Resource
+    priority: int
+    create_time_ns: int
+    queue_path: str
+    tags: dict[str, str] = field(default_factory=dict)
+    task_group: str = ""
+    placeholder: bool = False
+    originator: bool = False
+    recovered: bool = False
+    timeout_at_ns: int = 0  # execution timeout deadline (0 = none)
+
+
+@dataclass(slots=True, eq=False)
+class Reservation:
+    """An ask holding a node it does not fit yet, so smaller asks cannot starve it."""
+
+    node_id: str
+    app_id: str
+    ask_key: str
+    created_ns: int
+
+    @property
+    def node_key(self) -> str:  # YuniKorn's key on the node side
+        return f"{self.app_id}|{self.ask_key}"
+
+    @property
+    def app_key(self) -> str:  # YuniKorn's key on the app side
+        return f"{self.node_id}|{self.ask_key}"

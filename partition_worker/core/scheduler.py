@@ -1,0 +1,374 @@
+"""One scheduling cycle (seed 003's pseudo code, without YuniKorn's one-allocation-per-cycle cap).
+
+Order of work:
+
+1. Reserved asks first: each tries its reserved node, then any other node.
+2. Then repeatedly descend from root: children of a parent by the fair queue order
+   (priority desc, share of guaranteed asc, share of max asc, path), apps of a leaf
+   by the leaf's policy (fifo / fair / stateaware), asks of an app by priority desc
+   then creation time, nodes in the node policy order. Each descent places one
+   allocation; the cycle ends when a descent finds nothing to place.
+
+Termination and cost: within one cycle nodes and queue headroom only shrink, so an
+ask, app or queue that failed once is skipped for the rest of the cycle ("blocked").
+Each ask therefore fails at most once per cycle, and every other descent makes an
+allocation. A "failed shape" memo skips asks at least as large as one that already
+fitted no node this cycle, so a full cluster with many identical pending asks costs
+one node scan, not one per ask.
+
+Scheduling states (SI UpdateContainerSchedulingState) are reported on change only:
+SKIPPED when the queue headroom blocks the ask, FAILED when it fits the queue but no
+node ("request is waiting for cluster resources become available", YuniKorn's text),
+RESERVED when it reserves a node, SCHEDULED when a previously waiting ask is placed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from common.resources import Resource, share_key
+
+from .app_state import AppState
+from .outcomes import EventType, SchedState
+from .queue import AppSortPolicy, Queue
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .application import Application
+    from .node import Node
+    from .objects import Allocation, Ask
+    from .partition import Partition
+
+__all__ = ["run_cycle", "WAITING_FOR_CLUSTER"]
+
+WAITING_FOR_CLUSTER = "request is waiting for cluster resources become available"
+_SCHEDULABLE_APP_STATES = frozenset({AppState.ACCEPTED, AppState.STARTING, AppState.RUNNING,
+                                     AppState.COMPLETING})
+_MAX_SHAPES = 32
+INT32_MIN = -(1 << 31)
+
+
+class _Cycle:
+    __slots__ = ("p", "now", "blocked", "ask_lists", "ask_cursor", "fifo", "fifo_cursor",
+                 "failed_shapes", "unreservable", "qprio")
+
+    def __init__(self, p: "Partition", now: int) -> None:
+        self.p = p
+        self.now = now
+        self.blocked: set[object] = set()  # queues, apps and asks done for this cycle
+        self.ask_lists: dict[object, list] = {}
+        self.ask_cursor: dict[object, int] = {}
+        self.fifo: dict[object, list] = {}
+        self.fifo_cursor: dict[object, int] = {}
+        self.failed_shapes: list[Resource] = []
+        self.unreservable: list[Resource] = []
+        self.qprio: dict[object, int] = {}
+
+
+def run_cycle(p: "Partition", now: int) -> int:
+    """Allocate as many asks as fit now, in policy order. Returns the number placed."""
+    root = p.root
+    if root.max is None or not p.nodes.nodes:
+        return 0  # no nodes: nothing to schedule on (YuniKorn skips the partition)
+    c = _Cycle(p, now)
+    n = _try_reserved(c) if p.reservations else 0
+    if root.pending.is_zero():
+        return n
+    while _try_queue(c, root) is not None:
+        n += 1
+    return n
+
+
+# ------------------------------------------------------------------------------ queues
+def _queue_priority(c: _Cycle, q: Queue) -> int:
+    v = c.qprio.get(q)
+    if v is None:
+        cur = INT32_MIN
+        if q.is_leaf:
+            for app in q.apps.values():
+                if app.has_pending():
+                    cur = max(cur, app.max_pending_priority())
+        else:
+            for ch in q.children.values():
+                if not ch.pending.is_zero():
+                    cur = max(cur, _queue_priority(c, ch))
+        v = q.priority_value(cur)
+        c.qprio[q] = v
+    return v
+
+
+def _queue_key(c: _Cycle, q: Queue, priority: bool) -> tuple:
+    g = share_key(q.allocated.shares(q.guaranteed))
+    m = share_key(q.allocated.shares(q.max))
+    return (-_queue_priority(c, q) if priority else 0, g, m, q.path)
+
+
+def _try_queue(c: _Cycle, q: Queue) -> "Allocation | None":
+    if q.is_leaf:
+        return _try_leaf(c, q)
+    blocked = c.blocked
+    kids = [ch for ch in q.children.values()
+            if ch not in blocked and ch.schedulable and not ch.pending.is_zero()]
+    if len(kids) > 1:
+        prio = q.priority_enabled
+        kids.sort(key=lambda ch: _queue_key(c, ch, prio))
+    for ch in kids:
+        a = _try_queue(c, ch)
+        if a is not None:
+            return a
+        blocked.add(ch)
+    return None
+
+
+# ------------------------------------------------------------------------------ apps
+def _fifo_key(prio: bool):
+    if prio:
+        return lambda a: (-a.max_pending_priority(), a.submission_time_ns, a.seq)
+    return lambda a: (a.submission_time_ns, a.seq)
+
+
+def _app_candidates(c: _Cycle, q: Queue) -> list:
+    pol = q.sort_policy
+    if pol is AppSortPolicy.FAIR:
+        g = q.guaranteed
+        if q.priority_enabled:
+            key = lambda a: (-a.max_pending_priority(), share_key(a.allocated.shares(g)),  # noqa: E731
+                             a.submission_time_ns, a.seq)
+        else:
+            key = lambda a: (share_key(a.allocated.shares(g)), a.submission_time_ns, a.seq)  # noqa: E731
+        return sorted((a for a in q.apps.values() if a.has_pending() and a not in c.blocked), key=key)
+    if pol is AppSortPolicy.STATEAWARE:
+        apps = sorted(q.apps.values(), key=lambda a: (a.submission_time_ns, a.seq))
+        starting = any(a.state is AppState.STARTING for a in apps)
+        out = []
+        accepted_taken = starting
+        for a in apps:
+            if a.state is AppState.ACCEPTED:
+                if not accepted_taken and a.has_pending():
+                    accepted_taken = True
+                    out.append(a)
+            elif a.has_pending():
+                out.append(a)
+        out.sort(key=_fifo_key(q.priority_enabled))
+        return [a for a in out if a not in c.blocked]
+    return []  # fifo uses the cached order with a cursor
+
+
+def _try_leaf(c: _Cycle, q: Queue) -> "Allocation | None":
+    blocked = c.blocked
+    if q.sort_policy is AppSortPolicy.FIFO:
+        order = c.fifo.get(q)
+        if order is None:
+            order = sorted((a for a in q.apps.values() if a.has_pending()),
+                           key=_fifo_key(q.priority_enabled))
+            c.fifo[q] = order
+            c.fifo_cursor[q] = 0
+        i = cursor = c.fifo_cursor[q]
+        while i < len(order):
+            app = order[i]
+            if app in blocked:
+                if i == cursor:
+                    cursor += 1
+                i += 1
+                continue
+            a = _try_app(c, app)
+            if a is not None:
+                c.fifo_cursor[q] = cursor
+                return a
+            blocked.add(app)
+            if i == cursor:
+                cursor += 1
+            i += 1
+        c.fifo_cursor[q] = cursor
+        return None
+    for app in _app_candidates(c, q):
+        a = _try_app(c, app)
+        if a is not None:
+            return a
+        blocked.add(app)
+    return None
+
+
+def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
+    if app.state not in _SCHEDULABLE_APP_STATES:
+        return None
+    p = c.p
+    if not app.counted_running and app.queue.max_apps_reached() is not None:
+        return None  # maxapplications: a new app may not start yet
+    asks = c.ask_lists.get(app)
+    if asks is None:
+        asks = app.ordered_asks()
+        c.ask_lists[app] = asks
+        c.ask_cursor[app] = 0
+    blocked = c.blocked
+    i = cursor = c.ask_cursor[app]
+    queue = app.queue
+    n = len(asks)
+    while i < n:
+        ask = asks[i]
+        if ask.pending <= 0 or ask in blocked:
+            if i == cursor:
+                cursor += 1
+            i += 1
+            continue
+        if ask.reserved_node:  # handled by the reserved pass
+            i += 1
+            continue
+        blocker = queue.fits_headroom(ask.resource)
+        if blocker is not None:
+            _headroom_blocked(c, app, ask, blocker)
+            blocked.add(ask)
+            i += 1
+            continue
+        node = _find_node(c, ask)
+        if node is not None:
+            c.ask_cursor[app] = cursor
+            alloc = p.allocate(app, ask, node, c.now)
+            if ask.pending <= 0:
+                app._order_dirty = True  # compact at the next cycle
+            return alloc
+        if not _maybe_reserve(c, app, ask):
+            p.sched_state(ask, SchedState.FAILED, WAITING_FOR_CLUSTER)
+        blocked.add(ask)
+        i += 1
+    c.ask_cursor[app] = cursor
+    return None
+
+
+def _headroom_blocked(c: _Cycle, app: "Application", ask: "Ask", blocker: Queue) -> None:
+    p = c.p
+    if blocker.parent is None:
+        # root's max is the cluster size: the ask waits for the cluster, not for a quota,
+        # which is what an autoscaler watches for (FAILED, as YuniKorn reports it)
+        p.sched_state(ask, SchedState.FAILED, WAITING_FOR_CLUSTER)
+        return
+    if ask.sched_state != SchedState.SKIPPED.value:
+        p.event(EventType.REQUEST, ask.key, "InsufficientQueueResources",
+                f"Application {app.app_id} does not fit into {blocker.path} queue", c.now,
+                group=app.app_id)
+    p.sched_state(ask, SchedState.SKIPPED,
+                  f"request does not fit the headroom of queue {blocker.path}")
+
+
+# ------------------------------------------------------------------------------ nodes
+def _selector_ok(node: "Node", ask: "Ask") -> bool:
+    for attr, want in ask.selector:
+        if node.attribute(attr) != want:
+            return False
+    return True
+
+
+def _fits(rv: dict, node: "Node") -> bool:
+    av = node.available._v
+    for k, v in rv.items():
+        if v > av.get(k, 0):
+            return False
+    return True
+
+
+def _find_node(c: _Cycle, ask: "Ask") -> "Node | None":
+    """The first node in policy order that passes the predicates: schedulable and ready,
+    not reserved, required node, selector, fits free resources."""
+    nodes = c.p.nodes
+    res = ask.resource
+    rv = res._v
+    if ask.required_node:
+        node = nodes.get(ask.required_node)
+        if node is not None and node.usable and node.reservation is None \
+                and _selector_ok(node, ask) and _fits(rv, node):
+            return node
+        return None
+    plain = not ask.selector
+    if plain:
+        for shape in c.failed_shapes:
+            if shape.fits_in(res):
+                return None
+    byid = nodes.nodes
+    for key in nodes.order:
+        node = byid[key[1]]
+        if not node.schedulable or not node.ready or node.reservation is not None:
+            continue
+        av = node.available._v
+        for k, v in rv.items():
+            if v > av.get(k, 0):
+                break
+        else:
+            if plain or _selector_ok(node, ask):
+                return node
+    if plain and len(c.failed_shapes) < _MAX_SHAPES:
+        c.failed_shapes.append(res)
+    return None
+
+
+# ------------------------------------------------------------------------------ reservations
+def _maybe_reserve(c: _Cycle, app: "Application", ask: "Ask") -> bool:
+    """Reserve the node the ask fits best once it frees up (YuniKorn: lowest FitInScore among
+    nodes whose capacity can hold it). Only asks older than the reservation delay, one
+    reservation per ask, a bounded number per partition."""
+    p = c.p
+    if c.now - ask.create_time_ns < p.settings.reservation_delay_ns:
+        return False
+    if ask.reserved_node or len(p.reservations) >= p.settings.max_reservations:
+        return False
+    res = ask.resource
+    if ask.required_node:
+        node = p.nodes.get(ask.required_node)
+        if node is None or not node.usable or node.reservation is not None:
+            return False
+        if not res.fits_in(node.capacity.sub(node.occupied)):
+            return False
+        p.reserve(app, ask, node, c.now)
+        return True
+    plain = not ask.selector
+    if plain:
+        for shape in c.unreservable:
+            if shape.fits_in(res):
+                return False
+    best, best_score = None, 0.0
+    for node in p.nodes.nodes.values():
+        if not node.usable or node.reservation is not None:
+            continue
+        if not res.fits_in(node.capacity.sub(node.occupied)):
+            continue
+        if not plain and not _selector_ok(node, ask):
+            continue
+        score = res.fit_in_score(node.available)
+        if best is None or score < best_score:
+            best, best_score = node, score
+    if best is None:
+        if plain and len(c.unreservable) < _MAX_SHAPES:
+            c.unreservable.append(res)
+        return False
+    p.reserve(app, ask, best, c.now)
+    return True
+
+
+def _try_reserved(c: _Cycle) -> int:
+    """Reserved asks first: their reserved node, then any other node."""
+    p = c.p
+    n = 0
+    for res in list(p.reservations.values()):
+        app = p.apps.get(res.app_id)
+        ask = app.asks.get(res.ask_key) if app is not None else None
+        node = p.nodes.get(res.node_id)
+        if ask is None or ask.pending <= 0 or node is None:
+            p.unreserve(res)
+            continue
+        if app.state not in _SCHEDULABLE_APP_STATES:
+            continue
+        if app.queue.fits_headroom(ask.resource) is not None:
+            c.blocked.add(ask)
+            continue
+        target = None
+        if node.usable and _fits(ask.resource._v, node):
+            target = node
+        else:
+            target = _find_node(c, ask)
+        if target is None:
+            c.blocked.add(ask)
+            continue
+        p.unreserve(res)
+        p.allocate(app, ask, target, c.now)
+        if ask.pending <= 0:
+            app._order_dirty = True
+        n += 1
+    return n

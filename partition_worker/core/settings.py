@@ -1,0 +1,28 @@
+"""Tunable timings and bounds of the core. Defaults are YuniKorn v1.2's; tests shorten them.
+
+All durations are int nanoseconds, because the core's clock (``now``) is int
+nanoseconds since the epoch, passed in by the caller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["CoreSettings", "SECOND", "MINUTE", "DAY"]
+
+SECOND = 1_000_000_000
+MINUTE = 60 * SECOND
+DAY = 24 * 60 * MINUTE
+
+
+@dataclass(slots=True)
+class CoreSettings:
+    """Timers and bounds. ``0`` for a timeout means "fire at once" (YuniKorn's stateaware disable)."""
+
+    starting_timeout_ns: int = 5 * MINUTE  # Starting -> Running without a 2nd allocation
+    completing_timeout_ns: int = 30 * SECOND  # Completing -> Completed
+    expire_timeout_ns: int = 3 * DAY  # Completed/Failed/Rejected -> Expired (and purged)
+    reservation_delay_ns: int = 2 * SECOND  # an ask must be this old before it may reserve a node
+    max_reservations: int = 256  # per partition; bounds the scan cost of reserving
+    idle_cycle_interval_ns: int = SECOND  # cycle at this interval while asks are pending
+    max_completed_apps: int = 10_000  # completed/failed/rejected apps kept for REST until expiry

@@ -1,0 +1,294 @@
+"""The SI adapter of one partition: SI protobuf in -> core commands; core outcomes -> SI protobuf.
+
+This is the only object the worker process loop talks to. It is pure like the
+core (``now_ns`` passed in, no I/O). Contract:
+
+- ``apply_*_request(req, now_ns)``: translate and apply every item of the request that
+  belongs to this partition (rmproxy already normalised and split them), in YuniKorn's
+  order (asks before releases, new apps before removals).
+- ``step(now_ns) -> Outbox``: fire due timers, run a scheduling cycle if anything changed
+  (or the idle interval passed), and return + clear everything that accumulated since the
+  previous ``step`` (also what the ``apply_*`` calls produced, e.g. rejections).
+- ``next_wakeup_ns()``: the earliest time ``step`` has work (None = only on input).
+- ``snapshot()``: a JSON-able dict of queues/apps/nodes/allocations (YuniKorn DAO names).
+- ``update_config(config, now_ns)``: raises ``ConfigError``; the old config then stays.
+
+Outgoing ``partitionName`` fields carry the short partition name.
+"""
+
+from __future__ import annotations
+
+import uuid as _uuid
+from collections import deque
+from dataclasses import dataclass, field
+
+from common import si_pb2
+from common.config.errors import ConfigError
+from common.config.model import PartitionConfig
+from common.resources import Resource
+from partition_worker.core import commands as C
+from partition_worker.core.application import alloc_dao
+from partition_worker.core.outcomes import EventType, Outcomes, Termination
+from partition_worker.core.partition import Partition
+from partition_worker.core.settings import CoreSettings
+
+__all__ = ["PartitionSession", "Outbox", "CoreSettings", "EVENT_RING_SIZE"]
+
+EVENT_RING_SIZE = 1000
+_NodeInfo = si_pb2.NodeInfo
+_TERM_TO_CORE = {
+    si_pb2.STOPPED_BY_RM: Termination.STOPPED_BY_RM,
+    si_pb2.TIMEOUT: Termination.TIMEOUT,
+    si_pb2.PREEMPTED_BY_SCHEDULER: Termination.PREEMPTED_BY_SCHEDULER,
+    si_pb2.PLACEHOLDER_REPLACED: Termination.PLACEHOLDER_REPLACED,
+    si_pb2.UNKNOWN_TERMINATION_TYPE: Termination.STOPPED_BY_RM,  # the shim's default
+}
+_TERM_TO_SI = {
+    Termination.STOPPED_BY_RM: si_pb2.STOPPED_BY_RM,
+    Termination.TIMEOUT: si_pb2.TIMEOUT,
+    Termination.PREEMPTED_BY_SCHEDULER: si_pb2.PREEMPTED_BY_SCHEDULER,
+    Termination.PLACEHOLDER_REPLACED: si_pb2.PLACEHOLDER_REPLACED,
+    Termination.UNKNOWN: si_pb2.UNKNOWN_TERMINATION_TYPE,
+}
+_EVENT_TYPE = {
+    EventType.REQUEST: si_pb2.EventRecord.REQUEST,
+    EventType.APP: si_pb2.EventRecord.APP,
+    EventType.NODE: si_pb2.EventRecord.NODE,
+    EventType.QUEUE: si_pb2.EventRecord.QUEUE,
+}
+_SCHED_STATE = si_pb2.UpdateContainerSchedulingStateRequest.SchedulingState
+
+
+@dataclass(slots=True)
+class Outbox:
+    allocation: si_pb2.AllocationResponse | None  # None when empty
+    application: si_pb2.ApplicationResponse | None
+    node: si_pb2.NodeResponse | None
+    events: list[si_pb2.EventRecord] = field(default_factory=list)
+    scheduling_states: list[si_pb2.UpdateContainerSchedulingStateRequest] = field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        return (self.allocation is None and self.application is None and self.node is None
+                and not self.events and not self.scheduling_states)
+
+
+def _res(msg: si_pb2.Resource) -> Resource:
+    return Resource({k: q.value for k, q in msg.resources.items()})
+
+
+def _fill_res(target: si_pb2.Resource, r: Resource) -> None:
+    for k, v in r.items():
+        target.resources[k].value = v
+
+
+class PartitionSession:
+    """One partition of one RM, as the worker process sees it (see module doc)."""
+
+    def __init__(self, rm_id: str, partition: str, config: PartitionConfig,
+                 settings: CoreSettings | None = None) -> None:
+        self.rm_id = rm_id
+        self.partition_name = partition
+        self.core = Partition(partition, config, settings, rm_id=rm_id,
+                              new_uuid=lambda: str(_uuid.uuid4()))
+        self.event_ring: deque[si_pb2.EventRecord] = deque(maxlen=EVENT_RING_SIZE)
+
+    # ------------------------------------------------------------------ input
+    def apply_allocation_request(self, req: si_pb2.AllocationRequest, now_ns: int) -> None:
+        core = self.core
+        for ask in req.asks:
+            pp = ask.preemptionPolicy
+            has_pp = ask.HasField("preemptionPolicy")
+            core.handle(C.AddAsk(
+                key=ask.allocationKey, app_id=ask.applicationID, resource=_res(ask.resourceAsk),
+                max_allocations=ask.maxAllocations, priority=ask.priority,
+                execution_timeout_ms=ask.executionTimeoutMilliSeconds, tags=dict(ask.tags),
+                task_group=ask.taskGroupName, placeholder=ask.placeholder,
+                originator=ask.Originator,
+                allow_preempt_self=pp.allowPreemptSelf if has_pp else True,
+                allow_preempt_other=pp.allowPreemptOther if has_pp else True), now_ns)
+        if req.HasField("releases"):
+            rel = req.releases
+            for r in rel.allocationAsksToRelease:
+                core.handle(C.ReleaseAsk(r.applicationID, r.allocationKey,
+                                         _TERM_TO_CORE.get(r.terminationType, Termination.STOPPED_BY_RM),
+                                         r.message), now_ns)
+            for r in rel.allocationsToRelease:
+                core.handle(C.ReleaseAlloc(r.applicationID, r.UUID,
+                                           _TERM_TO_CORE.get(r.terminationType, Termination.STOPPED_BY_RM),
+                                           r.message, r.allocationKey), now_ns)
+
+    def apply_application_request(self, req: si_pb2.ApplicationRequest, now_ns: int) -> None:
+        core = self.core
+        for a in req.new:
+            core.handle(C.AddApp(
+                app_id=a.applicationID, queue=a.queueName, user=a.ugi.user,
+                groups=tuple(a.ugi.groups), tags=dict(a.tags),
+                execution_timeout_ms=a.executionTimeoutMilliSeconds,
+                placeholder_ask=_res(a.placeholderAsk), gang_style=a.gangSchedulingStyle), now_ns)
+        for r in req.remove:
+            core.handle(C.RemoveApp(r.applicationID), now_ns)
+
+    def apply_node_request(self, req: si_pb2.NodeRequest, now_ns: int) -> None:
+        core = self.core
+        for n in req.nodes:
+            handler = _NODE_ACTIONS.get(n.action)
+            if handler is None:
+                core.event(EventType.NODE, n.nodeID, "UnknownNodeAction",
+                           f"node {n.nodeID}: unknown action {n.action}, ignored", now_ns)
+                continue
+            core.handle(handler(n), now_ns)
+
+    def update_config(self, config: PartitionConfig, now_ns: int) -> None:
+        """Apply a new config for this partition; raises ConfigError and keeps the old one."""
+        if config.name != self.partition_name:
+            raise ConfigError([f"config for partition {config.name} given to partition {self.partition_name}"])
+        self.core.update_config(config, now_ns)
+
+    # ------------------------------------------------------------------ output
+    def step(self, now_ns: int) -> Outbox:
+        self.core.step(now_ns)
+        return self._outbox(self.core.outcomes.drain())
+
+    def next_wakeup_ns(self) -> int | None:
+        return self.core.next_wakeup_ns()
+
+    def _outbox(self, o: Outcomes) -> Outbox:
+        part = self.partition_name
+        alloc_resp = None
+        if o.allocations or o.released or o.released_asks or o.rejected_asks:
+            alloc_resp = si_pb2.AllocationResponse()
+            for a in o.allocations:
+                al = a.alloc
+                m = alloc_resp.new.add(allocationKey=al.key, UUID=al.uuid, nodeID=al.node_id,
+                                       applicationID=al.app_id, partitionName=part,
+                                       priority=al.priority, taskGroupName=al.task_group,
+                                       placeholder=al.placeholder)
+                if al.tags:
+                    m.allocationTags.update(al.tags)
+                _fill_res(m.resourcePerAlloc, al.resource)
+            for r in o.released:
+                alloc_resp.released.add(partitionName=part, applicationID=r.app_id, UUID=r.uuid,
+                                        terminationType=_TERM_TO_SI[r.termination],
+                                        message=r.message, allocationKey=r.allocation_key)
+            for r in o.released_asks:
+                alloc_resp.releasedAsks.add(partitionName=part, applicationID=r.app_id,
+                                            allocationKey=r.allocation_key,
+                                            terminationType=_TERM_TO_SI[r.termination],
+                                            message=r.message)
+            for r in o.rejected_asks:
+                alloc_resp.rejected.add(allocationKey=r.allocation_key, applicationID=r.app_id,
+                                        reason=r.reason)
+        app_resp = None
+        if o.apps_accepted or o.apps_rejected or o.app_states:
+            app_resp = si_pb2.ApplicationResponse()
+            for a in o.apps_rejected:
+                app_resp.rejected.add(applicationID=a.app_id, reason=a.reason)
+            for a in o.apps_accepted:
+                app_resp.accepted.add(applicationID=a.app_id)
+            for a in o.app_states:
+                app_resp.updated.add(applicationID=a.app_id, state=a.state,
+                                     stateTransitionTimestamp=a.timestamp_ns, message=a.message)
+        node_resp = None
+        if o.nodes_accepted or o.nodes_rejected:
+            node_resp = si_pb2.NodeResponse()
+            for n in o.nodes_rejected:
+                node_resp.rejected.add(nodeID=n.node_id, reason=n.reason)
+            for n in o.nodes_accepted:
+                node_resp.accepted.add(nodeID=n.node_id)
+        events = []
+        for e in o.events:
+            rec = si_pb2.EventRecord(type=_EVENT_TYPE[e.type], objectID=e.object_id,
+                                     groupID=e.group_id, reason=e.reason, message=e.message,
+                                     timestampNano=e.timestamp_ns)
+            events.append(rec)
+            self.event_ring.append(rec)
+        states = [si_pb2.UpdateContainerSchedulingStateRequest(
+            applicartionID=s.app_id, allocationKey=s.allocation_key,
+            state=_SCHED_STATE.Value(s.state.value), reason=s.reason) for s in o.sched_states]
+        return Outbox(alloc_resp, app_resp, node_resp, events, states)
+
+    # ------------------------------------------------------------------ state
+    def snapshot(self) -> dict:
+        """Plain JSON-able state: partition, queues tree, apps, nodes, allocations, events."""
+        p = self.core
+        part = self.partition_name
+        apps = [a.to_dao(part) for a in p.apps.values()]
+        apps += [a.to_dao(part) for a in p.finished_apps.values()]
+        nodes = []
+        for n in p.nodes.nodes.values():
+            nodes.append({
+                "nodeID": n.node_id, "hostName": n.attributes.get("si/hostname", ""),
+                "rackName": n.attributes.get("si/rackname", ""),
+                "attributes": dict(n.attributes),
+                "capacity": n.capacity.as_dict(), "allocated": n.allocated.prune().as_dict(),
+                "occupied": n.occupied.prune().as_dict(), "available": n.available.as_dict(),
+                "utilized": _utilized(n),
+                "allocations": [alloc_dao(al, part) for al in n.allocations.values()],
+                "schedulable": n.schedulable, "ready": n.ready,
+                "isReserved": n.reservation is not None,
+                "reservations": [n.reservation.node_key] if n.reservation else [],
+            })
+        queues = p.root.to_dao()
+        _set_partition(queues, part)
+        return {
+            "partition": {
+                "name": part, "clusterId": self.rm_id, "state": p.state.value,
+                "capacity": {"capacity": p.total.as_dict(),
+                             "usedCapacity": p.root.allocated.prune().as_dict()},
+                "nodeSortingPolicy": {"type": p.nodes.policy.value,
+                                      "resourceWeights": dict(p.nodes.weights)},
+                "totalNodes": len(p.nodes), "totalApplications": len(p.apps),
+                "totalContainers": len(p.allocations),
+                "applications": _count_states(p),
+            },
+            "queues": queues,
+            "applications": apps,
+            "nodes": nodes,
+            "reservations": [{"nodeID": r.node_id, "applicationID": r.app_id,
+                              "allocationKey": r.ask_key} for r in p.reservations.values()],
+            "events": [{"type": si_pb2.EventRecord.Type.Name(e.type), "objectID": e.objectID,
+                        "groupID": e.groupID, "reason": e.reason, "message": e.message,
+                        "timestampNano": e.timestampNano} for e in self.event_ring],
+        }
+
+
+def _utilized(n) -> dict[str, int]:
+    out = {}
+    for k, c in n.capacity.items():
+        if c > 0 and k in n.allocated:
+            out[k] = int(n.allocated[k] * 100 / c)
+    return out
+
+
+def _set_partition(q: dict, part: str) -> None:
+    q["partition"] = part
+    for c in q["children"]:
+        _set_partition(c, part)
+
+
+def _count_states(p: Partition) -> dict[str, int]:
+    counts: dict[str, int] = {"total": len(p.apps)}
+    for a in list(p.apps.values()) + list(p.finished_apps.values()):
+        counts[a.state.value] = counts.get(a.state.value, 0) + 1
+    return counts
+
+
+def _recovered(n: si_pb2.NodeInfo) -> tuple[C.RecoveredAlloc, ...]:
+    return tuple(C.RecoveredAlloc(uuid=a.UUID, key=a.allocationKey, app_id=a.applicationID,
+                                  resource=_res(a.resourcePerAlloc), node_id=a.nodeID,
+                                  tags=dict(a.allocationTags), priority=a.priority,
+                                  task_group=a.taskGroupName, placeholder=a.placeholder)
+                 for a in n.existingAllocations)
+
+
+_NODE_ACTIONS = {
+    _NodeInfo.CREATE: lambda n: C.AddNode(n.nodeID, _res(n.schedulableResource),
+                                          _res(n.occupiedResource), dict(n.attributes),
+                                          _recovered(n)),
+    _NodeInfo.UPDATE: lambda n: C.UpdateNode(
+        n.nodeID, _res(n.schedulableResource) if n.HasField("schedulableResource") else None,
+        _res(n.occupiedResource) if n.HasField("occupiedResource") else None, dict(n.attributes)),
+    _NodeInfo.DRAIN_NODE: lambda n: C.DrainNode(n.nodeID),
+    _NodeInfo.DRAIN_TO_SCHEDULABLE: lambda n: C.UndrainNode(n.nodeID),
+    _NodeInfo.DECOMISSION: lambda n: C.RemoveNode(n.nodeID),
+}
