@@ -133,7 +133,7 @@ class _Builder:
         if raw is None:
             return {}
         if not isinstance(raw, dict):
-            self.errors.append(f"{where}: {path} must be a mapping, got {_kind(raw)}")
+            self.errors.append(f"{where}: {path + ' ' if path else ''}must be a mapping, got {_kind(raw)}")
             return None
         for key in raw:
             if key not in keys:
@@ -292,7 +292,7 @@ class _Builder:
             raise _TooMany()
         raw_name = raw.get("name") if isinstance(raw, dict) else None
         name = raw_name.lower() if isinstance(raw_name, str) else ""
-        qpath = f"{parent_path}.{name}" if parent_path else (name or "?")
+        qpath = f"{parent_path}.{name or '?'}" if parent_path else (name or "?")
         qwhere = f"{where}, queue {qpath}"
         q = self.mapping(raw, _QUEUE_KEYS, qwhere, path)
         if q is None:

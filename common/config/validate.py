@@ -148,7 +148,7 @@ def _check_queue(
     children_sum: dict[str, int] = {}
     for child in queue.queues:
         child_path = f"{path}.{child.name}"
-        if not QUEUE_NAME_RE.fullmatch(child.name):
+        if child.name and not QUEUE_NAME_RE.fullmatch(child.name):  # a missing name is reported by the loader
             errors.append(
                 f"{where}, queue {child_path}: invalid child name {child.name}, a name must only have "
                 "alphanumeric characters, - or _, and be no longer than 64 characters"

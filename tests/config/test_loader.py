@@ -1,0 +1,173 @@
+"""load_config: default, checksum, normalisation, and bad input within documented limits."""
+
+import hashlib
+import time
+
+import pytest
+
+from common.config import (
+    DEFAULT_CONFIG_TEXT,
+    MAX_CONFIG_BYTES,
+    MAX_ERRORS,
+    MAX_QUEUES,
+    ConfigError,
+    config_checksum,
+    default_config,
+    load_config,
+)
+
+SIMPLE = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+"""
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\n", "\t \n"], ids=["empty", "spaces", "newlines", "mixed"])
+def test_empty_config_is_the_default(text):
+    assert load_config(text) == default_config()
+
+
+def test_default_config_matches_yunikorn():
+    config = default_config()
+    (p,) = config.partitions
+    assert p.name == "default"
+    assert p.root.name == "root" and p.root.submitacl == "*" and p.root.is_parent
+    (rule,) = p.placementrules
+    assert (rule.name, rule.value, rule.create) == ("tag", "namespace", True)
+    assert config.checksum == hashlib.sha256(DEFAULT_CONFIG_TEXT.encode()).hexdigest().upper()
+
+
+def test_checksum_is_sha256_uppercase_hex_without_the_checksum_line():
+    config = load_config(SIMPLE)
+    assert config.checksum == hashlib.sha256(SIMPLE.encode()).hexdigest().upper()
+    with_line = "checksum: " + "A" * 64 + "\n" + SIMPLE
+    assert config_checksum(with_line) == hashlib.sha256(("\n" + SIMPLE).encode()).hexdigest().upper()
+    assert load_config(with_line).checksum == config_checksum(with_line)
+
+
+def test_names_are_lower_cased_and_root_inserted():
+    config = load_config("partitions:\n  - name: DEFAULT\n    queues:\n      - name: Dev\n      - name: PROD\n        queues:\n          - name: Web\n"
+                         "    placementrules:\n      - name: Fixed\n        value: Dev\n")
+    p = config.partition("default")
+    assert p.root.name == "root" and p.root.is_parent
+    assert [q.name for q in p.root.queues] == ["dev", "prod"]
+    assert p.root.queues[1].queues[0].name == "web"
+    assert p.placementrules[0].name == "fixed"
+
+
+def test_partition_name_empty_means_default_and_other_names_keep_case():
+    config = load_config("partitions:\n  - name: ''\n    queues: [{name: root}]\n  - name: GPU\n    queues: [{name: root}]\n")
+    assert [p.name for p in config.partitions] == ["default", "GPU"]
+
+
+def test_quantities_are_parsed():
+    config = load_config("partitions:\n  - queues:\n      - name: a\n        resources:\n          max: {memory: 1Gi, vcore: 2, gpu: 1}\n")
+    assert dict(config.partitions[0].root.queues[0].resources.max) == {"memory": 2**30, "vcore": 2000, "gpu": 1}
+
+
+def test_all_errors_are_reported_together():
+    with pytest.raises(ConfigError) as err:
+        load_config("partitions:\n  - queues:\n      - name: a.b\n        submitacl: 'a b c'\n        bogus: 1\n")
+    assert len(err.value.errors) == 3
+
+
+def test_warnings_are_collected_not_fatal():
+    config = load_config(
+        "partitions:\n  - statedumpfilepath: /tmp/x\n    queues:\n      - name: root\n        submitacl: '1bad,ok'\n"
+        "        properties: {application.sort.policy: FIFO, priority.offset: big}\n"
+    )
+    text = "\n".join(config.warnings)
+    assert "statedumpfilepath is deprecated" in text
+    assert "submitacl: invalid names ignored: 1bad" in text
+    assert "unknown application sort policy 'FIFO', fifo is used" in text
+    assert "priority.offset: 'big' is not a 32-bit integer" in text
+
+
+def test_bytes_are_decoded_and_bad_utf8_is_an_error():
+    assert load_config(SIMPLE.encode()).partitions[0].name == "default"
+    with pytest.raises(ConfigError, match="config is not valid UTF-8"):
+        load_config(b"\xff\xfe partitions")
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("partitions: [", "invalid YAML"),
+        ("partitions:\n  - name: a\n   queues: x", "invalid YAML"),
+        ("a: 1\na: 2\n", "invalid YAML at line 2, column 1: key 'a' already set in this mapping"),
+        ("partitions: []\n---\npartitions: []\n", "only one document is allowed"),
+        ("partitions: *nope\n", "invalid YAML"),
+        ("\x00\x01binary", "invalid YAML"),
+        ("[" * 5000 + "]" * 5000, "nesting deeper than"),
+    ],
+    ids=["unclosed flow", "bad indentation", "duplicate key", "two documents", "unknown alias", "binary", "deep nesting"],
+)
+def test_invalid_yaml_is_a_clear_error(text, message):
+    with pytest.raises(ConfigError) as err:
+        load_config(text)
+    assert message in str(err.value)
+
+
+def test_config_over_the_size_limit_is_rejected_without_parsing():
+    text = "partitions:\n" + "#" * (10 * 1024 * 1024)
+    start = time.monotonic()
+    with pytest.raises(ConfigError) as err:
+        load_config(text)
+    assert time.monotonic() - start < 1.0
+    assert err.value.errors == [f"config too large: {len(text)} bytes, the limit is {MAX_CONFIG_BYTES} bytes"]
+
+
+def _many_queues(n: int) -> str:
+    return "partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: '*'\n        queues:\n" + "".join(
+        f"          - name: q{i}\n            resources: {{max: {{memory: 1G, vcore: 2}}}}\n" for i in range(n)
+    )
+
+
+def test_ten_thousand_queues_load_quickly():
+    start = time.monotonic()
+    config = load_config(_many_queues(10_000))
+    assert len(config.partitions[0].root.queues) == 10_000
+    assert time.monotonic() - start < 10.0
+
+
+def test_more_queues_than_the_limit_is_rejected():
+    with pytest.raises(ConfigError) as err:
+        load_config(_many_queues(MAX_QUEUES + 1))
+    assert err.value.errors == [f"partition default: too many queues: more than {MAX_QUEUES} queues in one config"]
+
+
+def test_alias_bomb_is_cut_short():
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, 12):
+        prev = f"*a{i - 1}"
+        lines.append(f"a{i}: &a{i} [{', '.join([prev] * 10)}]")
+    start = time.monotonic()
+    with pytest.raises(ConfigError, match="config too large"):
+        load_config("\n".join(lines) + "\n")
+    assert time.monotonic() - start < 5.0
+
+
+def test_error_list_is_capped():
+    text = "partitions:\n  - queues:\n" + "".join(f"      - {{name: q{i}, bad{i}: 1}}\n" for i in range(MAX_ERRORS + 50))
+    with pytest.raises(ConfigError) as err:
+        load_config(text)
+    assert len(err.value.errors) == MAX_ERRORS + 1
+    assert err.value.errors[-1] == "... and 50 more errors"
+
+
+def test_unicode_rule_name_is_a_clear_error():
+    with pytest.raises(ConfigError) as err:
+        load_config(SIMPLE + "    placementrules:\n      - name: ユーザー\n")
+    assert err.value.errors == [
+        "partition default, placement rule 1 (ユーザー): invalid rule name ユーザー, a name must be a valid identifier"
+    ]
+
+
+def test_yaml_anchors_are_supported():
+    text = ("partitions:\n  - queues:\n      - name: a\n        resources: &r {max: {memory: 10}}\n"
+            "      - name: b\n        resources: *r\n")
+    root = load_config(text).partitions[0].root
+    assert root.queues[0].resources == root.queues[1].resources
