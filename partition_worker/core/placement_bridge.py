@@ -14,23 +14,32 @@ from common.config.model import PlacementRuleConfig
 
 __all__ = ["PlacementBridge"]
 
+from common.config.errors import ConfigError
+
 try:  # the placement package is built by a teammate in parallel
-    from partition_worker.placement import AppPlacementInfo, GroupResolver, PlacementManager
+    from partition_worker.placement import (AppPlacementInfo, GroupResolver, PlacementManager,
+                                            no_lookup)
 except ImportError:  # pragma: no cover - depends on the build state of the tree
     PlacementManager = None  # type: ignore[assignment,misc]
     AppPlacementInfo = None  # type: ignore[assignment,misc]
     GroupResolver = None  # type: ignore[assignment,misc]
+    no_lookup = None  # type: ignore[assignment]
 
 
 class PlacementBridge:
-    __slots__ = ("_manager", "_resolver", "_rules")
+    __slots__ = ("_manager", "_resolver", "_rules", "error")
 
     def __init__(self, rules: Sequence[PlacementRuleConfig]) -> None:
         self._rules = tuple(rules)
         self._manager = None
-        self._resolver = GroupResolver() if GroupResolver is not None else None
+        self.error = ""  # why the rules at creation could not be built (manager uninitialised)
+        # no OS lookup: the core does no I/O, and YuniKorn v1.2's default resolver knows nobody
+        self._resolver = GroupResolver(lookup=no_lookup) if GroupResolver is not None else None
         if rules and PlacementManager is not None:
-            self._manager = PlacementManager(tuple(rules))
+            try:
+                self._manager = PlacementManager(tuple(rules))
+            except ConfigError as exc:  # YuniKorn logs it and runs without placement
+                self.error = str(exc)
 
     @property
     def initialised(self) -> bool:

@@ -96,9 +96,23 @@ def _queue_priority(c: _Cycle, q: Queue) -> int:
     return v
 
 
+def usage_share(used: Resource, total: Resource | None) -> tuple[float, ...]:
+    """Sort key of ``used`` as a share of ``total``, largest share first.
+
+    Only the types defined in ``total`` count: a type without a guarantee says nothing
+    about fairness (YuniKorn divides by 1 instead, so an unguaranteed ``vcore`` count
+    outweighs every real share; Korral ignores such types). Without ``total`` the raw
+    usage is the share, as in YuniKorn, so unguaranteed queues sort after guaranteed ones.
+    """
+    uv = used._v
+    if total is None:
+        return share_key([float(v) for v in uv.values()])
+    return share_key([uv.get(k, 0) / t for k, t in total._v.items() if t > 0])
+
+
 def _queue_key(c: _Cycle, q: Queue, priority: bool) -> tuple:
-    g = share_key(q.allocated.shares(q.guaranteed))
-    m = share_key(q.allocated.shares(q.max))
+    g = usage_share(q.allocated, q.guaranteed)
+    m = usage_share(q.allocated, q.max)
     return (-_queue_priority(c, q) if priority else 0, g, m, q.path)
 
 
@@ -131,10 +145,10 @@ def _app_candidates(c: _Cycle, q: Queue) -> list:
     if pol is AppSortPolicy.FAIR:
         g = q.guaranteed
         if q.priority_enabled:
-            key = lambda a: (-a.max_pending_priority(), share_key(a.allocated.shares(g)),  # noqa: E731
+            key = lambda a: (-a.max_pending_priority(), usage_share(a.allocated, g),  # noqa: E731
                              a.submission_time_ns, a.seq)
         else:
-            key = lambda a: (share_key(a.allocated.shares(g)), a.submission_time_ns, a.seq)  # noqa: E731
+            key = lambda a: (usage_share(a.allocated, g), a.submission_time_ns, a.seq)  # noqa: E731
         return sorted((a for a in q.apps.values() if a.has_pending() and a not in c.blocked), key=key)
     if pol is AppSortPolicy.STATEAWARE:
         apps = sorted(q.apps.values(), key=lambda a: (a.submission_time_ns, a.seq))

@@ -118,3 +118,10 @@ class Harness:
 
 
 __all__ = ["Harness", "q", "partition_config", "res", "START", "SECOND", "RecoveredAlloc"]
+
+
+def harness_from_yaml(text: str, **kw) -> Harness:
+    """A harness for the first partition of a queues.yaml text (``common.config.load_config``)."""
+    from common.config import load_config
+    cfg = load_config(text)
+    return Harness(config=cfg.partitions[0], **kw)

@@ -1,0 +1,126 @@
+"""Sorting policies: queues (fair by share of guaranteed), apps (fifo/fair/stateaware), nodes."""
+
+import pytest
+
+from partition_worker.core import ReleaseAlloc
+from tests.core.harness import Harness, partition_config, q, res
+
+
+def leaf_with(policy: str, **kw) -> Harness:
+    root = q("root", q("leaf", props={"application.sort.policy": policy}, **kw), submitacl="*")
+    return Harness(partition_config(root))
+
+
+def test_fifo_gives_the_oldest_app_everything_it_asks_first() -> None:
+    h = leaf_with("fifo")
+    h.node("n1", memory=40).app("old", queue="root.leaf").step(1)
+    h.app("young", queue="root.leaf")
+    h.ask("y", "young", repeat=4).ask("o", "old", repeat=4)
+    h.step()
+    assert h.allocated_keys() == ["o"] * 4
+
+
+def test_fifo_with_priority_puts_the_app_with_the_highest_ask_first() -> None:
+    h = leaf_with("fifo")
+    h.node("n1", memory=20).app("old", queue="root.leaf").app("young", queue="root.leaf")
+    h.ask("o", "old", repeat=2).ask("y", "young", repeat=2, priority=5)
+    h.step()
+    assert h.allocated_keys() == ["y", "y"]
+
+
+def test_fair_alternates_between_apps_by_usage() -> None:
+    h = leaf_with("fair", guaranteed={"memory": 100, "vcore": 100})
+    h.node("n1", memory=40).app("a1", queue="root.leaf").app("a2", queue="root.leaf")
+    h.ask("x", "a1", repeat=4).ask("y", "a2", repeat=4)
+    h.step()
+    assert sorted(h.allocated_keys()) == ["x", "x", "y", "y"]
+
+
+def test_stateaware_starts_one_app_at_a_time() -> None:
+    h = leaf_with("stateaware")
+    h.node("n1").app("a1", queue="root.leaf").app("a2", queue="root.leaf")
+    h.ask("x", "a1", repeat=1).ask("y", "a2", repeat=1)
+    h.step()
+    assert h.allocated_keys() == ["x"]  # a1 is Starting: a2 must wait
+    h.ask("x2", "a1")
+    h.step()
+    # a1 reached Running with x2, so no app is Starting and a2 may start in the same cycle
+    assert h.allocated_keys() == ["x", "x2", "y"]
+    assert h.app_state("a1") == "Running"
+
+
+def test_queues_are_ordered_fair_by_share_of_guaranteed() -> None:
+    root = q("root", q("a", guaranteed={"memory": 10}), q("b", guaranteed={"memory": 100}),
+             submitacl="*")
+    h = Harness(partition_config(root))
+    h.node("n1", memory=55).app("aa", queue="root.a").app("bb", queue="root.b")
+    h.ask("ka", "aa", repeat=20, memory=5).ask("kb", "bb", repeat=20, memory=5)
+    h.step()
+    got = h.allocated_keys()
+    # one allocation is 50% of a's guarantee but 5% of b's: b catches up to 50% first
+    assert got[0] == "ka" and got.count("ka") == 1 and got.count("kb") == 10
+
+
+def test_maxapplications_holds_back_new_apps() -> None:
+    root = q("root", q("leaf", maxapps=1), submitacl="*")
+    h = Harness(partition_config(root))
+    h.node("n1").app("a1", queue="root.leaf").app("a2", queue="root.leaf")
+    h.ask("x", "a1").ask("y", "a2")
+    h.step()
+    assert h.allocated_keys() == ["x"]
+    h.do(ReleaseAlloc("a1", h.allocs_of("x")[0].uuid))  # a1 Completing: no longer counted
+    h.step()
+    assert h.allocated_keys() == ["x", "y"]
+
+
+@pytest.mark.parametrize("policy, expected", [("fair", "empty"), ("binpacking", "busy")])
+def test_node_policy_chooses_least_or_most_used_node(policy, expected) -> None:
+    h = Harness(partition_config(policy=policy))
+    h.node("busy", memory=100, vcore=100).node("empty", memory=100, vcore=100).app("app1")
+    h.ask("filler", "app1", memory=50, vcore=50, tags={"yunikorn.apache.org/requiredNode": "busy"})
+    h.step()
+    h.ask("k", "app1", memory=10, vcore=10)
+    h.step()
+    assert h.allocs_of("k")[0].node_id == expected
+
+
+def test_fair_node_policy_spreads_allocations() -> None:
+    h = Harness(partition_config())
+    for i in range(4):
+        h.node(f"n{i}", memory=100, vcore=100)
+    h.app("app1").ask("k", "app1", repeat=8, memory=10, vcore=10)
+    h.step()
+    nodes = [a.alloc.node_id for a in h.log.allocations]
+    assert sorted(nodes) == ["n0", "n0", "n1", "n1", "n2", "n2", "n3", "n3"]
+
+
+def test_binpacking_fills_one_node_before_the_next() -> None:
+    h = Harness(partition_config(policy="binpacking"))
+    for i in range(3):
+        h.node(f"n{i}", memory=30, vcore=30)
+    h.app("app1").ask("k", "app1", repeat=4, memory=10, vcore=10)
+    h.step()
+    nodes = [a.alloc.node_id for a in h.log.allocations]
+    assert nodes[:3] == [nodes[0]] * 3 and nodes[3] != nodes[0]
+
+
+def test_resource_weights_change_the_node_score() -> None:
+    h = Harness(partition_config(weights={"memory": 1.0, "vcore": 0.0}))
+    h.node("memfull", memory=100, vcore=100).node("cpufull", memory=100, vcore=100).app("app1")
+    h.ask("m", "app1", memory=90, vcore=1, tags={"yunikorn.apache.org/requiredNode": "memfull"})
+    h.ask("c", "app1", memory=1, vcore=90, tags={"yunikorn.apache.org/requiredNode": "cpufull"})
+    h.step()
+    h.ask("k", "app1", memory=5, vcore=5)
+    h.step()
+    assert h.allocs_of("k")[0].node_id == "cpufull"  # only memory counts
+
+
+def test_node_order_is_kept_sorted_incrementally() -> None:
+    h = Harness(partition_config())
+    for i in range(50):
+        h.node(f"n{i:02d}", memory=1000, vcore=1000)
+    h.app("app1").ask("k", "app1", repeat=137, memory=7, vcore=3)
+    h.step()
+    coll = h.p.nodes
+    assert coll.order == sorted((coll._score(n), n.node_id) for n in coll.nodes.values())
+    assert h.p.root.allocated == res(memory=7 * 137, vcore=3 * 137)
