@@ -1,0 +1,95 @@
+"""``korral check-config FILE``: validate a queues.yaml offline (YuniKorn's queueconfigchecker).
+
+Prints every error (``error: ...``) and warning (``warning: ...``). Exit status:
+0 valid, 1 invalid (or, with ``--strict``, valid with warnings), 2 the file
+cannot be read. ``-`` reads standard input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TextIO
+
+from common.config.errors import ConfigError
+from common.config.loader import MAX_CONFIG_BYTES, load_config
+from common.config.model import QueueConfig, SchedulerConfig
+
+__all__ = ["configure", "run", "check_text"]
+
+EXIT_VALID, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="queues.yaml to validate, or - for standard input")
+    parser.add_argument("--strict", action="store_true", help="treat warnings as errors (exit 1)")
+    parser.add_argument("--quiet", "-q", action="store_true", help="print errors only, no summary or warnings")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        data = _read(args.file)
+    except OSError as exc:
+        print(f"error: cannot read {args.file}: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    if len(data) > MAX_CONFIG_BYTES:
+        print(f"error: config too large: more than {MAX_CONFIG_BYTES} bytes, the limit is {MAX_CONFIG_BYTES} bytes")
+        print(f"{args.file}: invalid, 1 error(s)")
+        return EXIT_INVALID
+    return check_text(data, args.file, strict=args.strict, quiet=args.quiet, out=sys.stdout)
+
+
+def check_text(text: str | bytes, name: str = "<config>", *, strict: bool = False, quiet: bool = False, out: TextIO = sys.stdout) -> int:
+    """Validate ``text`` and report on ``out``; returns the exit status."""
+    try:
+        config = load_config(text)
+        _check_placement(config)
+    except ConfigError as exc:
+        for message in exc.errors:
+            print(f"error: {message}", file=out)
+        print(f"{name}: invalid, {len(exc.errors)} error(s)", file=out)
+        return EXIT_INVALID
+    if not quiet:
+        for message in config.warnings:
+            print(f"warning: {message}", file=out)
+        empty = not text.strip()
+        print(f"{name}: valid{' (empty: the default config)' if empty else ''}", file=out)
+        for p in config.partitions:
+            print(
+                f"  partition {p.name}: {_count(p.root)} queues, {len(p.placementrules)} placement rules, "
+                f"node sort {p.nodesortpolicy.type}",
+                file=out,
+            )
+        print(f"  checksum {config.checksum}", file=out)
+    if strict and config.warnings:
+        if quiet:
+            for message in config.warnings:
+                print(f"error: {message}", file=out)
+        return EXIT_INVALID
+    return EXIT_VALID
+
+
+def _check_placement(config: SchedulerConfig) -> None:
+    """Build each partition's rule set the way a worker will, so nothing fails later."""
+    from partition_worker.placement import PlacementManager
+
+    errors: list[str] = []
+    for p in config.partitions:
+        try:
+            PlacementManager(p.placementrules)
+        except ConfigError as exc:
+            errors.extend(f"partition {p.name}, {e}" for e in exc.errors)
+    if errors:
+        raise ConfigError(errors)
+
+
+def _count(queue: QueueConfig) -> int:
+    return 1 + sum(_count(q) for q in queue.queues)
+
+
+def _read(path: str) -> bytes:
+    """At most one byte more than the limit, so a huge file is never read whole."""
+    if path == "-":
+        return sys.stdin.buffer.read(MAX_CONFIG_BYTES + 1)
+    with open(path, "rb") as stream:
+        return stream.read(MAX_CONFIG_BYTES + 1)
