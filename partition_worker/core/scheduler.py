@@ -228,12 +228,13 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
             i += 1
             continue
         blocker = queue.fits_headroom(ask.resource)
-        if blocker is not None:
+        if blocker is not None and blocker.parent is not None:
             _headroom_blocked(c, app, ask, blocker)
             blocked.add(ask)
             i += 1
             continue
-        node = _find_node(c, ask)
+        # root's max is the cluster size: past it no node can fit, but a reservation may help
+        node = _find_node(c, ask) if blocker is None else None
         if node is not None:
             c.ask_cursor[app] = cursor
             alloc = p.allocate(app, ask, node, c.now)
@@ -250,11 +251,6 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
 
 def _headroom_blocked(c: _Cycle, app: "Application", ask: "Ask", blocker: Queue) -> None:
     p = c.p
-    if blocker.parent is None:
-        # root's max is the cluster size: the ask waits for the cluster, not for a quota,
-        # which is what an autoscaler watches for (FAILED, as YuniKorn reports it)
-        p.sched_state(ask, SchedState.FAILED, WAITING_FOR_CLUSTER)
-        return
     if ask.sched_state != SchedState.SKIPPED.value:
         p.event(EventType.REQUEST, ask.key, "InsufficientQueueResources",
                 f"Application {app.app_id} does not fit into {blocker.path} queue", c.now,
@@ -369,9 +365,10 @@ def _try_reserved(c: _Cycle) -> int:
             continue
         if app.state not in _SCHEDULABLE_APP_STATES:
             continue
-        if app.queue.fits_headroom(ask.resource) is not None:
+        blocker = app.queue.fits_headroom(ask.resource)
+        if blocker is not None and blocker.parent is not None:
             c.blocked.add(ask)
-            continue
+            continue  # a quota blocks it; the reservation stays until the queue has room
         target = None
         if node.usable and _fits(ask.resource._v, node):
             target = node
