@@ -171,3 +171,52 @@ def test_yaml_anchors_are_supported():
             "      - name: b\n        resources: *r\n")
     root = load_config(text).partitions[0].root
     assert root.queues[0].resources == root.queues[1].resources
+
+
+def _deep_queues(levels: int) -> str:
+    lines = ["partitions:", "  - queues:"]
+    indent = "      "
+    for i in range(levels):
+        lines.append(f"{indent}- name: q{i}")
+        lines.append(f"{indent}  queues:")
+        indent += "    "
+    lines.append(f"{indent}- name: leaf")
+    return "\n".join(lines) + "\n"
+
+
+def test_queue_depth_within_the_limit_loads():
+    from common.config import MAX_QUEUE_DEPTH
+
+    load_config(_deep_queues(MAX_QUEUE_DEPTH))
+
+
+def test_queue_depth_over_the_limit_is_rejected():
+    from common.config import MAX_QUEUE_DEPTH
+
+    with pytest.raises(ConfigError) as err:
+        load_config(_deep_queues(MAX_QUEUE_DEPTH + 1))
+    assert any(f"queue hierarchy deeper than {MAX_QUEUE_DEPTH} levels" in e for e in err.value.errors)
+
+
+def _nested_rules(levels: int) -> str:
+    rule = "{name: fixed, value: base}"
+    for _ in range(levels):
+        rule = "{name: user, create: true, parent: " + rule + "}"
+    return SIMPLE + "    placementrules:\n      - " + rule + "\n"
+
+
+def test_nested_parent_rules_within_the_limit_load():
+    from common.config import MAX_RULE_DEPTH
+
+    rule = load_config(_nested_rules(MAX_RULE_DEPTH)).partitions[0].placementrules[0]
+    depth = 0
+    while rule.parent is not None:
+        rule, depth = rule.parent, depth + 1
+    assert depth == MAX_RULE_DEPTH and rule.name == "fixed"
+
+
+def test_nested_parent_rules_over_the_limit_are_rejected():
+    from common.config import MAX_RULE_DEPTH
+
+    with pytest.raises(ConfigError, match=f"parent rules nested deeper than {MAX_RULE_DEPTH} levels"):
+        load_config(_nested_rules(MAX_RULE_DEPTH + 1))
