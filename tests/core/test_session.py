@@ -1,0 +1,141 @@
+"""PartitionSession: real si_pb2 messages in, SI responses out."""
+
+import json
+
+from common import si_pb2
+from partition_worker.session import PartitionSession
+from tests.core.harness import START, partition_config, q
+
+
+def session() -> PartitionSession:
+    return PartitionSession("rm1", "default", partition_config(
+        q("root", q("a"), q("b"), submitacl="*")))
+
+
+def add_app(s, app_id, queue="root.a", now=START, user="alice"):
+    s.apply_application_request(si_pb2.ApplicationRequest(new=[si_pb2.AddApplicationRequest(
+        applicationID=app_id, queueName=queue, partitionName="default",
+        ugi=si_pb2.UserGroupInformation(user=user))]), now)
+
+
+def add_node(s, node_id, memory=1000, vcore=100, now=START, action=si_pb2.NodeInfo.CREATE,
+             existing=()):
+    info = si_pb2.NodeInfo(nodeID=node_id, action=action)
+    info.schedulableResource.resources["memory"].value = memory
+    info.schedulableResource.resources["vcore"].value = vcore
+    info.existingAllocations.extend(existing)
+    s.apply_node_request(si_pb2.NodeRequest(nodes=[info]), now)
+
+
+def ask(key, app_id, memory=10, vcore=1, repeat=1):
+    a = si_pb2.AllocationAsk(allocationKey=key, applicationID=app_id, partitionName="default",
+                             maxAllocations=repeat)
+    a.resourceAsk.resources["memory"].value = memory
+    a.resourceAsk.resources["vcore"].value = vcore
+    return a
+
+
+def test_allocations_come_out_as_an_allocation_response() -> None:
+    s = session()
+    add_app(s, "app1")
+    add_node(s, "n1")
+    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("k1", "app1", repeat=2)]), START)
+    out = s.step(START)
+    assert [a.allocationKey for a in out.allocation.new] == ["k1", "k1"]
+    a = out.allocation.new[0]
+    assert (a.nodeID, a.applicationID, a.partitionName) == ("n1", "app1", "default")
+    assert a.resourcePerAlloc.resources["memory"].value == 10 and a.UUID
+    assert [x.applicationID for x in out.application.accepted] == ["app1"]
+    assert [u.state for u in out.application.updated] == ["Accepted", "Starting", "Running"]
+    assert [n.nodeID for n in out.node.accepted] == ["n1"]
+    assert s.step(START).is_empty()
+
+
+def test_rejections_carry_reasons() -> None:
+    s = session()
+    add_app(s, "app1", queue="root.nope")
+    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("k1", "ghost")]), START)
+    add_node(s, "n1")
+    add_node(s, "n1")
+    out = s.step(START)
+    assert out.application.rejected[0].reason.startswith("application 'app1' rejected")
+    assert out.allocation.rejected[0].reason == "failed to find application ghost, for allocation ask k1"
+    assert "node name must be unique" in out.node.rejected[0].reason
+
+
+def test_release_by_rm_is_confirmed_and_decommission_releases() -> None:
+    s = session()
+    add_app(s, "app1")
+    add_node(s, "n1")
+    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("k1", "app1", repeat=2)]), START)
+    uuids = [a.UUID for a in s.step(START).allocation.new]
+    rel = si_pb2.AllocationReleasesRequest(allocationsToRelease=[si_pb2.AllocationRelease(
+        applicationID="app1", partitionName="default", UUID=uuids[0],
+        terminationType=si_pb2.STOPPED_BY_RM)])
+    s.apply_allocation_request(si_pb2.AllocationRequest(releases=rel), START)
+    out = s.step(START)
+    assert [(r.UUID, r.terminationType) for r in out.allocation.released] == [(uuids[0], si_pb2.STOPPED_BY_RM)]
+    add_node(s, "n1", action=si_pb2.NodeInfo.DECOMISSION)
+    out = s.step(START)
+    assert [(r.UUID, r.message) for r in out.allocation.released] == [(uuids[1], "Node n1 Removed")]
+    assert out.allocation.released[0].partitionName == "default"
+
+
+def test_existing_allocations_are_recovered_from_node_create() -> None:
+    s = session()
+    add_app(s, "app1")
+    existing = si_pb2.Allocation(allocationKey="pod1", UUID="pod1", applicationID="app1",
+                                 nodeID="n1", partitionName="default")
+    existing.resourcePerAlloc.resources["memory"].value = 100
+    add_node(s, "n1", existing=[existing])
+    out = s.step(START)
+    assert out.allocation is None  # recovered, not newly allocated
+    assert [n.nodeID for n in out.node.accepted] == ["n1"]
+    snap = s.snapshot()
+    assert snap["nodes"][0]["allocated"] == {"memory": 100}
+
+
+def test_scheduling_states_and_events_are_forwarded() -> None:
+    s = session()
+    add_app(s, "app1")
+    add_node(s, "n1", memory=5)
+    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("big", "app1", memory=50)]), START)
+    out = s.step(START)
+    (st,) = out.scheduling_states
+    assert (st.applicartionID, st.allocationKey, st.state) == (
+        "app1", "big", si_pb2.UpdateContainerSchedulingStateRequest.FAILED)
+    assert {e.type for e in out.events} >= {si_pb2.EventRecord.NODE, si_pb2.EventRecord.APP}
+    assert len(s.event_ring) == len(out.events)
+
+
+def test_snapshot_is_json_serialisable_with_yunikorn_names() -> None:
+    s = session()
+    add_app(s, "app1")
+    add_node(s, "n1")
+    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("k1", "app1")]), START)
+    s.step(START)
+    snap = json.loads(json.dumps(s.snapshot()))
+    assert snap["queues"]["queuename"] == "root"
+    assert [c["queuename"] for c in snap["queues"]["children"]] == ["root.a", "root.b"]
+    (app,) = snap["applications"]
+    assert app["applicationID"] == "app1" and app["applicationState"] == "Starting"
+    assert app["allocations"][0]["nodeId"] == "n1"
+    assert snap["partition"]["totalNodes"] == 1
+
+
+def test_next_wakeup_is_now_after_input_and_none_when_idle() -> None:
+    s = session()
+    add_node(s, "n1")
+    assert s.next_wakeup_ns() is not None and s.next_wakeup_ns() <= START
+    s.step(START)
+    assert s.next_wakeup_ns() is None
+
+
+def test_config_update_for_another_partition_is_refused() -> None:
+    import pytest
+
+    from common.config.errors import ConfigError
+    from common.config.model import PartitionConfig
+    s = session()
+    with pytest.raises(ConfigError, match="partition other"):
+        s.update_config(PartitionConfig(name="other", queues=(q("root"),)), START)
