@@ -40,8 +40,8 @@ class Ask:
     required_node: str = ""
     selector: tuple[tuple[str, str], ...] = ()
     allow_preemption: bool = True
-    # scheduling state last reported to the RM ("" = none yet) and why
-    sched_state: str = ""
+    # scheduling state last reported to the RM (None = none yet; a SchedState) and why
+    sched_state: object = None
     sched_reason: str = ""
     reserved_node: str = ""  # node this ask holds a reservation on ("" = none)
 

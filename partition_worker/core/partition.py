@@ -36,6 +36,7 @@ from .settings import CoreSettings
 
 __all__ = ["Partition"]
 
+IDLE_NS_PER_ASK = 10_000
 _T_STARTING, _T_COMPLETING, _T_EXPIRE, _T_ALLOC_TIMEOUT = "starting", "completing", "expire", "alloc"
 
 
@@ -67,6 +68,7 @@ class Partition(NodeOps):
         self.last_cycle_ns = 0
         self._queues_dirty = False
         self.cycles = 0
+        self.idle_interval_ns = self.settings.idle_cycle_interval_ns
 
     # ================================================================ dispatch
     def handle(self, cmd: object, now: int) -> None:
@@ -87,9 +89,9 @@ class Partition(NodeOps):
 
     def sched_state(self, ask: Ask, state: SchedState, reason: str) -> None:
         """Report an ask's scheduling state, only when it changes (no flood per cycle)."""
-        if ask.sched_state == state.value and ask.sched_reason == reason:
+        if ask.sched_state is state and ask.sched_reason == reason:
             return
-        ask.sched_state = state.value
+        ask.sched_state = state
         ask.sched_reason = reason
         self.outcomes.sched_states.append(SchedulingState(ask.app_id, ask.key, state, reason))
 
@@ -104,7 +106,7 @@ class Partition(NodeOps):
             return self.last_cycle_ns  # due now
         if self.root.pending.is_zero() or not self.nodes.nodes:
             return t
-        idle = self.last_cycle_ns + self.settings.idle_cycle_interval_ns
+        idle = self.last_cycle_ns + self.idle_interval_ns
         return idle if t is None else min(t, idle)
 
     def tick(self, now: int) -> None:
@@ -120,7 +122,7 @@ class Partition(NodeOps):
         self.tick(now)
         n = 0
         due = self.changed or (not self.root.pending.is_zero()
-                               and now >= self.last_cycle_ns + self.settings.idle_cycle_interval_ns)
+                               and now >= self.last_cycle_ns + self.idle_interval_ns)
         if due:
             n = self.schedule(now)
         if self._queues_dirty:
@@ -132,7 +134,11 @@ class Partition(NodeOps):
         self.changed = False
         self.last_cycle_ns = now
         self.cycles += 1
-        return scheduler.run_cycle(self, now)
+        n, visited = scheduler.run_cycle(self, now)
+        # Idle cycles (nothing changed; only asks ageing into a reservation can differ) are
+        # spaced by their cost, ~1 us per waiting ask: at most ~10% of a core.
+        self.idle_interval_ns = max(self.settings.idle_cycle_interval_ns, visited * IDLE_NS_PER_ASK)
+        return n
 
     @property
     def root(self) -> Queue:

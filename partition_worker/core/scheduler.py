@@ -44,12 +44,15 @@ WAITING_FOR_CLUSTER = "request is waiting for cluster resources become available
 _SCHEDULABLE_APP_STATES = frozenset({AppState.ACCEPTED, AppState.STARTING, AppState.RUNNING,
                                      AppState.COMPLETING})
 _MAX_SHAPES = 32
+# REQUEST events are a diagnosis aid; a cycle over 200k quota-blocked asks must not emit 200k
+MAX_REQUEST_EVENTS_PER_CYCLE = 100
 INT32_MIN = -(1 << 31)
 
 
 class _Cycle:
     __slots__ = ("p", "now", "blocked", "ask_lists", "ask_cursor", "fifo", "fifo_cursor",
-                 "failed_shapes", "unreservable", "qprio")
+                 "failed_shapes", "unreservable", "qprio", "qkey", "event_budget",
+                 "no_reserve", "visited")
 
     def __init__(self, p: "Partition", now: int) -> None:
         self.p = p
@@ -62,20 +65,27 @@ class _Cycle:
         self.failed_shapes: list[Resource] = []
         self.unreservable: list[Resource] = []
         self.qprio: dict[object, int] = {}
+        self.qkey: dict[object, tuple] = {}  # queue -> (allocated it was computed for, key)
+        self.event_budget = MAX_REQUEST_EVENTS_PER_CYCLE
+        self.no_reserve = False  # the partition's reservation limit is reached
+        self.visited = 0  # ask positions looked at: the cost of this cycle
 
 
-def run_cycle(p: "Partition", now: int) -> int:
-    """Allocate as many asks as fit now, in policy order. Returns the number placed."""
+def run_cycle(p: "Partition", now: int) -> tuple[int, int]:
+    """Allocate as many asks as fit now, in policy order.
+
+    Returns (allocations made, ask positions visited); the second measures the cycle's
+    cost so the partition can space out idle cycles over many waiting asks."""
     root = p.root
     if root.max is None or not p.nodes.nodes:
-        return 0  # no nodes: nothing to schedule on (YuniKorn skips the partition)
+        return 0, 0  # no nodes: nothing to schedule on (YuniKorn skips the partition)
     c = _Cycle(p, now)
     n = _try_reserved(c) if p.reservations else 0
     if root.pending.is_zero():
-        return n
+        return n, c.visited
     while _try_queue(c, root) is not None:
         n += 1
-    return n
+    return n, c.visited
 
 
 # ------------------------------------------------------------------------------ queues
@@ -111,9 +121,15 @@ def usage_share(used: Resource, total: Resource | None) -> tuple[float, ...]:
 
 
 def _queue_key(c: _Cycle, q: Queue, priority: bool) -> tuple:
-    g = usage_share(q.allocated, q.guaranteed)
-    m = usage_share(q.allocated, q.max)
-    return (-_queue_priority(c, q) if priority else 0, g, m, q.path)
+    alloc = q.allocated
+    cached = c.qkey.get(q)
+    if cached is not None and cached[0] is alloc:  # Resources are immutable: same object, same key
+        return cached[1]
+    g = usage_share(alloc, q.guaranteed)
+    m = usage_share(alloc, q.max)
+    key = (-_queue_priority(c, q) if priority else 0, g, m, q.path)
+    c.qkey[q] = (alloc, key)
+    return key
 
 
 def _try_queue(c: _Cycle, q: Queue) -> "Allocation | None":
@@ -214,9 +230,14 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
         c.ask_lists[app] = asks
         c.ask_cursor[app] = 0
     blocked = c.blocked
-    i = cursor = c.ask_cursor[app]
+    i = cursor = start = c.ask_cursor[app]
     queue = app.queue
     n = len(asks)
+    # Within a cycle a failure is final, so the next plain ask of the same size in this app
+    # fails the same way: reuse the verdict instead of re-checking headroom and nodes.
+    last_res: Resource | None = None
+    last_blocker: Queue | None = None
+    no_reserve_res: Resource | None = None  # a size no node can ever hold (no reservation)
     while i < n:
         ask = asks[i]
         if ask.pending <= 0 or ask in blocked:
@@ -227,31 +248,55 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
         if ask.reserved_node:  # handled by the reserved pass
             i += 1
             continue
-        blocker = queue.fits_headroom(ask.resource)
-        if blocker is not None and blocker.parent is not None:
+        res = ask.resource
+        plain = not ask.selector and not ask.required_node
+        if plain and last_res is not None and res == last_res:
+            blocker = last_blocker
+        else:
+            blocker = queue.fits_headroom(res)
+            if blocker is not None and blocker.parent is None:
+                blocker = None  # root's max is the cluster size: no node fits (see below)
+                node = None
+            elif blocker is None:
+                node = _find_node(c, ask)
+            else:
+                node = None
+            if node is not None:
+                c.ask_cursor[app] = cursor
+                c.visited += i - start + 1
+                alloc = p.allocate(app, ask, node, c.now)
+                if ask.pending <= 0:
+                    app._order_dirty = True  # compact at the next cycle
+                return alloc
+            if plain:
+                last_res, last_blocker = res, blocker
+        if blocker is not None:
             _headroom_blocked(c, app, ask, blocker)
+        else:
+            # no node fits now; root's headroom (the cluster size) may be what is missing
+            if not c.no_reserve and (res is not no_reserve_res or not plain):
+                verdict = _maybe_reserve(c, app, ask)
+                if verdict == _NO_NODE and plain:
+                    no_reserve_res = res
+            else:
+                verdict = _NOT_RESERVED
+            if verdict != _RESERVED and (ask.sched_state is not _FAILED
+                                         or ask.sched_reason != WAITING_FOR_CLUSTER):
+                p.sched_state(ask, _FAILED, WAITING_FOR_CLUSTER)
+        if i == cursor:
+            cursor += 1
+        else:
             blocked.add(ask)
-            i += 1
-            continue
-        # root's max is the cluster size: past it no node can fit, but a reservation may help
-        node = _find_node(c, ask) if blocker is None else None
-        if node is not None:
-            c.ask_cursor[app] = cursor
-            alloc = p.allocate(app, ask, node, c.now)
-            if ask.pending <= 0:
-                app._order_dirty = True  # compact at the next cycle
-            return alloc
-        if not _maybe_reserve(c, app, ask):
-            p.sched_state(ask, SchedState.FAILED, WAITING_FOR_CLUSTER)
-        blocked.add(ask)
         i += 1
     c.ask_cursor[app] = cursor
+    c.visited += i - start
     return None
 
 
 def _headroom_blocked(c: _Cycle, app: "Application", ask: "Ask", blocker: Queue) -> None:
     p = c.p
-    if ask.sched_state != SchedState.SKIPPED.value:
+    if ask.sched_state is not SchedState.SKIPPED and c.event_budget > 0:
+        c.event_budget -= 1
         p.event(EventType.REQUEST, ask.key, "InsufficientQueueResources",
                 f"Application {app.app_id} does not fit into {blocker.path} queue", c.now,
                 group=app.app_id)
@@ -310,29 +355,35 @@ def _find_node(c: _Cycle, ask: "Ask") -> "Node | None":
 
 
 # ------------------------------------------------------------------------------ reservations
-def _maybe_reserve(c: _Cycle, app: "Application", ask: "Ask") -> bool:
+_RESERVED, _NOT_RESERVED, _NO_NODE = 0, 1, 2
+_FAILED = SchedState.FAILED
+
+
+def _maybe_reserve(c: _Cycle, app: "Application", ask: "Ask") -> int:
     """Reserve the node the ask fits best once it frees up (YuniKorn: lowest FitInScore among
     nodes whose capacity can hold it). Only asks older than the reservation delay, one
-    reservation per ask, a bounded number per partition."""
+    reservation per ask, a bounded number per partition. Returns _RESERVED, _NOT_RESERVED
+    (not eligible now) or _NO_NODE (no node could ever hold an ask of this size)."""
     p = c.p
-    if c.now - ask.create_time_ns < p.settings.reservation_delay_ns:
-        return False
-    if ask.reserved_node or len(p.reservations) >= p.settings.max_reservations:
-        return False
+    if len(p.reservations) >= p.settings.max_reservations:
+        c.no_reserve = True  # reservations only grow during a cycle
+        return _NOT_RESERVED
+    if ask.reserved_node or c.now - ask.create_time_ns < p.settings.reservation_delay_ns:
+        return _NOT_RESERVED
     res = ask.resource
     if ask.required_node:
         node = p.nodes.get(ask.required_node)
         if node is None or not node.usable or node.reservation is not None:
-            return False
+            return _NOT_RESERVED
         if not res.fits_in(node.capacity.sub(node.occupied)):
-            return False
+            return _NO_NODE
         p.reserve(app, ask, node, c.now)
-        return True
+        return _RESERVED
     plain = not ask.selector
     if plain:
         for shape in c.unreservable:
             if shape.fits_in(res):
-                return False
+                return _NO_NODE
     best, best_score = None, 0.0
     for node in p.nodes.nodes.values():
         if not node.usable or node.reservation is not None:
@@ -347,9 +398,9 @@ def _maybe_reserve(c: _Cycle, app: "Application", ask: "Ask") -> bool:
     if best is None:
         if plain and len(c.unreservable) < _MAX_SHAPES:
             c.unreservable.append(res)
-        return False
+        return _NO_NODE
     p.reserve(app, ask, best, c.now)
-    return True
+    return _RESERVED
 
 
 def _try_reserved(c: _Cycle) -> int:

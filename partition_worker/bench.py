@@ -1,0 +1,194 @@
+"""``korral bench core``: YuniKorn's core scheduling benchmark, in-process against the core.
+
+Scenario (YuniKorn's ``BenchmarkScheduling``): two apps in ``root.a`` and ``root.b``
+(guaranteed memory 100000 / 1000000, vcore 10000 / 10000), N nodes sized so every
+ask fits, 10,000 asks of {memory: 10, vcore: 1} split over the two apps; time until
+all are allocated. Each row runs in a fresh ``spawn`` subprocess so rows do not
+share their peak RSS.
+
+Output per row: nodes, asks, seconds (submit + schedule until all allocated),
+allocations per second, nodes per second (node add rate), peak RSS. ``--json``
+prints one JSON object per row. ``--memory`` runs the capacity check instead:
+20,000 nodes and 200,000 pending asks in one partition, reporting peak RSS and
+the cost of one scheduling cycle over the pending asks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import platform
+import resource
+import sys
+import time
+import uuid
+
+DEFAULT_NODES = (500, 1000, 2000, 5000)
+DEFAULT_ASKS = 10_000
+MEMORY_NODES = 20_000
+MEMORY_ASKS = 200_000
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--nodes", type=int, action="append", metavar="N",
+                        help="node count of one row (repeatable; default 500 1000 2000 5000)")
+    parser.add_argument("--asks", type=int, default=DEFAULT_ASKS, help="asks per row (default 10000)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per row")
+    parser.add_argument("--memory", action="store_true",
+                        help=f"capacity check: {MEMORY_NODES} nodes + {MEMORY_ASKS} pending asks")
+    parser.add_argument("--policy", choices=("fair", "binpacking"), default="fair",
+                        help="node sort policy (default fair)")
+    parser.add_argument("--profile", action="store_true",
+                        help="run one row in-process under cProfile and print the top functions")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.asks <= 0:
+        print("korral bench core: --asks must be positive", file=sys.stderr)
+        return 2
+    nodes = args.nodes or list(DEFAULT_NODES)
+    if any(n <= 0 for n in nodes):
+        print("korral bench core: --nodes must be positive", file=sys.stderr)
+        return 2
+    if args.profile:
+        return _profile(nodes[0], args.asks, args.policy)
+    ctx = multiprocessing.get_context("spawn")
+    if args.memory:
+        rows = [_in_subprocess(ctx, memory_row, MEMORY_NODES, MEMORY_ASKS, args.policy)]
+    else:
+        rows = [_in_subprocess(ctx, scheduling_row, n, args.asks, args.policy) for n in nodes]
+    if args.json:
+        for r in rows:
+            print(json.dumps(r), flush=True)
+    else:
+        _print_table(rows, memory=args.memory)
+    return 0
+
+
+def _in_subprocess(ctx, fn, nodes: int, asks: int, policy: str) -> dict:
+    with ctx.Pool(1) as pool:
+        return pool.apply(fn, (nodes, asks, policy))
+
+
+def _peak_rss_bytes() -> int:
+    # ru_maxrss is KiB on Linux, bytes on macOS
+    v = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return v if platform.system() == "Darwin" else v * 1024
+
+
+def _partition(policy: str):
+    from common.config.model import (NodeSortPolicyConfig, PartitionConfig, QueueConfig,
+                                     ResourcesConfig)
+    from partition_worker.core import AddApp, Partition
+    root = QueueConfig(name="root", submitacl="*", queues=(
+        QueueConfig(name="a", resources=ResourcesConfig(guaranteed={"memory": 100_000, "vcore": 10_000})),
+        QueueConfig(name="b", resources=ResourcesConfig(guaranteed={"memory": 1_000_000, "vcore": 10_000})),
+    ))
+    cfg = PartitionConfig(name="default", queues=(root,),
+                          nodesortpolicy=NodeSortPolicyConfig(type=policy))
+    p = Partition("default", cfg, rm_id="bench", new_uuid=lambda: str(uuid.uuid4()))
+    now = time.time_ns()
+    p.handle(AddApp("app-a", "root.a", "bench"), now)
+    p.handle(AddApp("app-b", "root.b", "bench"), now)
+    return p
+
+
+def _add_nodes(p, n: int, memory: int, vcore: int) -> float:
+    from common.resources import Resource
+    from partition_worker.core import AddNode
+    now = time.time_ns()
+    t0 = time.perf_counter()
+    for i in range(n):
+        p.handle(AddNode(f"node-{i:06d}", Resource({"memory": memory, "vcore": vcore})), now)
+    return time.perf_counter() - t0
+
+
+def _add_asks(p, n: int, memory: int, vcore: int) -> None:
+    from common.resources import Resource
+    from partition_worker.core import AddAsk
+    now = time.time_ns()
+    r = Resource({"memory": memory, "vcore": vcore})
+    handle = p.handle
+    for i in range(n):
+        handle(AddAsk(f"ask-{i}", "app-a" if i % 2 == 0 else "app-b", r), now)
+
+
+def scheduling_row(nodes: int, asks: int, policy: str = "fair") -> dict:
+    """One benchmark row; runs in its own process (peak RSS is this row's)."""
+    p = _partition(policy)
+    # every node can hold every ask many times over, as in YuniKorn's benchmark
+    node_secs = _add_nodes(p, nodes, memory=1_000_000_000, vcore=100_000)
+    p.step(time.time_ns())
+    p.outcomes.drain()
+    t0 = time.perf_counter()
+    _add_asks(p, asks, memory=10, vcore=1)
+    allocated = 0
+    cycles = 0
+    while allocated < asks:
+        n = p.step(time.time_ns())
+        allocated += len(p.outcomes.drain().allocations)
+        cycles += 1
+        if n == 0 and allocated < asks:
+            raise RuntimeError(f"bench stalled: {allocated} of {asks} allocated after {cycles} cycles")
+    secs = time.perf_counter() - t0
+    return {"nodes": nodes, "asks": asks, "seconds": round(secs, 4),
+            "allocations_per_second": round(asks / secs, 1),
+            "nodes_per_second": round(nodes / node_secs, 1) if node_secs > 0 else None,
+            "peak_rss_bytes": _peak_rss_bytes(), "cycles": cycles, "policy": policy}
+
+
+def memory_row(nodes: int, asks: int, policy: str = "fair") -> dict:
+    """Capacity check: ``nodes`` nodes, ``asks`` pending asks that fit no node, one cycle."""
+    p = _partition(policy)
+    node_secs = _add_nodes(p, nodes, memory=64 * 2**30, vcore=16_000)
+    t0 = time.perf_counter()
+    _add_asks(p, asks, memory=128 * 2**30, vcore=1000)  # larger than any node: stays pending
+    add_secs = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    p.step(time.time_ns())
+    cycle_secs = time.perf_counter() - t1
+    out = p.outcomes.drain()
+    pending = sum(a.pending for app in p.apps.values() for a in app.asks.values())
+    del out
+    return {"nodes": nodes, "asks": asks, "pending": pending, "seconds": round(add_secs, 4),
+            "allocations_per_second": 0.0,
+            "nodes_per_second": round(nodes / node_secs, 1) if node_secs > 0 else None,
+            "cycle_seconds": round(cycle_secs, 4), "peak_rss_bytes": _peak_rss_bytes(),
+            "policy": policy}
+
+
+def _print_table(rows: list[dict], memory: bool) -> None:
+    head = f"{'nodes':>7} {'asks':>7} {'seconds':>9} {'allocs/s':>10} {'nodes/s':>10} {'peak RSS':>10}"
+    if memory:
+        head += f" {'pending':>8} {'cycle s':>8}"
+    print(head)
+    for r in rows:
+        line = (f"{r['nodes']:>7} {r['asks']:>7} {r['seconds']:>9.3f} "
+                f"{r['allocations_per_second']:>10.0f} {r['nodes_per_second'] or 0:>10.0f} "
+                f"{r['peak_rss_bytes'] / 2**20:>8.0f}Mi")
+        if memory:
+            line += f" {r['pending']:>8} {r['cycle_seconds']:>8.3f}"
+        print(line, flush=True)
+
+
+def _profile(nodes: int, asks: int, policy: str) -> int:
+    import cProfile
+    import pstats
+    prof = cProfile.Profile()
+    prof.enable()
+    row = scheduling_row(nodes, asks, policy)
+    prof.disable()
+    print(json.dumps(row))
+    pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="korral bench core", description=__doc__.splitlines()[0])
+    configure(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
