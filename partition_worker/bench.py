@@ -1,8 +1,8 @@
 """``korral bench core``: YuniKorn's core scheduling benchmark, in-process against the core.
 
 Scenario (YuniKorn's ``BenchmarkScheduling``): two apps in ``root.a`` and ``root.b``
-(guaranteed memory 100000 / 1000000, vcore 10000 / 10000), N nodes sized so every
-ask fits, 10,000 asks of {memory: 10, vcore: 1} split over the two apps; time until
+(guaranteed memory 100000 / 1000000, vcore 10000 / 10000), N nodes each sized for
+asks/N + 1 asks (YuniKorn's sizing: every ask fits, little is left), 10,000 asks of {memory: 10, vcore: 1} split over the two apps; time until
 all are allocated. Each row runs in a fresh ``spawn`` subprocess so rows do not
 share their peak RSS.
 
@@ -117,8 +117,10 @@ def _add_asks(p, n: int, memory: int, vcore: int) -> None:
 def scheduling_row(nodes: int, asks: int, policy: str = "fair") -> dict:
     """One benchmark row; runs in its own process (peak RSS is this row's)."""
     p = _partition(policy)
-    # every node can hold every ask many times over, as in YuniKorn's benchmark
-    node_secs = _add_nodes(p, nodes, memory=1_000_000_000, vcore=100_000)
+    # YuniKorn's sizing: each node holds asks/nodes + 1 asks, so the cluster is almost full
+    # at the end and the node order matters (pkg/scheduler/tests/scheduler_perf_test.go)
+    per_node = asks // nodes + 1
+    node_secs = _add_nodes(p, nodes, memory=10 * per_node, vcore=1 * per_node)
     p.step(time.time_ns())
     p.outcomes.drain()
     t0 = time.perf_counter()

@@ -103,32 +103,46 @@ class Node:
 
 
 class NodeCollection:
-    """All nodes of a partition plus their policy order (see module doc)."""
+    """All nodes of a partition plus their policy order (see module doc).
 
-    __slots__ = ("nodes", "order", "policy", "weights", "_wsum")
+    Nodes with a weighted resource type used up (available <= 0) are kept aside in
+    ``full`` instead of ``order``: an ask that requests every weighted type cannot fit
+    them, so it never walks past them. This keeps binpacking (which puts the fullest
+    nodes first) from scanning every full node for every ask. Asks that leave a weighted
+    type at zero (e.g. best-effort pods) also look at ``full``.
+    """
+
+    __slots__ = ("nodes", "order", "full", "policy", "weights", "_wsum", "_wkeys")
 
     def __init__(self, policy: NodeSortPolicy = NodeSortPolicy.FAIR,
                  weights: dict[str, float] | None = None) -> None:
         self.nodes: dict[str, Node] = {}
         self.order: list[tuple[float, str]] = []
+        self.full: dict[str, Node] = {}
         self.policy = policy
         self.weights: dict[str, float] = {}
         self._wsum = 0.0
+        self._wkeys: tuple[str, ...] = ()
         self._set_weights(weights)
 
     def _set_weights(self, weights: dict[str, float] | None) -> None:
         w = dict(weights) if weights else {"vcore": 1.0, "memory": 1.0}
         self.weights = {k: float(v) for k, v in w.items() if v > 0}
         self._wsum = sum(self.weights.values())
+        self._wkeys = tuple(self.weights)
 
     def set_policy(self, policy: NodeSortPolicy, weights: dict[str, float] | None) -> None:
         """Change policy/weights and rebuild the order (config update; O(n log n), rare)."""
         self.policy = policy
         self._set_weights(weights)
         self.order = []
+        self.full = {}
         for node in self.nodes.values():
             node.sort_key = (self._score(node), node.node_id)
-            self.order.append(node.sort_key)
+            if self._is_full(node):
+                self.full[node.node_id] = node
+            else:
+                self.order.append(node.sort_key)
         self.order.sort()
 
     def _score(self, node: Node) -> float:
@@ -144,6 +158,24 @@ class NodeCollection:
             return 1.0 - score
         return score
 
+    def _is_full(self, node: Node) -> bool:
+        avail = node.available._v
+        for k in self._wkeys:
+            if avail.get(k, 0) <= 0:
+                return True
+        return False
+
+    def needs_full_scan(self, ask_resource: Resource) -> bool:
+        """True if the ask leaves some weighted type at zero, so set-aside nodes may fit it."""
+        rv = ask_resource._v
+        for k in self._wkeys:
+            if rv.get(k, 0) <= 0:
+                return True
+        return False
+
+    def full_in_order(self) -> list[Node]:
+        return sorted(self.full.values(), key=lambda n: n.sort_key)
+
     def __len__(self) -> int:
         return len(self.nodes)
 
@@ -154,12 +186,16 @@ class NodeCollection:
         node.recompute_available()
         node.sort_key = (self._score(node), node.node_id)
         self.nodes[node.node_id] = node
-        insort(self.order, node.sort_key)
+        if self._is_full(node):
+            self.full[node.node_id] = node
+        else:
+            insort(self.order, node.sort_key)
 
     def remove(self, node_id: str) -> Node | None:
         node = self.nodes.pop(node_id, None)
         if node is not None:
-            self._drop_key(node.sort_key)
+            if self.full.pop(node_id, None) is None:
+                self._drop_key(node.sort_key)
         return node
 
     def _drop_key(self, key: tuple[float, str]) -> None:
@@ -170,14 +206,29 @@ class NodeCollection:
         else:  # should not happen; keep the collection consistent anyway
             order.remove(key)
 
+    def _replace(self, node: Node) -> None:
+        key = (self._score(node), node.node_id)
+        was_full = node.node_id in self.full
+        is_full = self._is_full(node)
+        if not was_full and not is_full:
+            if key != node.sort_key:
+                self._drop_key(node.sort_key)
+                node.sort_key = key
+                insort(self.order, key)
+            return
+        if was_full:
+            if not is_full:
+                del self.full[node.node_id]
+                insort(self.order, key)
+        else:
+            self._drop_key(node.sort_key)
+            self.full[node.node_id] = node
+        node.sort_key = key
+
     def update(self, node: Node) -> None:
         """Re-place ``node`` after its capacity/occupied/allocated changed."""
         node.recompute_available()
-        key = (self._score(node), node.node_id)
-        if key != node.sort_key:
-            self._drop_key(node.sort_key)
-            node.sort_key = key
-            insort(self.order, key)
+        self._replace(node)
 
     def update_allocated(self, node: Node, delta: Resource, sign: int) -> None:
         """Hot path of allocate/release: ``allocated += sign*delta`` and re-place the node."""
@@ -187,11 +238,7 @@ class NodeCollection:
         else:
             node.allocated = node.allocated.sub(delta)
             node.available = node.available.add(delta)
-        key = (self._score(node), node.node_id)
-        if key != node.sort_key:
-            self._drop_key(node.sort_key)
-            node.sort_key = key
-            insort(self.order, key)
+        self._replace(node)
 
     def total_capacity(self) -> Resource:
         total = ZERO

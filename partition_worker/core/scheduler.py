@@ -349,6 +349,11 @@ def _find_node(c: _Cycle, ask: "Ask") -> "Node | None":
         else:
             if plain or _selector_ok(node, ask):
                 return node
+    if nodes.full and nodes.needs_full_scan(res):  # rare: e.g. a best-effort ask
+        for node in nodes.full_in_order():
+            if node.usable and node.reservation is None and _fits(rv, node) \
+                    and (plain or _selector_ok(node, ask)):
+                return node
     if plain and len(c.failed_shapes) < _MAX_SHAPES:
         c.failed_shapes.append(res)
     return None

@@ -122,5 +122,34 @@ def test_node_order_is_kept_sorted_incrementally() -> None:
     h.app("app1").ask("k", "app1", repeat=137, memory=7, vcore=3)
     h.step()
     coll = h.p.nodes
-    assert coll.order == sorted((coll._score(n), n.node_id) for n in coll.nodes.values())
+    assert coll.order == sorted((coll._score(n), n.node_id) for n in coll.nodes.values()
+                                if n.node_id not in coll.full)
     assert h.p.root.allocated == res(memory=7 * 137, vcore=3 * 137)
+
+
+def test_full_nodes_are_set_aside_and_come_back_when_freed() -> None:
+    from partition_worker.core import ReleaseAlloc
+    h = Harness(partition_config(policy="binpacking"))
+    h.node("n1", memory=20, vcore=2).node("n2", memory=100, vcore=100).app("app1")
+    h.ask("k", "app1", memory=10, vcore=1, repeat=2)
+    h.step()
+    assert [a.alloc.node_id for a in h.log.allocations] == ["n1", "n1"]
+    assert "n1" in h.p.nodes.full and all(k[1] != "n1" for k in h.p.nodes.order)
+    h.do(ReleaseAlloc("app1", h.log.allocations[0].alloc.uuid))
+    assert "n1" not in h.p.nodes.full
+    h.ask("k2", "app1", memory=10, vcore=1)
+    h.step()
+    assert h.allocs_of("k2")[0].node_id == "n1"
+
+
+def test_best_effort_ask_may_use_a_node_with_memory_used_up() -> None:
+    h = Harness(partition_config())
+    h.node("n1", memory=10, vcore=10, pods=10).app("app1")
+    h.ask("fill", "app1", memory=10, vcore=1)
+    h.step()
+    assert "n1" in h.p.nodes.full
+    from common.resources import Resource
+    from partition_worker.core import AddAsk
+    h.do(AddAsk("be", "app1", Resource({"pods": 1})))
+    h.step()
+    assert h.allocs_of("be")[0].node_id == "n1"
