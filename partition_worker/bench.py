@@ -39,6 +39,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help=f"capacity check: {MEMORY_NODES} nodes + {MEMORY_ASKS} pending asks")
     parser.add_argument("--policy", choices=("fair", "binpacking"), default="fair",
                         help="node sort policy (default fair)")
+    parser.add_argument("--session", action="store_true",
+                        help="drive the SI adapter (PartitionSession, protobuf in and out) "
+                             "instead of the core commands")
     parser.add_argument("--profile", action="store_true",
                         help="run one row in-process under cProfile and print the top functions")
 
@@ -57,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
     if args.memory:
         rows = [_in_subprocess(ctx, memory_row, MEMORY_NODES, MEMORY_ASKS, args.policy)]
     else:
-        rows = [_in_subprocess(ctx, scheduling_row, n, args.asks, args.policy) for n in nodes]
+        fn = session_row if args.session else scheduling_row
+        rows = [_in_subprocess(ctx, fn, n, args.asks, args.policy) for n in nodes]
     if args.json:
         for r in rows:
             print(json.dumps(r), flush=True)
@@ -138,6 +142,58 @@ def scheduling_row(nodes: int, asks: int, policy: str = "fair") -> dict:
             "allocations_per_second": round(asks / secs, 1),
             "nodes_per_second": round(nodes / node_secs, 1) if node_secs > 0 else None,
             "peak_rss_bytes": _peak_rss_bytes(), "cycles": cycles, "policy": policy}
+
+
+def session_row(nodes: int, asks: int, policy: str = "fair") -> dict:
+    """The same scenario through ``PartitionSession``: SI protobuf requests in, responses out."""
+    from common import si_pb2
+    from common.config.model import (NodeSortPolicyConfig, PartitionConfig, QueueConfig,
+                                     ResourcesConfig)
+    from partition_worker.session import PartitionSession
+    root = QueueConfig(name="root", submitacl="*", queues=(
+        QueueConfig(name="a", resources=ResourcesConfig(guaranteed={"memory": 100_000, "vcore": 10_000})),
+        QueueConfig(name="b", resources=ResourcesConfig(guaranteed={"memory": 1_000_000, "vcore": 10_000})),
+    ))
+    cfg = PartitionConfig(name="default", queues=(root,),
+                          nodesortpolicy=NodeSortPolicyConfig(type=policy))
+    s = PartitionSession("bench", "default", cfg)
+    ugi = si_pb2.UserGroupInformation(user="bench")
+    s.apply_application_request(si_pb2.ApplicationRequest(new=[
+        si_pb2.AddApplicationRequest(applicationID="app-a", queueName="root.a", ugi=ugi),
+        si_pb2.AddApplicationRequest(applicationID="app-b", queueName="root.b", ugi=ugi)]),
+        time.time_ns())
+    per_node = asks // nodes + 1
+    nreq = si_pb2.NodeRequest()
+    for i in range(nodes):
+        n = nreq.nodes.add(nodeID=f"node-{i:06d}", action=si_pb2.NodeInfo.CREATE)
+        n.schedulableResource.resources["memory"].value = 10 * per_node
+        n.schedulableResource.resources["vcore"].value = per_node
+    t0 = time.perf_counter()
+    s.apply_node_request(nreq, time.time_ns())
+    accepted = len(s.step(time.time_ns()).node.accepted)
+    node_secs = time.perf_counter() - t0
+    if accepted != nodes:
+        raise RuntimeError(f"only {accepted} of {nodes} nodes accepted")
+    areq = si_pb2.AllocationRequest()
+    for i in range(asks):
+        a = areq.asks.add(allocationKey=f"ask-{i}", applicationID="app-a" if i % 2 == 0 else "app-b",
+                          maxAllocations=1)
+        a.resourceAsk.resources["memory"].value = 10
+        a.resourceAsk.resources["vcore"].value = 1
+    t0 = time.perf_counter()
+    s.apply_allocation_request(areq, time.time_ns())
+    allocated = 0
+    while allocated < asks:
+        out = s.step(time.time_ns())
+        got = len(out.allocation.new) if out.allocation is not None else 0
+        if got == 0:
+            raise RuntimeError(f"bench stalled: {allocated} of {asks} allocated")
+        allocated += got
+    secs = time.perf_counter() - t0
+    return {"nodes": nodes, "asks": asks, "seconds": round(secs, 4),
+            "allocations_per_second": round(asks / secs, 1),
+            "nodes_per_second": round(nodes / node_secs, 1) if node_secs > 0 else None,
+            "peak_rss_bytes": _peak_rss_bytes(), "policy": policy, "via": "session"}
 
 
 def memory_row(nodes: int, asks: int, policy: str = "fair") -> dict:

@@ -1,0 +1,40 @@
+"""``korral bench core`` produces correct rows (tiny sizes here; real runs are `make bench`)."""
+
+import json
+
+import pytest
+
+from partition_worker import bench
+
+KEYS = {"nodes", "asks", "seconds", "allocations_per_second", "nodes_per_second", "peak_rss_bytes"}
+
+
+@pytest.mark.parametrize("row", [bench.scheduling_row, bench.session_row], ids=["core", "session"])
+@pytest.mark.parametrize("policy", ["fair", "binpacking"])
+def test_a_row_allocates_every_ask_and_reports_the_keys(row, policy) -> None:
+    r = row(20, 300, policy)
+    assert KEYS <= set(r)
+    assert (r["nodes"], r["asks"]) == (20, 300)
+    assert r["allocations_per_second"] > 0 and r["peak_rss_bytes"] > 0
+
+
+def test_memory_row_keeps_every_ask_pending() -> None:
+    r = bench.memory_row(50, 1000)
+    assert r["pending"] == 1000 and KEYS <= set(r)
+
+
+def test_json_output_is_one_object_per_row(capsys) -> None:
+    import argparse
+    parser = argparse.ArgumentParser()
+    bench.configure(parser)
+    assert bench.run(parser.parse_args(["--nodes", "10", "--asks", "100", "--json"])) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1 and KEYS <= set(json.loads(lines[0]))
+
+
+def test_bad_flags_are_refused(capsys) -> None:
+    import argparse
+    parser = argparse.ArgumentParser()
+    bench.configure(parser)
+    assert bench.run(parser.parse_args(["--nodes", "0"])) == 2
+    assert "--nodes must be positive" in capsys.readouterr().err
