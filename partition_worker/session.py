@@ -144,6 +144,12 @@ class PartitionSession:
             raise ConfigError([f"config for partition {config.name} given to partition {self.partition_name}"])
         self.core.update_config(config, now_ns)
 
+    def stop(self, now_ns: int, message: str = "PartitionRemoved") -> None:
+        """The partition was removed from the config: fail every app (``message`` is YuniKorn's
+        ``PartitionRemoved``), release their allocations, remove every node. The next ``step``
+        returns what the RM must be told; afterwards new apps and nodes are rejected."""
+        self.core.stop(now_ns, message)
+
     # ------------------------------------------------------------------ output
     def step(self, now_ns: int) -> Outbox:
         self.core.step(now_ns)

@@ -303,8 +303,11 @@ class QueueTree:
         if q.parent is not None:
             q.max = _res(cfg.resources.max)
         q.max_apps = cfg.maxapplications
-        q.submit_acl = ACL.parse(cfg.submitacl)
-        q.admin_acl = ACL.parse(cfg.adminacl)
+        try:
+            q.submit_acl = ACL.parse(cfg.submitacl)
+            q.admin_acl = ACL.parse(cfg.adminacl)
+        except ValueError as exc:
+            raise ValueError(f"queue {q.path}: {exc}") from None
         q.template = cfg.childtemplate
         for child_cfg in cfg.queues:
             name = child_cfg.name.lower()

@@ -149,3 +149,16 @@ def test_release_updates_queue_usage_at_every_level() -> None:
     h.do(ReleaseAlloc("a1", h.allocs_of("k")[0].uuid))
     for path in ("root", "root.p", "root.p.c"):
         assert h.p.queues.find(path).allocated.is_zero()
+
+
+def test_a_bad_acl_in_an_update_is_refused_naming_the_queue_and_changes_nothing(h: Harness) -> None:
+    from common.config.errors import ConfigError
+    bad = partition_config(q("root", q("default"), q("new", submitacl="a b c"), submitacl="*"))
+    with pytest.raises(ConfigError, match="queue root.new: multiple spaces found in ACL"):
+        h.p.update_config(bad, h.now)
+    assert h.p.queues.find("root.new") is None
+
+
+def test_an_unknown_command_is_refused_naming_its_type(h: Harness) -> None:
+    with pytest.raises(TypeError, match="unknown command str"):
+        h.p.handle("add node please", h.now)

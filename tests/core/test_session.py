@@ -139,3 +139,18 @@ def test_config_update_for_another_partition_is_refused() -> None:
     s = session()
     with pytest.raises(ConfigError, match="partition other"):
         s.update_config(PartitionConfig(name="other", queues=(q("root"),)), START)
+
+
+def test_stopping_the_partition_fails_apps_and_releases_everything() -> None:
+    s = session()
+    add_app(s, "app1")
+    add_node(s, "n1")
+    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("k1", "app1")]), START)
+    s.step(START)
+    s.stop(START + 1)
+    out = s.step(START + 1)
+    assert [(u.state, u.message) for u in out.application.updated] == [
+        ("Failing", "PartitionRemoved"), ("Failed", "PartitionRemoved")]
+    assert len(out.allocation.released) == 1
+    add_app(s, "app2")
+    assert "is stopped" in s.step(START + 2).application.rejected[0].reason
