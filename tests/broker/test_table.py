@@ -1,0 +1,113 @@
+"""The broker's routing table: assignment, routing, liveness, broker restart."""
+
+from __future__ import annotations
+
+import itertools
+
+from broker.table import RoutingTable
+from common.envelope import Envelope, Kind
+
+
+def make_table():
+    counter = itertools.count(1)
+    return RoutingTable(lambda rm, p: next(counter), expiry=3.0)
+
+
+def kinds(sends):
+    return [(dest, env.kind, env.rm_id, env.partition, env.epoch) for dest, env in sends]
+
+
+def test_registered_partition_goes_to_an_idle_worker_with_a_new_epoch():
+    t = make_table()
+    t.worker_ready(b"w1", {"name": "w1"}, now=0)
+    sends = t.rm_register(b"p1", "rm", ["default"], now=0)
+    assert kinds(sends) == [(b"w1", Kind.PARTITION_ASSIGN, "rm", "default", 1)]
+    owned = t.partition_loaded(b"w1", Envelope(Kind.PARTITION_LOADED, "rm", "default", 1, 0, {"error": None}))
+    assert kinds(owned) == [(b"p1", Kind.PARTITION_OWNED, "rm", "default", 1)]
+
+
+def test_partition_waits_for_a_worker_and_is_assigned_when_one_arrives():
+    t = make_table()
+    assert t.rm_register(b"p1", "rm", ["a", "b"], now=0) == []
+    assert t.unowned() == [("rm", "a"), ("rm", "b")]
+    assert kinds(t.worker_ready(b"w1", {"name": "w1"}, now=0)) == [(b"w1", Kind.PARTITION_ASSIGN, "rm", "a", 1)]
+    assert t.unowned() == [("rm", "b")]
+
+
+def test_one_partition_per_worker_and_pinned_workers_first():
+    t = make_table()
+    t.worker_ready(b"free", {"name": "a-free"}, now=0)
+    t.worker_ready(b"pinned", {"name": "z-pinned", "pin": "rm/b"}, now=0)
+    sends = t.rm_register(b"p", "rm", ["a", "b"], now=0)
+    assert {(d, e.partition) for d, e in sends} == {(b"free", "a"), (b"pinned", "b")}
+
+
+def test_reregistration_reloads_in_place_with_a_new_epoch():
+    t = make_table()
+    t.worker_ready(b"w1", {"name": "w1"}, now=0)
+    t.rm_register(b"p1", "rm", ["default"], now=0)
+    sends = t.rm_register(b"p1", "rm", ["default"], now=1)
+    assert kinds(sends) == [(b"w1", Kind.PARTITION_ASSIGN, "rm", "default", 2)]
+
+
+def test_stale_loaded_answer_is_ignored():
+    t = make_table()
+    t.worker_ready(b"w1", {"name": "w1"}, now=0)
+    t.rm_register(b"p1", "rm", ["default"], now=0)
+    t.rm_register(b"p1", "rm", ["default"], now=0)
+    assert t.partition_loaded(b"w1", Envelope(Kind.PARTITION_LOADED, "rm", "default", 1, 0, {})) == []
+
+
+def test_route_to_owner_and_unroutable_with_reason_and_body():
+    t = make_table()
+    env = Envelope(Kind.SI_NODE, "rm", "default", 1, 1, b"payload")
+    [(dest, reply)] = t.route(b"p1", env)
+    assert dest == b"p1" and reply.kind is Kind.UNROUTABLE
+    assert "has no worker" in reply.body["reason"] and reply.body["body"] == b"payload"
+    t.worker_ready(b"w1", {"name": "w1"}, now=0)
+    t.rm_register(b"p1", "rm", ["default"], now=0)
+    assert t.route(b"p1", env) == [(b"w1", env)]
+
+
+def test_outcomes_reach_the_proxy_holding_the_rm_and_stale_workers_are_ignored():
+    t = make_table()
+    t.worker_ready(b"w1", {"name": "w1"}, now=0)
+    t.worker_ready(b"w2", {"name": "w2"}, now=0)
+    t.rm_register(b"p1", "rm", ["default"], now=0)
+    out = Envelope(Kind.SI_ALLOCATION_RESPONSE, "rm", "default", 1, 0, b"r")
+    owner = t.owners[("rm", "default")].worker
+    other = b"w2" if owner == b"w1" else b"w1"
+    assert t.to_proxy(owner, out) == [(b"p1", out)]
+    assert t.to_proxy(other, out) == []
+
+
+def test_dead_worker_is_purged_and_its_partition_moves_to_a_standby():
+    t = make_table()
+    t.worker_ready(b"w1", {"name": "w1"}, now=0)
+    t.rm_register(b"p1", "rm", ["default"], now=0)
+    t.worker_ready(b"w2", {"name": "w2"}, now=2)
+    t.alive(b"p1", now=2)
+    sends = t.purge(now=3.5)  # w1 last seen at 0, expiry 3
+    assert (b"p1", Kind.PARTITION_LOST, "rm", "default", 0) in kinds(sends)
+    assert (b"w2", Kind.PARTITION_ASSIGN, "rm", "default", 2) in kinds(sends)
+    assert b"w1" not in t.workers
+
+
+def test_broker_restart_is_rebuilt_from_reannouncements():
+    t = make_table()  # a fresh broker: it knows nothing
+    t.proxy_hello(b"p1", {"rms": {"rm": ["default", "gpu"]}}, now=0)
+    assert t.unowned() == [("rm", "default"), ("rm", "gpu")]
+    # the worker that owned "default" re-announces with its partition and epoch
+    assert t.worker_ready(b"w1", {"name": "w1", "owns": {"rm_id": "rm", "partition": "default", "epoch": 7}},
+                          now=0) == []
+    assert t.owners[("rm", "default")].epoch == 7 and t.owners[("rm", "default")].loaded
+    sends = t.worker_ready(b"w2", {"name": "w2"}, now=0)
+    assert kinds(sends) == [(b"w2", Kind.PARTITION_ASSIGN, "rm", "gpu", 1)]
+
+
+def test_unregister_releases_partitions():
+    t = make_table()
+    t.worker_ready(b"w1", {"name": "w1"}, now=0)
+    t.rm_register(b"p1", "rm", ["default"], now=0)
+    assert kinds(t.rm_unregister("rm")) == [(b"w1", Kind.PARTITION_RELEASE, "rm", "default", 1)]
+    assert t.workers[b"w1"].owns is None
