@@ -37,6 +37,8 @@ class Broker:
         self.backend = ctx.socket(zmq.ROUTER)
         for sock in (self.frontend, self.backend):
             sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.SNDHWM, 100_000)
+            sock.setsockopt(zmq.RCVHWM, 100_000)
             sock.setsockopt(zmq.ROUTER_MANDATORY, 0)  # a vanished peer's messages are dropped, not raised
         self.frontend.bind(frontend)
         self.backend.bind(backend)

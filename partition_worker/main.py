@@ -77,6 +77,8 @@ class WorkerLoop:
             self.sock.close(0)
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.SNDHWM, 100_000)
+        self.sock.setsockopt(zmq.RCVHWM, 100_000)
         self.sock.setsockopt(zmq.IDENTITY, f"{self.name}-{os.urandom(4).hex()}".encode())
         self.sock.connect(self.broker)
         self._announce()

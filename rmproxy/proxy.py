@@ -73,6 +73,8 @@ class Proxy:
             self.sock.close(0)
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.SNDHWM, 100_000)
+        self.sock.setsockopt(zmq.RCVHWM, 100_000)
         self.sock.setsockopt(zmq.IDENTITY, f"proxy-{self.name}-{os.urandom(4).hex()}".encode())
         self.sock.connect(self.broker_address)
         self.broker_expires = time.monotonic() + EXPIRY
@@ -87,9 +89,8 @@ class Proxy:
 
     def send(self, env: Envelope) -> None:
         assert self.sock is not None
-        try:
-            self.sock.send(encode(env), zmq.NOBLOCK)
-        except zmq.Again:
+        sent = self.sock.send(encode(env), zmq.NOBLOCK)  # an asyncio socket: a Future, done at once
+        if sent.done() and sent.exception() is not None:
             log.warning("broker link full, dropped %s for [%s]%s", env.kind, env.rm_id, env.partition)
 
     @property
@@ -104,11 +105,8 @@ class Proxy:
             assert self.sock is not None
             timeout = max(0.0, next_beat - time.monotonic())
             if await self.sock.poll(timeout * 1000, zmq.POLLIN):
-                while True:
-                    try:
-                        raw = self.sock.recv(zmq.NOBLOCK)
-                    except zmq.Again:
-                        break
+                while self.sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                    raw = await self.sock.recv()
                     self.broker_expires = time.monotonic() + EXPIRY
                     self._on_broker(raw)
             now = time.monotonic()
