@@ -26,6 +26,12 @@ from common.config import load_config
 from common.config.errors import ConfigError
 from common.envelope import Envelope, EnvelopeError, Kind, decode, encode
 
+try:  # the REST queries of the worker side, where built
+    from partition_worker.queries import answer as answer_query
+except ImportError:  # pragma: no cover - until then a query returns the whole snapshot
+    def answer_query(session: Any, body: dict) -> Any:
+        return session.snapshot()
+
 log = logging.getLogger("korral.worker")
 
 CYCLE_INTERVAL = 0.1  # seconds: a cycle runs at least this often even when nothing arrived
@@ -238,10 +244,18 @@ class WorkerLoop:
         self._send(env.reply(Kind.CONFIG_RESULT, {"error": error}))
 
     def _on_query(self, env: Envelope) -> None:
+        """A read for REST/status: answered between cycles, so it is consistent for the partition."""
         o = self._current(env)
         body = env.body if isinstance(env.body, dict) else {}
-        data = o.session.snapshot() if o is not None else None
-        self._send(env.reply(Kind.QUERY_RESULT, {"id": body.get("id"), "data": data}))
+        if o is None:
+            reply = {"id": body.get("id"), "error": f"partition [{env.rm_id}]{env.partition} is not owned "
+                                                     f"by worker {self.name} in epoch {env.epoch}"}
+        else:
+            try:
+                reply = {"id": body.get("id"), "data": answer_query(o.session, body)}
+            except (KeyError, ValueError) as exc:
+                reply = {"id": body.get("id"), "error": f"bad query {body.get('what')!r}: {exc}"}
+        self._send(env.reply(Kind.QUERY_RESULT, reply))
 
     _HANDLERS: dict[Kind, Callable[["WorkerLoop", Envelope], None]] = {
         Kind.HEARTBEAT: _on_heartbeat,
