@@ -391,8 +391,8 @@ def _raise_stop(signum: int, _frame: object) -> None:
 def run(args: argparse.Namespace) -> int:
     """Exit 0 after a detached start or a signalled foreground stop; 1 when the stack could not start."""
     try:
+        refuse_if_running(Path(args.state_dir).resolve())  # first: its ports are taken by design
         opts = resolve_options(args)
-        refuse_if_running(opts.state_dir)
     except StackError as exc:
         print(f"korral up: {exc}", file=sys.stderr)
         return 1

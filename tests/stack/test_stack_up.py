@@ -1,0 +1,124 @@
+"""`korral up` / `korral down` / `korral status` against the real processes, by pid."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from common.netutil import free_ports
+from common.redis_server import ping
+from common.stack_down import ProcId, load_stack
+from tests.conftest import korral_env, run_korral, start_stack, stop_and_verify
+
+ROLES = {"redis", "broker", "rmproxy", "worker-0", "worker-1", "supervisord"}
+
+
+def test_up_is_ready_then_down_leaves_nothing(tmp_path):
+    stack = start_stack(tmp_path / "state", workers=2)
+    try:
+        assert set(stack.procs) == ROLES
+        assert all(p.alive() for p in stack.procs.values())
+        for where in (stack.si_address, stack.rest_address, stack.broker_frontend, stack.redis_url):
+            assert where in stack.up_output  # `korral up` prints where each process listens
+        ready = stack.ready()
+        assert ready["ready"] is True and ready["workers"] >= 2
+        assert ping(stack.redis_url)
+        status = stack.status()
+        assert status["running"] is True
+        assert {p["role"] for p in status["processes"]} == {"redis", "broker", "rmproxy", "worker"}
+        assert {p["pid"] for p in status["processes"]} == {p.pid for n, p in stack.procs.items() if n != "supervisord"}
+    finally:
+        problems = stop_and_verify(stack)
+    assert not problems, problems
+    assert load_stack(stack.state_dir).state == "stopped"
+    again = run_korral("down", "--state-dir", str(stack.state_dir))
+    assert again.returncode == 0 and "already stopped" in again.stdout
+    assert (stack.state_dir / "logs" / "rmproxy.log").exists()  # logs are kept for post-mortems
+
+
+def test_a_stack_killed_without_down_can_be_started_again(tmp_path):
+    state = tmp_path / "state"
+    first = start_stack(state, workers=1)
+    for proc in first.current_procs().values():  # simulate a crash of everything
+        proc.signal(signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while any(p.alive() for p in first.procs.values()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    second = start_stack(state, workers=1)
+    try:
+        assert second.ready()["ready"] is True
+        assert second.pids["supervisord"] != first.pids["supervisord"]
+    finally:
+        assert not stop_and_verify(second)
+
+
+def test_ctrl_c_on_a_foreground_up_stops_everything(tmp_path):
+    state = tmp_path / "state"
+    si, rest = free_ports(2)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "common.cli", "up", "--state-dir", str(state), "--workers", "1",
+         "--si-address", f"127.0.0.1:{si}", "--rest-address", f"127.0.0.1:{rest}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=korral_env())
+    output = []
+    try:
+        for line in proc.stdout:
+            output.append(line)
+            if "Ctrl-C stops the whole stack" in line:
+                break
+        else:
+            pytest.fail("foreground korral up never became ready:\n" + "".join(output))
+        info = load_stack(state)
+        procs = info.all_procs()
+        assert info.state == "running" and set(procs) == {"redis", "broker", "rmproxy", "worker-0", "supervisord"}
+        proc.send_signal(signal.SIGINT)
+        rest_of_output, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, rest_of_output
+        assert "SIGINT: stopping the stack" in rest_of_output
+        left = [f"{n} pid {p.pid}" for n, p in procs.items() if p.alive()]
+        assert not left, left
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        if (state / "stack.json").exists():
+            run_korral("down", "--state-dir", str(state))
+
+
+@pytest.fixture
+def crashing_deploy(tmp_path):
+    """The real templates, with the broker replaced by a program that exits at once."""
+    deploy = Path(__file__).resolve().parents[2] / "deploy"
+    target = tmp_path / "deploy"
+    target.mkdir()
+    (target / "redis.program.tmpl").write_text((deploy / "redis.program.tmpl").read_text())
+    lines = []
+    for line in (deploy / "supervisord.conf.tmpl").read_text().splitlines():
+        if line.startswith("command=${python} -m common.cli broker"):
+            line = ("command=${python} -c \"import sys; print('broker: cannot bind, test failure', "
+                    "file=sys.stderr); sys.exit(3)\"")
+        lines.append(line)
+    (target / "supervisord.conf.tmpl").write_text("\n".join(lines) + "\n")
+    return target
+
+
+def test_a_process_that_keeps_crashing_fails_up_with_its_log_and_nothing_left(tmp_path, crashing_deploy):
+    si, rest = free_ports(2)
+    state = tmp_path / "state"
+    result = run_korral("up", "--detach", "--state-dir", str(state), "--workers", "1",
+                        "--si-address", f"127.0.0.1:{si}", "--rest-address", f"127.0.0.1:{rest}",
+                        "--timeout", "30", env={"KORRAL_DEPLOY_DIR": str(crashing_deploy)})
+    assert result.returncode == 1
+    assert "broker keeps exiting and supervisord gave up" in result.stderr
+    assert "broker: cannot bind, test failure" in result.stderr  # the tail of its log
+    info = load_stack(state)
+    assert info.state == "stopped"
+    supervisord_log = (state / "logs" / "supervisord.log").read_text()
+    pids = [int(p) for p in re.findall(r"(?:with pid|started with pid) (\d+)", supervisord_log)]
+    assert len(pids) >= 4  # supervisord, redis, the broker's attempts, a worker, rmproxy
+    assert not [p for p in pids if ProcId.of(p) is not None]
