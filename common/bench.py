@@ -1,0 +1,38 @@
+"""``korral bench core | e2e | recovery``: each benchmark lives with the code it measures."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+BENCHES = {
+    "core": ("partition_worker.bench", "the scheduling core in-process (YuniKorn's core benchmark scenario)"),
+    "e2e": ("rmproxy.bench_e2e", "the same scenario through gRPC, rmproxy, broker and a worker"),
+    "recovery": ("partition_worker.bench_recovery", "kill -9 a worker; time until its partition is back"),
+}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="bench", metavar="BENCHMARK")
+    sub.required = True
+    for name, (module_name, help_text) in BENCHES.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue  # not in this build; run() says so
+        module.configure(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    module_name = BENCHES[args.bench][0]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        print(f"korral bench {args.bench}: not available in this build")
+        return 2
+    return int(module.run(args) or 0)
