@@ -36,6 +36,9 @@ class Broker:
         self.frontend = ctx.socket(zmq.ROUTER)
         self.backend = ctx.socket(zmq.ROUTER)
         for sock in (self.frontend, self.backend):
+            # an empty message [identity, b""] arrives when a peer's connection closes, so a
+            # killed process is noticed at once instead of after its missed heartbeats
+            sock.setsockopt(zmq.ROUTER_NOTIFY, zmq.NOTIFY_DISCONNECT)
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.SNDHWM, 100_000)
             sock.setsockopt(zmq.RCVHWM, 100_000)
@@ -81,6 +84,9 @@ class Broker:
                 log.warning("dropped a message of %d frames (expected identity + envelope)", len(frames))
                 continue
             identity, raw = frames
+            if not raw:
+                self._send(self._disconnected(identity))
+                continue
             try:
                 env = decode(raw)
             except EnvelopeError as exc:
@@ -91,6 +97,15 @@ class Broker:
                 self._send(handle(identity, env, time.monotonic()))
             except redis.RedisError as exc:  # epochs live in Redis; the rest keeps routing
                 log.error("could not handle %s from %r, Redis unavailable: %s", env.kind, identity, exc)
+
+    def _disconnected(self, ident: bytes) -> list[Send]:
+        if ident in self.table.workers:
+            log.warning("worker %s disconnected", self.table.workers[ident].name)
+            return self.table.worker_gone(ident, "its connection closed")
+        if ident in self.table.proxies:
+            log.info("rmproxy %r disconnected", ident)
+            self.table.proxy_gone(ident)
+        return []
 
     def _from_proxy(self, ident: bytes, env: Envelope, now: float) -> list[Send]:
         t = self.table

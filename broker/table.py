@@ -13,8 +13,8 @@ from typing import Callable, Iterable
 
 from common.envelope import Envelope, Kind
 
-INTERVAL = 1.0  # seconds between heartbeats, both ways
-LIVENESS = 3  # heartbeats a peer may miss before it counts as dead
+INTERVAL = 0.5  # seconds between heartbeats, both ways
+LIVENESS = 5  # heartbeats a peer may miss before it counts as dead (purged within EXPIRY + INTERVAL = 3 s)
 EXPIRY = INTERVAL * LIVENESS
 
 PartitionKey = tuple[str, str]  # (rm_id, partition short name)
@@ -49,14 +49,15 @@ class ProxyInfo:
 
 
 class RoutingTable:
-    def __init__(self, next_epoch: Callable[[str, str], int], expiry: float = EXPIRY) -> None:
-        self._next_epoch = next_epoch
+    def __init__(self, next_epoch: Callable[[str, str, int], int], expiry: float = EXPIRY) -> None:
+        self._next_epoch = next_epoch  # (rm_id, partition, floor) -> an epoch greater than floor
         self.expiry = expiry
         self.workers: dict[bytes, WorkerInfo] = {}
         self.proxies: dict[bytes, ProxyInfo] = {}
         self.owners: dict[PartitionKey, Ownership] = {}
         self.wanted: dict[str, list[str]] = {}  # rm_id -> partitions it registered
         self.rm_proxy: dict[str, bytes] = {}
+        self.last_epoch: dict[PartitionKey, int] = {}  # survives an owner's death, so epochs never repeat
         self.bad_frames = 0
         self.routed = 0
 
@@ -68,14 +69,20 @@ class RoutingTable:
         old = self.workers.get(identity)
         owns = old.owns if old else None
         held = body.get("owns")  # a worker re-announcing after a broker restart keeps its partition
+        sends: list[Send] = []
         if owns is None and isinstance(held, dict):
             key = (str(held.get("rm_id", "")), str(held.get("partition", "")))
-            if key not in self.owners:
-                self.owners[key] = Ownership(identity, int(held.get("epoch", 0)), loaded=True)
+            epoch = int(held.get("epoch", 0))
+            own = self.owners.get(key)
+            if own is None:
+                self.owners[key] = Ownership(identity, epoch, loaded=True)
+                self.last_epoch[key] = max(epoch, self.last_epoch.get(key, 0))
                 self.wanted.setdefault(key[0], [])
                 if key[1] not in self.wanted[key[0]]:
                     self.wanted[key[0]].append(key[1])
                 owns = key
+            elif own.worker != identity:  # it was given to another worker meanwhile: let go
+                sends.append((identity, Envelope(Kind.PARTITION_RELEASE, key[0], key[1], epoch)))
         self.workers[identity] = WorkerInfo(
             identity=identity,
             name=str(body.get("name", "")),
@@ -85,7 +92,7 @@ class RoutingTable:
             expires_at=now + self.expiry,
             owns=owns,
         )
-        return self._assign_unowned()
+        return sends + self._assign_unowned()
 
     def proxy_hello(self, identity: bytes, body: dict, now: float) -> list[Send]:
         info = self.proxies.setdefault(identity, ProxyInfo(identity))
@@ -147,7 +154,8 @@ class RoutingTable:
         )
 
     def _assign(self, key: PartitionKey, worker: bytes) -> Send:
-        epoch = self._next_epoch(*key)
+        epoch = self._next_epoch(key[0], key[1], self.last_epoch.get(key, 0))
+        self.last_epoch[key] = epoch
         self.owners[key] = Ownership(worker, epoch)
         self.workers[worker].owns = key
         return worker, Envelope(Kind.PARTITION_ASSIGN, key[0], key[1], epoch)
@@ -206,10 +214,13 @@ class RoutingTable:
         for ident in [i for i, w in self.workers.items() if w.expires_at <= now]:
             sends += self.worker_gone(ident, "worker missed its heartbeats")
         for ident in [i for i, p in self.proxies.items() if p.expires_at <= now]:
-            del self.proxies[ident]
-            for rm_id in [r for r, p in self.rm_proxy.items() if p == ident]:
-                del self.rm_proxy[rm_id]
+            self.proxy_gone(ident)
         return sends
+
+    def proxy_gone(self, identity: bytes) -> None:
+        self.proxies.pop(identity, None)
+        for rm_id in [r for r, p in self.rm_proxy.items() if p == identity]:
+            del self.rm_proxy[rm_id]
 
     def worker_gone(self, identity: bytes, reason: str) -> list[Send]:
         worker = self.workers.pop(identity, None)

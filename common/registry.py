@@ -82,8 +82,13 @@ class RegistryStore:
         h = self.client.hgetall(rm_key(rm_id))
         return Registration.from_hash(h) if h else None
 
-    def next_epoch(self, rm_id: str, partition: str) -> int:
-        return int(self.client.incr(epoch_key(rm_id, partition)))
+    def next_epoch(self, rm_id: str, partition: str, floor: int = 0) -> int:
+        """An epoch greater than floor (the last one the broker saw), even if Redis lost its counter."""
+        epoch = int(self.client.incr(epoch_key(rm_id, partition)))
+        if epoch <= floor:
+            epoch = floor + 1
+            self.client.set(epoch_key(rm_id, partition), epoch)
+        return epoch
 
     def ping(self) -> bool:
         try:

@@ -10,7 +10,7 @@ from common.envelope import Envelope, Kind
 
 def make_table():
     counter = itertools.count(1)
-    return RoutingTable(lambda rm, p: next(counter), expiry=3.0)
+    return RoutingTable(lambda rm, p, floor: max(next(counter), floor + 1), expiry=3.0)
 
 
 def kinds(sends):
@@ -111,3 +111,23 @@ def test_unregister_releases_partitions():
     t.rm_register(b"p1", "rm", ["default"], now=0)
     assert kinds(t.rm_unregister("rm")) == [(b"w1", Kind.PARTITION_RELEASE, "rm", "default", 1)]
     assert t.workers[b"w1"].owns is None
+
+
+def test_epochs_never_repeat_even_if_the_counter_restarts():
+    t = RoutingTable(lambda rm, p, floor: max(1, floor + 1), expiry=3.0)  # a counter that lost its state
+    t.worker_ready(b"w1", {"name": "w1"}, now=0)
+    t.rm_register(b"p1", "rm", ["default"], now=0)
+    t.rm_register(b"p1", "rm", ["default"], now=0)
+    assert t.owners[("rm", "default")].epoch == 2
+
+
+def test_worker_reannouncing_a_partition_given_away_is_told_to_release_it():
+    t = make_table()
+    t.worker_ready(b"w1", {"name": "w1"}, now=0)
+    t.rm_register(b"p1", "rm", ["default"], now=0)
+    t.worker_ready(b"w2", {"name": "w2"}, now=0)
+    t.worker_gone(b"w1", "connection closed")  # w2 takes over with epoch 2
+    sends = t.worker_ready(b"w1", {"name": "w1", "owns": {"rm_id": "rm", "partition": "default", "epoch": 1}},
+                           now=1)
+    assert kinds(sends) == [(b"w1", Kind.PARTITION_RELEASE, "rm", "default", 1)]
+    assert t.owners[("rm", "default")].worker == b"w2"
