@@ -1,0 +1,607 @@
+"""Worker-side answers to read-only REST queries (``Kind.QUERY``), in YuniKorn DAO shape.
+
+Contract: ``answer(session, body) -> data`` where ``body["what"]`` names the query and
+``data`` is msgpack-able (dict/list/str/int/float/bool/None). The worker loop calls it
+between scheduling cycles, so every answer is consistent for the partition. Answers select
+only what is asked (a 5,000-node, 50,000-ask partition answers one app or one page of nodes
+without building the rest).
+
+- Unknown ``what`` or a malformed parameter raises ``ValueError`` (the loop turns it into an
+  error reply naming the query).
+- An object that does not exist is not an error of the query: the answer is
+  ``{"missing": "<YuniKorn message>", "object": "<kind>"}`` (e.g. ``Application not found``),
+  and rmproxy maps it to YuniKorn's status code.
+- Lists that can be large (``apps``, ``nodes``, ``events``) take ``offset`` and ``limit`` and
+  answer ``{"total": n, "items": [...]}``.
+
+Metrics are observers in the shell (STYLE #18): ``observe_step(session, outbox, seconds)``
+records cycle time and outcome counts for a session; ``answer(..., what="metrics")`` returns
+them with gauges read from the core. Nothing here writes to the core.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from partition_worker.core.app_state import AppState
+from partition_worker.core.application import alloc_dao
+
+__all__ = ["answer", "observe_step", "StepStats", "QUERIES", "INT32_MIN", "INT32_MAX"]
+
+INT32_MIN = -(1 << 31)
+INT32_MAX = (1 << 31) - 1
+MAX_PAGE = 10_000  # items per answer; more must be paged (keeps one reply well under a cycle)
+_PENDING_STATES = (AppState.NEW, AppState.ACCEPTED)
+_RUNNING_STATES = (AppState.STARTING, AppState.RUNNING, AppState.COMPLETING)
+LATENCY_BUCKETS_MS = (0.1, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)
+
+
+# --------------------------------------------------------------------------- observer
+
+@dataclass(slots=True)
+class StepStats:
+    """Counters of one session, fed by the worker loop after each ``step`` (see module doc)."""
+
+    steps: int = 0
+    step_seconds_sum: float = 0.0
+    step_buckets: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_MS) + 1))
+    last_step_seconds: float = 0.0
+    allocated: int = 0
+    rejected: int = 0
+    released: int = 0
+    released_asks: int = 0
+    apps_accepted: int = 0
+    apps_rejected: int = 0
+    nodes_accepted: int = 0
+    nodes_rejected: int = 0
+    events: int = 0
+
+    def to_data(self) -> dict:
+        return {
+            "steps": self.steps, "stepSecondsSum": self.step_seconds_sum,
+            "stepBucketsMs": list(LATENCY_BUCKETS_MS), "stepBuckets": list(self.step_buckets),
+            "lastStepSeconds": self.last_step_seconds,
+            "allocationAttempts": {"allocated": self.allocated, "rejected": self.rejected,
+                                   "released": self.released, "error": 0},
+            "releasedAsks": self.released_asks,
+            "appSubmissions": {"accepted": self.apps_accepted, "rejected": self.apps_rejected},
+            "nodesAccepted": self.nodes_accepted, "nodesRejected": self.nodes_rejected,
+            "events": self.events,
+        }
+
+
+# Per-session stats; weak keys so a released partition's stats go with its session, and two
+# workers in one test process never share counters.
+_STATS: "weakref.WeakKeyDictionary[Any, StepStats]" = weakref.WeakKeyDictionary()
+
+
+def stats_of(session: Any) -> StepStats | None:
+    return _STATS.get(session)
+
+
+def observe_step(session: Any, outbox: Any, seconds: float) -> None:
+    """Record one ``session.step`` that took ``seconds`` and returned ``outbox`` (an Outbox)."""
+    st = _STATS.get(session)
+    if st is None:
+        st = _STATS[session] = StepStats()
+    st.steps += 1
+    st.step_seconds_sum += seconds
+    st.last_step_seconds = seconds
+    ms = seconds * 1000
+    i = 0
+    while i < len(LATENCY_BUCKETS_MS) and ms > LATENCY_BUCKETS_MS[i]:
+        i += 1
+    st.step_buckets[i] += 1
+    a = outbox.allocation
+    if a is not None:
+        st.allocated += len(a.new)
+        st.rejected += len(a.rejected)
+        st.released += len(a.released)
+        st.released_asks += len(a.releasedAsks)
+    ap = outbox.application
+    if ap is not None:
+        st.apps_accepted += len(ap.accepted)
+        st.apps_rejected += len(ap.rejected)
+    n = outbox.node
+    if n is not None:
+        st.nodes_accepted += len(n.accepted)
+        st.nodes_rejected += len(n.rejected)
+    st.events += len(outbox.events)
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _missing(obj: str, message: str) -> dict:
+    return {"missing": message, "object": obj}
+
+
+def _page(body: dict, items: list, render: Callable[[Any], dict]) -> dict:
+    offset = _int_param(body, "offset", 0)
+    limit = _int_param(body, "limit", MAX_PAGE)
+    if offset < 0 or limit < 0:
+        raise ValueError("offset and limit must not be negative")
+    limit = min(limit, MAX_PAGE)
+    return {"total": len(items), "offset": offset,
+            "items": [render(x) for x in items[offset:offset + limit]]}
+
+
+def _int_param(body: dict, name: str, default: int) -> int:
+    v = body.get(name, default)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"{name} must be an integer, got {v!r}")
+    return v
+
+
+def _percent(used: dict[str, int], cap: dict[str, int]) -> dict[str, int]:
+    """YuniKorn's CalculateAbsUsedCapacity: int(used/cap*100) per key of used with a capacity."""
+    out = {}
+    for k, u in used.items():
+        c = cap.get(k, 0)
+        if c > 0:
+            out[k] = int(u * 100 / c)
+    return out
+
+
+def _all_apps(p) -> list:
+    return list(p.apps.values()) + list(p.finished_apps.values())
+
+
+def _find_app(p, app_id: str):
+    return p.apps.get(app_id) or p.finished_apps.get(app_id)
+
+
+# --------------------------------------------------------------------------- partition
+
+def _partition(s, body: dict) -> dict:
+    p = s.core
+    apps = _all_apps(p)
+    states: dict[str, int] = {}
+    for a in apps:
+        states[a.state.value] = states.get(a.state.value, 0) + 1
+    nodes = p.nodes.nodes.values()
+    active = sum(1 for n in nodes if n.ready)
+    pending_containers = sum(k.pending for a in p.apps.values() for k in a.asks.values() if k.pending > 0)
+    cap = p.total.as_dict()
+    used = p.root.allocated.prune().as_dict()
+    return {
+        "name": s.partition_name, "clusterId": s.rm_id, "rmID": s.rm_id, "state": p.state.value,
+        "lastStateTransitionTime": getattr(p, "state_time_ns", 0),
+        "capacity": {"capacity": cap, "usedCapacity": used, "utilization": _percent(used, cap)},
+        "nodeSortingPolicy": {"type": p.nodes.policy.value, "resourceWeights": dict(p.nodes.weights)},
+        "applications": {**states, "total": len(apps)},
+        "totalApplications": len(apps),
+        "runningApplications": sum(1 for a in apps if a.state in _RUNNING_STATES),
+        "pendingApplications": sum(1 for a in apps if a.state in _PENDING_STATES),
+        "completedApplications": states.get(AppState.COMPLETED.value, 0),
+        "failedApplications": states.get(AppState.FAILED.value, 0) + states.get(AppState.REJECTED.value, 0),
+        "totalContainers": len(p.allocations), "runningContainers": len(p.allocations),
+        "pendingContainers": pending_containers, "failedContainers": 0,
+        "totalNodes": len(p.nodes), "activeNodes": active, "failedNodes": len(p.nodes) - active,
+        "cycles": p.cycles, "lastCycleTime": p.last_cycle_ns,
+    }
+
+
+# --------------------------------------------------------------------------- queues
+
+def _queue_dao(q, part: str, cap_above: dict[str, int], root: bool) -> dict:
+    """The core's queue DAO plus YuniKorn's computed fields, recursively."""
+    cap = dict(cap_above)
+    if q.max is not None:  # the effective max: the tighter of own and inherited per type
+        for k, v in q.max.as_dict().items():
+            cap[k] = min(v, cap[k]) if k in cap else v
+    children = [_queue_dao(c, part, cap, False) for c in q.children.values()]
+    allocated = q.allocated.prune().as_dict()
+    if q.is_leaf:
+        prio = max((a.max_pending_priority() for a in q.apps.values()), default=INT32_MIN)
+    else:
+        prio = max((c["currentPriority"] for c in children), default=INT32_MIN)
+    if q.priority_fence:
+        prio = q.priority_offset
+    elif prio != INT32_MIN:
+        prio += q.priority_offset
+    return {
+        "queuename": q.path, "status": q.state.value, "partition": part if root else "",
+        "pendingResource": q.pending.prune().as_dict(),
+        "maxResource": q.max.as_dict() if q.max is not None else None,
+        "guaranteedResource": q.guaranteed.as_dict() if q.guaranteed is not None else None,
+        "allocatedResource": allocated,
+        "preemptingResource": q.preempting.prune().as_dict(),
+        "isLeaf": q.is_leaf, "isManaged": not q.dynamic, "properties": dict(q.properties),
+        "parent": q.parent.path if q.parent is not None else "",
+        "template": _template(q.template), "children": children,
+        "absUsedCapacity": _percent(allocated, cap),
+        "maxRunningApps": q.max_apps, "runningApps": q.running_apps,
+        "currentPriority": prio,
+        "allocatingAcceptedApps": [a.app_id for a in q.apps.values() if a.state is AppState.STARTING],
+        "submitACL": q.submit_acl.text, "adminACL": q.admin_acl.text,
+    }
+
+
+def _template(t) -> dict | None:
+    if t is None:
+        return None
+    return {"maxApplications": t.maxapplications, "properties": dict(t.properties),
+            "maxResource": dict(t.resources.max) or None,
+            "guaranteedResource": dict(t.resources.guaranteed) or None}
+
+
+def _queues(s, body: dict) -> dict:
+    p = s.core
+    return _queue_dao(p.root, s.partition_name, p.total.as_dict(), True)
+
+
+def _lookup_queue(p, path: str):
+    q = p.root
+    if path == q.path:
+        return q
+    parts = path.split(".")
+    if parts[0] != p.root.name:
+        return None
+    for name in parts[1:]:
+        q = q.children.get(name)
+        if q is None:
+            return None
+    return q
+
+
+# --------------------------------------------------------------------------- applications
+
+def app_dao(a, part: str) -> dict:
+    """YuniKorn's ApplicationDAOInfo with the fields its web UI reads (see REST_API.md)."""
+    d = a.to_dao(part)
+    queue = a.queue.path
+    for al in d["allocations"]:
+        al["queueName"] = queue
+        al.setdefault("preempted", False)
+    for r, ask in zip(d["requests"], a.asks.values()):
+        r["placeholderTimeout"] = ask.execution_timeout_ms * 1_000_000
+        r["triggeredPreemption"] = False
+        for log in r["allocationLog"]:
+            log.setdefault("lastOccurrence", 0)
+    d["requests"] = [r for r in d["requests"] if r["pendingCount"] > 0]  # only asks still pending
+    d["lastStateChangeTime"] = a.state_time_ns
+    if not d.get("stateLog"):
+        # The core keeps only the current state; YuniKorn keeps every transition.
+        d["stateLog"] = [{"time": a.state_time_ns, "applicationState": a.state.value}]
+    if not d.get("placeholderData"):
+        d["placeholderData"] = _placeholder_data(a)
+    prios = [al.priority for al in a.allocations.values()]
+    d["minAllocationPriority"] = min(prios) if prios else INT32_MAX
+    return d
+
+
+def _placeholder_data(a) -> list[dict]:
+    groups: dict[str, dict] = {}
+    for ask in a.asks.values():
+        if ask.placeholder and ask.task_group:
+            g = groups.setdefault(ask.task_group, {"taskGroupName": ask.task_group, "count": 0,
+                                                   "minResource": ask.resource.as_dict(),
+                                                   "replaced": 0, "timedout": 0})
+            g["count"] += ask.max_allocations
+    return list(groups.values())
+
+
+def _apps(s, body: dict) -> dict:
+    p = s.core
+    queue = body.get("queue")
+    if queue:
+        q = _lookup_queue(p, str(queue))
+        if q is None:
+            return _missing("queue", "Queue not found")
+        apps = list(q.apps.values())  # a queue holds its active apps only, like YuniKorn's
+    else:
+        apps = _all_apps(p)
+    states = body.get("states")
+    if states:
+        wanted = {str(x).lower() for x in states}
+        apps = [a for a in apps if a.state.value.lower() in wanted]
+    return _page(body, apps, lambda a: app_dao(a, s.partition_name))
+
+
+def _app(s, body: dict) -> dict:
+    p = s.core
+    app_id = str(body.get("app", ""))
+    queue = body.get("queue")
+    if queue and _lookup_queue(p, str(queue)) is None:
+        return _missing("queue", "Queue not found")
+    a = _find_app(p, app_id)
+    if a is None or (queue and a.queue.path != queue):
+        return _missing("application", "Application not found")
+    return app_dao(a, s.partition_name)
+
+
+# --------------------------------------------------------------------------- nodes
+
+def node_dao(n, part: str) -> dict:
+    attrs = n.attributes
+    return {
+        "nodeID": n.node_id,
+        "hostName": attrs.get("si/hostname") or attrs.get("si.io/hostname", ""),
+        "rackName": attrs.get("si/rackname") or attrs.get("si.io/rackname", ""),
+        "partition": part, "attributes": dict(attrs),
+        "capacity": n.capacity.as_dict(), "allocated": n.allocated.prune().as_dict(),
+        "occupied": n.occupied.prune().as_dict(), "available": n.available.as_dict(),
+        "utilized": _percent(n.allocated.prune().as_dict(), n.capacity.as_dict()),
+        "allocations": [alloc_dao(al, part) | {"queueName": al.queue_path, "preempted": False}
+                        for al in n.allocations.values()],
+        "schedulable": n.schedulable, "ready": n.ready,
+        "isReserved": n.reservation is not None,
+        "reservations": [n.reservation.node_key] if n.reservation is not None else [],
+    }
+
+
+def _nodes(s, body: dict) -> dict:
+    nodes = list(s.core.nodes.nodes.values())
+    return _page(body, nodes, lambda n: node_dao(n, s.partition_name))
+
+
+def _node(s, body: dict) -> dict:
+    n = s.core.nodes.nodes.get(str(body.get("node", "")))
+    if n is None:
+        return _missing("node", "Node not found")
+    return node_dao(n, s.partition_name)
+
+
+# --------------------------------------------------------------------------- usage (ugm)
+
+def _group_of(a) -> str:
+    return a.groups[0] if a.groups else a.user
+
+
+def _usage_tree(apps: list) -> dict:
+    """ResourceUsage tree: every queue level from root to the app's leaf counts its usage."""
+    root: dict = {}
+    for a in apps:
+        res = a.allocated.prune().as_dict()
+        parts = a.queue.path.split(".")
+        node = None
+        level = root
+        for i in range(len(parts)):
+            path = ".".join(parts[:i + 1])
+            node = level.setdefault(path, {"queuePath": path, "resourceUsage": {"Resources": {}},
+                                           "runningApplications": [], "_children": {}})
+            usage = node["resourceUsage"]["Resources"]
+            for k, v in res.items():
+                usage[k] = usage.get(k, 0) + v
+            node["runningApplications"].append(a.app_id)
+            level = node["_children"]
+    return _finish_tree(next(iter(root.values()))) if root else {}
+
+
+def _finish_tree(node: dict) -> dict:
+    node["children"] = [_finish_tree(c) for c in node.pop("_children").values()]
+    return node
+
+
+def _tracked(p) -> list:
+    """Apps ugm tracks: those holding allocations (YuniKorn tracks on allocation)."""
+    return [a for a in p.apps.values() if a.allocations]
+
+
+def _user_dao(name: str, apps: list) -> dict:
+    return {"userName": name, "groups": {a.app_id: _group_of(a) for a in apps},
+            "queues": _usage_tree(apps)}
+
+
+def _group_dao(name: str, apps: list) -> dict:
+    return {"groupName": name, "applications": [a.app_id for a in apps], "queues": _usage_tree(apps)}
+
+
+def _by(apps: list, key: Callable) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for a in apps:
+        out.setdefault(key(a), []).append(a)
+    return out
+
+
+def _usage(s, body: dict) -> Any:
+    kind = body.get("kind", "users")
+    name = body.get("name")
+    tracked = _tracked(s.core)
+    if kind in ("users", "user"):
+        users = _by(tracked, lambda a: a.user)
+        if name is None:
+            return [_user_dao(u, users[u]) for u in sorted(users)]
+        if name not in users:
+            return _missing("user", "User not found")
+        return _user_dao(name, users[name])
+    if kind in ("groups", "group"):
+        groups = _by(tracked, _group_of)
+        if name is None:
+            return [_group_dao(g, groups[g]) for g in sorted(groups)]
+        if name not in groups:
+            return _missing("group", "Group not found")
+        return _group_dao(name, groups[name])
+    raise ValueError(f"usage kind must be users or groups, got {kind!r}")
+
+
+# --------------------------------------------------------------------------- events
+
+def _events(s, body: dict) -> dict:
+    ring = list(s.event_ring)
+    from common import si_pb2  # the type names of EventRecord (REQUEST, APP, NODE, QUEUE)
+
+    def render(e) -> dict:
+        return {"type": si_pb2.EventRecord.Type.Name(e.type), "objectID": e.objectID,
+                "groupID": e.groupID, "reason": e.reason, "message": e.message,
+                "timestampNano": e.timestampNano, "partition": s.partition_name}
+    return _page(body, ring, render)
+
+
+# --------------------------------------------------------------------------- health
+
+def _check(name: str, description: str, problems: list[str]) -> dict:
+    return {"Name": name, "Succeeded": not problems, "Description": description,
+            "DiagnosisMessage": "; ".join(problems[:20]) + (f" (+{len(problems) - 20} more)"
+                                                             if len(problems) > 20 else "")}
+
+
+def _health(s, body: dict) -> list[dict]:
+    """YuniKorn's health checks for this partition (names and descriptions as in v1.2)."""
+    p = s.core
+    part = f"[{s.rm_id}]{s.partition_name}"
+    nodes = list(p.nodes.nodes.values())
+    failed = [n.node_id for n in nodes if not n.ready]
+    neg_part = [part] if p.total.has_negative() or p.root.allocated.has_negative() else []
+    neg_nodes = [n.node_id for n in nodes if n.allocated.has_negative() or n.occupied.has_negative()
+                 or n.capacity.has_negative()]
+    sum_alloc: dict[str, int] = {}
+    sum_cap: dict[str, int] = {}
+    cap_mismatch, over = [], []
+    for n in nodes:
+        for k, v in n.allocated.items():
+            sum_alloc[k] = sum_alloc.get(k, 0) + v
+        for k, v in n.capacity.items():
+            sum_cap[k] = sum_cap.get(k, 0) + v
+        for k, c in n.capacity.items():
+            # available may be negative by design when occupied grows; check the sum only
+            if c != n.allocated.get(k) + n.occupied.get(k) + n.available.get(k):
+                cap_mismatch.append(n.node_id)
+                break
+        if not n.allocated.fits_in(n.capacity):
+            over.append(n.node_id)
+    alloc_total = _nonzero(sum_alloc)
+    part_alloc = _nonzero(p.root.allocated.as_dict())
+    orphan_node, orphan_app = [], []
+    for n in nodes:
+        for uuid, al in n.allocations.items():
+            app = p.apps.get(al.app_id)
+            if app is None or uuid not in app.allocations:
+                orphan_node.append(f"{n.node_id}/{uuid}")
+    for a in p.apps.values():
+        for uuid, al in a.allocations.items():
+            n = p.nodes.nodes.get(al.node_id)
+            if n is None or uuid not in n.allocations:
+                orphan_app.append(f"{a.app_id}/{uuid}")
+    return [
+        _check("Scheduling errors", "Check for scheduling error entries in metrics", []),
+        _check("Failed nodes", "Check for failed nodes entries in metrics",
+               [f"{part}: {len(failed)} node(s) not ready: {', '.join(failed[:10])}"] if failed else []),
+        _check("Negative resources", "Check for negative resources in the partitions",
+               [f"partition {x} has negative resources" for x in neg_part]),
+        _check("Negative resources", "Check for negative resources in the nodes",
+               [f"node {x} has negative resources" for x in neg_nodes]),
+        _check("Consistency of data", "Check if a node's allocated resource <= total resource of the node",
+               [] if alloc_total == part_alloc else
+               [f"{part}: sum of node allocations {alloc_total} != partition allocated {part_alloc}"]),
+        _check("Consistency of data", "Check if total partition resource == sum of the node resources",
+               [] if _nonzero(sum_cap) == _nonzero(p.total.as_dict()) else
+               [f"{part}: partition total {_nonzero(p.total.as_dict())} != sum of nodes {_nonzero(sum_cap)}"]),
+        _check("Consistency of data", "Check if node total resource = allocated resource + occupied "
+               "resource + available resource", [f"node {x}" for x in cap_mismatch]),
+        _check("Consistency of data", "Check if node capacity >= allocated resources on the node",
+               [f"node {x}" for x in over]),
+        _check("Reservation check", "Check the reservation nr compared to the number of nodes", []),
+        _check("Orphan allocation on node check", "Check if there are orphan allocations on the nodes",
+               orphan_node),
+        _check("Orphan allocation on app check", "Check if there are orphan allocations on the applications",
+               orphan_app),
+    ]
+
+
+def _nonzero(d: dict[str, int]) -> dict[str, int]:
+    return {k: v for k, v in d.items() if v}
+
+
+# --------------------------------------------------------------------------- metrics
+
+_QUEUE_APP_STATES = {AppState.ACCEPTED: "accepted", AppState.STARTING: "running",
+                     AppState.RUNNING: "running", AppState.COMPLETING: "running",
+                     AppState.REJECTED: "rejected", AppState.COMPLETED: "completed",
+                     AppState.FAILED: "failed", AppState.FAILING: "failed"}
+
+
+def _metrics(s, body: dict) -> dict:
+    """Counters and gauges of this partition as plain data; rmproxy renders Prometheus text."""
+    p = s.core
+    apps = _all_apps(p)
+    app_states: dict[str, int] = {}
+    per_queue: dict[str, dict[str, int]] = {}
+    for a in apps:
+        app_states[a.state.value] = app_states.get(a.state.value, 0) + 1
+        label = _QUEUE_APP_STATES.get(a.state)
+        if label is not None:
+            qs = per_queue.setdefault(a.queue.path, {})
+            qs[label] = qs.get(label, 0) + 1
+    queues = []
+    stack = [p.root]
+    while stack:
+        q = stack.pop()
+        queues.append({"path": q.path,
+                       "guaranteed": q.guaranteed.as_dict() if q.guaranteed is not None else {},
+                       "max": q.max.as_dict() if q.max is not None else {},
+                       "allocated": q.allocated.as_dict(), "pending": q.pending.as_dict(),
+                       "apps": per_queue.get(q.path, {})})
+        stack.extend(q.children.values())
+    nodes = list(p.nodes.nodes.values())
+    usage: dict[str, list[int]] = {}
+    for n in nodes:  # YuniKorn's <resource>_node_usage_total: nodes per 10% utilisation bucket
+        for k, c in n.capacity.items():
+            if c <= 0:
+                continue
+            pct = n.allocated.get(k) * 100 / c
+            bucket = 0 if pct <= 10 else min(9, int((pct - 1e-9) // 10))
+            usage.setdefault(k, [0] * 10)[bucket] += 1
+    st = stats_of(s)
+    return {
+        "rmID": s.rm_id, "partition": s.partition_name,
+        "apps": app_states, "queues": queues,
+        "nodes": {"active": sum(1 for n in nodes if n.ready and n.schedulable),
+                  "draining": sum(1 for n in nodes if not n.schedulable),
+                  "unhealthy": sum(1 for n in nodes if not n.ready)},
+        "nodeUsage": usage,
+        "containers": len(p.allocations),
+        "pendingAsks": sum(k.pending for a in p.apps.values() for k in a.asks.values() if k.pending > 0),
+        "reservations": len(p.reservations),
+        "cycles": p.cycles, "lastCycleTime": p.last_cycle_ns,
+        "events": len(s.event_ring),
+        "observed": st.to_data() if st is not None else None,
+    }
+
+
+# --------------------------------------------------------------------------- dump
+
+def _dump(s, body: dict) -> dict:
+    """Everything of the partition in one consistent answer (for ``/ws/v1/fullstatedump``)."""
+    p = s.core
+    part = s.partition_name
+    return {
+        "partition": _partition(s, body),
+        "queues": _queues(s, body),
+        "applications": [app_dao(a, part) for a in _all_apps(p)],
+        "nodes": [node_dao(n, part) for n in p.nodes.nodes.values()],
+        "reservations": [{"nodeID": r.node_id, "applicationID": r.app_id, "allocationKey": r.ask_key,
+                          "created": r.created_ns} for r in p.reservations.values()],
+        "users": _usage(s, {"kind": "users"}),
+        "groups": _usage(s, {"kind": "groups"}),
+        "health": _health(s, body),
+        "events": _events(s, {"limit": MAX_PAGE})["items"],
+    }
+
+
+QUERIES: dict[str, Callable[[Any, dict], Any]] = {
+    "partition": _partition,
+    "queues": _queues,
+    "apps": _apps,
+    "app": _app,
+    "nodes": _nodes,
+    "node": _node,
+    "usage": _usage,
+    "events": _events,
+    "health": _health,
+    "metrics": _metrics,
+    "dump": _dump,
+}
+
+
+def answer(session: Any, body: dict) -> Any:
+    """Answer one query for ``session`` (see module doc); ValueError for an unknown ``what``."""
+    what = body.get("what")
+    handler = QUERIES.get(what) if isinstance(what, str) else None
+    if handler is None:
+        raise ValueError(f"unknown query {what!r}; known: {', '.join(sorted(QUERIES))}")
+    return handler(session, body)
