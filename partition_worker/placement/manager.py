@@ -7,10 +7,11 @@ new names are valid queue names, and the deepest existing ancestor is a parent
 that grants submit access. Otherwise the next rule runs. No rule left:
 ``application rejected: no placement rule matched``.
 
-Korral departs from YuniKorn v1.2 in two places, both so that a rule whose
-queue cannot be created falls through to the next rule instead of failing the
-application later, in queue creation: a result under an existing LEAF queue,
-or with an invalid queue name (e.g. a user name with a space), does not match.
+Korral departs from YuniKorn v1.2 so that a rule whose queue cannot take the
+application falls through to the next rule instead of failing the application
+later in the core: a result under an existing LEAF queue, with an invalid queue
+name (e.g. a user name with a space), or in/under a queue that is draining
+(``accepts_new_work`` false, an optional attribute of ``QueueNode``) does not match.
 """
 
 from __future__ import annotations
@@ -99,12 +100,20 @@ def _build(rules: Sequence[PlacementRuleConfig]) -> tuple[Rule, ...]:
 def _usable(queue_name: str, app: AppPlacementInfo, queues: QueueTree) -> bool:
     node = queues.find(queue_name)
     if node is not None:
-        return node.is_leaf and node.check_submit_access(app.user, app.groups)
+        return node.is_leaf and _open(node) and node.check_submit_access(app.user, app.groups)
     parts = queue_name.split(DOT)
     if parts[0] != ROOT or not all(QUEUE_NAME_RE.fullmatch(p) for p in parts[1:]):
         return False
     for depth in range(len(parts) - 1, 0, -1):
         ancestor = queues.find(DOT.join(parts[:depth]))
         if ancestor is not None:
-            return not ancestor.is_leaf and ancestor.check_submit_access(app.user, app.groups)
+            return not ancestor.is_leaf and _open(ancestor) and ancestor.check_submit_access(app.user, app.groups)
     return False
+
+
+def _open(node: object) -> bool:
+    """A draining or stopped queue (optional ``accepts_new_work`` attribute) takes no new apps.
+
+    Korral: YuniKorn v1.2 still places into a draining queue; here the next rule runs instead.
+    """
+    return bool(getattr(node, "accepts_new_work", True))

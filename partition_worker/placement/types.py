@@ -38,6 +38,9 @@ class AppPlacementInfo:
 
 
 class QueueNode(Protocol):
+    """A queue as placement sees it. May also have ``accepts_new_work: bool`` (False while the
+    queue is draining); placement skips such queues and treats a missing attribute as True."""
+
     path: str
     is_leaf: bool
     parent: "QueueNode | None"

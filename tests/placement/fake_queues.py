@@ -21,6 +21,7 @@ class FakeQueue:
     parent: "FakeQueue | None" = None
     submit_acl: ACL = field(default_factory=ACL)
     admin_acl: ACL = field(default_factory=ACL)
+    accepts_new_work: bool = True
 
     def check_submit_access(self, user: str, groups: Sequence[str]) -> bool:
         q: FakeQueue | None = self

@@ -187,3 +187,11 @@ def test_config_rules_round_trip_through_loader():
     config = load_config(OPEN + "    placementrules:\n      - name: Tag\n        value: NameSpace\n        create: true\n")
     rules = config.partition("default").placementrules
     assert place(rules, app(namespace="prod")) == "root.prod"
+
+
+def test_draining_queue_is_skipped_and_the_next_rule_runs():
+    tree = FakeQueueTree.from_yaml(OPEN)
+    tree.find("root.leafq").accepts_new_work = False
+    tree.find("root.team").accepts_new_work = False
+    rules = [R("fixed", value="leafq"), R("user", create=True, parent=R("fixed", value="team")), R("user", create=True)]
+    assert PlacementManager(rules).place(app(user="zoe"), tree) == "root.zoe"
