@@ -47,6 +47,8 @@ def parse_quantity(value: object, resource: str = "") -> int:
     ``value`` may be an int (already a number) or a string. ``vcore`` values are
     returned in milli-cores.
     """
+    if value is None:
+        raise QuantityError("invalid quantity: no value")
     if isinstance(value, bool):
         raise QuantityError(f"invalid quantity '{value}'")
     if isinstance(value, int):

@@ -35,6 +35,7 @@ BAD = [
     ("overflow", "memory", "9223372036854775808", "invalid quantity: overflow '9223372036854775808'"),
     ("vcore overflow by milli", "vcore", str(INT64_MAX), f"invalid quantity: overflow '{INT64_MAX}'"),
     ("boolean", "memory", True, "invalid quantity 'True'"),
+    ("no value", "memory", None, "invalid quantity: no value"),
     ("unicode digits", "memory", "١٢", "invalid quantity '١٢'"),
 ]
 
