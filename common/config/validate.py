@@ -169,7 +169,8 @@ def _check_queue(
         for k, v in _check_queue(child, child_path, effective_max, where, errors, warnings).items():
             children_sum[k] = children_sum.get(k, 0) + v
     if children_sum:
-        if guaranteed and any(children_sum.get(k, 0) > v for k, v in guaranteed.items()):
+        # YuniKorn's FitIn: a type the parent does not guarantee counts as 0 there.
+        if guaranteed and any(v > guaranteed.get(k, 0) for k, v in children_sum.items()):
             errors.append(
                 f"{qwhere}: guaranteed resource of parent {format_resources(guaranteed)} is smaller than sum of "
                 f"guaranteed resources {format_resources(children_sum)} of the children for queue {path}"

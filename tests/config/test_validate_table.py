@@ -80,6 +80,8 @@ INVALID = [
      f"{P}, queue root.team: duplicate child name found with name team, level 1"),
     ("guaranteed above max", queues("- name: a\n  resources:\n    guaranteed: {memory: 20}\n    max: {memory: 10}"),
      f"{P}, queue root.a: guaranteed resource map[memory:20] is larger than maximum resource map[memory:10] for queue root.a"),
+    ("child guarantees a type the parent does not", queues("- name: p\n  resources: {guaranteed: {memory: 5}}\n  queues:\n    - {name: c, resources: {guaranteed: {vcore: 1}}}"),
+     f"{P}, queue root.p: guaranteed resource of parent map[memory:5] is smaller than sum of guaranteed resources map[vcore:1000] of the children for queue root.p"),
     ("child max above parent max", queues("- name: p\n  resources: {max: {vcore: 2}}\n  queues:\n    - {name: c, resources: {max: {vcore: 3}}}"),
      f"{P}, queue root.p.c: max resource of parent map[vcore:2000] is smaller than maximum resource map[vcore:3000] for queue root.p.c"),
     ("grandchild max above inherited max", queues("- name: p\n  resources: {max: {memory: 5}}\n  queues:\n    - name: m\n      queues:\n        - {name: c, resources: {max: {memory: 6}}}"),
