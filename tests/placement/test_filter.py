@@ -27,8 +27,11 @@ CASES = [
     ("user checked before groups", F("deny", users=("alice",), groups=("admins",)), "bob", ("admins",), False),
     ("duplicates in a list are ignored", F(users=("alice", "alice")), "alice", (), True),
     ("invalid entries in a list are dropped", F(users=("alice", "b*b")), "b*b", (), False),
-    ("regexp that does not compile is ignored", F(users=("[oops",)), "anyone", (), True),
-    ("ignored regexp on a deny filter leaves deny all", F("deny", users=("[oops",)), "anyone", (), False),
+    ("ignored regexp leaves an allow filter matching nobody", F(users=("[oops",)), "anyone", (), False),
+    ("ignored regexp leaves a deny filter stopping nobody", F("deny", users=("[oops",)), "anyone", (), True),
+    ("invalid single name is ignored too", F(users=("1abc",)), "1abc", (), False),
+    ("dollar makes a single entry a regexp", F(users=("host$",)), "myhost", (), True),
+    ("name valid only as a user is a regexp for groups when special", F(groups=("^ops$",)), "u", ("ops",), True),
     ("single valid name is exact, not a regexp", F(users=("bob",)), "bobby", (), False),
 ]
 
