@@ -14,6 +14,7 @@ import time
 
 import redis
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from broker.table import INTERVAL, RoutingTable, Send
 from common import addresses, registry
@@ -36,18 +37,25 @@ class Broker:
         self.frontend = ctx.socket(zmq.ROUTER)
         self.backend = ctx.socket(zmq.ROUTER)
         for sock in (self.frontend, self.backend):
-            # an empty message [identity, b""] arrives when a peer's connection closes, so a
-            # killed process is noticed at once instead of after its missed heartbeats
-            sock.setsockopt(zmq.ROUTER_NOTIFY, zmq.NOTIFY_DISCONNECT)
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.SNDHWM, 100_000)
             sock.setsockopt(zmq.RCVHWM, 100_000)
             sock.setsockopt(zmq.ROUTER_MANDATORY, 0)  # a vanished peer's messages are dropped, not raised
         self.frontend.bind(frontend)
         self.backend.bind(backend)
+        # A killed peer is noticed at once, not after its missed heartbeats: the socket monitor
+        # reports the file descriptor of a closed connection, and each message tells which
+        # descriptor its sender uses (SRCFD), so the two together name the peer that went away.
+        self.monitors = {sock.get_monitor_socket(zmq.EVENT_DISCONNECTED): sock
+                         for sock in (self.frontend, self.backend)}
+        self.peer_fds: dict[int, bytes] = {}
         self.running = True
 
     def close(self) -> None:
+        for sock in (self.frontend, self.backend):
+            sock.disable_monitor()
+        for mon in self.monitors:
+            mon.close(0)
         self.frontend.close(0)
         self.backend.close(0)
 
@@ -55,6 +63,8 @@ class Broker:
         poller = zmq.Poller()
         poller.register(self.frontend, zmq.POLLIN)
         poller.register(self.backend, zmq.POLLIN)
+        for mon in self.monitors:
+            poller.register(mon, zmq.POLLIN)
         next_beat = time.monotonic()
         while self.running:
             timeout_ms = max(0, int((next_beat - time.monotonic()) * 1000))
@@ -63,6 +73,9 @@ class Broker:
                 self._drain(self.frontend, self._from_proxy)
             if self.backend in events:
                 self._drain(self.backend, self._from_worker)
+            for mon in self.monitors:
+                if mon in events:
+                    self._on_monitor(mon)
             now = time.monotonic()
             if now >= next_beat:
                 try:
@@ -76,17 +89,16 @@ class Broker:
         """Handle everything queued on sock (bounded, so one side cannot starve the other)."""
         for _ in range(10_000):
             try:
-                frames = sock.recv_multipart(zmq.NOBLOCK, copy=True)
+                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
+            identity = frames[0].bytes
+            self.peer_fds[frames[-1].get(zmq.SRCFD)] = identity
             if len(frames) != 2:
                 self.table.bad_frames += 1
                 log.warning("dropped a message of %d frames (expected identity + envelope)", len(frames))
                 continue
-            identity, raw = frames
-            if not raw:
-                self._send(self._disconnected(identity))
-                continue
+            raw = frames[1].bytes
             try:
                 env = decode(raw)
             except EnvelopeError as exc:
@@ -97,6 +109,17 @@ class Broker:
                 self._send(handle(identity, env, time.monotonic()))
             except redis.RedisError as exc:  # epochs live in Redis; the rest keeps routing
                 log.error("could not handle %s from %r, Redis unavailable: %s", env.kind, identity, exc)
+
+    def _on_monitor(self, mon: zmq.Socket) -> None:
+        while True:
+            try:
+                event = recv_monitor_message(mon, zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if event["event"] == zmq.EVENT_DISCONNECTED:
+                ident = self.peer_fds.pop(int(event["value"]), None)
+                if ident is not None:
+                    self._send(self._disconnected(ident))
 
     def _disconnected(self, ident: bytes) -> list[Send]:
         if ident in self.table.workers:

@@ -57,7 +57,10 @@ class RoutingTable:
         self.owners: dict[PartitionKey, Ownership] = {}
         self.wanted: dict[str, list[str]] = {}  # rm_id -> partitions it registered
         self.rm_proxy: dict[str, bytes] = {}
-        self.last_epoch: dict[PartitionKey, int] = {}  # survives an owner's death, so epochs never repeat
+        self.last_epoch: dict[PartitionKey, int] = {}
+        # registered since this broker started but not yet assigned: a worker re-announcing one of
+        # these holds pre-registration state, so it gets a fresh assignment instead of adoption
+        self.pending_reset: set[PartitionKey] = set()  # survives an owner's death, so epochs never repeat
         self.bad_frames = 0
         self.routed = 0
 
@@ -65,34 +68,35 @@ class RoutingTable:
 
     def worker_ready(self, identity: bytes, body: dict, now: float) -> list[Send]:
         pin = body.get("pin")
-        pin_key = tuple(pin.split("/", 1)) if isinstance(pin, str) and "/" in pin else None
         old = self.workers.get(identity)
-        owns = old.owns if old else None
-        held = body.get("owns")  # a worker re-announcing after a broker restart keeps its partition
-        sends: list[Send] = []
-        if owns is None and isinstance(held, dict):
-            key = (str(held.get("rm_id", "")), str(held.get("partition", "")))
-            epoch = int(held.get("epoch", 0))
-            own = self.owners.get(key)
-            if own is None:
-                self.owners[key] = Ownership(identity, epoch, loaded=True)
-                self.last_epoch[key] = max(epoch, self.last_epoch.get(key, 0))
-                self.wanted.setdefault(key[0], [])
-                if key[1] not in self.wanted[key[0]]:
-                    self.wanted[key[0]].append(key[1])
-                owns = key
-            elif own.worker != identity:  # it was given to another worker meanwhile: let go
-                sends.append((identity, Envelope(Kind.PARTITION_RELEASE, key[0], key[1], epoch)))
-        self.workers[identity] = WorkerInfo(
+        worker = self.workers[identity] = WorkerInfo(
             identity=identity,
             name=str(body.get("name", "")),
             host=str(body.get("host", "")),
             pid=int(body.get("pid", 0) or 0),
-            pin=pin_key,  # type: ignore[arg-type]
+            pin=tuple(pin.split("/", 1)) if isinstance(pin, str) and "/" in pin else None,  # type: ignore[arg-type]
             expires_at=now + self.expiry,
-            owns=owns,
+            owns=old.owns if old else None,
         )
+        held = body.get("owns")  # a worker re-announcing after a broker restart keeps its partition
+        sends: list[Send] = []
+        if worker.owns is None and isinstance(held, dict):
+            sends += self._adopt(worker, (str(held.get("rm_id", "")), str(held.get("partition", ""))),
+                                 int(held.get("epoch", 0)))
         return sends + self._assign_unowned()
+
+    def _adopt(self, worker: WorkerInfo, key: PartitionKey, epoch: int) -> list[Send]:
+        own = self.owners.get(key)
+        if own is not None and own.worker != worker.identity:  # given to another worker meanwhile
+            return [(worker.identity, Envelope(Kind.PARTITION_RELEASE, key[0], key[1], epoch))]
+        self.last_epoch[key] = max(epoch, self.last_epoch.get(key, 0))
+        if key in self.pending_reset:  # the RM re-registered since: its state must start empty
+            return [self._assign(key, worker.identity)]
+        self.owners[key] = Ownership(worker.identity, epoch, loaded=True)
+        worker.owns = key
+        if key[1] not in self.wanted.setdefault(key[0], []):
+            self.wanted[key[0]].append(key[1])
+        return []
 
     def proxy_hello(self, identity: bytes, body: dict, now: float) -> list[Send]:
         info = self.proxies.setdefault(identity, ProxyInfo(identity))
@@ -130,11 +134,14 @@ class RoutingTable:
             own = self.owners.get(key)
             if own is not None and own.worker in self.workers:
                 sends.append(self._assign(key, own.worker))
+            else:
+                self.pending_reset.add(key)
         return sends + self._assign_unowned()
 
     def rm_unregister(self, rm_id: str) -> list[Send]:
         sends: list[Send] = []
         for p in self.wanted.pop(rm_id, []):
+            self.pending_reset.discard((rm_id, p))
             sends += self._release((rm_id, p))
         self.rm_proxy.pop(rm_id, None)
         return sends + self._assign_unowned()
@@ -156,6 +163,7 @@ class RoutingTable:
     def _assign(self, key: PartitionKey, worker: bytes) -> Send:
         epoch = self._next_epoch(key[0], key[1], self.last_epoch.get(key, 0))
         self.last_epoch[key] = epoch
+        self.pending_reset.discard(key)
         self.owners[key] = Ownership(worker, epoch)
         self.workers[worker].owns = key
         return worker, Envelope(Kind.PARTITION_ASSIGN, key[0], key[1], epoch)

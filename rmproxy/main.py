@@ -28,12 +28,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     addresses.add_flag(parser, "--redis-url", "redis_url", "Redis URL (RM registrations)")
     parser.add_argument("--name", default=os.environ.get("KORRAL_RMPROXY_NAME", ""),
                         help="rmproxy name shown in status [$KORRAL_RMPROXY_NAME, default <host>-<pid>]")
+    parser.add_argument("--rm-timeout", type=float, default=float(os.environ.get("KORRAL_RM_TIMEOUT", 300)),
+                        help="seconds an RM may stay Paused (all its streams closed) before it is Stopped "
+                             "and its partitions released [$KORRAL_RM_TIMEOUT, default 300]")
     addresses.add_log_level(parser)
 
 
 async def serve(args: argparse.Namespace) -> None:
     proxy = Proxy(args.broker_frontend, registry.AsyncRegistryStore(registry.connect_async(args.redis_url)),
-                  name=args.name)
+                  name=args.name, rm_timeout=args.rm_timeout)
     server = grpc.aio.server(options=[
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -52,6 +55,7 @@ async def serve(args: argparse.Namespace) -> None:
     except OSError as exc:
         raise SystemExit(f"rmproxy: cannot listen on REST address {args.rest_address}: {exc}") from None
     link = asyncio.create_task(proxy.run_link())
+    maintain = asyncio.create_task(proxy.maintain())
     log.info("rmproxy serving SI on %s, REST on %s, broker %s", args.si_address, args.rest_address,
              args.broker_frontend)
     stop = asyncio.Event()
@@ -60,6 +64,7 @@ async def serve(args: argparse.Namespace) -> None:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     link.cancel()
+    maintain.cancel()
     await server.stop(1.0)
     await runner.cleanup()
 

@@ -31,6 +31,8 @@ from rmproxy.rms import RMSession, RMState
 log = logging.getLogger("korral.rmproxy")
 
 REGISTER_TIMEOUT = 10.0  # seconds to wait for workers to own an RM's partitions
+RM_TIMEOUT = 300.0  # seconds an RM may stay Paused (no stream open) before it is Stopped
+MAINTAIN_INTERVAL = 1.0
 QUERY_TIMEOUT = 5.0
 RESYNC_DETAILS = "korral: re-register: "
 
@@ -52,8 +54,10 @@ class RegistrationError(Exception):
 
 
 class Proxy:
-    def __init__(self, broker: str, store: registry.AsyncRegistryStore, name: str = "") -> None:
+    def __init__(self, broker: str, store: registry.AsyncRegistryStore, name: str = "",
+                 rm_timeout: float = RM_TIMEOUT) -> None:
         self.broker_address = broker
+        self.rm_timeout = rm_timeout
         self.store = store
         self.name = name or f"{socket.gethostname()}-{os.getpid()}"
         self.rms: dict[str, RMSession] = {}
@@ -116,6 +120,7 @@ class Proxy:
                 if now > self.broker_expires:
                     log.warning("broker silent for %.0fs, reconnecting to %s", EXPIRY, self.broker_address)
                     self._connect()
+                    self._broker_reset("the broker stopped answering")
 
     def _on_broker(self, raw: bytes) -> None:
         try:
@@ -134,6 +139,13 @@ class Proxy:
     def _on_heartbeat(self, env: Envelope) -> None:
         if isinstance(env.body, dict) and env.body.get("reannounce"):
             self._hello()
+            self._broker_reset("the broker restarted")
+
+    def _broker_reset(self, reason: str) -> None:
+        """What was in flight through the old broker may be lost: every RM resyncs (re-registers)."""
+        for rm in list(self.rms.values()):
+            if rm.epochs:
+                self.resync(rm, reason)
 
     def _on_status(self, env: Envelope) -> None:
         self.cluster = env.body if isinstance(env.body, dict) else {}
@@ -243,7 +255,7 @@ class Proxy:
             raise RegistrationError(grpc.StatusCode.UNAVAILABLE,
                                     f"registration of RM failed: Redis unavailable: {exc}") from None
         old = self.rms.get(req.rmID)
-        rm = RMSession(req.rmID, partitions)
+        rm = RMSession(req.rmID, partitions, registration=reg)
         if old is not None:  # keep the RM's open channels; everything else is wiped
             for w in old.owned_waiters.values():
                 w.cancel()
@@ -340,12 +352,40 @@ class Proxy:
             self.queries.pop(qid, None)
 
     async def shutdown_rm(self, rm_id: str) -> None:
+        """A voluntary shutdown: Running -> Stopped at once."""
+        await self._stop_rm(rm_id, "voluntary shutdown")
+
+    async def maintain(self) -> None:
+        """Every second: Stop RMs Paused too long; write back registrations Redis lost."""
+        while True:
+            await asyncio.sleep(MAINTAIN_INTERVAL)
+            now = time.monotonic()
+            for rm in list(self.rms.values()):
+                if rm.state is RMState.PAUSED and now - rm.paused_since > self.rm_timeout:
+                    log.warning("RM %s Paused for over %.0fs: Stopped, its partitions are released",
+                                rm.rm_id, self.rm_timeout)
+                    await self._stop_rm(rm.rm_id, "paused too long")
+            await self._restore_registrations()
+
+    async def _restore_registrations(self) -> None:
+        try:
+            for rm in list(self.rms.values()):
+                if rm.registration is not None and await self.store.load(rm.rm_id) is None:
+                    log.warning("Redis lost the registration of RM %s: writing it again", rm.rm_id)
+                    await self.store.save(rm.registration)
+        except Exception as exc:  # Redis down: owned partitions keep scheduling; retry next turn
+            log.debug("cannot check registrations in Redis: %s", exc)
+
+    async def _stop_rm(self, rm_id: str, reason: str) -> None:
         rm = self.rms.pop(rm_id, None)
-        self.send(Envelope(Kind.RM_UNREGISTER, rm_id, body={"reason": "voluntary shutdown"}))
-        await self.store.delete(rm_id)
+        self.send(Envelope(Kind.RM_UNREGISTER, rm_id, body={"reason": reason}))
         if rm is not None:
             rm.state = RMState.STOPPED
-            rm.close_streams(None, "RM shut down")  # None: end the streams normally
+            rm.close_streams(None, f"RM stopped: {reason}")  # None: end the streams normally
+        try:
+            await self.store.delete(rm_id)
+        except Exception as exc:
+            log.warning("could not delete the registration of RM %s: %s", rm_id, exc)
 
     def ready(self) -> dict:
         workers = self.cluster.get("workers", []) if self.broker_connected else []

@@ -42,8 +42,8 @@ def build_app(proxy: Proxy) -> web.Application:
     app.router.add_get("/ws/v1/korral/ready", ready)
     app.router.add_get("/ws/v1/korral/stack", cluster)
     try:  # the YuniKorn-compatible API, metrics and the dashboard
-        from rmproxy import webapi
+        from rmproxy.webapi import install
     except ImportError:
         return app
-    webapi.install(app, proxy)
+    install(app, proxy)
     return app

@@ -10,7 +10,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import enum
+import time
 from dataclasses import dataclass, field
+
+from common.registry import Registration
 
 BUFFER_LIMIT = 10_000  # responses kept per stream kind while no stream is attached
 STREAM_KINDS = ("allocation", "application", "node")
@@ -46,6 +49,8 @@ class RMSession:
     subscribers: list[asyncio.Queue] = field(default_factory=list)
     owned_waiters: dict[str, asyncio.Future] = field(default_factory=dict)
     state: RMState = RMState.RUNNING
+    registration: Registration | None = None
+    paused_since: float = 0.0  # monotonic seconds
     dropped_responses: int = 0
 
     def next_seq(self, partition: str) -> int:
@@ -78,6 +83,7 @@ class RMSession:
             del self.streams[kind]
         if not self.streams and self.state is RMState.RUNNING:
             self.state = RMState.PAUSED
+            self.paused_since = time.monotonic()
 
     def close_streams(self, code, details: str) -> None:
         for q in list(self.streams.values()):

@@ -131,3 +131,13 @@ def test_worker_reannouncing_a_partition_given_away_is_told_to_release_it():
                            now=1)
     assert kinds(sends) == [(b"w1", Kind.PARTITION_RELEASE, "rm", "default", 1)]
     assert t.owners[("rm", "default")].worker == b"w2"
+
+
+def test_rm_reregistered_before_its_worker_reannounces_gets_a_fresh_assignment():
+    t = make_table()  # a restarted broker
+    t.proxy_hello(b"p1", {"rms": {"rm": ["default"]}}, now=0)
+    t.rm_register(b"p1", "rm", ["default"], now=0)  # the RM re-registered at once
+    sends = t.worker_ready(b"w1", {"name": "w1", "owns": {"rm_id": "rm", "partition": "default", "epoch": 4}},
+                           now=0)
+    assert kinds(sends) == [(b"w1", Kind.PARTITION_ASSIGN, "rm", "default", 5)]
+    assert not t.owners[("rm", "default")].loaded
