@@ -82,6 +82,9 @@ def validate_partition(partition: PartitionConfig) -> tuple[list[str], list[str]
             warnings.append(f"{where}, placement rule {i + 1} ({rule.name}): value is ignored by the {rule.name} rule")
     for i, limit in enumerate(partition.limits):
         errors.extend(_check_limit(limit, f"{where}, limit {i + 1}"))
+    if partition.queues:
+        for i, rule in enumerate(partition.placementrules):
+            warnings.extend(_check_static_path(rule, partition.root, f"{where}, placement rule {i + 1} ({rule.name})"))
     try:
         parse_node_sort_policy(partition.nodesortpolicy.type)
     except ValueError as exc:
@@ -258,6 +261,41 @@ def validate_rule(rule: PlacementRuleConfig, where: str) -> list[str]:
     if rule.parent is not None:
         errors.extend(validate_rule(rule.parent, f"{where} parent ({rule.parent.name})"))
     return errors
+
+
+def _static_path(rule: PlacementRuleConfig) -> str | None:
+    """The queue a chain of ``fixed`` rules always gives, or None when any rule depends on the app."""
+    if rule.name != "fixed" or not rule.value:
+        return None
+    value = rule.value.lower()
+    if is_qualified(value):
+        return value
+    if rule.parent is None:
+        return f"root.{value}"
+    parent = _static_path(rule.parent)
+    return None if parent is None else f"{parent}.{value}"
+
+
+def _check_static_path(rule: PlacementRuleConfig, root: QueueConfig, where: str) -> list[str]:
+    """Warnings for a fixed-rule chain that can never match the configured queues (YuniKorn 1.4+
+    rejects these; Korral warns, since dynamic queues made by other rules may still appear)."""
+    path = _static_path(rule)
+    if path is None:
+        return []
+    node: QueueConfig | None = root
+    parts = path.split(".")
+    for depth, name in enumerate(parts[1:], start=1):
+        if not node.is_parent:
+            prefix = ".".join(parts[:depth])
+            return [f"{where}: references queue {path} below {prefix}, which is a leaf: the rule can never place an application"]
+        node = next((q for q in node.queues if q.name == name), None)
+        if node is None:
+            if not rule.create:
+                return [f"{where}: references queue {path}, which is not configured and create is false"]
+            return []
+    if node.is_parent:
+        return [f"{where}: references queue {path}, which is a parent queue: the rule can never place an application"]
+    return []
 
 
 def _check_filter_list(entries: tuple[str, ...], kind: str, name_re: re.Pattern[str], where: str) -> list[str]:

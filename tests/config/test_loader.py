@@ -220,3 +220,26 @@ def test_nested_parent_rules_over_the_limit_are_rejected():
 
     with pytest.raises(ConfigError, match=f"parent rules nested deeper than {MAX_RULE_DEPTH} levels"):
         load_config(_nested_rules(MAX_RULE_DEPTH + 1))
+
+
+@pytest.mark.parametrize(
+    "rule,warning",
+    [
+        ("{name: fixed, value: leafq.sub, create: true}",
+         "references queue root.leafq.sub below root.leafq, which is a leaf: the rule can never place an application"),
+        ("{name: fixed, value: root.parentq}", "references queue root.parentq, which is a parent queue: the rule can never place an application"),
+        ("{name: fixed, value: ghost}", "references queue root.ghost, which is not configured and create is false"),
+        ("{name: fixed, value: x, parent: {name: fixed, value: leafq}}",
+         "references queue root.leafq.x below root.leafq, which is a leaf: the rule can never place an application"),
+    ],
+    ids=["leaf as parent", "parent as leaf", "missing without create", "fixed parent chain"],
+)
+def test_static_fixed_paths_that_never_match_are_warned(rule, warning):
+    text = ("partitions:\n  - queues:\n      - name: leafq\n      - name: parentq\n        parent: true\n"
+            f"    placementrules:\n      - {rule}\n")
+    assert f"partition default, placement rule 1 (fixed): {warning}" in load_config(text).warnings
+
+
+def test_static_fixed_path_to_a_configured_leaf_gives_no_warning():
+    text = "partitions:\n  - queues:\n      - name: leafq\n    placementrules:\n      - {name: fixed, value: leafq}\n"
+    assert load_config(text).warnings == ()

@@ -8,6 +8,10 @@ stated result are added and explained in ``note``. Through the SI, ``user`` and
 ``groups`` go in ``AddApplicationRequest.ugi``, ``queue`` in ``queueName`` and
 ``tags`` in ``tags`` (the k8s shim sets ``namespace``).
 
+Through the core, a rejection's ``RejectedApplication.reason`` is
+``failed to place application <applicationID>: <reason>``; an accepted app's
+queue is ``expected`` (lower-case full path).
+
 Reused by the lead's gRPC end-to-end test: import ``SEED001_CASES``.
 """
 
