@@ -11,13 +11,14 @@ import argparse
 import logging
 import signal
 import time
+from typing import Callable
 
 import redis
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from broker.table import INTERVAL, RoutingTable, Send
-from common import addresses, registry
+from common import addresses, registry, security
 from common.envelope import Envelope, EnvelopeError, Kind, decode, encode
 
 log = logging.getLogger("korral.broker")
@@ -32,7 +33,8 @@ REANNOUNCE = Envelope(Kind.HEARTBEAT, body={"reannounce": True})
 
 
 class Broker:
-    def __init__(self, ctx: zmq.Context, frontend: str, backend: str, table: RoutingTable) -> None:
+    def __init__(self, ctx: zmq.Context, frontend: str, backend: str, table: RoutingTable,
+                 secure: Callable[[list[zmq.Socket]], None] | None = None) -> None:
         self.table = table
         self.frontend = ctx.socket(zmq.ROUTER)
         self.backend = ctx.socket(zmq.ROUTER)
@@ -41,6 +43,8 @@ class Broker:
             sock.setsockopt(zmq.SNDHWM, 100_000)
             sock.setsockopt(zmq.RCVHWM, 100_000)
             sock.setsockopt(zmq.ROUTER_MANDATORY, 0)  # a vanished peer's messages are dropped, not raised
+        if secure is not None:  # CURVE options must be set before bind
+            secure([self.frontend, self.backend])
         self.frontend.bind(frontend)
         self.backend.bind(backend)
         # A killed peer is noticed at once, not after its missed heartbeats: the socket monitor
@@ -183,6 +187,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     addresses.add_flag(parser, "--frontend", "broker_frontend", "ZeroMQ address to bind for rmproxies")
     addresses.add_flag(parser, "--backend", "broker_backend", "ZeroMQ address to bind for workers")
     addresses.add_flag(parser, "--redis-url", "redis_url", "Redis URL (partition epochs)")
+    security.add_curve_server_flags(parser)
     addresses.add_log_level(parser)
 
 
@@ -191,7 +196,18 @@ def run(args: argparse.Namespace) -> int:
     store = registry.RegistryStore(registry.connect(args.redis_url))
     table = RoutingTable(store.next_epoch)
     ctx = zmq.Context()
-    broker = Broker(ctx, args.broker_frontend, args.broker_backend, table)
+    auth = None
+
+    def secure(sockets: list[zmq.Socket]) -> None:
+        nonlocal auth
+        auth = security.secure_server(ctx, sockets, args.curve_secret, args.curve_allowed)
+
+    try:
+        broker = Broker(ctx, args.broker_frontend, args.broker_backend, table, secure=secure)
+    except security.SecurityError as exc:
+        raise SystemExit(f"korral broker: {exc}") from None
+    except zmq.ZMQError as exc:
+        raise SystemExit(f"korral broker: cannot bind {args.broker_frontend} / {args.broker_backend}: {exc}") from None
 
     def stop(signum, frame):  # noqa: ARG001
         broker.running = False
@@ -203,5 +219,7 @@ def run(args: argparse.Namespace) -> int:
         broker.run()
     finally:
         broker.close()
+        if auth is not None:
+            auth.stop()
         ctx.term()
     return 0

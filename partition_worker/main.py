@@ -21,7 +21,7 @@ import redis
 import zmq
 
 from broker.table import EXPIRY, INTERVAL
-from common import addresses, registry, si_pb2
+from common import addresses, registry, security, si_pb2
 from common.config import load_config
 from common.config.errors import ConfigError
 from common.envelope import Envelope, EnvelopeError, Kind, decode, encode
@@ -61,6 +61,7 @@ class WorkerLoop:
         name: str,
         pin: str | None = None,
         session_factory: Callable[..., Any] | None = None,
+        curve: tuple[str | None, str | None] = (None, None),
     ) -> None:
         if session_factory is None:
             from partition_worker.session import PartitionSession as session_factory  # noqa: N813
@@ -69,6 +70,7 @@ class WorkerLoop:
         self.store = store
         self.name = name
         self.pin = pin
+        self.curve = curve  # (own secret certificate, broker's public certificate)
         self.session_factory = session_factory
         self.owned: Owned | None = None
         self.running = True
@@ -86,6 +88,7 @@ class WorkerLoop:
         self.sock.setsockopt(zmq.SNDHWM, 100_000)
         self.sock.setsockopt(zmq.RCVHWM, 100_000)
         self.sock.setsockopt(zmq.IDENTITY, f"{self.name}-{os.urandom(4).hex()}".encode())
+        security.secure_client(self.sock, *self.curve)
         self.sock.connect(self.broker)
         self._announce()
         self.broker_expires = time.monotonic() + EXPIRY
@@ -276,6 +279,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="worker name shown in status [$KORRAL_WORKER_NAME, default <host>-<pid>]")
     parser.add_argument("--partition", default=os.environ.get("KORRAL_WORKER_PARTITION"),
                         help="pin this worker to one partition, as rmID/name [$KORRAL_WORKER_PARTITION]")
+    security.add_curve_client_flags(parser)
     addresses.add_log_level(parser)
 
 
@@ -284,7 +288,8 @@ def run(args: argparse.Namespace) -> int:
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
     store = registry.RegistryStore(registry.connect(args.redis_url))
     ctx = zmq.Context()
-    loop = WorkerLoop(ctx, args.broker_backend, store, name, pin=args.partition)
+    loop = WorkerLoop(ctx, args.broker_backend, store, name, pin=args.partition,
+                      curve=(args.curve_secret, args.curve_server))
 
     def stop(signum, frame):  # noqa: ARG001
         loop.running = False
@@ -294,6 +299,8 @@ def run(args: argparse.Namespace) -> int:
     log.info("worker %s connecting to %s", name, args.broker_backend)
     try:
         loop.run()
+    except security.SecurityError as exc:
+        raise SystemExit(f"korral worker: {exc}") from None
     finally:
         if loop.sock is not None:
             loop.sock.close(0)

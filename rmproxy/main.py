@@ -11,7 +11,7 @@ import signal
 import grpc
 from aiohttp import web
 
-from common import addresses, korral_pb2_grpc, registry
+from common import addresses, korral_pb2_grpc, registry, security
 from rmproxy.proxy import Proxy
 from rmproxy.rest import build_app
 from rmproxy.service import KorralService, SchedulerService
@@ -31,19 +31,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rm-timeout", type=float, default=float(os.environ.get("KORRAL_RM_TIMEOUT", 300)),
                         help="seconds an RM may stay Paused (all its streams closed) before it is Stopped "
                              "and its partitions released [$KORRAL_RM_TIMEOUT, default 300]")
+    security.add_curve_client_flags(parser)
+    security.add_tls_flags(parser)
     addresses.add_log_level(parser)
 
 
 async def serve(args: argparse.Namespace) -> None:
     proxy = Proxy(args.broker_frontend, registry.AsyncRegistryStore(registry.connect_async(args.redis_url)),
-                  name=args.name, rm_timeout=args.rm_timeout)
+                  name=args.name, rm_timeout=args.rm_timeout, curve=(args.curve_secret, args.curve_server))
+    security.client_keys(*proxy.curve)  # fail fast on bad key files, before serving anything
+    credentials = security.grpc_server_credentials(args.tls_cert, args.tls_key, args.tls_client_ca)
     server = grpc.aio.server(options=[
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ])
     server.add_generic_rpc_handlers((SchedulerService(proxy).handler(),))
     korral_pb2_grpc.add_KorralServicer_to_server(KorralService(proxy), server)
-    if server.add_insecure_port(args.si_address) == 0:
+    port = (server.add_secure_port(args.si_address, credentials) if credentials is not None
+            else server.add_insecure_port(args.si_address))
+    if port == 0:
         raise SystemExit(f"rmproxy: cannot listen on SI address {args.si_address}")
     await server.start()
     runner = web.AppRunner(build_app(proxy), access_log=None)
@@ -71,5 +77,8 @@ async def serve(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     addresses.setup_logging(args.log_level, "rmproxy")
-    asyncio.run(serve(args))
+    try:
+        asyncio.run(serve(args))
+    except security.SecurityError as exc:
+        raise SystemExit(f"korral rmproxy: {exc}") from None
     return 0

@@ -21,7 +21,7 @@ import zmq
 import zmq.asyncio
 
 from broker.table import EXPIRY, INTERVAL
-from common import korral_pb2, registry, si_pb2
+from common import korral_pb2, registry, security, si_pb2
 from common.config import load_config
 from common.config.errors import ConfigError
 from common.envelope import Envelope, EnvelopeError, Kind, decode, encode
@@ -55,8 +55,9 @@ class RegistrationError(Exception):
 
 class Proxy:
     def __init__(self, broker: str, store: registry.AsyncRegistryStore, name: str = "",
-                 rm_timeout: float = RM_TIMEOUT) -> None:
+                 rm_timeout: float = RM_TIMEOUT, curve: tuple[str | None, str | None] = (None, None)) -> None:
         self.broker_address = broker
+        self.curve = curve  # (own secret certificate, broker's public certificate)
         self.rm_timeout = rm_timeout
         self.store = store
         self.name = name or f"{socket.gethostname()}-{os.getpid()}"
@@ -80,6 +81,7 @@ class Proxy:
         self.sock.setsockopt(zmq.SNDHWM, 100_000)
         self.sock.setsockopt(zmq.RCVHWM, 100_000)
         self.sock.setsockopt(zmq.IDENTITY, f"proxy-{self.name}-{os.urandom(4).hex()}".encode())
+        security.secure_client(self.sock, *self.curve)
         self.sock.connect(self.broker_address)
         self.broker_expires = time.monotonic() + EXPIRY
         self.cluster = {}

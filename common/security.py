@@ -1,0 +1,147 @@
+"""Secured links: ZeroMQ CURVE between broker and its peers, TLS for the gRPC front door.
+
+CURVE: the broker has a key pair and a directory of the public certificates it
+accepts; workers and rmproxies each have a key pair and the broker's public
+certificate. A peer whose key is not in the directory is refused and logged.
+Certificates are zmq.auth's files (``korral keys`` writes them). Without
+``--curve-secret`` links are plaintext, which is meant for loopback only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import pathlib
+
+import zmq
+import zmq.auth
+from zmq.auth.thread import ThreadAuthenticator
+
+log = logging.getLogger("korral.security")
+
+
+def _env_flag(parser: argparse.ArgumentParser, flag: str, env: str, help_text: str) -> None:
+    parser.add_argument(flag, default=os.environ.get(env) or None, metavar="FILE",
+                        help=f"{help_text} [${env}]")
+
+
+def add_curve_client_flags(parser: argparse.ArgumentParser) -> None:
+    _env_flag(parser, "--curve-secret", "KORRAL_CURVE_SECRET",
+              "this process's secret CURVE certificate (korral keys); turns CURVE on")
+    _env_flag(parser, "--curve-server", "KORRAL_CURVE_SERVER", "the broker's public CURVE certificate")
+
+
+def add_curve_server_flags(parser: argparse.ArgumentParser) -> None:
+    _env_flag(parser, "--curve-secret", "KORRAL_CURVE_SECRET",
+              "the broker's secret CURVE certificate (korral keys); turns CURVE on")
+    parser.add_argument("--curve-allowed", default=os.environ.get("KORRAL_CURVE_ALLOWED") or None,
+                        metavar="DIR", help="directory of the public certificates of allowed workers "
+                                            "and rmproxies [$KORRAL_CURVE_ALLOWED]")
+
+
+def add_tls_flags(parser: argparse.ArgumentParser) -> None:
+    _env_flag(parser, "--tls-cert", "KORRAL_TLS_CERT", "PEM certificate chain of the gRPC server; turns TLS on")
+    _env_flag(parser, "--tls-key", "KORRAL_TLS_KEY", "PEM private key of the gRPC server")
+    _env_flag(parser, "--tls-client-ca", "KORRAL_TLS_CLIENT_CA",
+              "PEM CA of RM client certificates; turns mutual TLS on (RMs without one are refused)")
+
+
+class SecurityError(ValueError):
+    """Bad security settings: names the flag and file at fault."""
+
+
+def _load(path: str, flag: str, need_secret: bool) -> tuple[bytes, bytes | None]:
+    try:
+        public, secret = zmq.auth.load_certificate(path)
+    except (OSError, ValueError) as exc:
+        raise SecurityError(f"{flag} {path}: not a readable CURVE certificate ({exc})") from None
+    if need_secret and not secret:
+        raise SecurityError(f"{flag} {path}: a public certificate; this needs the secret one (*.key_secret)")
+    return public, secret
+
+
+def client_keys(secret_file: str | None, server_file: str | None) -> tuple[bytes, bytes, bytes] | None:
+    """(public, secret, broker public) from the --curve-* files, None for plaintext; SecurityError if bad."""
+    if not secret_file:
+        if server_file:
+            raise SecurityError("--curve-server needs --curve-secret (this process's secret certificate)")
+        return None
+    if not server_file:
+        raise SecurityError("--curve-secret needs --curve-server (the broker's public certificate)")
+    public, secret = _load(secret_file, "--curve-secret", need_secret=True)
+    server_public, _ = _load(server_file, "--curve-server", need_secret=False)
+    return public, secret, server_public  # type: ignore[return-value]
+
+
+def secure_client(sock: zmq.Socket, secret_file: str | None, server_file: str | None) -> None:
+    """Make sock a CURVE client of the broker, when secret_file is given."""
+    keys = client_keys(secret_file, server_file)
+    if keys is None:
+        return
+    public, secret, server_public = keys
+    sock.curve_publickey = public
+    sock.curve_secretkey = secret
+    sock.curve_serverkey = server_public
+
+
+class _AllowedKeys:
+    """ZAP credentials callback: keys from a directory, re-read when the directory changes."""
+
+    def __init__(self, directory: pathlib.Path) -> None:
+        self.directory = directory
+        self.mtime = -1.0
+        self.keys: set[bytes] = set()
+
+    def callback(self, domain: str, client_key: bytes) -> bool:  # noqa: ARG002 (zmq's signature)
+        mtime = self.directory.stat().st_mtime
+        if mtime != self.mtime:
+            self.keys = set(zmq.auth.load_certificates(str(self.directory)))
+            self.mtime = mtime
+        allowed = client_key in self.keys
+        if not allowed:
+            log.warning("refused a CURVE peer with unknown public key %s (not in %s)",
+                        client_key.decode(), self.directory)
+        return allowed
+
+
+def secure_server(ctx: zmq.Context, sockets: list[zmq.Socket], secret_file: str | None,
+                  allowed_dir: str | None) -> ThreadAuthenticator | None:
+    """Make sockets CURVE servers that accept only the keys in allowed_dir; returns the authenticator."""
+    if not secret_file:
+        return None
+    if not allowed_dir or not pathlib.Path(allowed_dir).is_dir():
+        raise SecurityError(f"--curve-secret needs --curve-allowed DIR (a directory of public "
+                            f"certificates); got {allowed_dir!r}")
+    public, secret = _load(secret_file, "--curve-secret", need_secret=True)
+    auth = ThreadAuthenticator(ctx)
+    auth.start()
+    auth.configure_curve_callback(domain="*", credentials_provider=_AllowedKeys(pathlib.Path(allowed_dir)))
+    for sock in sockets:
+        sock.curve_publickey = public
+        sock.curve_secretkey = secret
+        sock.curve_server = True
+    return auth
+
+
+def grpc_server_credentials(cert: str | None, key: str | None, client_ca: str | None):
+    """grpc ServerCredentials for --tls-*, or None for plaintext."""
+    if not cert and not key:
+        if client_ca:
+            raise SecurityError("--tls-client-ca needs --tls-cert and --tls-key")
+        return None
+    if not (cert and key):
+        raise SecurityError("TLS needs both --tls-cert and --tls-key")
+    import grpc
+
+    def read(path: str, flag: str) -> bytes:
+        try:
+            return pathlib.Path(path).read_bytes()
+        except OSError as exc:
+            raise SecurityError(f"{flag} {path}: {exc.strerror}") from None
+
+    pair = [(read(key, "--tls-key"), read(cert, "--tls-cert"))]
+    if client_ca:
+        return grpc.ssl_server_credentials(pair, root_certificates=read(client_ca, "--tls-client-ca"),
+                                           require_client_auth=True)
+    return grpc.ssl_server_credentials(pair)
