@@ -388,6 +388,11 @@ def _raise_stop(signum: int, _frame: object) -> None:
     raise _Stop(signal.Signals(signum).name)
 
 
+def _ignore_stop_signals() -> None:
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
+
+
 def run(args: argparse.Namespace) -> int:
     """Exit 0 after a detached start or a signalled foreground stop; 1 when the stack could not start."""
     try:
@@ -419,13 +424,14 @@ def run(args: argparse.Namespace) -> int:
         return 1
     except _Stop as stop:
         print(f"korral up: {stop}: stopping the stack in {opts.state_dir}", file=sys.stderr, flush=True)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not abort the teardown
+        _ignore_stop_signals()  # a second Ctrl-C must not abort the teardown
         if started or _has_own_stack(opts.state_dir):
             _teardown(opts.state_dir)
         print("korral up: stopped", file=sys.stderr)
         return 0 if ready_seen else 130
     except (StackError, OSError, subprocess.SubprocessError) as exc:
         print(f"korral up: {exc}", file=sys.stderr, flush=True)
+        _ignore_stop_signals()
         if started or _has_own_stack(opts.state_dir):
             _teardown(opts.state_dir)
             print(f"korral up: stopped what had started; logs in {opts.state_dir / 'logs'}", file=sys.stderr)

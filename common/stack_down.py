@@ -236,7 +236,9 @@ def stop_stack(state_dir: str | os.PathLike, timeout: float = 30.0) -> DownRepor
     procs = info.all_procs()
     procs.update(live_children(info))
     deadline = time.monotonic() + timeout
-    sup = info.supervisord
+    sup = info.supervisord or _supervisord_from_pidfile(info)
+    if sup is not None:
+        procs["supervisord"] = sup
     if sup is not None and sup.alive():
         try:
             supervisor_rpc(info).supervisor.shutdown()
@@ -264,6 +266,21 @@ def stop_stack(state_dir: str | os.PathLike, timeout: float = 30.0) -> DownRepor
         for leftover in (info.pidfile, info.socket_path):
             Path(leftover).unlink(missing_ok=True)
     return report
+
+
+def _supervisord_from_pidfile(info: StackInfo) -> ProcId | None:
+    """The stack's supervisord when ``korral up`` was stopped before recording it.
+
+    Trusted only if that pid runs supervisord with this stack's config file.
+    """
+    try:
+        pid = int(Path(info.pidfile).read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return None
+    if info.config_path.encode() in cmdline and any(b"supervisord" in part for part in cmdline):
+        return ProcId.of(pid)
+    return None
 
 
 def _signal_group(proc: ProcId, signum: int) -> None:

@@ -122,3 +122,41 @@ def test_a_process_that_keeps_crashing_fails_up_with_its_log_and_nothing_left(tm
     pids = [int(p) for p in re.findall(r"(?:with pid|started with pid) (\d+)", supervisord_log)]
     assert len(pids) >= 4  # supervisord, redis, the broker's attempts, a worker, rmproxy
     assert not [p for p in pids if ProcId.of(p) is not None]
+
+
+def _pids_in_supervisord_log(state: Path) -> list[int]:
+    log = state / "logs" / "supervisord.log"
+    text = log.read_text() if log.exists() else ""
+    return [int(p) for p in re.findall(r"(?:with pid|started with pid) (\d+)", text)]
+
+
+@pytest.mark.parametrize("when", ["record written", "supervisord running"])
+def test_ctrl_c_while_starting_stops_what_had_started(tmp_path, when):
+    state = tmp_path / "state"
+    si, rest = free_ports(2)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "common.cli", "up", "--state-dir", str(state), "--workers", "1",
+         "--si-address", f"127.0.0.1:{si}", "--rest-address", f"127.0.0.1:{rest}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=korral_env())
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if when == "record written" and (state / "stack.json").exists():
+                break
+            if when == "supervisord running" and (state / "supervisord.pid").exists():
+                break
+            time.sleep(0.01)
+        else:
+            pytest.fail(f"korral up never reached '{when}'")
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+        assert proc.returncode in (0, 130), output
+        assert "SIGINT: stopping the stack" in output
+        left = [p for p in _pids_in_supervisord_log(state) if ProcId.of(p) is not None]
+        assert not left, output
+        assert load_stack(state).state == "stopped"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        run_korral("down", "--state-dir", str(state))
