@@ -1,0 +1,377 @@
+"""SchedulerAPI against the fake scheduler: registration, streams, callbacks, recovery."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import grpc
+import pytest
+
+from common import korral_pb2, si_pb2
+from rmproxy.client import (
+    Backoff,
+    ClientState,
+    NotConnectedError,
+    RecoverableState,
+    RecoverySnapshot,
+    ResourceManagerCallback,
+    SchedulerAPI,
+    SchedulerError,
+    StateDumpPlugin,
+)
+
+
+def wait_until(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
+
+
+def res(**values):
+    return si_pb2.Resource(resources={k: si_pb2.Quantity(value=v) for k, v in values.items()})
+
+
+def node(node_id, vcore=4000, memory=4096, existing=()):
+    return si_pb2.NodeInfo(nodeID=node_id, action=si_pb2.NodeInfo.CREATE,
+                           schedulableResource=res(vcore=vcore, memory=memory), existingAllocations=existing)
+
+
+def app(app_id):
+    return si_pb2.AddApplicationRequest(applicationID=app_id, queueName="root.a", partitionName="default",
+                                        ugi=si_pb2.UserGroupInformation(user="alice"))
+
+
+def ask(key, app_id="app-1", vcore=1000, memory=1024):
+    return si_pb2.AllocationAsk(allocationKey=key, applicationID=app_id, partitionName="default",
+                                resourceAsk=res(vcore=vcore, memory=memory), maxAllocations=1)
+
+
+class Recorder(ResourceManagerCallback):
+    """Records every callback and fails the test if two of one stream ever overlap."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.allocations: list[si_pb2.Allocation] = []
+        self.accepted_apps: list[str] = []
+        self.accepted_nodes: list[str] = []
+        self.events: list[si_pb2.EventRecord] = []
+        self.states: list = []
+        self.lost: list[str] = []
+        self.restored = 0
+        self.active = {"allocation": 0, "application": 0, "node": 0}
+        self.overlaps = 0
+
+    def _enter(self, kind):
+        with self.lock:
+            self.active[kind] += 1
+            if self.active[kind] > 1:
+                self.overlaps += 1
+
+    def _leave(self, kind):
+        with self.lock:
+            self.active[kind] -= 1
+
+    def update_allocation(self, response):
+        self._enter("allocation")
+        time.sleep(0.0005)  # widen the window in which an overlap would show
+        with self.lock:
+            self.allocations.extend(response.new)
+        self._leave("allocation")
+
+    def update_application(self, response):
+        self._enter("application")
+        with self.lock:
+            self.accepted_apps.extend(a.applicationID for a in response.accepted)
+        self._leave("application")
+
+    def update_node(self, response):
+        self._enter("node")
+        with self.lock:
+            self.accepted_nodes.extend(n.nodeID for n in response.accepted)
+        self._leave("node")
+
+    def send_event(self, events):
+        self.events.extend(events)
+
+    def update_container_scheduling_state(self, request):
+        self.states.append(request)
+
+    def connection_lost(self, reason):
+        self.lost.append(reason)
+
+    def connection_restored(self):
+        self.restored += 1
+
+
+class StatefulRM(Recorder, RecoverableState, StateDumpPlugin):
+    """A minimal RM that keeps its own truth: apps, nodes, running allocations, pending asks."""
+
+    def __init__(self):
+        super().__init__()
+        self.state_lock = threading.RLock()
+        self.apps: dict[str, si_pb2.AddApplicationRequest] = {}
+        self.nodes: dict[str, si_pb2.NodeInfo] = {}
+        self.pending: dict[str, si_pb2.AllocationAsk] = {}
+        self.running: dict[str, si_pb2.Allocation] = {}
+
+    def update_allocation(self, response):
+        super().update_allocation(response)
+        with self.state_lock:
+            for a in response.new:
+                self.pending.pop(a.allocationKey, None)
+                self.running[a.allocationKey] = a
+
+    def recoverable_state(self):
+        with self.state_lock:
+            nodes = []
+            for node_id, info in self.nodes.items():
+                copy = si_pb2.NodeInfo()
+                copy.CopyFrom(info)
+                copy.existingAllocations.extend(
+                    a for a in self.running.values() if a.nodeID == node_id)
+                nodes.append(copy)
+            return RecoverySnapshot(applications=list(self.apps.values()), nodes=nodes,
+                                    asks=list(self.pending.values()))
+
+    def get_state_dump(self):
+        return '{"nodes": %d}' % len(self.nodes)
+
+    # RM-side helpers: change state first, then send (the hook's contract)
+    def add_app(self, api, a):
+        with self.state_lock:
+            self.apps[a.applicationID] = a
+            api.update_application(si_pb2.ApplicationRequest(new=[a]))
+
+    def add_node(self, api, n):
+        with self.state_lock:
+            self.nodes[n.nodeID] = n
+            api.update_node(si_pb2.NodeRequest(nodes=[n]))
+
+    def add_ask(self, api, k):
+        with self.state_lock:
+            self.pending[k.allocationKey] = k
+            api.update_allocation(si_pb2.AllocationRequest(asks=[k]))
+
+
+def is_attach(request):
+    return [f.name for f, _ in request.ListFields()] == ["rmID"]
+
+
+def fast_api(address, **kw):
+    import random
+    return SchedulerAPI(address, backoff=Backoff(base=0.02, cap=0.2, rng=random.Random(7)), **kw)
+
+
+def register(api, callback, rm_id="rm-test", **kw):
+    return api.register_resource_manager(
+        si_pb2.RegisterResourceManagerRequest(rmID=rm_id, policyGroup="queues"), callback, **kw)
+
+
+def test_register_then_updates_flow_through_the_three_streams_to_the_callbacks(fake):
+    rec = Recorder()
+    api = fast_api(fake.address)
+    register(api, rec)
+    assert api.state is ClientState.RUNNING
+    api.update_node(si_pb2.NodeRequest(nodes=[node("n1")]))
+    api.update_application(si_pb2.ApplicationRequest(new=[app("app-1")]))
+    assert wait_until(lambda: rec.accepted_nodes == ["n1"] and rec.accepted_apps == ["app-1"])
+    api.update_allocation(si_pb2.AllocationRequest(asks=[ask("k1"), ask("k2")]))
+    assert wait_until(lambda: len(rec.allocations) == 2)
+    assert {a.allocationKey for a in rec.allocations} == {"k1", "k2"}
+    assert all(a.nodeID == "n1" for a in rec.allocations)
+    # rmID was filled in on every request, attach requests included
+    assert all(r.rmID == "rm-test" for reqs in fake.received.values() for r in reqs)
+    api.close()
+    assert fake.shutdowns == ["rm-test"]
+    assert api.state is ClientState.CLOSED
+
+
+def test_register_refused_raises_with_the_servers_reason(fake):
+    fake.refuse_register = "registration of RM failed: queue config is not set"
+    api = fast_api(fake.address)
+    with pytest.raises(SchedulerError) as err:
+        register(api, Recorder())
+    assert err.value.code is grpc.StatusCode.INVALID_ARGUMENT
+    assert "queue config is not set" in str(err.value)
+    assert api.state is ClientState.FAILED
+    with pytest.raises(NotConnectedError, match="queue config is not set"):
+        api.update_node(si_pb2.NodeRequest(nodes=[node("n1")]))
+    api.close()
+
+
+def test_empty_rm_id_is_refused_before_any_call(fake):
+    with pytest.raises(SchedulerError, match="empty rmID"):
+        register(fast_api(fake.address), Recorder(), rm_id="")
+    assert fake.register_count == 0
+
+
+def test_sending_before_registration_raises(fake):
+    api = fast_api(fake.address)
+    with pytest.raises(NotConnectedError, match="New"):
+        api.update_allocation(si_pb2.AllocationRequest(asks=[ask("k1")]))
+    api.close()
+
+
+def test_unreachable_scheduler_fails_registration_with_unavailable():
+    api = SchedulerAPI("127.0.0.1:1", rpc_timeout=1.0)
+    with pytest.raises(SchedulerError) as err:
+        register(api, Recorder())
+    assert err.value.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+    api.close()
+
+
+def test_concurrent_senders_lose_nothing_and_callbacks_never_overlap(fake):
+    rec = Recorder()
+    api = fast_api(fake.address)
+    register(api, rec)
+    api.update_node(si_pb2.NodeRequest(nodes=[node(f"n{i}", vcore=100_000, memory=100_000) for i in range(4)]))
+    api.update_application(si_pb2.ApplicationRequest(new=[app("app-1")]))
+    assert wait_until(lambda: len(rec.accepted_apps) == 1 and len(rec.accepted_nodes) == 4)
+
+    def sender(t):
+        for i in range(50):
+            api.update_allocation(si_pb2.AllocationRequest(asks=[ask(f"t{t}-{i}", vcore=10, memory=10)]))
+
+    threads = [threading.Thread(target=sender, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert api.flush(5.0)
+    assert wait_until(lambda: len(rec.allocations) == 400)
+    assert len({a.allocationKey for a in rec.allocations}) == 400
+    assert rec.overlaps == 0
+    api.close()
+
+
+def test_server_restart_reconnects_reregisters_and_replays_in_shim_order(fake):
+    rm = StatefulRM()
+    api = fast_api(fake.address)
+    register(api, rm)
+    rm.add_node(api, node("n1"))
+    rm.add_app(api, app("app-1"))
+    assert wait_until(lambda: rm.accepted_apps and rm.accepted_nodes)
+    rm.add_ask(api, ask("k1"))
+    assert wait_until(lambda: len(rm.running) == 1)
+
+    before = len(fake.log)
+    fake.restart()
+    assert wait_until(lambda: api.state is ClientState.RECOVERING or api.reconnects == 1)
+    # sent while the client is cut off: held, then delivered after the replay
+    rm.add_ask(api, ask("k2"))
+    assert wait_until(lambda: api.reconnects == 1 and api.state is ClientState.RUNNING)
+    assert rm.lost and rm.restored == 1
+    assert fake.registered.keys() == {"rm-test"}
+    assert wait_until(lambda: "k2" in rm.running)
+    # the running allocation came back as an existing allocation of its node, not reallocated
+    assert fake.allocs[rm.running["k1"].UUID][3] == "k1"
+    replayed = [(kind, req) for kind, req in fake.log[before:] if not is_attach(req)]
+    kinds = [kind for kind, _ in replayed]
+    assert kinds.index("application") < kinds.index("node") < kinds.index("allocation")
+    node_req = next(r for k, r in replayed if k == "node")
+    assert [a.allocationKey for a in node_req.nodes[0].existingAllocations] == ["k1"]
+    assert sum(1 for a in rm.allocations if a.allocationKey == "k2") == 1
+    api.close()
+
+
+def test_reregister_notice_triggers_resync_and_replay(fake):
+    rm = StatefulRM()
+    api = fast_api(fake.address)
+    register(api, rm)
+    rm.add_app(api, app("app-1"))
+    rm.add_node(api, node("n1"))
+    assert wait_until(lambda: rm.accepted_apps and rm.accepted_nodes)
+    fake.request_reregister("rm-test")
+    assert wait_until(lambda: api.reconnects == 1 and api.state is ClientState.RUNNING)
+    assert fake.register_count == 2
+    assert "re-register" in rm.lost[0]
+    assert "n1" in fake.nodes and "app-1" in fake.apps
+    rm.add_ask(api, ask("k1"))
+    assert wait_until(lambda: "k1" in rm.running)
+    api.close()
+
+
+def test_initial_registration_replays_an_existing_state(fake):
+    rm = StatefulRM()
+    rm.apps["app-1"] = app("app-1")
+    rm.nodes["n1"] = node("n1")
+    rm.running["k0"] = si_pb2.Allocation(allocationKey="k0", UUID="k0", nodeID="n1", applicationID="app-1",
+                                         resourcePerAlloc=res(vcore=1000, memory=1024))
+    rm.pending["k1"] = ask("k1")
+    api = fast_api(fake.address)
+    register(api, rm)
+    # register returned after the apps and nodes got their verdicts
+    assert rm.accepted_apps == ["app-1"] and rm.accepted_nodes == ["n1"]
+    assert "k0" in fake.allocs
+    assert wait_until(lambda: "k1" in rm.running)
+    api.close()
+
+
+def test_without_a_replay_hook_a_lost_connection_fails_the_client_loudly(fake):
+    rec = Recorder()
+    api = fast_api(fake.address)
+    register(api, rec)
+    fake.restart()
+    assert wait_until(lambda: api.state is ClientState.FAILED)
+    with pytest.raises(NotConnectedError, match="no RecoverableState"):
+        api.update_node(si_pb2.NodeRequest(nodes=[node("n1")]))
+    assert rec.lost
+    api.close()
+
+
+def test_notices_reach_send_event_scheduling_states_and_the_state_dump_plugin(fake):
+    rm = StatefulRM()
+    api = fast_api(fake.address)
+    register(api, rm)
+    rm.add_node(api, node("n1"))
+    assert wait_until(lambda: "rm-test" in fake._notices)
+    fake.push_notice("rm-test", korral_pb2.SchedulerNotice(events=korral_pb2.EventBatch(
+        events=[si_pb2.EventRecord(type=si_pb2.EventRecord.APP, objectID="app-1", reason="r")])))
+    fake.push_notice("rm-test", korral_pb2.SchedulerNotice(schedulingStates=korral_pb2.SchedulingStates(
+        states=[si_pb2.UpdateContainerSchedulingStateRequest(
+            allocationKey="k1", state=si_pb2.UpdateContainerSchedulingStateRequest.FAILED)])))
+    fake.push_notice("rm-test", korral_pb2.SchedulerNotice(
+        stateDumpRequest=korral_pb2.StateDumpRequest(requestID="d1")))
+    assert wait_until(lambda: rm.events and rm.states and fake.dumps)
+    assert rm.events[0].objectID == "app-1"
+    assert rm.states[0].allocationKey == "k1"
+    assert fake.dumps[0].requestID == "d1" and fake.dumps[0].json == '{"nodes": 1}'
+    api.close()
+
+
+def test_update_configuration_passes_through_and_errors_carry_the_reason(fake):
+    api = fast_api(fake.address)
+    register(api, Recorder())
+    api.update_configuration(si_pb2.UpdateConfigurationRequest(config="partitions: []"))
+    assert fake.config_updates[0].rmID == "rm-test"
+    with pytest.raises(SchedulerError, match="update of configuration failed"):
+        api.update_configuration(si_pb2.UpdateConfigurationRequest(config="invalid"))
+    api.close()
+
+
+def test_async_flavour_runs_async_callbacks_on_the_event_loop(fake):
+    seen = []
+
+    class AsyncRM(ResourceManagerCallback):
+        async def update_node(self, response):
+            seen.append((asyncio.get_running_loop(), [n.nodeID for n in response.accepted]))
+
+    async def main():
+        api = fast_api(fake.address)
+        await api.register_resource_manager_async(
+            si_pb2.RegisterResourceManagerRequest(rmID="rm-async"), AsyncRM())
+        api.update_node(si_pb2.NodeRequest(nodes=[node("n1")]))
+        for _ in range(500):
+            if seen:
+                break
+            await asyncio.sleep(0.01)
+        await api.close_async()
+        return asyncio.get_running_loop()
+
+    loop = asyncio.run(main())
+    assert seen and seen[0][0] is loop and seen[0][1] == ["n1"]
