@@ -1,0 +1,89 @@
+"""HTTP plumbing shared by the REST handlers: JSON bodies, YuniKorn's error shape, CORS, streaming.
+
+Every JSON answer is ``application/json; charset=UTF-8`` with CORS headers; every error is
+YuniKorn's ``{"status_code", "message", "description"}``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, AsyncIterator
+
+from aiohttp import web
+
+__all__ = ["CORS_HEADERS", "json_response", "error_response", "ApiError", "check_queue_path",
+           "stream_json_list", "int_query"]
+
+CORS_HEADERS = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Methods": "GET,POST,PUT,HEAD,OPTIONS",
+    "Access-Control-Allow-Headers": "X-Requested-With,Content-Type,Accept,Origin",
+}
+_QUEUE_PART = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_STREAM_CHUNK = 500  # list items per write when streaming a large answer
+
+
+class ApiError(Exception):
+    """An error answer: raised by handlers, rendered by the middleware in YuniKorn's shape."""
+
+    def __init__(self, status: int, message: str, description: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.description = description or message
+
+
+def json_response(data: Any, status: int = 200, pretty: bool = False) -> web.Response:
+    text = json.dumps(data, indent=2 if pretty else None, separators=None if pretty else (",", ":"))
+    return web.Response(text=text, status=status, content_type="application/json", charset="UTF-8",
+                        headers=CORS_HEADERS)
+
+
+def error_response(status: int, message: str, description: str = "") -> web.Response:
+    return json_response({"status_code": status, "message": message,
+                          "description": description or message}, status)
+
+
+def check_queue_path(path: str) -> str:
+    """A full queue path ``root.a.b``; each part must match YuniKorn's ``^[a-zA-Z0-9_-]{1,64}$``."""
+    for part in path.split("."):
+        if not _QUEUE_PART.match(part):
+            raise ApiError(400, f"queue name {path!r} is not valid",
+                           f"every part of a queue path must match ^[a-zA-Z0-9_-]{{1,64}}$, got {part!r}")
+    return path
+
+
+def int_query(request: web.Request, name: str, default: int | None) -> int | None:
+    """An optional non-negative integer query parameter; 400 naming it when malformed."""
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        v = int(raw)
+    except ValueError:
+        raise ApiError(400, f"parameter {name} must be an integer, got {raw!r}") from None
+    if v < 0:
+        raise ApiError(400, f"parameter {name} must not be negative, got {v}")
+    return v
+
+
+async def stream_json_list(request: web.Request, items: AsyncIterator[list]) -> web.StreamResponse:
+    """Write a JSON list as it arrives page by page, so a 50,000-item answer never sits whole
+    in memory as one string and the first bytes leave before the last page is read."""
+    resp = web.StreamResponse(status=200, headers=CORS_HEADERS)
+    resp.content_type = "application/json"
+    resp.charset = "UTF-8"
+    await resp.prepare(request)
+    await resp.write(b"[")
+    first = True
+    async for page in items:
+        for i in range(0, len(page), _STREAM_CHUNK):
+            chunk = ",".join(json.dumps(x, separators=(",", ":")) for x in page[i:i + _STREAM_CHUNK])
+            if not chunk:
+                continue
+            await resp.write((chunk if first else "," + chunk).encode())
+            first = False
+    await resp.write(b"]")
+    await resp.write_eof()
+    return resp

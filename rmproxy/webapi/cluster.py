@@ -1,0 +1,132 @@
+"""Reading the whole cluster through the broker: which partitions exist, and asking their workers.
+
+Any rmproxy answers for every partition of the stack: ``proxy.cluster["partitions"]`` (the
+broker's STATUS) lists every (rmID, partition) with its owner's epoch, and the broker routes a
+QUERY by (rmID, partition) whichever rmproxy sends it. Queries are sent with ``seq`` 0 so they
+never consume the RM's request sequence (workers check sequence only when it is non-zero).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
+
+from common.envelope import Envelope, Kind
+from rmproxy.webapi._http import ApiError
+
+__all__ = ["Target", "ClusterReader", "QUERY_TIMEOUT", "PAGE"]
+
+QUERY_TIMEOUT = 5.0  # seconds; the same bound as rmproxy's own worker requests
+PAGE = 1000  # items asked per query when paging a list; keeps each worker answer short
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One partition of one RM and the epoch of its current owner (None: no worker now)."""
+
+    rm_id: str
+    partition: str
+    epoch: int | None
+    worker: str | None = None
+
+    @property
+    def full_name(self) -> str:
+        return f"[{self.rm_id}]{self.partition}"
+
+
+class ClusterReader:
+    def __init__(self, proxy: Any) -> None:
+        self.proxy = proxy
+        # Ids far above rmproxy's own counter, so the two never collide in proxy.queries.
+        self._ids = itertools.count((1 << 48) + int.from_bytes(os.urandom(4), "big"))
+
+    def targets(self) -> list[Target]:
+        """Every partition of the stack, sorted by (rmID, partition); this proxy's RMs included
+        even before the broker's next STATUS lists them."""
+        seen: dict[tuple[str, str], Target] = {}
+        for p in self.proxy.cluster.get("partitions", []) if self.proxy.broker_connected else []:
+            key = (str(p.get("rmID", "")), str(p.get("partition", "")))
+            seen[key] = Target(key[0], key[1], p.get("epoch") if p.get("loaded") else None, p.get("worker"))
+        for rm in self.proxy.rms.values():
+            for name in rm.partitions:
+                epoch = rm.epochs.get(name)
+                old = seen.get((rm.rm_id, name))
+                if old is None or (epoch is not None and old.epoch is None):
+                    seen[(rm.rm_id, name)] = Target(rm.rm_id, name, epoch, old.worker if old else None)
+        return [seen[k] for k in sorted(seen)]
+
+    def resolve(self, name: str, rm_id: str | None = None) -> Target:
+        """The partition named in a REST path: ``default`` (first RM holding it, by rmID) or
+        ``[rmID]default``; ``rm_id`` (the ``rmID`` query parameter) picks the RM.
+        Unknown → ApiError 400 ``Partition not found`` (YuniKorn's code for it)."""
+        if name.startswith("[") and "]" in name:
+            rm_id, name = name[1:].split("]", 1)
+        for t in self.targets():
+            if t.partition == name and (not rm_id or t.rm_id == rm_id):
+                return t
+        raise ApiError(400, "Partition not found",
+                       f"partition {name!r}{f' of RM {rm_id!r}' if rm_id else ''} is not known to the cluster")
+
+    async def query(self, target: Target, body: dict) -> Any:
+        """One query answered by the partition's worker; ApiError 503 when it cannot answer."""
+        if target.epoch is None:
+            raise ApiError(503, f"partition {target.full_name} has no worker at the moment")
+        qid = next(self._ids)
+        fut = asyncio.get_running_loop().create_future()
+        self.proxy.queries[qid] = fut
+        try:
+            self.proxy.send(Envelope(Kind.QUERY, target.rm_id, target.partition, target.epoch, 0,
+                                     {**body, "id": qid}))
+            reply = await asyncio.wait_for(fut, QUERY_TIMEOUT)
+        except asyncio.TimeoutError:
+            raise ApiError(503, f"partition {target.full_name}: no answer from its worker within "
+                                f"{QUERY_TIMEOUT:.0f}s") from None
+        finally:
+            self.proxy.queries.pop(qid, None)
+        if reply.get("error"):
+            raise ApiError(503, f"partition {target.full_name}: {reply['error']}")
+        data = reply.get("data")
+        if isinstance(data, dict) and "missing" in data and len(data) == 2:
+            status = 404 if data.get("object") == "node" else 400  # YuniKorn's codes, see REST_API.md
+            raise ApiError(status, str(data["missing"]),
+                           f"{data['missing']} in partition {target.full_name}")
+        return data
+
+    async def query_all(self, body: dict) -> list[tuple[Target, Any]]:
+        """The same query on every partition at once; partitions that cannot answer are left out
+        (their error is in the second list)."""
+        targets = self.targets()
+        results = await asyncio.gather(*(self.query(t, body) for t in targets), return_exceptions=True)
+        return [(t, r) for t, r in zip(targets, results) if not isinstance(r, BaseException)]
+
+    async def query_all_with_errors(self, body: dict) -> tuple[list[tuple[Target, Any]], list[str]]:
+        targets = self.targets()
+        results = await asyncio.gather(*(self.query(t, body) for t in targets), return_exceptions=True)
+        ok, errors = [], []
+        for t, r in zip(targets, results):
+            if isinstance(r, ApiError):
+                errors.append(r.message)
+            elif isinstance(r, BaseException):
+                errors.append(f"partition {t.full_name}: {r}")
+            else:
+                ok.append((t, r))
+        return ok, errors
+
+    async def pages(self, target: Target, body: dict, first: dict | None = None) -> AsyncIterator[list]:
+        """Every item of a paged list answer, one page per query (``first`` = page 0 if already read)."""
+        page = first if first is not None else await self.query(target, {**body, "offset": 0, "limit": PAGE})
+        yield page["items"]
+        offset = len(page["items"])
+        while page["items"] and offset < page["total"]:
+            page = await self.query(target, {**body, "offset": offset, "limit": PAGE})
+            yield page["items"]
+            offset += len(page["items"])
+
+    async def collect(self, target: Target, body: dict) -> list:
+        out: list = []
+        async for items in self.pages(target, body):
+            out.extend(items)
+        return out

@@ -1,0 +1,156 @@
+"""Korral's own views: the processes of the stack, RM connection states, resyncs, health.
+
+The stack view joins the broker's STATUS (workers, partitions, proxies) with what this rmproxy
+holds (its RMs and their streams). Resyncs are observed by wrapping ``proxy.resync`` and
+``proxy.register`` on this one Proxy instance (an observer: behaviour is unchanged).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from broker.table import EXPIRY
+from rmproxy.webapi._http import json_response
+from rmproxy.webapi.cluster import ClusterReader
+
+__all__ = ["ResyncObserver", "KorralApi"]
+
+RESYNC_HISTORY = 100
+
+
+@dataclass(slots=True)
+class ResyncObserver:
+    """Counts RM resyncs and measures each one until the RM has registered again."""
+
+    count: int = 0
+    seconds: float = 0.0
+    started: dict[str, tuple[float, str]] = field(default_factory=dict)
+    history: collections.deque = field(default_factory=lambda: collections.deque(maxlen=RESYNC_HISTORY))
+
+    def attach(self, proxy: Any) -> None:
+        resync, register = proxy.resync, proxy.register
+
+        def observed_resync(rm, reason: str) -> None:
+            self.count += 1
+            self.started[rm.rm_id] = (time.monotonic(), reason)
+            self.history.append({"rmID": rm.rm_id, "reason": reason, "time": time.time_ns(),
+                                 "durationSeconds": None})
+            resync(rm, reason)
+
+        async def observed_register(req) -> None:
+            await register(req)
+            began = self.started.pop(req.rmID, None)
+            if began is not None:
+                took = time.monotonic() - began[0]
+                self.seconds += took
+                for h in reversed(self.history):
+                    if h["rmID"] == req.rmID and h["durationSeconds"] is None:
+                        h["durationSeconds"] = round(took, 3)
+                        break
+
+        proxy.resync = observed_resync
+        proxy.register = observed_register
+
+
+class KorralApi:
+    def __init__(self, proxy: Any, reader: ClusterReader, resyncs: ResyncObserver) -> None:
+        self.proxy = proxy
+        self.reader = reader
+        self.resyncs = resyncs
+
+    def routes(self) -> list[tuple[str, str, Any]]:
+        return [
+            ("GET", "/ws/v1/korral/processes", self.processes),
+            ("GET", "/ws/v1/scheduler/healthcheck", self.healthcheck),
+        ]
+
+    def proxy_view(self) -> dict:
+        """This rmproxy's own numbers (for metrics and the stack view)."""
+        p = self.proxy
+        return {"name": p.name, "pid": os.getpid(), "brokerConnected": p.broker_connected,
+                "dropped": p.dropped, "resyncs": self.resyncs.count, "resyncSeconds": self.resyncs.seconds,
+                "pendingQueries": len(p.queries), "cluster": p.cluster if p.broker_connected else {},
+                "rms": {rm.rm_id: rm.state.value for rm in p.rms.values()}}
+
+    async def stack_view(self) -> dict:
+        p = self.proxy
+        cluster = p.cluster if p.broker_connected else {}
+        held = {rm.rm_id: rm for rm in p.rms.values()}
+        rms = [{"rmID": rm.rm_id, "state": rm.state.value, "proxy": p.name, "partitions": rm.partitions,
+                "epochs": rm.epochs, "streams": sorted(rm.streams), "subscribers": len(rm.subscribers),
+                "droppedResponses": rm.dropped_responses} for rm in held.values()]
+        for rm_id in sorted({t.rm_id for t in self.reader.targets()} - set(held)):
+            rms.append({"rmID": rm_id, "state": "Remote", "proxy": None,
+                        "partitions": [t.partition for t in self.reader.targets() if t.rm_id == rm_id],
+                        "epochs": {}, "streams": [], "subscribers": 0, "droppedResponses": 0})
+        return {
+            "time": time.time_ns(),
+            "rmproxy": {"name": p.name, "pid": os.getpid(), "brokerConnected": p.broker_connected,
+                        "broker": p.broker_address, "dropped": p.dropped, "startTime": p.started_ns},
+            "broker": {"connected": p.broker_connected, "routed": cluster.get("routed"),
+                       "badFrames": cluster.get("badFrames"), "rmproxies": cluster.get("proxies"),
+                       "queueDepth": cluster.get("queueDepth")},
+            "workers": [dict(w) | {"heartbeatAge": w.get("heartbeatAge")} for w in cluster.get("workers", [])],
+            "partitions": [{"rmID": t.rm_id, "partition": t.partition, "worker": t.worker, "epoch": t.epoch}
+                           for t in self.reader.targets()],
+            "rms": rms,
+            "resyncs": list(self.resyncs.history),
+        }
+
+    async def processes(self, request: web.Request) -> web.Response:
+        return json_response(await self.stack_view())
+
+    async def healthcheck(self, request: web.Request) -> web.Response:
+        """YuniKorn's checks from every partition, plus the checks of a distributed stack."""
+        checks = await self.health_checks()
+        healthy = all(c["Succeeded"] for c in checks)
+        doc = {"Healthy": healthy, "HealthChecks": checks}
+        if healthy:
+            return json_response(doc)
+        failed = "; ".join(f"{c['Name']}: {c['DiagnosisMessage']}" for c in checks if not c["Succeeded"])
+        return json_response({"status_code": 503, "message": "Scheduler is not healthy",
+                              "description": failed} | doc, 503)
+
+    async def health_checks(self) -> list[dict]:
+        p = self.proxy
+        targets = self.reader.targets()
+        answers, errors = await self.reader.query_all_with_errors({"what": "health"})
+        merged: dict[tuple[str, str], dict] = {}
+        for t, checks in answers:
+            for c in checks:
+                m = merged.setdefault((c["Name"], c["Description"]), dict(c, DiagnosisMessage=""))
+                if not c["Succeeded"]:
+                    m["Succeeded"] = False
+                    m["DiagnosisMessage"] = "; ".join(x for x in (m["DiagnosisMessage"],
+                                                                  f"{t.full_name}: {c['DiagnosisMessage']}") if x)
+        try:
+            redis_ok = await p.store.ping()
+            redis_msg = "" if redis_ok else "Redis does not answer PING"
+        except Exception as exc:
+            redis_msg = f"Redis unreachable: {exc}"
+        workers = p.cluster.get("workers", []) if p.broker_connected else []
+        late = [f"worker {w['name']} last heartbeat {w['heartbeatAge']:.1f}s ago"
+                for w in workers if (w.get("heartbeatAge") or 0) > EXPIRY]
+        no_worker = [f"partition {t.full_name} has no worker" for t in targets if t.epoch is None]
+        paused = [f"RM {rm.rm_id} is {rm.state.value}" for rm in p.rms.values() if rm.state.value != "Running"]
+        return list(merged.values()) + [
+            _check("Broker link", "Check that this rmproxy hears the broker",
+                   [] if p.broker_connected else [f"no message from the broker at {p.broker_address} "
+                                                  f"for more than {EXPIRY:.0f}s"]),
+            _check("Redis", "Check that Redis (RM registrations) answers", [redis_msg] if redis_msg else []),
+            _check("Partition workers", "Check that every partition has a worker", no_worker),
+            _check("Worker heartbeats", "Check that every partition's worker answers and heartbeats",
+                   late + [e for e in errors if "has no worker" not in e]),
+            _check("RM connections", "Check that every RM held by this rmproxy is Running", paused),
+        ]
+
+
+def _check(name: str, description: str, problems: list[str]) -> dict:
+    return {"Name": name, "Succeeded": not problems, "Description": description,
+            "DiagnosisMessage": "; ".join(problems)}
