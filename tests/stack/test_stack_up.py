@@ -13,7 +13,7 @@ import pytest
 
 from common.netutil import free_ports
 from common.redis_server import ping
-from common.stack_down import ProcId, load_stack
+from common.stack_down import ProcId, load_stack, supervisor_rpc
 from tests.conftest import korral_env, run_korral, start_stack, stop_and_verify
 
 ROLES = {"redis", "broker", "rmproxy", "worker-0", "worker-1", "supervisord"}
@@ -33,6 +33,15 @@ def test_up_is_ready_then_down_leaves_nothing(tmp_path):
         assert status["running"] is True
         assert {p["role"] for p in status["processes"]} == {"redis", "broker", "rmproxy", "worker"}
         assert {p["pid"] for p in status["processes"]} == {p.pid for n, p in stack.procs.items() if n != "supervisord"}
+        table = run_korral("status", "--state-dir", str(stack.state_dir))
+        assert table.returncode == 0, table.stdout + table.stderr
+        assert "rmproxy" in table.stdout and stack.si_address in table.stdout
+        # A stopped worker makes the stack degraded (exit 3), and status says which.
+        rpc = supervisor_rpc(load_stack(stack.state_dir))
+        assert rpc.supervisor.stopProcess("worker:worker-1")
+        degraded = run_korral("status", "--state-dir", str(stack.state_dir))
+        assert degraded.returncode == 3
+        assert any("worker-1" in line and "STOPPED" in line for line in degraded.stdout.splitlines())
     finally:
         problems = stop_and_verify(stack)
     assert not problems, problems
