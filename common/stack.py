@@ -419,6 +419,9 @@ def run(args: argparse.Namespace) -> int:
         print("running in the foreground; Ctrl-C stops the whole stack", flush=True)
         while info.supervisord is not None and info.supervisord.alive():
             time.sleep(0.2)
+        if _recorded_state(opts.state_dir) == "stopped":
+            print("korral up: the stack was stopped by `korral down`", file=sys.stderr)
+            return 0
         print("korral up: supervisord exited; stopping what is left", file=sys.stderr)
         _teardown(opts.state_dir)
         return 1
@@ -439,6 +442,13 @@ def run(args: argparse.Namespace) -> int:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _recorded_state(state_dir: Path) -> str | None:
+    try:
+        return load_stack(state_dir).state
+    except StackError:
+        return None
 
 
 def _has_own_stack(state_dir: Path) -> bool:

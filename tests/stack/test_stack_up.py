@@ -169,3 +169,26 @@ def test_ctrl_c_while_starting_stops_what_had_started(tmp_path, when):
             proc.kill()
             proc.wait(10)
         run_korral("down", "--state-dir", str(state))
+
+
+def test_korral_down_ends_a_foreground_up_cleanly(tmp_path):
+    state = tmp_path / "state"
+    si, rest = free_ports(2)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "common.cli", "up", "--state-dir", str(state), "--workers", "1",
+         "--si-address", f"127.0.0.1:{si}", "--rest-address", f"127.0.0.1:{rest}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=korral_env())
+    try:
+        for line in proc.stdout:
+            if "Ctrl-C stops the whole stack" in line:
+                break
+        else:
+            pytest.fail("foreground korral up never became ready")
+        down = run_korral("down", "--state-dir", str(state))
+        assert down.returncode == 0, down.stderr
+        output, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 0 and "stopped by `korral down`" in output
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
