@@ -1,0 +1,176 @@
+"""``korral queues | apps | nodes``: thin clients of the REST API (``/ws/v1``).
+
+Each prints readable tables (or the API's JSON with ``--json``) for every partition of the
+stack, or the one named by ``--partition`` (``name``, or ``[rmID]name`` when several RMs have a
+partition of that name). ``apps --queue root.a`` lists that queue's active applications.
+
+Exit status: 0 on success, 1 when the REST API cannot be reached or answers an error (its
+message is printed), 2 for bad flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from common import addresses
+
+__all__ = ["configure", "run", "RestClient", "RestError", "format_table"]
+
+TIMEOUT = 30.0
+
+
+class RestError(Exception):
+    """The REST API could not be reached or answered an error; the message says which."""
+
+
+class RestClient:
+    """GET JSON from a Korral (or YuniKorn) REST address ``host:port``."""
+
+    def __init__(self, address: str, timeout: float = TIMEOUT) -> None:
+        self.base = address if address.startswith("http") else f"http://{address}"
+        self.timeout = timeout
+
+    def get(self, path: str, **params: str) -> Any:
+        query = urllib.parse.urlencode({k: v for k, v in params.items() if v})
+        url = self.base + path + (f"?{query}" if query else "")
+        req = urllib.request.Request(url, headers={"Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return json.load(resp)
+        except urllib.error.HTTPError as exc:
+            try:
+                body = json.load(exc)
+                msg = body.get("message") or str(body)
+                desc = body.get("description")
+                if desc and desc != msg:
+                    msg = f"{msg} ({desc})"
+            except (ValueError, AttributeError):
+                msg = exc.reason
+            raise RestError(f"GET {path}: {exc.code} {msg}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise RestError(f"cannot reach the REST API at {self.base}: {reason}") from None
+        except ValueError as exc:
+            raise RestError(f"GET {path}: the answer is not JSON: {exc}") from None
+
+    def partitions(self, wanted: str | None) -> list[dict]:
+        parts = self.get("/ws/v1/partitions")
+        if not wanted:
+            return parts
+        rm_id, name = None, wanted
+        if wanted.startswith("[") and "]" in wanted:
+            rm_id, name = wanted[1:].split("]", 1)
+        found = [p for p in parts if p["name"] == name and (rm_id is None or p.get("rmID") == rm_id)]
+        if not found:
+            known = ", ".join(f"[{p.get('rmID')}]{p['name']}" for p in parts) or "none"
+            raise RestError(f"partition {wanted!r} not found (partitions: {known})")
+        return found[:1] if rm_id is None else found
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    addresses.add_flag(parser, "--rest-address", "rest_address", "REST address of any rmproxy (host:port)")
+    parser.add_argument("--partition", help="only this partition: name or [rmID]name (default: all)")
+    if parser.get_default("_name") == "apps":
+        parser.add_argument("--queue", help="only the active applications of this queue (full path, root.a)")
+        parser.add_argument("--state", action="append", default=[],
+                            help="only applications in this state (repeatable), e.g. Running")
+    parser.add_argument("--json", action="store_true", help="print the API's JSON instead of tables")
+
+
+def format_table(headers: list[str], rows: list[list[Any]]) -> str:
+    """A plain text table with columns sized to their content."""
+    cells = [[str(c) for c in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _res(r: dict | None) -> str:
+    if not r:
+        return "-"
+    return ",".join(f"{k}={v}" for k, v in sorted(r.items()))
+
+
+def _pct(r: dict | None) -> str:
+    return ",".join(f"{k}={v}%" for k, v in sorted((r or {}).items())) or "-"
+
+
+def _queue_rows(q: dict, depth: int, rows: list) -> None:
+    name = "  " * depth + (q["queuename"].rsplit(".", 1)[-1] if depth else q["queuename"])
+    rows.append([name, q["status"], _res(q.get("guaranteedResource")), _res(q.get("maxResource")),
+                 _res(q.get("allocatedResource")), _res(q.get("pendingResource")),
+                 _pct(q.get("absUsedCapacity")), q.get("runningApps", 0)])
+    for c in q.get("children", []):
+        _queue_rows(c, depth + 1, rows)
+
+
+def _queues(client: RestClient, args, part: dict) -> tuple[Any, str]:
+    tree = client.get(f"/ws/v1/partition/{_q(part['name'])}/queues", rmID=part.get("rmID", ""))
+    rows: list = []
+    _queue_rows(tree, 0, rows)
+    return tree, format_table(["QUEUE", "STATE", "GUARANTEED", "MAX", "ALLOCATED", "PENDING", "USED",
+                               "RUNNING"], rows)
+
+
+def _apps(client: RestClient, args, part: dict) -> tuple[Any, str]:
+    base = f"/ws/v1/partition/{_q(part['name'])}"
+    if args.queue:
+        apps = client.get(f"{base}/queue/{_q(args.queue)}/applications", rmID=part.get("rmID", ""))
+    else:
+        apps = client.get(f"{base}/applications", rmID=part.get("rmID", ""))
+    if args.state:
+        wanted = {s.lower() for s in args.state}
+        apps = [a for a in apps if a["applicationState"].lower() in wanted]
+    rows = [[a["applicationID"], a["queueName"], a["user"], a["applicationState"], len(a["allocations"]),
+             sum(r.get("pendingCount", 0) for r in a["requests"]), _res(a["usedResource"]),
+             _res(a["pendingResource"])] for a in apps]
+    return apps, format_table(["APPLICATION", "QUEUE", "USER", "STATE", "ALLOCS", "PENDING ASKS", "USED",
+                               "PENDING"], rows)
+
+
+def _nodes(client: RestClient, args, part: dict) -> tuple[Any, str]:
+    nodes = client.get(f"/ws/v1/partition/{_q(part['name'])}/nodes", rmID=part.get("rmID", ""))
+    rows = [[n["nodeID"], "yes" if n["schedulable"] else "no", _res(n["capacity"]), _res(n["allocated"]),
+             _res(n["available"]), _pct(n["utilized"]), len(n["allocations"])] for n in nodes]
+    return nodes, format_table(["NODE", "SCHEDULABLE", "CAPACITY", "ALLOCATED", "AVAILABLE", "UTILISED",
+                                "ALLOCS"], rows)
+
+
+def _q(s: str) -> str:
+    return urllib.parse.quote(s, safe="")
+
+
+_COMMANDS = {"queues": _queues, "apps": _apps, "nodes": _nodes}
+
+
+def run(args: argparse.Namespace) -> int:
+    name = getattr(args, "_name", "queues")
+    show = _COMMANDS.get(name)
+    if show is None:
+        print(f"korral {name}: not a REST client command (one of {', '.join(_COMMANDS)})", file=sys.stderr)
+        return 2
+    client = RestClient(args.rest_address)
+    try:
+        parts = client.partitions(args.partition)
+        results = [(p, *show(client, args, p)) for p in parts]
+    except RestError as exc:
+        print(f"korral {name}: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        doc = [{"rmID": p.get("rmID"), "partition": p["name"], name: data} for p, data, _ in results]
+        print(json.dumps(doc, indent=2))
+        return 0
+    if not results:
+        print("no partitions: no RM is registered")
+    for p, _, text in results:
+        print(f"[{p.get('rmID')}]{p['name']}")
+        print(text)
+        print()
+    return 0
