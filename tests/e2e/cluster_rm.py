@@ -1,0 +1,171 @@
+"""A small resource manager with real state, on ``rmproxy.client``: the RM side of failover tests.
+
+It keeps what a shim keeps — nodes, applications, pending asks, running
+allocations — answers the client's replay hook from that state, and records
+every violation of the scheduler's contract it sees (an allocation for an
+unknown ask, an allocation key allocated twice, a duplicate UUID, a node over
+capacity). ``scheduler_view`` reads the partition back through the REST API,
+so a test can assert that the scheduler holds exactly what the RM holds.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+
+from common import si_pb2
+from rmproxy.client import RecoverableState, RecoverySnapshot, ResourceManagerCallback, SchedulerAPI
+from tests.e2e.sirm import resource
+
+
+@dataclass
+class ClusterRM(ResourceManagerCallback, RecoverableState):
+    rm_id: str
+    node_memory: int = 10_000
+    node_vcore: int = 10_000
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    nodes: dict[str, si_pb2.NodeInfo] = field(default_factory=dict)
+    apps: dict[str, si_pb2.AddApplicationRequest] = field(default_factory=dict)
+    pending: dict[str, si_pb2.AllocationAsk] = field(default_factory=dict)
+    running: dict[str, si_pb2.Allocation] = field(default_factory=dict)  # allocationKey -> allocation
+    uuids_seen: set[str] = field(default_factory=set)
+    violations: list[str] = field(default_factory=list)
+    accepted_nodes: set[str] = field(default_factory=set)
+    recoveries: int = 0
+    api: SchedulerAPI | None = None
+
+    # -- driving ----------------------------------------------------------------------
+
+    def connect(self, si_address: str, config: str = "") -> None:
+        self.api = SchedulerAPI(si_address)
+        self.api.register_resource_manager(
+            si_pb2.RegisterResourceManagerRequest(rmID=self.rm_id, policyGroup="queues", config=config), self)
+
+    def add_nodes(self, count: int, partition: str = "default") -> None:
+        with self.lock:
+            new = []
+            for i in range(len(self.nodes), len(self.nodes) + count):
+                n = si_pb2.NodeInfo(nodeID=f"{self.rm_id}-node-{i}", action=si_pb2.NodeInfo.CREATE,
+                                    attributes={"si/node-partition": partition},
+                                    schedulableResource=resource(memory=self.node_memory, vcore=self.node_vcore))
+                self.nodes[n.nodeID] = n
+                new.append(n)
+            self.api.update_node(si_pb2.NodeRequest(rmID=self.rm_id, nodes=new))
+
+    def add_app(self, app_id: str, queue: str = "root.default", partition: str = "default") -> None:
+        with self.lock:
+            a = si_pb2.AddApplicationRequest(applicationID=app_id, queueName=queue, partitionName=partition,
+                                             ugi=si_pb2.UserGroupInformation(user="tester"),
+                                             tags={"namespace": "default"})
+            self.apps[app_id] = a
+            self.api.update_application(si_pb2.ApplicationRequest(rmID=self.rm_id, new=[a]))
+
+    def submit(self, app_id: str, keys: list[str], memory: int = 10, vcore: int = 1) -> None:
+        with self.lock:
+            part = self.apps[app_id].partitionName
+            asks = [si_pb2.AllocationAsk(allocationKey=k, applicationID=app_id, partitionName=part,
+                                         maxAllocations=1, resourceAsk=resource(memory=memory, vcore=vcore))
+                    for k in keys]
+            for a in asks:
+                self.pending[a.allocationKey] = a
+            self.api.update_allocation(si_pb2.AllocationRequest(rmID=self.rm_id, asks=asks))
+
+    def release(self, count: int) -> int:
+        """Finish up to count running tasks (STOPPED_BY_RM); returns how many."""
+        with self.lock:
+            done = list(self.running.values())[:count]
+            for a in done:
+                del self.running[a.allocationKey]
+            if done:
+                self.api.update_allocation(si_pb2.AllocationRequest(
+                    rmID=self.rm_id, releases=si_pb2.AllocationReleasesRequest(allocationsToRelease=[
+                        si_pb2.AllocationRelease(partitionName=a.partitionName, applicationID=a.applicationID,
+                                                 UUID=a.UUID, allocationKey=a.allocationKey,
+                                                 terminationType=si_pb2.STOPPED_BY_RM, message="task completed")
+                        for a in done])))
+            return len(done)
+
+    def wait(self, predicate, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if predicate(self):
+                    return
+            time.sleep(0.05)
+        with self.lock:
+            raise TimeoutError(f"condition not met in {timeout}s: pending={len(self.pending)} "
+                               f"running={len(self.running)} violations={self.violations[:3]}")
+
+    def close(self) -> None:
+        if self.api is not None:
+            self.api.close()
+
+    # -- callbacks ----------------------------------------------------------------------
+
+    def update_allocation(self, response: si_pb2.AllocationResponse) -> None:
+        with self.lock:
+            for a in response.new:
+                if a.UUID in self.uuids_seen:
+                    self.violations.append(f"duplicate UUID {a.UUID}")
+                self.uuids_seen.add(a.UUID)
+                if a.allocationKey in self.running:
+                    self.violations.append(f"allocation key {a.allocationKey} allocated twice")
+                    continue
+                if self.pending.pop(a.allocationKey, None) is None:
+                    self.violations.append(f"allocation for unknown ask {a.allocationKey}")
+                    continue
+                self.running[a.allocationKey] = a
+            for r in response.released:
+                if r.terminationType != si_pb2.STOPPED_BY_RM:  # made by the scheduler
+                    self.running.pop(r.allocationKey, None)
+            for r in response.rejected:
+                self.pending.pop(r.allocationKey, None)
+                self.violations.append(f"ask {r.allocationKey} rejected: {r.reason}")
+
+    def update_node(self, response: si_pb2.NodeResponse) -> None:
+        with self.lock:
+            self.accepted_nodes.update(n.nodeID for n in response.accepted)
+            for n in response.rejected:
+                self.violations.append(f"node {n.nodeID} rejected: {n.reason}")
+
+    def connection_lost(self, reason: str) -> None:
+        with self.lock:
+            self.recoveries += 1
+
+    # -- replay hook ----------------------------------------------------------------------
+
+    def recoverable_state(self) -> RecoverySnapshot:
+        with self.lock:
+            by_node: dict[str, list[si_pb2.Allocation]] = {}
+            for a in self.running.values():
+                by_node.setdefault(a.nodeID, []).append(a)
+            nodes = []
+            for node_id, n in self.nodes.items():
+                copy = si_pb2.NodeInfo()
+                copy.CopyFrom(n)
+                copy.existingAllocations.extend(by_node.get(node_id, []))
+                nodes.append(copy)
+            return RecoverySnapshot(applications=list(self.apps.values()), nodes=nodes,
+                                    asks=list(self.pending.values()))
+
+    # -- checks ----------------------------------------------------------------------------
+
+    def rm_view(self) -> dict[str, tuple[str, str]]:
+        with self.lock:
+            return {k: (a.UUID, a.nodeID) for k, a in self.running.items()}
+
+
+def scheduler_view(rest_address: str, partition: str = "default") -> dict[str, tuple[str, str]]:
+    """allocationKey -> (uuid, nodeID) as the scheduler holds them, from /ws/v1/partition/{p}/nodes."""
+    with urllib.request.urlopen(f"http://{rest_address}/ws/v1/partition/{partition}/nodes", timeout=10) as r:
+        nodes = json.load(r)
+    view: dict[str, tuple[str, str]] = {}
+    for n in nodes:
+        for a in n.get("allocations") or []:
+            if a["allocationKey"] in view:
+                raise AssertionError(f"scheduler holds allocation key {a['allocationKey']} twice")
+            view[a["allocationKey"]] = (a["uuid"], a["nodeId"])
+    return view
