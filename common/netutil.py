@@ -14,7 +14,7 @@ import socket
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,17 +87,29 @@ def free_port(host: str = "127.0.0.1") -> int:
     return free_ports(1, host)[0]
 
 
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """``count`` distinct free TCP ports on ``host`` (all sockets held open until all are picked)."""
+def free_ports(count: int, host: str = "127.0.0.1", exclude: Iterable[int] = ()) -> list[int]:
+    """``count`` distinct free TCP ports on ``host``, none of them in ``exclude``.
+
+    All sockets stay bound until every port is picked, so the kernel cannot hand out
+    the same port twice; ``exclude`` keeps ports that a caller was given (but has not
+    bound yet) from being picked again.
+    """
     if count < 0:
         raise ValueError(f"free_ports: count must be >= 0, got {count}")
+    excluded = set(exclude)
     sockets: list[socket.socket] = []
+    picked: list[int] = []
     try:
-        for _ in range(count):
+        while len(picked) < count:
+            if len(sockets) > count + 1000:
+                raise OSError(f"no {count} free ports on {host} outside {sorted(excluded)}")
             s = socket.socket(_family(host), socket.SOCK_STREAM)
-            s.bind((host, 0))
             sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+            if port not in excluded:
+                picked.append(port)
+        return picked
     finally:
         for s in sockets:
             s.close()

@@ -81,11 +81,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="HOST:PORT of the gRPC SI service [$KORRAL_SI_ADDRESS, 127.0.0.1:9090]")
     parser.add_argument("--rest-address", default=_env("KORRAL_REST_ADDRESS", "127.0.0.1:9080"),
                         help="HOST:PORT of the REST API [$KORRAL_REST_ADDRESS, 127.0.0.1:9080]")
-    parser.add_argument("--workers", type=int, default=int(_env("KORRAL_WORKERS", "2") or 2),
+    parser.add_argument("--workers", type=int, default=_env("KORRAL_WORKERS", "2"),
                         help="number of partition workers [$KORRAL_WORKERS, 2]")
     parser.add_argument("--redis-url", default=_env("KORRAL_REDIS_URL", None),
                         help="use this external Redis instead of starting one [$KORRAL_REDIS_URL, embedded]")
-    parser.add_argument("--redis-port", type=int, default=int(_env("KORRAL_REDIS_PORT", "0") or 0),
+    parser.add_argument("--redis-port", type=int, default=_env("KORRAL_REDIS_PORT", "0"),
                         help="port of the embedded Redis on 127.0.0.1 [$KORRAL_REDIS_PORT, a free port]")
     parser.add_argument("--broker-frontend", default=_env("KORRAL_BROKER_FRONTEND", None),
                         help="ZeroMQ endpoint rmproxies connect to [$KORRAL_BROKER_FRONTEND, tcp://127.0.0.1:<free>]")
@@ -94,7 +94,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default=_env("KORRAL_LOG_LEVEL", "info"),
                         choices=["debug", "info", "warning", "error"],
                         help="log level of every process, passed as $KORRAL_LOG_LEVEL [info]")
-    parser.add_argument("--timeout", type=float, default=float(_env("KORRAL_UP_TIMEOUT", "60") or 60),
+    parser.add_argument("--timeout", type=float, default=_env("KORRAL_UP_TIMEOUT", "60"),
                         help="seconds to wait for the stack to be ready [$KORRAL_UP_TIMEOUT, 60]")
     parser.add_argument("--detach", action="store_true",
                         help="return once ready and leave the stack running (stop it with `korral down`)")
@@ -109,7 +109,14 @@ def resolve_options(args: argparse.Namespace) -> UpOptions:
             raise StackError(f"--workers must be at least 1, got {args.workers}")
         if not 0 <= args.redis_port <= 65535:
             raise StackError(f"--redis-port {args.redis_port} is not a port (0 = pick a free one)")
-        picked = iter(netutil.free_ports(3))
+        if args.timeout <= 0:
+            raise StackError(f"--timeout must be positive, got {args.timeout:g}")
+        given = [si[1], rest[1], args.redis_port]
+        for flag, endpoint in (("--broker-frontend", args.broker_frontend), ("--broker-backend", args.broker_backend)):
+            if endpoint:
+                given.append(netutil.parse_tcp_endpoint(endpoint, flag)[1])
+        # Chosen ports must differ from the given ones, which are free but not yet bound.
+        picked = iter(netutil.free_ports(3, exclude=given))
         frontend = args.broker_frontend or f"tcp://127.0.0.1:{next(picked)}"
         backend = args.broker_backend or f"tcp://127.0.0.1:{next(picked)}"
         fe = netutil.parse_tcp_endpoint(frontend, "--broker-frontend")

@@ -305,7 +305,7 @@ def _wait_gone(procs: Any, deadline: float) -> None:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-dir", default=default_state_dir(),
                         help="state directory of the stack [$KORRAL_STATE_DIR, .korral]")
-    parser.add_argument("--timeout", type=float, default=float(os.environ.get("KORRAL_DOWN_TIMEOUT", "30")),
+    parser.add_argument("--timeout", type=float, default=os.environ.get("KORRAL_DOWN_TIMEOUT", "30"),
                         help="seconds to wait for a clean stop before killing by pid [$KORRAL_DOWN_TIMEOUT, 30]")
 
 

@@ -163,3 +163,9 @@ def test_wait_for_http_reports_refused_connections():
     with pytest.raises(netutil.WaitTimeout, match="not ready") as err:
         netutil.wait_for_http(url, deadline=clock.now + 0.3, clock=clock, sleep=clock.sleep)
     assert isinstance(err.value.last, OSError)
+
+
+def test_free_ports_never_returns_an_excluded_port():
+    given = netutil.free_ports(3)
+    for _ in range(20):  # the kernel readily hands a just-released port out again
+        assert not set(netutil.free_ports(3, exclude=given)) & set(given)

@@ -164,3 +164,22 @@ def test_down_without_a_stack_says_so(tmp_path, korral):
 def test_status_without_a_stack_says_so(tmp_path, korral):
     result = korral("status", "--state-dir", str(tmp_path), "--json")
     assert result.returncode == 1 and '"running": false' in result.stdout
+
+
+def test_up_picks_broker_ports_apart_from_the_given_ones(monkeypatch):
+    import argparse
+
+    from common import netutil, stack
+
+    si, rest = netutil.free_ports(2)
+    real = netutil.free_ports
+    # A kernel that would hand the SI and REST ports out again must not make `up` reuse them.
+    monkeypatch.setattr(netutil, "free_ports", lambda n, host="127.0.0.1", exclude=(): (
+        real(n, host, exclude) if exclude else [si, rest, si][:n]))
+    parser = argparse.ArgumentParser()
+    stack.configure(parser)
+    opts = stack.resolve_options(parser.parse_args(
+        ["--si-address", f"127.0.0.1:{si}", "--rest-address", f"127.0.0.1:{rest}"]))
+    ports = {si, rest, opts.redis_port, int(opts.broker_frontend.rsplit(":", 1)[1]),
+             int(opts.broker_backend.rsplit(":", 1)[1])}
+    assert len(ports) == 5
