@@ -160,6 +160,8 @@ class AppOps:
             self._release_alloc(alloc, term, message, now, report=True, check_app=False)
 
     def _detach_app(self: "Partition", app: Application) -> None:
+        if app.state is AppState.STARTING and app.queue.apps.get(app.app_id) is app:
+            app.queue.starting_changed(-1)
         self.apps.pop(app.app_id, None)
         app.queue.apps.pop(app.app_id, None)
 
@@ -174,6 +176,9 @@ class AppOps:
         running = app.counted_running
         if running:
             self._set_running(app, False)
+        if app.state is AppState.STARTING:
+            old.starting_changed(-1)
+            queue.starting_changed(1)
         app.queue = queue
         queue.apps[app.app_id] = app
         queue.add_pending(app.pending)
@@ -195,9 +200,14 @@ class AppOps:
             return False
         if new is None:
             return True
+        if app.state is AppState.STARTING:
+            app.queue.starting_changed(-1)
+        elif new is AppState.STARTING:
+            app.queue.starting_changed(1)
         app.state = new
         app.state_time_ns = now
         app.state_gen += 1
+        self.app_state_version += 1
         msg = message or event.value
         if new is not AppState.REJECTED:
             self.outcomes.app_states.append(AppStateChanged(app.app_id, new.value, now, msg))

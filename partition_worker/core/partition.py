@@ -68,6 +68,7 @@ class Partition(AppOps, NodeOps):
         self.last_cycle_ns = 0
         self._queues_dirty = False
         self.cycles = 0
+        self.app_state_version = 0  # bumps on every app state change (stateaware order cache)
         self.idle_interval_ns = self.settings.idle_cycle_interval_ns
 
     # ================================================================ dispatch

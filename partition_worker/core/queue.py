@@ -93,6 +93,8 @@ class Queue:
     priority_offset: int = 0
     max_apps: int = 0
     running_apps: int = 0
+    starting_apps: int = 0  # apps of this leaf in Starting (stateaware admits one at a time)
+    sa_epoch: int = 0  # bumps when starting_apps drops to 0 (stateaware may admit an app)
     submit_acl: ACL = field(default_factory=ACL)
     admin_acl: ACL = field(default_factory=ACL)
     template: ChildTemplateConfig | None = None
@@ -164,6 +166,12 @@ class Queue:
             if q.max_apps and q.running_apps >= q.max_apps:
                 return q
         return None
+
+    def starting_changed(self, delta: int) -> None:
+        self.starting_apps += delta
+        if delta < 0 and self.starting_apps <= 0:
+            self.starting_apps = 0
+            self.sa_epoch += 1
 
     def is_empty(self) -> bool:
         return not self.apps and not self.children and self.allocated.is_zero() \

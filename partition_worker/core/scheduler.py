@@ -24,6 +24,7 @@ RESERVED when it reserves a node, SCHEDULED when a previously waiting ask is pla
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from typing import TYPE_CHECKING
 
 from common.resources import Resource, share_key
@@ -52,7 +53,8 @@ INT32_MIN = -(1 << 31)
 class _Cycle:
     __slots__ = ("p", "now", "blocked", "ask_lists", "ask_cursor", "fifo", "fifo_cursor",
                  "failed_shapes", "unreservable", "qprio", "qkey", "event_budget",
-                 "no_reserve", "visited")
+                 "no_reserve", "visited", "fair", "sa_version",
+                 "sa_cands", "sa_cursor", "sa_admitted")
 
     def __init__(self, p: "Partition", now: int) -> None:
         self.p = p
@@ -69,6 +71,11 @@ class _Cycle:
         self.event_budget = MAX_REQUEST_EVENTS_PER_CYCLE
         self.no_reserve = False  # the partition's reservation limit is reached
         self.visited = 0  # ask positions looked at: the cost of this cycle
+        self.fair: dict[object, list] = {}
+        self.sa_version: dict[object, int] = {}
+        self.sa_cands: dict[object, list] = {}
+        self.sa_cursor: dict[object, int] = {}
+        self.sa_admitted: dict[object, list] = {}
 
 
 def run_cycle(p: "Partition", now: int) -> tuple[int, int]:
@@ -156,65 +163,129 @@ def _fifo_key(prio: bool):
     return lambda a: (a.submission_time_ns, a.seq)
 
 
-def _app_candidates(c: _Cycle, q: Queue) -> list:
-    pol = q.sort_policy
-    if pol is AppSortPolicy.FAIR:
-        g = q.guaranteed
-        if q.priority_enabled:
-            key = lambda a: (-a.max_pending_priority(), usage_share(a.allocated, g),  # noqa: E731
-                             a.submission_time_ns, a.seq)
-        else:
-            key = lambda a: (usage_share(a.allocated, g), a.submission_time_ns, a.seq)  # noqa: E731
-        return sorted((a for a in q.apps.values() if a.has_pending() and a not in c.blocked), key=key)
-    if pol is AppSortPolicy.STATEAWARE:
-        apps = sorted(q.apps.values(), key=lambda a: (a.submission_time_ns, a.seq))
-        starting = any(a.state is AppState.STARTING for a in apps)
-        out = []
-        accepted_taken = starting
-        for a in apps:
-            if a.state is AppState.ACCEPTED:
-                if not accepted_taken and a.has_pending():
-                    accepted_taken = True
-                    out.append(a)
-            elif a.has_pending():
+def _fair_key(a: "Application", g: Resource | None, prio: bool) -> tuple:
+    share = usage_share(a.allocated, g)
+    if prio:
+        return (-a.max_pending_priority(), share, a.submission_time_ns, a.seq)
+    return (share, a.submission_time_ns, a.seq)
+
+
+def _stateaware_order(q: Queue) -> list:
+    """YuniKorn's stateaware filter, then fifo: every app past Accepted with pending work, plus
+    the oldest Accepted app with pending work only while no app is Starting (a Starting app
+    without pending work blocks too)."""
+    apps = sorted(q.apps.values(), key=lambda a: (a.submission_time_ns, a.seq))
+    accepted_taken = any(a.state is AppState.STARTING for a in apps)
+    out = []
+    for a in apps:
+        if a.state is AppState.ACCEPTED:
+            if not accepted_taken and a.has_pending():
+                accepted_taken = True
                 out.append(a)
-        out.sort(key=_fifo_key(q.priority_enabled))
-        return [a for a in out if a not in c.blocked]
-    return []  # fifo uses the cached order with a cursor
+        elif a.has_pending():
+            out.append(a)
+    out.sort(key=_fifo_key(q.priority_enabled))
+    return out
 
 
 def _try_leaf(c: _Cycle, q: Queue) -> "Allocation | None":
-    blocked = c.blocked
-    if q.sort_policy is AppSortPolicy.FIFO:
-        order = c.fifo.get(q)
+    pol = q.sort_policy
+    if pol is AppSortPolicy.FAIR:
+        return _try_leaf_fair(c, q)
+    order = c.fifo.get(q)
+    if pol is AppSortPolicy.STATEAWARE:
         if order is None:
-            order = sorted((a for a in q.apps.values() if a.has_pending()),
-                           key=_fifo_key(q.priority_enabled))
+            order = _stateaware_order(q)
             c.fifo[q] = order
             c.fifo_cursor[q] = 0
-        i = cursor = c.fifo_cursor[q]
-        while i < len(order):
-            app = order[i]
-            if app in blocked:
-                if i == cursor:
-                    cursor += 1
-                i += 1
-                continue
-            a = _try_app(c, app)
-            if a is not None:
-                c.fifo_cursor[q] = cursor
-                return a
-            blocked.add(app)
+            c.sa_version[q] = q.sa_epoch
+        elif c.sa_version.get(q) != q.sa_epoch:
+            # the leaf's last Starting app moved on: one Accepted app may start now
+            c.sa_version[q] = q.sa_epoch
+            _stateaware_admit(c, q, order)
+    elif order is None:
+        # fifo order does not change within a cycle: sort once, then walk with a cursor
+        order = sorted((a for a in q.apps.values() if a.has_pending()),
+                       key=_fifo_key(q.priority_enabled))
+        c.fifo[q] = order
+        c.fifo_cursor[q] = 0
+    blocked = c.blocked
+    i = cursor = c.fifo_cursor[q]
+    while i < len(order):
+        app = order[i]
+        if app in blocked:
             if i == cursor:
                 cursor += 1
             i += 1
-        c.fifo_cursor[q] = cursor
-        return None
-    for app in _app_candidates(c, q):
+            continue
         a = _try_app(c, app)
         if a is not None:
+            c.fifo_cursor[q] = cursor
             return a
         blocked.add(app)
+        if i == cursor:
+            cursor += 1
+        i += 1
+    c.fifo_cursor[q] = cursor
+    return None
+
+
+def _stateaware_admit(c: _Cycle, q: Queue, order: list) -> None:
+    """Add the oldest Accepted app with pending work to the cycle's order, at its fifo place,
+    unless an app is Starting or an admitted Accepted app is still waiting.
+
+    Within a cycle apps only leave Accepted, so the candidates are sorted once and walked
+    with a cursor."""
+    if q.starting_apps > 0:
+        return
+    blocked = c.blocked
+    if any(a.state is AppState.ACCEPTED and a not in blocked for a in c.sa_admitted.get(q, ())):
+        return
+    cands = c.sa_cands.get(q)
+    if cands is None:
+        cands = sorted((a for a in q.apps.values() if a.state is AppState.ACCEPTED),
+                       key=lambda a: (a.submission_time_ns, a.seq))
+        c.sa_cands[q] = cands
+        c.sa_cursor[q] = 0
+    i = c.sa_cursor[q]
+    while i < len(cands):
+        a = cands[i]
+        i += 1
+        if a.state is AppState.ACCEPTED and a.has_pending() and a not in blocked and a not in order:
+            c.sa_cursor[q] = i
+            c.sa_admitted.setdefault(q, []).append(a)
+            key = _fifo_key(q.priority_enabled)
+            idx = bisect_left(order, key(a), key=key)
+            order.insert(idx, a)
+            if idx < c.fifo_cursor[q]:
+                c.fifo_cursor[q] = idx
+            return
+    c.sa_cursor[q] = i
+
+
+def _try_leaf_fair(c: _Cycle, q: Queue) -> "Allocation | None":
+    """Fair: least usage share first. The sorted list is kept for the cycle; only the app that
+    got an allocation is re-placed (bisect), so a leaf with many apps is not re-sorted."""
+    g = q.guaranteed
+    prio = q.priority_enabled
+    lst = c.fair.get(q)
+    if lst is None:
+        lst = sorted((_fair_key(a, g, prio), a) for a in q.apps.values() if a.has_pending())
+        c.fair[q] = lst
+    blocked = c.blocked
+    while lst:
+        entry = lst[0]
+        app = entry[1]
+        if app in blocked:
+            del lst[0]
+            continue
+        a = _try_app(c, app)
+        del lst[0]
+        if a is None:
+            blocked.add(app)
+            continue
+        insort(lst, (_fair_key(app, g, prio), app))
+        return a
     return None
 
 

@@ -153,3 +153,41 @@ def test_best_effort_ask_may_use_a_node_with_memory_used_up() -> None:
     h.do(AddAsk("be", "app1", Resource({"pods": 1})))
     h.step()
     assert h.allocs_of("be")[0].node_id == "n1"
+
+
+def test_queue_priority_offset_orders_queues_before_usage() -> None:
+    root = q("root", q("low", guaranteed={"memory": 1000}),
+             q("high", guaranteed={"memory": 10}, props={"priority.offset": "100"}), submitacl="*")
+    h = Harness(partition_config(root))
+    h.node("n1", memory=50).app("l", queue="root.low").app("h", queue="root.high")
+    h.ask("kl", "l", repeat=5).ask("kh", "h", repeat=5)
+    h.step()
+    assert h.allocated_keys() == ["kh"] * 5
+
+
+def test_fence_priority_policy_reports_only_the_offset() -> None:
+    root = q("root", q("fenced", props={"priority.policy": "fence", "priority.offset": "-5"}),
+             q("open"), submitacl="*")
+    h = Harness(partition_config(root))
+    h.node("n1", memory=30).app("f", queue="root.fenced").app("o", queue="root.open")
+    h.ask("kf", "f", repeat=3, priority=1000).ask("ko", "o", repeat=3, priority=0)
+    h.step()
+    assert h.allocated_keys() == ["ko"] * 3  # fenced queue reports -5 < 0
+
+
+def test_disabled_priority_sorting_uses_submission_order_only() -> None:
+    h = leaf_with("fifo")
+    h.p.queues.find("root.leaf").priority_enabled = False
+    h.node("n1", memory=20).app("old", queue="root.leaf").app("young", queue="root.leaf")
+    h.ask("o", "old", repeat=2).ask("y", "young", repeat=2, priority=5)
+    h.step()
+    assert h.allocated_keys() == ["o", "o"]
+
+
+def test_stateaware_many_apps_all_get_scheduled_in_order() -> None:
+    h = leaf_with("stateaware")
+    h.node("n1", memory=10_000)
+    for i in range(20):
+        h.app(f"a{i:02d}", queue="root.leaf").ask(f"k{i:02d}", f"a{i:02d}", repeat=2)
+    h.step()
+    assert h.allocated_keys() == [f"k{i:02d}" for i in range(20) for _ in range(2)]
