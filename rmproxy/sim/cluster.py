@@ -1,0 +1,320 @@
+"""The simulated cluster: a hollow-node RM that plays a ``Plan`` against a scheduler.
+
+``SimCluster`` is the RM's whole truth (nodes, apps, tasks, running
+allocations) and implements the client's callback, replay hook and state dump.
+It never sleeps and reads time only through the ``clock`` it is given; the
+runner calls ``tick()`` to let time pass. One re-entrant lock guards the
+state; sends happen under it, which is what ``RecoverableState`` asks for.
+
+Life of a task: planned -> asked (the app's asks go out in one request right
+after the app is accepted) -> running (allocation received, checked by the
+``Validator``) -> done (its duration elapsed; released ``STOPPED_BY_RM``).
+An app whose tasks are all over is removed from the scheduler.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from common import si_pb2
+from rmproxy.client import RecoverableState, RecoverySnapshot, ResourceManagerCallback, StateDumpPlugin
+from rmproxy.sim.checks import Validator, Violation
+from rmproxy.sim.stats import Stats, queue_label
+from rmproxy.sim.workload import AppPlan, Plan
+
+__all__ = ["SimCluster"]
+
+NODES_PER_REQUEST = 1000
+
+
+class Sender(Protocol):
+    def update_allocation(self, request: si_pb2.AllocationRequest) -> None: ...
+    def update_application(self, request: si_pb2.ApplicationRequest) -> None: ...
+    def update_node(self, request: si_pb2.NodeRequest) -> None: ...
+
+
+def _resource(res: dict[str, int]) -> si_pb2.Resource:
+    return si_pb2.Resource(resources={k: si_pb2.Quantity(value=v) for k, v in res.items()})
+
+
+@dataclass(slots=True)
+class _Task:
+    key: str
+    app: "_App"
+    duration: float
+    state: str = "planned"  # planned | asked | running | done | rejected | killed
+    asked_at: float = 0.0
+    alloc: si_pb2.Allocation | None = None
+
+
+@dataclass(slots=True)
+class _App:
+    plan: AppPlan
+    tasks: list[_Task] = field(default_factory=list)
+    state: str = "planned"  # planned | submitted | accepted | removed | rejected
+    outcome: str = ""  # Completed | Rejected | Failed (set when it is over)
+    asks_sent: bool = False
+    open_tasks: int = 0
+    scheduler_state: str = ""
+    reason: str = ""
+
+    @property
+    def queue(self) -> tuple[str, str]:
+        return (self.plan.template.partition, self.plan.template.queue)
+
+
+class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
+    def __init__(self, plan: Plan, sender: Sender, clock: Callable[[], float], validator: Validator,
+                 stats: Stats) -> None:
+        self.plan = plan
+        self.sender = sender
+        self.clock = clock
+        self.validator = validator
+        self.stats = stats
+        self.lock = threading.RLock()
+        self._node_plans = {n.node_id: n for n in plan.nodes}
+        self.started = False  # nodes are part of the replayed state once start() reported them
+        self.t0 = 0.0
+        self.nodes_accepted: set[str] = set()
+        self.nodes_rejected: dict[str, str] = {}
+        self.apps: dict[str, _App] = {}
+        self.tasks: dict[str, _Task] = {}
+        for ap in plan.apps:
+            app = _App(ap)
+            app.tasks = [_Task(t.key, app, t.duration) for t in ap.tasks]
+            app.open_tasks = len(app.tasks)
+            self.apps[ap.app_id] = app
+            for t in app.tasks:
+                self.tasks[t.key] = t
+        self._next_app = 0
+        self._ends: list[tuple[float, str]] = []  # (end time, task key) of running tasks
+        self._removable: list[_App] = []
+        self.violations_seen = 0
+
+    # ------------------------------------------------------------------ driving
+    def start(self) -> None:
+        """Register every node (CREATE); time zero of the plan is now."""
+        with self.lock:
+            self.t0 = self.clock()
+            self.started = True
+            infos = [self._node_info(n.node_id) for n in self.plan.nodes]
+            for i in range(0, len(infos), NODES_PER_REQUEST):
+                self.sender.update_node(si_pb2.NodeRequest(nodes=infos[i : i + NODES_PER_REQUEST]))
+
+    def tick(self) -> None:
+        """Submit the apps that are due, finish the tasks whose time is up, remove finished apps."""
+        with self.lock:
+            now = self.clock()
+            elapsed = now - self.t0
+            new = []
+            while self._next_app < len(self.plan.apps) and self.plan.apps[self._next_app].submit_at <= elapsed:
+                app = self.apps[self.plan.apps[self._next_app].app_id]
+                self._next_app += 1
+                app.state = "submitted"
+                new.append(self._app_request(app))
+            if new:
+                self.sender.update_application(si_pb2.ApplicationRequest(new=new))
+            releases = []
+            while self._ends and self._ends[0][0] <= now:
+                _, key = heapq.heappop(self._ends)
+                task = self.tasks[key]
+                if task.state != "running":
+                    continue
+                releases.append(si_pb2.AllocationRelease(
+                    partitionName=task.alloc.partitionName or task.app.plan.template.partition,
+                    applicationID=task.app.plan.app_id, UUID=task.alloc.UUID, allocationKey=key,
+                    terminationType=si_pb2.STOPPED_BY_RM, message="task completed"))
+                self._unbook(task)
+                self._close(task, "done")
+            if releases:
+                self.sender.update_allocation(si_pb2.AllocationRequest(
+                    releases=si_pb2.AllocationReleasesRequest(allocationsToRelease=releases)))
+            self._remove_finished()
+            self.stats.sample(now, self)
+
+    @property
+    def finished(self) -> bool:
+        with self.lock:
+            return self._next_app >= len(self.plan.apps) and all(a.outcome for a in self.apps.values())
+
+    # ------------------------------------------------------------------ callbacks
+    def update_node(self, response: si_pb2.NodeResponse) -> None:
+        with self.lock:
+            self.nodes_accepted.update(n.nodeID for n in response.accepted)
+            for n in response.rejected:
+                self.nodes_rejected[n.nodeID] = n.reason
+
+    def update_application(self, response: si_pb2.ApplicationResponse) -> None:
+        with self.lock:
+            asks = []
+            for a in response.accepted:
+                app = self.apps.get(a.applicationID)
+                if app is None or app.state != "submitted":
+                    continue
+                app.state = "accepted"
+                if not app.asks_sent:
+                    app.asks_sent = True
+                    now = self.clock()
+                    for task in app.tasks:
+                        task.state, task.asked_at = "asked", now
+                        self.validator.ask_added(task.key, 1)
+                        asks.append(self._ask(task))
+            if asks:
+                self.sender.update_allocation(si_pb2.AllocationRequest(asks=asks))
+            for r in response.rejected:
+                app = self.apps.get(r.applicationID)
+                if app is not None and not app.outcome:
+                    app.state, app.outcome, app.reason = "rejected", "Rejected", r.reason
+                    for task in app.tasks:
+                        if task.state in ("planned", "asked"):
+                            self._close(task, "rejected")
+            for u in response.updated:
+                app = self.apps.get(u.applicationID)
+                if app is not None:
+                    app.scheduler_state = u.state
+
+    def update_allocation(self, response: si_pb2.AllocationResponse) -> None:
+        with self.lock:
+            now = self.clock()
+            for alloc in response.new:
+                task = self.tasks.get(alloc.allocationKey)
+                app = self.apps.get(alloc.applicationID)
+                queue = app.queue if app is not None else None
+                res = {k: q.value for k, q in alloc.resourcePerAlloc.resources.items()}
+                found = self.validator.allocated_to(alloc.allocationKey, alloc.nodeID, queue, res, now)
+                self.stats.violation(found)
+                if task is None or task.state != "asked":
+                    continue  # reported by the validator; nothing to run
+                task.state, task.alloc = "running", alloc
+                self.stats.allocated(now, now - task.asked_at, queue_label(*task.app.queue))
+                heapq.heappush(self._ends, (now + task.duration, task.key))
+            for rel in response.released:
+                task = self.tasks.get(rel.allocationKey)
+                if task is None or task.state != "running" or task.alloc.UUID != rel.UUID:
+                    continue  # the echo of our own release, or of an allocation already over
+                self._unbook(task)
+                self._close(task, "killed")
+            for rej in response.rejected:
+                task = self.tasks.get(rej.allocationKey)
+                if task is not None and task.state == "asked":
+                    self.validator.ask_removed(task.key)
+                    self._close(task, "rejected")
+                    task.app.reason = rej.reason
+            for rel in response.releasedAsks:
+                task = self.tasks.get(rel.allocationKey)
+                if task is not None and task.state == "asked":
+                    self.validator.ask_removed(task.key)
+                    self._close(task, "killed")
+
+    # ------------------------------------------------------------------ replay hook, dump
+    def recoverable_state(self) -> RecoverySnapshot:
+        with self.lock:
+            snap = RecoverySnapshot()
+            live = [a for a in self.apps.values() if a.state in ("submitted", "accepted")]
+            snap.applications = [self._app_request(a) for a in live]
+            by_node: dict[str, list[si_pb2.Allocation]] = {}
+            for app in live:
+                for task in app.tasks:
+                    if task.state == "running":
+                        by_node.setdefault(task.alloc.nodeID, []).append(self._existing(task))
+                    elif task.state == "asked":
+                        snap.asks.append(self._ask(task))
+            for n in self.plan.nodes if self.started else ():
+                info = self._node_info(n.node_id)
+                info.existingAllocations.extend(by_node.get(n.node_id, []))
+                snap.nodes.append(info)
+            return snap
+
+    def get_state_dump(self) -> str:
+        with self.lock:
+            states: dict[str, int] = {}
+            for t in self.tasks.values():
+                states[t.state] = states.get(t.state, 0) + 1
+            return json.dumps({
+                "workload": self.plan.workload.name, "seed": self.plan.seed,
+                "nodes": {"planned": len(self.plan.nodes), "accepted": len(self.nodes_accepted),
+                          "rejected": self.nodes_rejected},
+                "apps": {a.plan.app_id: a.outcome or a.state for a in self.apps.values()},
+                "tasks": states, "violations": len(self.validator.violations),
+            })
+
+    # ------------------------------------------------------------------ views for stats/report
+    def counts(self) -> dict[str, int]:
+        with self.lock:
+            states: dict[str, int] = {"planned": 0, "asked": 0, "running": 0, "done": 0, "rejected": 0, "killed": 0}
+            for t in self.tasks.values():
+                states[t.state] += 1
+            return states
+
+    def running_by_queue(self) -> dict[tuple[str, str], dict[str, int]]:
+        """Allocated resources per (partition, queue) of the running tasks."""
+        with self.lock:
+            out: dict[tuple[str, str], dict[str, int]] = {}
+            for t in self.tasks.values():
+                if t.state == "running":
+                    used = out.setdefault(t.app.queue, {})
+                    for k, v in t.app.plan.template.resources.items():
+                        used[k] = used.get(k, 0) + v
+            return out
+
+    def app_outcomes(self) -> dict[str, int]:
+        with self.lock:
+            out: dict[str, int] = {}
+            for a in self.apps.values():
+                key = a.outcome or ("Unfinished" if a.state != "planned" else "NotSubmitted")
+                out[key] = out.get(key, 0) + 1
+            return out
+
+    # ------------------------------------------------------------------ helpers
+    def _close(self, task: _Task, state: str) -> None:
+        task.state = state
+        task.app.open_tasks -= 1
+        if task.app.open_tasks == 0 and task.app.state != "rejected":
+            self._removable.append(task.app)
+
+    def _unbook(self, task: _Task) -> None:
+        res = {k: q.value for k, q in task.alloc.resourcePerAlloc.resources.items()}
+        self.validator.released(task.key, task.alloc.nodeID, task.app.queue, res)
+
+    def _remove_finished(self) -> None:
+        if not self._removable:
+            return
+        removes = []
+        for app in self._removable:
+            clean = all(t.state == "done" for t in app.tasks)
+            app.outcome = "Completed" if clean else "Failed"
+            app.state = "removed"
+            removes.append(si_pb2.RemoveApplicationRequest(applicationID=app.plan.app_id,
+                                                           partitionName=app.plan.template.partition))
+        self._removable = []
+        self.sender.update_application(si_pb2.ApplicationRequest(remove=removes))
+
+    def _node_info(self, node_id: str) -> si_pb2.NodeInfo:
+        n = self._node_plans[node_id]
+        return si_pb2.NodeInfo(nodeID=node_id, action=si_pb2.NodeInfo.CREATE, attributes=n.attributes,
+                               schedulableResource=_resource(n.resources))
+
+    def _app_request(self, app: _App) -> si_pb2.AddApplicationRequest:
+        t = app.plan.template
+        return si_pb2.AddApplicationRequest(
+            applicationID=app.plan.app_id, queueName=t.queue, partitionName=t.partition,
+            ugi=si_pb2.UserGroupInformation(user=t.user, groups=list(t.groups)),
+            tags={"namespace": t.namespace})
+
+    def _ask(self, task: _Task) -> si_pb2.AllocationAsk:
+        t = task.app.plan.template
+        return si_pb2.AllocationAsk(
+            allocationKey=task.key, applicationID=task.app.plan.app_id, partitionName=t.partition,
+            resourceAsk=_resource(t.resources), maxAllocations=1, priority=t.priority,
+            tags={"kubernetes.io/meta/namespace": t.namespace, "kubernetes.io/meta/podName": task.key})
+
+    def _existing(self, task: _Task) -> si_pb2.Allocation:
+        a = task.alloc
+        return si_pb2.Allocation(
+            allocationKey=task.key, UUID=a.UUID, nodeID=a.nodeID, applicationID=task.app.plan.app_id,
+            partitionName=task.app.plan.template.partition, resourcePerAlloc=a.resourcePerAlloc,
+            priority=task.app.plan.template.priority)

@@ -1,0 +1,80 @@
+"""Built-in workloads for ``korral sim --preset NAME``."""
+
+from __future__ import annotations
+
+__all__ = ["PRESETS"]
+
+_DEMO = """
+name: demo
+seed: 42
+duration: 45
+config: |
+  partitions:
+    - name: default
+      placementrules:
+        - {name: provided, create: true}
+      queues:
+        - name: root
+          submitacl: '*'
+          queues:
+            - name: a
+            - name: b
+              resources:
+                max: {vcore: 200, memory: 800Gi}
+    - name: edge
+      placementrules:
+        - {name: provided, create: true}
+      queues:
+        - name: root
+          submitacl: '*'
+nodes:
+  - {name: core, count: 30, partition: default, resources: {vcore: 16, memory: 64Gi},
+     attributes: {si/rackname: rack-1}}
+  - {name: edge, count: 20, partition: edge, resources: {vcore: 8, memory: 32Gi},
+     attributes: {si/rackname: rack-edge}}
+apps:
+  - {name: etl, count: 30, queue: root.a, partition: default, user: alice, groups: [data],
+     namespace: team-a, arrival: {start: 0, interval: 0.8, jitter: 0.2}, tasks: [30, 50],
+     resources: {vcore: 1, memory: 2Gi}, duration: [2, 5]}
+  - {name: ml, count: 30, queue: root.b, partition: default, user: bob, groups: [science],
+     namespace: team-b, arrival: {start: 0.4, interval: 0.8, jitter: 0.2}, tasks: [30, 50],
+     resources: {vcore: 1, memory: 2Gi}, duration: [2, 5], priority: 10}
+  - {name: edge-a, count: 15, queue: root.a, partition: edge, user: carol, namespace: team-a,
+     arrival: {start: 0, interval: 1.6}, tasks: [30, 50], resources: {vcore: 500m, memory: 1Gi},
+     duration: [2, 5]}
+  - {name: edge-b, count: 15, queue: root.b, partition: edge, user: dave, namespace: team-b,
+     arrival: {start: 0.8, interval: 1.6}, tasks: [30, 50], resources: {vcore: 500m, memory: 1Gi},
+     duration: [2, 5]}
+"""
+
+_SMALL = """
+name: small
+seed: 7
+duration: 20
+nodes:
+  - {name: n, count: 4, resources: {vcore: 4, memory: 8Gi}}
+apps:
+  - {name: a, count: 3, queue: root.a, user: alice, arrival: {interval: 0.2}, tasks: [4, 8],
+     resources: {vcore: 1, memory: 1Gi}, duration: [0.2, 0.6]}
+  - {name: b, count: 3, queue: root.b, user: bob, arrival: {start: 0.1, interval: 0.2}, tasks: [4, 8],
+     resources: {vcore: 1, memory: 1Gi}, duration: [0.2, 0.6]}
+"""
+
+_BURST = """
+name: burst
+seed: 3
+duration: 60
+nodes:
+  - {name: n, count: 200, resources: {vcore: 32, memory: 128Gi}}
+apps:
+  - {name: burst-a, count: 10, queue: root.a, user: alice, tasks: 500,
+     resources: {vcore: 1, memory: 1Gi}, duration: [2, 5]}
+  - {name: burst-b, count: 10, queue: root.b, user: bob, tasks: 500,
+     resources: {vcore: 1, memory: 1Gi}, duration: [2, 5]}
+"""
+
+PRESETS: dict[str, tuple[str, str]] = {
+    "demo": (_DEMO, "~3,600 tasks, 90 apps, queues root.a/root.b, partitions default/edge, ~30 s"),
+    "small": (_SMALL, "6 apps, ~36 tasks on 4 nodes; a few seconds (smoke test)"),
+    "burst": (_BURST, "10,000 tasks submitted at once into root.a/root.b on 200 nodes"),
+}
