@@ -112,16 +112,12 @@ class AppOps:
         return queue, created
 
     def _apply_namespace_quota(self: "Partition", queue: Queue, raw: str) -> None:
-        try:
-            data = json.loads(raw)
-            vals = {k: int(v) for k, v in (data.get("resources", data) or {}).items()
-                    if not isinstance(v, dict)} or \
-                {k: int(v["value"]) for k, v in data.get("resources", {}).items()}
-            r = Resource(vals)
-        except (ValueError, TypeError, AttributeError, KeyError):
-            return  # unparsable quota tag is ignored, as YuniKorn does
-        if r.strictly_greater_than_zero():
-            queue.max = r
+        """App tag ``namespace.resourcequota`` (JSON si.Resource, ``{"resources": {"memory":
+        {"value": 1}}}``; a plain ``{"memory": 1}`` map is accepted too) sets the max of a
+        dynamic leaf when strictly > 0. Unparsable values are ignored, as YuniKorn does."""
+        quota = parse_quota(raw)
+        if quota is not None and quota.strictly_greater_than_zero():
+            queue.max = quota
 
     def _reject_app(self: "Partition", cmd: AddApp, reason: str, now: int, store: bool = True) -> None:
         self.outcomes.apps_rejected.append(AppRejected(cmd.app_id, reason))
@@ -300,3 +296,23 @@ _ENTRY = {
     AppState.REJECTED: AppOps._noop_entry,
     AppState.EXPIRED: AppOps._enter_expired,
 }
+
+
+def parse_quota(raw: str) -> Resource | None:
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    items = data.get("resources", data)
+    if not isinstance(items, dict):
+        return None
+    values: dict[str, int] = {}
+    for name, v in items.items():
+        if isinstance(v, dict):
+            v = v.get("value")
+        if isinstance(v, bool) or not isinstance(v, int):
+            return None
+        values[str(name)] = v
+    return Resource(values) if values else None

@@ -162,3 +162,16 @@ def test_a_bad_acl_in_an_update_is_refused_naming_the_queue_and_changes_nothing(
 def test_an_unknown_command_is_refused_naming_its_type(h: Harness) -> None:
     with pytest.raises(TypeError, match="unknown command str"):
         h.p.handle("add node please", h.now)
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ('{"resources": {"memory": {"value": 20}}}', {"memory": 20}),
+    ('{"memory": 20, "vcore": 3}', {"memory": 20, "vcore": 3}),
+    ('not json', None),
+    ('{"memory": "lots"}', None),
+], ids=["si resource", "plain map", "not json", "not a number"])
+def test_namespace_quota_tag_sets_the_max_of_a_dynamic_leaf(raw, expected) -> None:
+    h = harness_from_yaml(TAG_RULE)
+    h.app("a1", tags={"namespace": "ns1", "namespace.resourcequota": raw})
+    leaf = h.p.queues.find("root.ns1")
+    assert (leaf.max.as_dict() if leaf.max else None) == expected
