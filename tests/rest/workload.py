@@ -1,0 +1,128 @@
+"""A running stack with a small known workload, and an HTTP helper, for REST and dashboard tests.
+
+Workload (RM ``rm-rest``, two partitions, each owned by its own worker):
+- ``default``: queues root.a (guaranteed memory 400, max memory 1000) and root.b; nodes n1, n2
+  (memory 1000, vcore 1000 each); app ``app-a1`` (user alice, groups [dev]) in root.a with two
+  allocated asks of memory 100 and one ask too big to fit (stays pending); app ``app-b1``
+  (user bob) in root.b with one allocation of memory 50.
+- ``gpu``: node g1 (memory 500, vcore 100, gpu 4); app ``app-g1`` in root.default with one allocation.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from common import si_pb2
+from tests.conftest import StackHandle, start_stack, stop_and_verify
+from tests.e2e.sirm import SIRM, ask, node
+
+__all__ = ["CONFIG", "Loaded", "Http", "start_loaded", "stop_loaded", "add_ask", "http"]
+
+RM_ID = "rm-rest"
+CONFIG = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: a
+            resources:
+              guaranteed: {memory: 400}
+              max: {memory: 1000}
+            properties:
+              application.sort.policy: fifo
+          - name: b
+  - name: gpu
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: default
+"""
+
+
+@dataclass
+class Http:
+    status: int
+    headers: dict
+    body: bytes
+
+    def json(self):
+        return json.loads(self.body)
+
+
+def http(base: str, path: str, method: str = "GET", data: bytes | None = None,
+         headers: dict | None = None, timeout: float = 15.0) -> Http:
+    req = urllib.request.Request(base + path, data=data, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return Http(r.status, dict(r.headers), r.read())
+    except urllib.error.HTTPError as exc:
+        return Http(exc.code, dict(exc.headers), exc.read())
+
+
+@dataclass
+class Loaded:
+    handle: StackHandle
+    rm: SIRM
+    base: str
+
+    def get(self, path: str, **kw) -> Http:
+        return http(self.base, path, **kw)
+
+
+def _app(app_id: str, queue: str, partition: str, user: str, groups=()) -> si_pb2.AddApplicationRequest:
+    return si_pb2.AddApplicationRequest(applicationID=app_id, queueName=queue, partitionName=partition,
+                                        ugi=si_pb2.UserGroupInformation(user=user, groups=list(groups)),
+                                        tags={"namespace": "default"})
+
+
+def add_ask(rm: SIRM, key: str, app_id: str, partition: str = "default", **res: int) -> None:
+    rm.asks(ask(key, app_id, partition=partition, **res))
+
+
+def _count(rm: SIRM, stream: str, count, wanted: int, timeout: float = 20.0) -> None:
+    """Read responses of ``stream`` until ``count(response)`` summed reaches ``wanted``."""
+    got = 0
+    deadline = time.monotonic() + timeout
+    while got < wanted:
+        r = rm.next(stream, max(0.1, deadline - time.monotonic()))
+        got += count(r)
+
+
+def start_loaded(state_dir: Path) -> Loaded:
+    handle = start_stack(state_dir, workers=3)
+    try:
+        rm = SIRM(handle.si_address, RM_ID)
+        rm.register(CONFIG)
+        rm.open()
+        # The three streams are independent: wait for each step before the next depends on it.
+        rm.nodes(node("n1", memory=1000, vcore=1000), node("n2", memory=1000, vcore=1000),
+                 node("g1", partition="gpu", memory=500, vcore=100, gpu=4))
+        _count(rm, "node", lambda r: len(r.accepted), 3)
+        rm.streams["application"].send(si_pb2.ApplicationRequest(rmID=RM_ID, new=[
+            _app("app-a1", "root.a", "default", "alice", ["dev"]),
+            _app("app-b1", "root.b", "default", "bob"),
+            _app("app-g1", "root.default", "gpu", "carol")]))
+        _count(rm, "application", lambda r: len(r.accepted), 3)
+        rm.asks(ask("a1-k1", "app-a1", memory=100, vcore=10), ask("a1-k2", "app-a1", memory=100, vcore=10),
+                ask("b1-k1", "app-b1", memory=50, vcore=5),
+                ask("g1-k1", "app-g1", partition="gpu", memory=100, vcore=10, gpu=1))
+        _count(rm, "allocation", lambda r: len(r.new), 4)
+        rm.asks(ask("a1-huge", "app-a1", memory=900, vcore=10))  # fits root.a's max? no: 200+900 > 1000
+        time.sleep(0.5)  # a scheduling cycle or two: the huge ask stays pending
+    except BaseException:
+        stop_and_verify(handle)
+        raise
+    return Loaded(handle, rm, f"http://{handle.rest_address}")
+
+
+def stop_loaded(loaded: Loaded) -> list[str]:
+    loaded.rm.close()
+    return stop_and_verify(loaded.handle)
