@@ -18,6 +18,7 @@ Outgoing ``partitionName`` fields carry the short partition name.
 
 from __future__ import annotations
 
+import logging
 import uuid as _uuid
 from collections import deque
 from dataclasses import dataclass, field
@@ -28,13 +29,15 @@ from common.config.model import PartitionConfig
 from common.resources import Resource
 from partition_worker.core import commands as C
 from partition_worker.core.application import alloc_dao
-from partition_worker.core.outcomes import EventType, Outcomes, Termination
+from partition_worker.core.outcomes import (AppRejected, AskRejected, EventType, NodeRejected,
+                                            Outcomes, Termination)
 from partition_worker.core.partition import Partition
 from partition_worker.core.settings import CoreSettings
 
 __all__ = ["PartitionSession", "Outbox", "CoreSettings", "EVENT_RING_SIZE"]
 
 EVENT_RING_SIZE = 1000
+log = logging.getLogger(__name__)
 _NodeInfo = si_pb2.NodeInfo
 _TERM_TO_CORE = {
     si_pb2.STOPPED_BY_RM: Termination.STOPPED_BY_RM,
@@ -96,37 +99,43 @@ class PartitionSession:
     def apply_allocation_request(self, req: si_pb2.AllocationRequest, now_ns: int) -> None:
         core = self.core
         for ask in req.asks:
-            pp = ask.preemptionPolicy
-            has_pp = ask.HasField("preemptionPolicy")
-            core.handle(C.AddAsk(
-                key=ask.allocationKey, app_id=ask.applicationID, resource=_res(ask.resourceAsk),
-                max_allocations=ask.maxAllocations, priority=ask.priority,
-                execution_timeout_ms=ask.executionTimeoutMilliSeconds, tags=dict(ask.tags),
-                task_group=ask.taskGroupName, placeholder=ask.placeholder,
-                originator=ask.Originator,
-                allow_preempt_self=pp.allowPreemptSelf if has_pp else True,
-                allow_preempt_other=pp.allowPreemptOther if has_pp else True), now_ns)
+            try:
+                cmd = _ask_cmd(ask)
+            except ValueError as exc:  # e.g. an empty resource name
+                core.outcomes.rejected_asks.append(AskRejected(
+                    ask.applicationID, ask.allocationKey,
+                    f"invalid ask added to app {ask.applicationID}: ask {ask.allocationKey}: {exc}"))
+                continue
+            self._guard(cmd, EventType.REQUEST, ask.allocationKey, now_ns)
         if req.HasField("releases"):
             rel = req.releases
             for r in rel.allocationAsksToRelease:
-                core.handle(C.ReleaseAsk(r.applicationID, r.allocationKey,
+                self._guard(C.ReleaseAsk(r.applicationID, r.allocationKey,
                                          _TERM_TO_CORE.get(r.terminationType, Termination.STOPPED_BY_RM),
-                                         r.message), now_ns)
+                                         r.message), EventType.REQUEST, r.allocationKey, now_ns)
             for r in rel.allocationsToRelease:
-                core.handle(C.ReleaseAlloc(r.applicationID, r.UUID,
+                self._guard(C.ReleaseAlloc(r.applicationID, r.UUID,
                                            _TERM_TO_CORE.get(r.terminationType, Termination.STOPPED_BY_RM),
-                                           r.message, r.allocationKey), now_ns)
+                                           r.message, r.allocationKey),
+                            EventType.REQUEST, r.UUID or r.applicationID, now_ns)
 
     def apply_application_request(self, req: si_pb2.ApplicationRequest, now_ns: int) -> None:
         core = self.core
         for a in req.new:
-            core.handle(C.AddApp(
+            try:
+                placeholder_ask = _res(a.placeholderAsk)
+            except ValueError as exc:
+                core.outcomes.apps_rejected.append(AppRejected(
+                    a.applicationID, f"application {a.applicationID}: invalid placeholderAsk: {exc}"))
+                continue
+            self._guard(C.AddApp(
                 app_id=a.applicationID, queue=a.queueName, user=a.ugi.user,
                 groups=tuple(a.ugi.groups), tags=dict(a.tags),
                 execution_timeout_ms=a.executionTimeoutMilliSeconds,
-                placeholder_ask=_res(a.placeholderAsk), gang_style=a.gangSchedulingStyle), now_ns)
+                placeholder_ask=placeholder_ask, gang_style=a.gangSchedulingStyle),
+                EventType.APP, a.applicationID, now_ns)
         for r in req.remove:
-            core.handle(C.RemoveApp(r.applicationID), now_ns)
+            self._guard(C.RemoveApp(r.applicationID), EventType.APP, r.applicationID, now_ns)
 
     def apply_node_request(self, req: si_pb2.NodeRequest, now_ns: int) -> None:
         core = self.core
@@ -136,7 +145,27 @@ class PartitionSession:
                 core.event(EventType.NODE, n.nodeID, "UnknownNodeAction",
                            f"node {n.nodeID}: unknown action {n.action}, ignored", now_ns)
                 continue
-            core.handle(handler(n), now_ns)
+            try:
+                cmd = handler(n)
+            except ValueError as exc:  # e.g. an empty resource name
+                if n.action == _NodeInfo.CREATE:
+                    core.outcomes.nodes_rejected.append(NodeRejected(
+                        n.nodeID, f"failure while adding new node, node rejected with error: node {n.nodeID}: {exc}"))
+                else:
+                    core.event(EventType.NODE, n.nodeID, "InvalidNodeUpdate", f"node {n.nodeID}: {exc}", now_ns)
+                continue
+            self._guard(cmd, EventType.NODE, n.nodeID, now_ns)
+
+    def _guard(self, cmd: object, etype: EventType, object_id: str, now_ns: int) -> None:
+        """Apply one command; an internal error is logged and reported as an event naming the
+        object, so one bad item cannot take the worker down with the rest of the request."""
+        try:
+            self.core.handle(cmd, now_ns)
+        except Exception as exc:  # noqa: BLE001 - a bug in the core must not kill the loop
+            log.exception("partition %s: %s for %s failed", self.partition_name,
+                          type(cmd).__name__, object_id)
+            self.core.event(etype, object_id, "InternalError",
+                            f"{type(cmd).__name__} for {object_id} failed: {exc}", now_ns)
 
     def update_config(self, config: PartitionConfig, now_ns: int) -> None:
         """Apply a new config for this partition; raises ConfigError and keeps the old one."""
@@ -277,6 +306,18 @@ def _count_states(p: Partition) -> dict[str, int]:
     for a in list(p.apps.values()) + list(p.finished_apps.values()):
         counts[a.state.value] = counts.get(a.state.value, 0) + 1
     return counts
+
+
+def _ask_cmd(ask: si_pb2.AllocationAsk) -> C.AddAsk:
+    has_pp = ask.HasField("preemptionPolicy")
+    pp = ask.preemptionPolicy
+    return C.AddAsk(
+        key=ask.allocationKey, app_id=ask.applicationID, resource=_res(ask.resourceAsk),
+        max_allocations=ask.maxAllocations, priority=ask.priority,
+        execution_timeout_ms=ask.executionTimeoutMilliSeconds, tags=dict(ask.tags),
+        task_group=ask.taskGroupName, placeholder=ask.placeholder, originator=ask.Originator,
+        allow_preempt_self=pp.allowPreemptSelf if has_pp else True,
+        allow_preempt_other=pp.allowPreemptOther if has_pp else True)
 
 
 def _recovered(n: si_pb2.NodeInfo) -> tuple[C.RecoveredAlloc, ...]:

@@ -154,3 +154,52 @@ def test_stopping_the_partition_fails_apps_and_releases_everything() -> None:
     assert len(out.allocation.released) == 1
     add_app(s, "app2")
     assert "is stopped" in s.step(START + 2).application.rejected[0].reason
+
+
+def test_an_empty_resource_name_is_rejected_naming_the_ask_and_the_node() -> None:
+    s = session()
+    add_app(s, "app1")
+    bad = ask("k1", "app1")
+    bad.resourceAsk.resources[""].value = 1
+    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[bad]), START)
+    info = si_pb2.NodeInfo(nodeID="n9", action=si_pb2.NodeInfo.CREATE)
+    info.schedulableResource.resources[""].value = 5
+    s.apply_node_request(si_pb2.NodeRequest(nodes=[info]), START)
+    out = s.step(START)
+    assert "ask k1" in out.allocation.rejected[0].reason
+    assert out.node.rejected[0].nodeID == "n9" and "node n9" in out.node.rejected[0].reason
+
+
+def test_an_unknown_node_action_is_ignored_with_an_event() -> None:
+    s = session()
+    s.apply_node_request(si_pb2.NodeRequest(nodes=[si_pb2.NodeInfo(nodeID="n1")]), START)
+    out = s.step(START)
+    assert out.node is None
+    assert [e.reason for e in out.events] == ["UnknownNodeAction"]
+
+
+def test_an_internal_error_becomes_an_event_and_the_rest_is_applied(monkeypatch) -> None:
+    s = session()
+
+    def boom(self, cmd, now):
+        raise RuntimeError("bug")
+    from partition_worker.core import partition as part_mod
+    monkeypatch.setitem(part_mod._HANDLERS, part_mod.RemoveApp, boom)
+    s.apply_application_request(si_pb2.ApplicationRequest(
+        new=[si_pb2.AddApplicationRequest(applicationID="a1", queueName="root.a",
+                                          ugi=si_pb2.UserGroupInformation(user="u"))],
+        remove=[si_pb2.RemoveApplicationRequest(applicationID="a1")]), START)
+    out = s.step(START)
+    assert [a.applicationID for a in out.application.accepted] == ["a1"]
+    (ev,) = [e for e in out.events if e.reason == "InternalError"]
+    assert ev.objectID == "a1" and "RemoveApp for a1 failed: bug" in ev.message
+
+
+def test_the_event_ring_is_bounded() -> None:
+    from partition_worker.session import EVENT_RING_SIZE
+    s = session()
+    for i in range(EVENT_RING_SIZE + 50):
+        add_node(s, f"n{i}", memory=10, vcore=1)
+    s.step(START)
+    assert len(s.event_ring) == EVENT_RING_SIZE
+    assert s.event_ring[-1].objectID == f"n{EVENT_RING_SIZE + 49}"
