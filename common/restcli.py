@@ -159,7 +159,16 @@ def run(args: argparse.Namespace) -> int:
     client = RestClient(args.rest_address)
     try:
         parts = client.partitions(args.partition)
-        results = [(p, *show(client, args, p)) for p in parts]
+        results = []
+        for p in parts:
+            try:
+                results.append((p, *show(client, args, p)))
+            except RestError as exc:
+                # apps --queue over every partition: partitions without that queue are skipped
+                if args.partition or "Queue not found" not in str(exc):
+                    raise
+        if parts and not results:
+            raise RestError(f"queue {getattr(args, 'queue', '')!r}: Queue not found in any partition")
     except RestError as exc:
         print(f"korral {name}: {exc}", file=sys.stderr)
         return 1

@@ -1,0 +1,79 @@
+"""``korral queues | apps | nodes | dump`` against the loaded stack (in-process, via the dispatcher)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from common.cli import main
+from tests.rest.workload import Loaded
+
+
+def korral(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def addr(loaded: Loaded) -> str:
+    return loaded.handle.rest_address
+
+
+def test_queues_table_shows_the_tree_with_resources(loaded: Loaded, capsys) -> None:
+    code, out, _ = korral(capsys, "queues", "--rest-address", addr(loaded), "--partition", "default")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "[rm-rest]default" and lines[1].split()[:3] == ["QUEUE", "STATE", "GUARANTEED"]
+    a = next(line for line in lines if line.strip().startswith("a "))
+    assert "memory=400" in a and "memory=1000" in a and "memory=200,vcore=20" in a
+
+
+def test_apps_of_a_queue_as_json(loaded: Loaded, capsys) -> None:
+    code, out, _ = korral(capsys, "apps", "--rest-address", addr(loaded), "--queue", "root.a", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert [d["partition"] for d in doc] == ["default"]  # gpu has no root.a
+    assert [a["applicationID"] for a in doc[0]["apps"]] == ["app-a1"]
+
+
+def test_apps_filtered_by_state(loaded: Loaded, capsys) -> None:
+    code, out, _ = korral(capsys, "apps", "--rest-address", addr(loaded), "--partition", "default",
+                          "--state", "Starting")
+    assert code == 0 and "app-b1" in out and "app-a1" not in out
+
+
+def test_nodes_of_every_partition(loaded: Loaded, capsys) -> None:
+    code, out, _ = korral(capsys, "nodes", "--rest-address", addr(loaded))
+    assert code == 0
+    assert "[rm-rest]default" in out and "[rm-rest]gpu" in out
+    assert "g1" in out and "gpu=25%" in out
+
+
+@pytest.mark.parametrize("args,message", [
+    (("nodes", "--partition", "nope"), "partition 'nope' not found"),
+    (("apps", "--queue", "root.zz"), "Queue not found"),
+], ids=["unknown partition", "unknown queue"])
+def test_errors_exit_1_with_the_message(loaded: Loaded, capsys, args, message) -> None:
+    code, _, err = korral(capsys, args[0], "--rest-address", addr(loaded), *args[1:])
+    assert code == 1 and message in err
+
+
+def test_unreachable_api_exits_1(capsys) -> None:
+    code, _, err = korral(capsys, "queues", "--rest-address", "127.0.0.1:1")
+    assert code == 1 and "cannot reach the REST API" in err
+
+
+def test_dump_writes_the_full_state_to_a_file(loaded: Loaded, capsys, tmp_path) -> None:
+    target = tmp_path / "dump.json"
+    code, out, _ = korral(capsys, "dump", "--rest-address", addr(loaded), "--output", str(target))
+    assert code == 0 and "2 partition(s), 3 application(s), 3 node(s)" in out
+    doc = json.loads(target.read_text())
+    assert sorted(p["name"] for p in doc["Partitions"]) == ["default", "gpu"]
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_dump_to_an_unwritable_place_fails_cleanly(loaded: Loaded, capsys, tmp_path) -> None:
+    code, _, err = korral(capsys, "dump", "--rest-address", addr(loaded), "--output",
+                          str(tmp_path / "no" / "such" / "dir" / "d.json"))
+    assert code == 1 and "cannot write" in err

@@ -1,0 +1,76 @@
+"""``/ws/v1/metrics`` parses as Prometheus text, uses YuniKorn's names, and moves with allocations."""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from common import si_pb2
+from tests.rest.workload import Loaded, add_ask
+
+
+def scrape(loaded: Loaded) -> dict[str, list]:
+    r = loaded.get("/ws/v1/metrics")
+    assert r.status == 200 and r.headers["Content-Type"].startswith("text/plain")
+    return {f.name: f.samples for f in text_string_to_metric_families(r.body.decode())}
+
+
+def value(fams: dict, name: str, **labels: str) -> float:
+    for s in fams[name]:
+        if all(s.labels.get(k) == v for k, v in labels.items()):
+            return s.value
+    raise AssertionError(f"no sample of {name} with {labels}")
+
+
+def test_yunikorn_and_korral_metric_names_are_served(loaded: Loaded) -> None:
+    fams = scrape(loaded)
+    for name in ("yunikorn_scheduler_application_total", "yunikorn_scheduler_node",
+                 "yunikorn_scheduler_memory_node_usage_total", "yunikorn_root_a_queue_app",
+                 "yunikorn_root_a_queue_resource", "yunikorn_root_default_queue_resource",
+                 "korral_partition_cycles", "korral_partition_allocations", "korral_partition_pending_asks",
+                 "korral_broker_envelopes_routed", "korral_rmproxy_resync", "korral_rm_state"):
+        assert name in fams, name
+    assert value(fams, "yunikorn_root_a_queue_resource", partition="default", state="guaranteed",
+                 resource="memory") == 400
+    assert value(fams, "yunikorn_root_a_queue_resource", partition="default", state="max",
+                 resource="memory") == 1000
+    assert value(fams, "yunikorn_scheduler_node", partition="default", state="active") == 2
+    assert value(fams, "yunikorn_scheduler_node", partition="gpu", state="active") == 1
+    assert value(fams, "yunikorn_root_b_queue_app", partition="default", state="running") == 1
+    assert value(fams, "korral_rm_state", rm="rm-rest", state="Running") == 1
+
+
+def test_each_partition_appears_once(loaded: Loaded) -> None:
+    fams = scrape(loaded)
+    rows = [(s.labels["rm"], s.labels["partition"]) for s in fams["korral_partition_allocations"]]
+    assert sorted(rows) == [("rm-rest", "default"), ("rm-rest", "gpu")]
+
+
+def test_metrics_move_when_an_allocation_happens_and_is_released(loaded: Loaded) -> None:
+    before = scrape(loaded)
+    allocated = value(before, "yunikorn_root_b_queue_resource", partition="default", state="allocated",
+                      resource="memory")
+    containers = value(before, "korral_partition_allocations", partition="default")
+    cycles = value(before, "korral_partition_cycles", partition="default")
+    add_ask(loaded.rm, "b1-metrics", "app-b1", memory=30, vcore=1)
+    new = loaded.rm.wait_for("allocation", lambda r: any(a.allocationKey == "b1-metrics" for a in r.new))
+    uuid = next(a.UUID for a in new.new if a.allocationKey == "b1-metrics")
+    during = scrape(loaded)
+    assert value(during, "yunikorn_root_b_queue_resource", partition="default", state="allocated",
+                 resource="memory") == allocated + 30
+    assert value(during, "korral_partition_allocations", partition="default") == containers + 1
+    assert value(during, "korral_partition_cycles", partition="default") > cycles
+    # release it again so the shared stack keeps its documented workload
+    loaded.rm.streams["allocation"].send(si_pb2.AllocationRequest(rmID="rm-rest", releases=si_pb2.AllocationReleasesRequest(
+        allocationsToRelease=[si_pb2.AllocationRelease(partitionName="default", applicationID="app-b1", UUID=uuid,
+                                                        terminationType=si_pb2.STOPPED_BY_RM)])))
+    deadline = time.monotonic() + 10
+    while True:
+        after = scrape(loaded)
+        if value(after, "korral_partition_allocations", partition="default") == containers:
+            break
+        assert time.monotonic() < deadline, "the release did not show in the metrics within 10s"
+        time.sleep(0.1)
+    assert value(after, "yunikorn_root_b_queue_resource", partition="default", state="allocated",
+                 resource="memory") == allocated

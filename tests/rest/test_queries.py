@@ -1,0 +1,101 @@
+"""The worker-side answers (``partition_worker.queries``) on a real PartitionSession, no processes."""
+
+from __future__ import annotations
+
+import msgpack
+import pytest
+
+from common import si_pb2
+from partition_worker.queries import INT32_MAX, answer, observe_step
+from tests.core.test_session import START, add_app, add_node, ask, session
+
+
+@pytest.fixture
+def s():
+    sess = session()
+    add_app(sess, "app1", queue="root.a", user="alice")
+    add_app(sess, "app2", queue="root.b", user="bob")
+    for i in range(5):
+        add_node(sess, f"n{i}")
+    sess.apply_allocation_request(si_pb2.AllocationRequest(asks=[
+        ask("k1", "app1", repeat=2), ask("k2", "app2"), ask("big", "app1", memory=100_000)]), START)
+    sess.step(START)
+    return sess
+
+
+def test_every_answer_is_msgpack_able(s) -> None:
+    for what in ("partition", "queues", "apps", "nodes", "usage", "events", "health", "metrics", "dump"):
+        msgpack.packb(answer(s, {"what": what}), use_bin_type=True)
+
+
+def test_unknown_query_names_the_known_ones(s) -> None:
+    with pytest.raises(ValueError, match="unknown query 'everything'.*nodes"):
+        answer(s, {"what": "everything"})
+
+
+@pytest.mark.parametrize("body,message", [
+    ({"what": "app", "app": "ghost"}, "Application not found"),
+    ({"what": "app", "app": "app1", "queue": "root.b"}, "Application not found"),
+    ({"what": "apps", "queue": "root.zz"}, "Queue not found"),
+    ({"what": "node", "node": "ghost"}, "Node not found"),
+    ({"what": "usage", "kind": "user", "name": "ghost"}, "User not found"),
+    ({"what": "usage", "kind": "group", "name": "ghost"}, "Group not found"),
+], ids=["unknown app", "app in another queue", "unknown queue", "unknown node", "unknown user", "unknown group"])
+def test_missing_objects_answer_yunikorns_message(s, body, message) -> None:
+    assert answer(s, body)["missing"] == message
+
+
+@pytest.mark.parametrize("body", [{"what": "nodes", "limit": "x"}, {"what": "nodes", "offset": -1},
+                                  {"what": "usage", "kind": "planets"}], ids=["limit", "offset", "usage kind"])
+def test_malformed_parameters_raise_value_error(s, body) -> None:
+    with pytest.raises(ValueError):
+        answer(s, body)
+
+
+def test_nodes_page(s) -> None:
+    page = answer(s, {"what": "nodes", "offset": 1, "limit": 2})
+    assert page["total"] == 5 and page["offset"] == 1
+    assert [n["nodeID"] for n in page["items"]] == ["n1", "n2"]
+    assert answer(s, {"what": "nodes", "offset": 10})["items"] == []
+
+
+def test_apps_filter_by_queue_and_state(s) -> None:
+    assert [a["applicationID"] for a in answer(s, {"what": "apps", "queue": "root.a"})["items"]] == ["app1"]
+    running = answer(s, {"what": "apps", "states": ["running"]})["items"]
+    assert [a["applicationID"] for a in running] == ["app1"]  # app2 holds one allocation: Starting
+
+
+def test_an_application_only_shows_pending_asks_and_allocation_priorities(s) -> None:
+    app = answer(s, {"what": "app", "app": "app1"})
+    assert [r["allocationKey"] for r in app["requests"]] == ["big"]
+    assert app["minAllocationPriority"] == 0 and app["lastStateChangeTime"] > 0
+    assert answer(s, {"what": "app", "app": "app2"})["minAllocationPriority"] == 0
+    bare = session()
+    add_app(bare, "idle")
+    assert answer(bare, {"what": "app", "app": "idle"})["minAllocationPriority"] == INT32_MAX
+
+
+def test_queue_priority_and_capacity(s) -> None:
+    root = answer(s, {"what": "queues"})
+    a = next(c for c in root["children"] if c["queuename"] == "root.a")
+    assert a["currentPriority"] == 0  # the pending "big" ask has priority 0
+    assert root["absUsedCapacity"] == {"memory": 0, "vcore": 0}  # 30 of 5,000 memory
+
+
+def test_health_finds_an_orphan_allocation(s) -> None:
+    assert all(c["Succeeded"] for c in answer(s, {"what": "health"}))
+    app = s.core.apps["app2"]
+    uuid = next(iter(app.allocations))
+    del app.allocations[uuid]  # corrupt the books on purpose: the node still holds it
+    checks = {c["Description"]: c for c in answer(s, {"what": "health"})}
+    orphan = checks["Check if there are orphan allocations on the nodes"]
+    assert not orphan["Succeeded"] and uuid in orphan["DiagnosisMessage"]
+
+
+def test_metrics_include_observed_step_counters(s) -> None:
+    assert answer(s, {"what": "metrics"})["observed"] is None
+    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("k3", "app2")]), START)
+    observe_step(s, s.step(START + 1), 0.003)
+    obs = answer(s, {"what": "metrics"})["observed"]
+    assert obs["allocationAttempts"]["allocated"] == 1 and obs["steps"] == 1
+    assert sum(obs["stepBuckets"]) == 1 and obs["stepBuckets"][obs["stepBucketsMs"].index(5)] == 1
