@@ -1,6 +1,6 @@
 import pytest
 
-from fake_scheduler import FakeScheduler
+from tests.client.fake_scheduler import FakeScheduler
 
 
 @pytest.fixture

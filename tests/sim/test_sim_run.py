@@ -1,0 +1,113 @@
+"""korral sim end to end: against the fake scheduler, a broken one, and a real stack."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+
+import pytest
+from rich.console import Console
+
+import rmproxy.sim as sim_cli
+from rmproxy.sim.presets import PRESETS
+from rmproxy.sim.runner import SimOptions, simulate
+from rmproxy.sim.workload import parse_workload, plan
+
+QUIET = Console(file=open("/dev/null", "w"))
+
+TIGHT = """
+name: tight
+seed: 1
+duration: 20
+nodes:
+  - {name: n, count: 2, resources: {vcore: 2, memory: 4Gi}}
+apps:
+  - {name: a, count: 2, queue: root.a, arrival: {interval: 0.05}, tasks: 6,
+     resources: {vcore: 1, memory: 1Gi}, duration: 0.3}
+"""
+
+
+def run_cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    sim_cli.configure(parser)
+    return sim_cli.run(parser.parse_args(argv))
+
+
+def small_plan(text=PRESETS["small"][0]):
+    return plan(parse_workload(text))
+
+
+def test_a_small_workload_finishes_with_every_app_completed_and_no_violation(fake):
+    result = simulate(small_plan(), SimOptions(si_address=fake.address, progress=False), QUIET)
+    s = result.summary
+    assert s["violations"] == []
+    assert s["apps"] == {"Completed": 6}
+    assert s["tasks"]["done"] == s["allocations"] == small_plan().task_count
+    assert s["latency_p50_ms"] is not None and s["latency_p99_ms"] >= s["latency_p50_ms"]
+    # every allocation was released and every app removed
+    assert fake.allocs == {} and fake.apps == {}
+
+
+def test_contention_queues_tasks_without_overcommitting(fake):
+    """4 slots for 12 tasks: they must wait for releases, and the sim must not report false violations."""
+    result = simulate(small_plan(TIGHT), SimOptions(si_address=fake.address, progress=False), QUIET)
+    assert result.summary["violations"] == []
+    assert result.summary["apps"] == {"Completed": 2}
+    assert result.summary["latency_max_ms"] >= 250  # some tasks waited for a release
+
+
+def test_an_overcommitting_scheduler_is_caught_and_the_exit_status_is_nonzero(broken, tmp_path, capsys):
+    workload = tmp_path / "w.yaml"
+    workload.write_text(TIGHT)
+    out = tmp_path / "out.json"
+    status = run_cli(["--si-address", broken.address, "--workload", str(workload), "--no-progress",
+                      "--json", str(out)])
+    assert status == 1
+    summary = json.loads(out.read_text())["summary"]
+    kinds = {v["kind"] for v in summary["violations"]}
+    assert kinds == {"node-overcommit"}
+    assert "over-committed" in capsys.readouterr().out
+
+
+def test_cli_writes_csv_and_json_and_exits_zero_on_a_clean_run(fake, tmp_path):
+    csv_path, json_path = tmp_path / "t.csv", tmp_path / "t.json"
+    status = run_cli(["--si-address", fake.address, "--preset", "small", "--no-progress", "--seed", "9",
+                      "--csv", str(csv_path), "--json", str(json_path)])
+    assert status == 0
+    header = csv_path.read_text().splitlines()[0].split(",")
+    assert header[:5] == ["t", "running", "pending", "done", "allocations_per_second"]
+    assert "share:default:root.a" in header
+    data = json.loads(json_path.read_text())
+    assert data["summary"]["seed"] == 9 and data["timeline"]
+
+
+def test_cli_refuses_a_bad_workload_naming_the_fault(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("{nodes: [{name: n, resources: {vcore: 1}}], apps: [{name: a, resources: {vcore: 1}, x: 1}]}")
+    assert run_cli(["--workload", str(bad), "--si-address", "127.0.0.1:1"]) == 2
+    assert "app template 'a': unknown key 'x'" in capsys.readouterr().err
+
+
+def test_cli_reports_an_unreachable_scheduler_with_status_2(capsys):
+    assert run_cli(["--preset", "small", "--si-address", "127.0.0.1:1", "--no-progress"]) == 2
+    assert "RegisterResourceManager" in capsys.readouterr().err
+
+
+def test_a_resync_in_the_middle_of_a_run_is_replayed_without_violations(fake):
+    p = small_plan(TIGHT)
+    timer = threading.Timer(0.4, lambda: fake.request_reregister("korral-sim"))
+    timer.start()
+    result = simulate(p, SimOptions(si_address=fake.address, progress=False), QUIET)
+    timer.join()
+    assert result.reconnects == 1
+    assert result.summary["violations"] == []  # replayed allocations were not allocated again
+    assert result.summary["apps"] == {"Completed": 2}
+    assert fake.register_count == 2
+
+
+def test_the_small_preset_on_a_real_stack_has_no_violations(stack_factory):
+    stack = stack_factory(workers=1)
+    result = simulate(small_plan(), SimOptions(si_address=stack.si_address, progress=False), QUIET)
+    assert result.summary["violations"] == []
+    assert result.summary["apps"] == {"Completed": 6}
