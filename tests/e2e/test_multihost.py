@@ -1,0 +1,269 @@
+"""Korral on several "hosts" (Linux network namespaces) with CURVE on, and failover when a host is cut off.
+
+Layout (``tests/e2e/netns.py`` builds it; one private /24 inside the lab's own namespaces):
+
+    broker-host : redis-server (password), korral broker (CURVE server)
+    host-a      : worker wa, pinned to rm-mh/pa
+    host-b      : worker wb, pinned to rm-mh/pb; worker standby (unpinned)
+    proxy-host  : korral rmproxy (CURVE client), and the RM (tests.e2e.netns.NsRM)
+
+The RM registers two partitions, reports nodes, applications and asks in both, and gets
+allocations from both hosts' workers. Then host-a's link goes down (``ip link set down``):
+the broker misses wa's heartbeats, gives pa to the standby on host-b under a new epoch, and
+rmproxy ends the RM's streams with UNAVAILABLE ``korral: re-register: ...``. The RM
+re-registers, re-reports (nodes with their existing allocations), and pa schedules again,
+holding exactly the RM's allocations.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from common import si_pb2
+from tests.e2e.netns import NetLab, NsRM, unavailable_reason
+from tests.e2e.sirm import app, ask, node
+
+REASON = unavailable_reason()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=f"multi-host test needs network namespaces: {REASON}")
+
+RM_ID = "rm-mh"
+REDIS_PASSWORD = "mh-secret"
+CONFIG = """
+partitions:
+  - name: pa
+    placementrules: [{name: provided, create: true}]
+    queues: [{name: root, submitacl: '*'}]
+  - name: pb
+    placementrules: [{name: provided, create: true}]
+    queues: [{name: root, submitacl: '*'}]
+"""
+FRONTEND_PORT, BACKEND_PORT, REDIS_PORT, SI_PORT, REST_PORT = 5555, 5556, 6379, 9090, 9080
+
+
+def wait_until(predicate, timeout: float, what: str, procs=()):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(0.2)
+    logs = "\n".join(f"--- {p.name} (alive={p.alive()}) ---\n{p.tail()}" for p in procs)
+    raise AssertionError(f"{what} not reached in {timeout}s (last: {last})\n{logs}")
+
+
+@pytest.fixture
+def lab(tmp_path):
+    """A NetLab closed after the test, also on failure; leftovers found while closing fail the test."""
+    net = NetLab(tmp_path / "logs")
+    try:
+        yield net
+    finally:
+        problems = net.close()
+    assert problems == []
+
+
+def make_keys(korral, out: Path, names: list[str]) -> None:
+    args = ["keys", "--out", str(out)]
+    for n in names:
+        args += ["--name", n]
+    result = korral(*args)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+class Stack:
+    """The processes of the layout above, started in the lab."""
+
+    def __init__(self, lab: NetLab, keys: Path) -> None:
+        self.lab = lab
+        self.broker_host = lab.add_host("broker")
+        self.host_a = lab.add_host("host-a")
+        self.host_b = lab.add_host("host-b")
+        self.proxy_host = lab.add_host("proxy")
+        self.keys = keys
+        b = self.broker_host.ip
+        self.redis_url = f"redis://:{REDIS_PASSWORD}@{b}:{REDIS_PORT}/0"
+        self.frontend = f"tcp://{b}:{FRONTEND_PORT}"
+        self.backend = f"tcp://{b}:{BACKEND_PORT}"
+        self.si = f"{self.proxy_host.ip}:{SI_PORT}"
+        self.rest = f"{self.proxy_host.ip}:{REST_PORT}"
+        self.procs = {}
+
+    def start(self, redis_dir: Path) -> None:
+        lab, k = self.lab, self.keys
+        redis_dir.mkdir(parents=True, exist_ok=True)
+        self.procs["redis"] = lab.start(self.broker_host, "redis", [
+            shutil.which("redis-server") or "/usr/bin/redis-server", "--port", str(REDIS_PORT),
+            "--bind", self.broker_host.ip, "--requirepass", REDIS_PASSWORD, "--dir", str(redis_dir),
+            "--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", ""])
+        self.procs["broker"] = lab.korral(
+            self.broker_host, "broker", "broker", "--frontend", self.frontend, "--backend", self.backend,
+            "--redis-url", self.redis_url, "--curve-secret", str(k / "broker.key_secret"),
+            "--curve-allowed", str(k / "allowed"))
+        client = lambda name: ["--curve-secret", str(k / f"{name}.key_secret"),  # noqa: E731
+                               "--curve-server", str(k / "broker.key")]
+        # the environment-variable spelling for one of them, as deploy/ files use it
+        self.procs["wa"] = lab.korral(self.host_a, "wa", "worker", *client("wa"),
+                                      env={"KORRAL_BROKER_BACKEND": self.backend, "KORRAL_REDIS_URL": self.redis_url,
+                                           "KORRAL_WORKER_NAME": "wa", "KORRAL_WORKER_PARTITION": f"{RM_ID}/pa"})
+        self.procs["wb"] = lab.korral(self.host_b, "wb", "worker", "--broker", self.backend, "--redis-url",
+                                      self.redis_url, "--name", "wb", "--partition", f"{RM_ID}/pb", *client("wb"))
+        self.procs["standby"] = lab.korral(self.host_b, "standby", "worker", "--broker", self.backend,
+                                           "--redis-url", self.redis_url, "--name", "standby", *client("standby"))
+        self.procs["rmproxy"] = lab.korral(
+            self.proxy_host, "rmproxy", "rmproxy", "--si-address", self.si, "--rest-address", self.rest,
+            "--broker", self.frontend, "--redis-url", self.redis_url, "--rm-timeout", "60", *client("rmproxy"))
+
+    def stack(self) -> dict:
+        status, body = self.lab.http_get_json(self.proxy_host, f"http://{self.rest}/ws/v1/korral/stack")
+        return body if status == 200 and isinstance(body, dict) else {}
+
+    def workers(self) -> dict[str, dict]:
+        return {w["name"]: w for w in self.stack().get("cluster", {}).get("workers", [])}
+
+    def owner(self, partition: str) -> dict | None:
+        return next((w for w in self.workers().values() if w["partition"] == f"{RM_ID}/{partition}"), None)
+
+    def nodes_view(self, partition: str) -> dict[str, tuple[str, str]] | None:
+        """allocationKey -> (uuid, nodeID) as the scheduler holds them (None while unreachable)."""
+        status, nodes = self.lab.http_get_json(self.proxy_host, f"http://{self.rest}/ws/v1/partition/{partition}/nodes")
+        if status != 200 or not isinstance(nodes, list):
+            return None
+        view: dict[str, tuple[str, str]] = {}
+        for n in nodes:
+            for a in n.get("allocations") or []:
+                assert a["allocationKey"] not in view, f"scheduler holds {a['allocationKey']} twice"
+                view[a["allocationKey"]] = (a["uuid"], a["nodeId"])
+        return view
+
+
+def collect_allocations(rm: NsRM, want: set[str], timeout: float) -> dict[str, si_pb2.Allocation]:
+    """Read allocation responses until every key of want is allocated; key -> Allocation."""
+    got: dict[str, si_pb2.Allocation] = {}
+    deadline = time.monotonic() + timeout
+    while not want <= got.keys():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"allocations missing after {timeout}s: {sorted(want - got.keys())}")
+        resp = rm.wait_for("allocation", lambda r: r.new or r.rejected, timeout=left)
+        assert not resp.rejected, f"asks rejected: {resp.rejected}"
+        for a in resp.new:
+            assert a.allocationKey not in got, f"allocation key {a.allocationKey} allocated twice"
+            got[a.allocationKey] = a
+    return got
+
+
+def collect_accepted(rm: NsRM, stream: str, want: set[str], key: str, timeout: float = 15.0) -> None:
+    """Read a stream until every id of want is accepted (responses come per partition); fail on rejections."""
+    seen: set[str] = set()
+    deadline = time.monotonic() + timeout
+    while not want <= seen:
+        resp = rm.wait_for(stream, lambda r: r.accepted or r.rejected, timeout=max(0.1, deadline - time.monotonic()))
+        assert not resp.rejected, f"{stream}: rejected {resp.rejected}"
+        seen |= {getattr(a, key) for a in resp.accepted}
+
+
+def report(rm: NsRM, held: dict[str, si_pb2.Allocation], asks: list[si_pb2.AllocationAsk]) -> None:
+    """The RM's full state after (re-)registration: apps, nodes with their existing allocations, asks."""
+    rm.apps(app("app-a", "root.a", "pa"), app("app-b", "root.b", "pb"))
+    collect_accepted(rm, "application", {"app-a", "app-b"}, "applicationID")
+    nodes = []
+    for part in ("pa", "pb"):
+        for i in range(2):
+            n = node(f"{part}-node-{i}", part, memory=10_000, vcore=10_000)
+            n.existingAllocations.extend(a for a in held.values() if a.nodeID == n.nodeID)
+            nodes.append(n)
+    rm.nodes(*nodes)
+    collect_accepted(rm, "node", {n.nodeID for n in nodes}, "nodeID")
+    if asks:
+        rm.asks(*asks)
+
+
+def test_two_hosts_schedule_and_a_cut_host_fails_over_to_the_standby(lab, korral, tmp_path):
+    keys = tmp_path / "keys"
+    make_keys(korral, keys, ["broker", "wa", "wb", "standby", "rmproxy"])
+    (keys / "allowed").mkdir()
+    for name in ("wa", "wb", "standby", "rmproxy"):
+        shutil.copy(keys / f"{name}.key", keys / "allowed" / f"{name}.key")
+
+    s = Stack(lab, keys)
+    s.start(tmp_path / "redis")
+    procs = list(s.procs.values())
+    wait_until(lambda: set(s.workers()) == {"wa", "wb", "standby"}, 30,
+               "three workers joined the broker over CURVE", procs)
+
+    rm = NsRM(lab, s.proxy_host, s.si, RM_ID)
+    try:
+        rm.register(CONFIG)
+        rm.open()
+        report(rm, {}, [])
+        asks = [ask(f"a-{i}", "app-a", "pa", memory=100, vcore=100) for i in range(6)]
+        asks += [ask(f"b-{i}", "app-b", "pb", memory=100, vcore=100) for i in range(6)]
+        rm.asks(*asks)
+        held = collect_allocations(rm, {a.allocationKey for a in asks}, 30)
+        assert {held[k].partitionName for k in held} == {"pa", "pb"}
+
+        # The pinned workers own their partitions; the standby idles (the broker's status is
+        # pushed to rmproxy with its heartbeats, so it may trail the assignment by one beat).
+        expected = {"wa": f"{RM_ID}/pa", "wb": f"{RM_ID}/pb", "standby": None}
+        before = wait_until(lambda: (w := s.workers()) and {n: x["partition"] for n, x in w.items()} == expected
+                            and w, 5, f"ownership {expected}", procs)
+
+        # Cut host-a off. Its worker lives on but can no longer reach the broker or Redis.
+        cut_at = time.monotonic()
+        lab.link_down(s.host_a)
+        ended = rm.wait_ended(timeout=20)
+        for stream, end in ended.items():
+            assert end.code == "UNAVAILABLE", (stream, end)
+            assert end.details.startswith("korral: re-register: "), (stream, end.details)
+        owner = wait_until(lambda: s.owner("pa"), 20, "pa owned again", procs)
+        assert owner["name"] == "standby", owner
+        assert owner["epoch"] > before["wa"]["epoch"]
+        assert s.owner("pb")["name"] == "wb"
+        assert "wa" not in s.workers()
+
+        # The RM re-registers and re-reports everything it holds, then asks for more.
+        rm.register(CONFIG)
+        rm.open()
+        more = [ask(f"a-after-{i}", "app-a", "pa", memory=100, vcore=100) for i in range(4)]
+        more += [ask(f"b-after-{i}", "app-b", "pb", memory=100, vcore=100) for i in range(4)]
+        report(rm, held, more)
+        new = collect_allocations(rm, {a.allocationKey for a in more}, 30)
+        resync = time.monotonic() - cut_at
+        assert not held.keys() & new.keys()
+        held.update(new)
+        uuids = [a.UUID for a in held.values()]
+        assert len(set(uuids)) == len(uuids), "duplicate allocation UUIDs"
+
+        # The scheduler holds exactly the RM's allocations in each partition: none lost, none doubled.
+        for part in ("pa", "pb"):
+            rm_view = {k: (a.UUID, a.nodeID) for k, a in held.items() if a.partitionName == part}
+            wait_until(lambda: s.nodes_view(part) == rm_view, 15, f"{part} holds the RM's allocations", procs)
+        print(f"host cut off -> pa owned by the standby on host-b and scheduling again in {resync:.2f}s")
+        for name, proc in s.procs.items():
+            if name != "wa":
+                assert proc.alive(), f"{name} died:\n{proc.tail()}"
+    finally:
+        rm.close()
+
+
+def test_lab_cleans_up_namespaces_and_processes(tmp_path):
+    """close() stops the lab's processes by pid and removes every namespace it made."""
+    net = NetLab(tmp_path / "logs")
+    host = net.add_host("h1")
+    proc = net.start(host, "sleeper", ["sleep", "300"])
+    names = net.namespaces()
+    assert proc.alive()
+    status, _ = net.http_get_json(host, f"http://{host.ip}:1/")  # nothing listens: refused, not hung
+    assert status == 0
+    problems = net.close()
+    assert problems == []
+    assert not proc.alive()
+    import subprocess
+
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=10).stdout
+    assert not any(ns in listed.split() for ns in names), listed
