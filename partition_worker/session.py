@@ -28,7 +28,7 @@ from common.config.errors import ConfigError
 from common.config.model import PartitionConfig
 from common.resources import Resource
 from partition_worker.core import commands as C
-from partition_worker.core.application import alloc_dao
+from partition_worker.core.dao import partition_snapshot
 from partition_worker.core.outcomes import (AppRejected, AskRejected, EventType, NodeRejected,
                                             Outcomes, Termination)
 from partition_worker.core.partition import Partition
@@ -244,68 +244,14 @@ class PartitionSession:
 
     # ------------------------------------------------------------------ state
     def snapshot(self) -> dict:
-        """Plain JSON-able state: partition, queues tree, apps, nodes, allocations, events."""
-        p = self.core
-        part = self.partition_name
-        apps = [a.to_dao(part) for a in p.apps.values()]
-        apps += [a.to_dao(part) for a in p.finished_apps.values()]
-        nodes = []
-        for n in p.nodes.nodes.values():
-            nodes.append({
-                "nodeID": n.node_id, "hostName": n.attributes.get("si/hostname", ""),
-                "rackName": n.attributes.get("si/rackname", ""),
-                "attributes": dict(n.attributes),
-                "capacity": n.capacity.as_dict(), "allocated": n.allocated.prune().as_dict(),
-                "occupied": n.occupied.prune().as_dict(), "available": n.available.as_dict(),
-                "utilized": _utilized(n),
-                "allocations": [alloc_dao(al, part) for al in n.allocations.values()],
-                "schedulable": n.schedulable, "ready": n.ready,
-                "isReserved": n.reservation is not None,
-                "reservations": [n.reservation.node_key] if n.reservation else [],
-            })
-        queues = p.root.to_dao()
-        _set_partition(queues, part)
-        return {
-            "partition": {
-                "name": part, "clusterId": self.rm_id, "state": p.state.value,
-                "capacity": {"capacity": p.total.as_dict(),
-                             "usedCapacity": p.root.allocated.prune().as_dict()},
-                "nodeSortingPolicy": {"type": p.nodes.policy.value,
-                                      "resourceWeights": dict(p.nodes.weights)},
-                "totalNodes": len(p.nodes), "totalApplications": len(p.apps),
-                "totalContainers": len(p.allocations),
-                "applications": _count_states(p),
-            },
-            "queues": queues,
-            "applications": apps,
-            "nodes": nodes,
-            "reservations": [{"nodeID": r.node_id, "applicationID": r.app_id,
-                              "allocationKey": r.ask_key} for r in p.reservations.values()],
-            "events": [{"type": si_pb2.EventRecord.Type.Name(e.type), "objectID": e.objectID,
-                        "groupID": e.groupID, "reason": e.reason, "message": e.message,
-                        "timestampNano": e.timestampNano} for e in self.event_ring],
-        }
-
-
-def _utilized(n) -> dict[str, int]:
-    out = {}
-    for k, c in n.capacity.items():
-        if c > 0 and k in n.allocated:
-            out[k] = int(n.allocated[k] * 100 / c)
-    return out
-
-
-def _set_partition(q: dict, part: str) -> None:
-    q["partition"] = part
-    for c in q["children"]:
-        _set_partition(c, part)
-
-
-def _count_states(p: Partition) -> dict[str, int]:
-    counts: dict[str, int] = {"total": len(p.apps)}
-    for a in list(p.apps.values()) + list(p.finished_apps.values()):
-        counts[a.state.value] = counts.get(a.state.value, 0) + 1
-    return counts
+        """Plain JSON-able state with YuniKorn's REST field names (``core.dao``): ``partition``
+        (summary), ``queues`` (tree), ``applications`` (active and finished), ``nodes``,
+        ``reservations``, ``usage`` (users/groups), ``events`` (the recent-event ring)."""
+        snap = partition_snapshot(self.core, self.partition_name, self.rm_id)
+        snap["events"] = [{"type": si_pb2.EventRecord.Type.Name(e.type), "objectID": e.objectID,
+                           "groupID": e.groupID, "reason": e.reason, "message": e.message,
+                           "timestampNano": e.timestampNano} for e in self.event_ring]
+        return snap
 
 
 def _ask_cmd(ask: si_pb2.AllocationAsk) -> C.AddAsk:

@@ -202,6 +202,7 @@ class AppOps:
             app.queue.starting_changed(1)
         app.state = new
         app.state_time_ns = now
+        app.state_log.append((now, new.value))
         app.state_gen += 1
         self.app_state_version += 1
         msg = message or event.value

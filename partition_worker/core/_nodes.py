@@ -108,7 +108,7 @@ class NodeOps:
                            queue_path=app.queue.path, tags=dict(ra.tags), task_group=ra.task_group,
                            placeholder=ra.placeholder, recovered=True)
         app.allocations[alloc.uuid] = alloc
-        app.allocated = app.allocated.add(ra.resource)
+        app.add_allocated(ra.resource)
         if ra.placeholder:
             app.allocated_placeholder = app.allocated_placeholder.add(ra.resource)
         app.queue.add_allocated(ra.resource)

@@ -46,6 +46,8 @@ class Application:
     recovered_only: bool = False  # created from recovered allocations, RM has not added it yet
     finished_ns: int = 0
     counted_running: bool = False  # counted in queue.running_apps
+    max_used: Resource = ZERO  # peak of ``allocated`` (REST maxUsedResource)
+    state_log: list[tuple[int, str]] = field(default_factory=list)  # (time, state) entered
     # the pending asks in scheduling order (may hold exhausted asks until compacted)
     _order: list[Ask] = field(default_factory=list)
     _order_dirty: bool = False
@@ -53,6 +55,19 @@ class Application:
     @property
     def queue_path(self) -> str:
         return self.queue.path
+
+    def add_allocated(self, r: Resource) -> None:
+        """``allocated += r``, keeping the peak in ``max_used`` (cheap while at the peak)."""
+        old = self.allocated
+        self.allocated = new = old.add(r)
+        if self.max_used is old:
+            self.max_used = new
+            return
+        mu = self.max_used._v
+        for k, v in new._v.items():
+            if v > mu.get(k, 0):
+                self.max_used = self.max_used.component_wise_max(new)
+                return
 
     # ---------------------------------------------------------------- asks
     def add_ask(self, ask: Ask) -> Ask | None:
@@ -109,49 +124,6 @@ class Application:
     def stateaware_disabled(self) -> bool:
         return self.tags.get(TAG_STATEAWARE_DISABLE, "").lower() == "true"
 
-    def to_dao(self, partition: str) -> dict:
-        """YuniKorn ApplicationDAOInfo-like dict (REST ``/apps``)."""
-        return {
-            "applicationID": self.app_id,
-            "usedResource": self.allocated.prune().as_dict(),
-            "maxUsedResource": self.allocated.prune().as_dict(),
-            "pendingResource": self.pending.prune().as_dict(),
-            "partition": partition,
-            "queueName": self.queue.path,
-            "submissionTime": self.submission_time_ns,
-            "finishedTime": self.finished_ns or None,
-            "requests": [
-                {"allocationKey": a.key, "allocationTags": dict(a.tags),
-                 "requestTime": a.create_time_ns, "resource": a.resource.as_dict(),
-                 "pendingCount": a.pending, "priority": str(a.priority),
-                 "requiredNodeId": a.required_node, "applicationId": self.app_id,
-                 "partition": partition, "placeholder": a.placeholder,
-                 "taskGroupName": a.task_group,
-                 "allocationLog": [{"message": a.sched_reason, "count": 1}] if a.sched_reason else []}
-                for a in self.asks.values()
-            ],
-            "allocations": [alloc_dao(al, partition) for al in self.allocations.values()],
-            "applicationState": self.state.value,
-            "user": self.user,
-            "groups": list(self.groups),
-            "rejectedMessage": self.message if self.state is AppState.REJECTED else "",
-            "stateLog": [],
-            "placeholderData": [],
-            "hasReserved": bool(self.reservations),
-            "reservations": [r.app_key for r in self.reservations.values()],
-            "maxRequestPriority": self.max_pending_priority(),
-        }
-
 
 def _ask_key(a: Ask) -> tuple[int, int, int]:
     return (-a.priority, a.create_time_ns, a.seq)
-
-
-def alloc_dao(al: Allocation, partition: str) -> dict:
-    return {
-        "allocationKey": al.key, "allocationTags": dict(al.tags), "requestTime": al.create_time_ns,
-        "allocationTime": al.create_time_ns, "allocationDelay": 0, "uuid": al.uuid,
-        "resource": al.resource.as_dict(), "priority": str(al.priority), "nodeId": al.node_id,
-        "applicationId": al.app_id, "partition": partition, "placeholder": al.placeholder,
-        "placeholderUsed": False, "taskGroupName": al.task_group,
-    }

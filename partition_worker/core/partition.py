@@ -52,6 +52,7 @@ class Partition(AppOps, NodeOps):
         self.new_uuid = new_uuid or (lambda: str(_uuid.uuid4()))
         self.outcomes = Outcomes()
         self.state = ObjectState.ACTIVE
+        self.state_time_ns = 0
         self.queues = QueueTree(config.root)
         policy = parse_node_sort_policy(config.nodesortpolicy.type)
         self.nodes = NodeCollection(policy, dict(config.nodesortpolicy.resourceweights))
@@ -228,7 +229,7 @@ class Partition(AppOps, NodeOps):
                            placeholder=ask.placeholder, originator=ask.originator)
         ask.pending -= 1
         app.pending = app.pending.sub(r)
-        app.allocated = app.allocated.add(r)
+        app.add_allocated(r)
         q = app.queue
         while q is not None:
             q.pending = q.pending.sub(r)
@@ -329,6 +330,7 @@ class Partition(AppOps, NodeOps):
     def stop(self, now: int, message: str = "PartitionRemoved") -> None:
         """Stop the partition (removed from the config): fail every app, remove every node."""
         self.state = ObjectState.STOPPED
+        self.state_time_ns = now
         for app_id in list(self.apps):
             self.fail_application(app_id, message, now)
         for node_id in list(self.nodes.nodes):

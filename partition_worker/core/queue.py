@@ -216,37 +216,6 @@ class Queue:
             off = 0
         self.priority_offset = max(INT32_MIN, min(INT32_MAX, off))
 
-    def to_dao(self) -> dict:
-        """YuniKorn PartitionQueueDAOInfo-like dict (REST ``/queues``)."""
-        return {
-            "queuename": self.path,
-            "status": self.state.value,
-            "partition": "",
-            "maxResource": self.max.as_dict() if self.max else None,
-            "guaranteedResource": self.guaranteed.as_dict() if self.guaranteed else None,
-            "allocatedResource": self.allocated.prune().as_dict(),
-            "pendingResource": self.pending.prune().as_dict(),
-            "preemptingResource": self.preempting.prune().as_dict(),
-            "isLeaf": self.is_leaf,
-            "isManaged": not self.dynamic,
-            "properties": dict(self.properties),
-            "parent": self.parent.path if self.parent else "",
-            "template": _template_dao(self.template),
-            "maxRunningApps": self.max_apps,
-            "runningApps": self.running_apps,
-            "children": [c.to_dao() for c in self.children.values()],
-            "submitACL": self.submit_acl.text,
-            "adminACL": self.admin_acl.text,
-        }
-
-
-def _template_dao(t: ChildTemplateConfig | None) -> dict | None:
-    if t is None:
-        return None
-    return {"maxApplications": t.maxapplications, "properties": dict(t.properties),
-            "maxResource": dict(t.resources.max) or None,
-            "guaranteedResource": dict(t.resources.guaranteed) or None}
-
 
 def _inherit(parent_props: Mapping[str, str], own: Mapping[str, str]) -> dict[str, str]:
     """Configured children inherit all parent properties except the priority.* pair."""
