@@ -239,8 +239,8 @@ class RoutingTable:
             key = worker.owns
             self.owners.pop(key, None)
             sends += self._to_proxy(key[0], Envelope(
-                Kind.PARTITION_LOST, key[0], key[1], 0,
-                {"reason": f"worker {worker.name} is gone ({reason})"}))
+                Kind.PARTITION_LOST, key[0], key[1],
+                body={"reason": f"worker {worker.name} is gone ({reason})"}))
         return sends + self._assign_unowned()
 
     def heartbeats(self) -> list[Send]:

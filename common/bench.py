@@ -8,7 +8,7 @@ import importlib
 BENCHES = {
     "core": ("partition_worker.bench", "the scheduling core in-process (YuniKorn's core benchmark scenario)"),
     "e2e": ("rmproxy.bench_e2e", "the same scenario through gRPC, rmproxy, broker and a worker"),
-    "recovery": ("partition_worker.bench_recovery", "kill -9 a worker; time until its partition is back"),
+    "recovery": ("rmproxy.bench_recovery", "kill -9 a worker; time until its partition is back"),
 }
 
 

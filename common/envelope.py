@@ -82,6 +82,10 @@ class Envelope:
 
 
 def encode(env: Envelope) -> bytes:
+    """Encode; a malformed envelope is a bug of the sender, so it raises here, not at the receiver."""
+    if type(env.epoch) is not int or type(env.seq) is not int or env.epoch < 0 or env.seq < 0:
+        raise TypeError(f"envelope {env.kind} needs non-negative int epoch and seq, "
+                        f"got {env.epoch!r}, {env.seq!r}")
     return msgpack.packb(
         [VERSION, env.kind.value, env.rm_id, env.partition, env.epoch, env.seq, env.body],
         use_bin_type=True,

@@ -1,4 +1,4 @@
-"""A small resource manager with real state, on ``rmproxy.client``: the RM side of failover tests.
+"""A small resource manager with real state, on ``rmproxy.client``: for failover tests and benchmarks.
 
 It keeps what a shim keeps — nodes, applications, pending asks, running
 allocations — answers the client's replay hook from that state, and records
@@ -18,7 +18,13 @@ from dataclasses import dataclass, field
 
 from common import si_pb2
 from rmproxy.client import RecoverableState, RecoverySnapshot, ResourceManagerCallback, SchedulerAPI
-from tests.e2e.sirm import resource
+
+
+def resource(**quantities: int) -> si_pb2.Resource:
+    r = si_pb2.Resource()
+    for name, value in quantities.items():
+        r.resources[name].value = value
+    return r
 
 
 @dataclass

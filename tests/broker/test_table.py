@@ -141,3 +141,18 @@ def test_rm_reregistered_before_its_worker_reannounces_gets_a_fresh_assignment()
                            now=0)
     assert kinds(sends) == [(b"w1", Kind.PARTITION_ASSIGN, "rm", "default", 5)]
     assert not t.owners[("rm", "default")].loaded
+
+
+def test_every_envelope_the_table_makes_encodes():
+    from common.envelope import decode, encode
+
+    t = make_table()
+    sends = t.worker_ready(b"w1", {"name": "w1"}, now=0)
+    sends += t.rm_register(b"p1", "rm", ["default", "other"], now=0)
+    sends += t.partition_loaded(b"w1", Envelope(Kind.PARTITION_LOADED, "rm", "default", 1, 0, {"error": None}))
+    sends += t.route(b"p1", Envelope(Kind.SI_NODE, "rm", "other", 1, 1, b"x"))
+    sends += t.worker_gone(b"w1", "test") + t.heartbeats() + t.rm_unregister("rm")
+    assert {e.kind for _, e in sends} >= {Kind.PARTITION_ASSIGN, Kind.PARTITION_OWNED, Kind.PARTITION_LOST,
+                                          Kind.UNROUTABLE, Kind.STATUS}
+    for _, env in sends:
+        assert decode(encode(env)) == env

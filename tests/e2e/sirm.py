@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from common import si_pb2, si_pb2_grpc
+from rmproxy.testrm import resource  # noqa: F401 (re-exported for tests)
 
 
 @dataclass
@@ -112,13 +113,6 @@ class SIRM:
         for s in self.streams.values():
             s.close()
         self.channel.close()
-
-
-def resource(**quantities: int) -> si_pb2.Resource:
-    r = si_pb2.Resource()
-    for name, value in quantities.items():
-        r.resources[name].value = value
-    return r
 
 
 def node(node_id: str, partition: str | None = None, **quantities: int) -> si_pb2.NodeInfo:

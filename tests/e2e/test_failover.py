@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from tests.e2e.cluster_rm import ClusterRM, scheduler_view
+from rmproxy.testrm import ClusterRM, scheduler_view
 
 TWO_PARTITIONS = """
 partitions:
