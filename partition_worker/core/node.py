@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field
-from enum import Enum
 
+from common.config.policies import NodeSortPolicy, parse_node_sort_policy
 from common.resources import ZERO, Resource
 
 from .objects import Allocation, Reservation
@@ -30,21 +30,6 @@ ATTR_READY = "ready"
 ATTR_HOSTNAME = "si/hostname"
 ATTR_RACKNAME = "si/rackname"
 ATTR_NODE_LABELS = "si.io/nodelabels"
-
-
-class NodeSortPolicy(str, Enum):
-    FAIR = "fair"
-    BINPACKING = "binpacking"
-
-
-def parse_node_sort_policy(name: str) -> NodeSortPolicy:
-    """``""`` -> fair (the default); otherwise exact, case-sensitive (YuniKorn)."""
-    if name == "":
-        return NodeSortPolicy.FAIR
-    try:
-        return NodeSortPolicy(name)
-    except ValueError:
-        raise ValueError(f"undefined policy: {name}") from None
 
 
 def parse_ready(attrs: dict[str, str]) -> bool:

@@ -24,6 +24,10 @@ from typing import Iterator, Mapping
 
 from common.acl import ACL
 from common.config.model import ChildTemplateConfig, QueueConfig
+from common.config.policies import (PROPERTY_APP_SORT_POLICY, PROPERTY_APP_SORT_PRIORITY,
+                                    PROPERTY_PRIORITY_OFFSET, PROPERTY_PRIORITY_POLICY,
+                                    AppSortPolicy, PriorityPolicy, parse_priority_policy)
+from common.config.policies import parse_app_sort_policy as _parse_app_sort_policy
 from common.resources import ZERO, Resource
 
 __all__ = ["Queue", "QueueTree", "ObjectState", "AppSortPolicy", "QueueCreateError",
@@ -33,10 +37,10 @@ QUEUE_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 # Leaf that holds applications known only from recovered allocations (YuniKorn >= 1.4 idea).
 RECOVERY_QUEUE = "root.@recovery@"
 
-PROP_SORT_POLICY = "application.sort.policy"
-PROP_SORT_PRIORITY = "application.sort.priority"
-PROP_PRIORITY_POLICY = "priority.policy"
-PROP_PRIORITY_OFFSET = "priority.offset"
+PROP_SORT_POLICY = PROPERTY_APP_SORT_POLICY
+PROP_SORT_PRIORITY = PROPERTY_APP_SORT_PRIORITY
+PROP_PRIORITY_POLICY = PROPERTY_PRIORITY_POLICY
+PROP_PRIORITY_OFFSET = PROPERTY_PRIORITY_OFFSET
 _NOT_INHERITED = {PROP_PRIORITY_POLICY: "default", PROP_PRIORITY_OFFSET: "0"}
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
@@ -47,16 +51,10 @@ class ObjectState(str, Enum):
     STOPPED = "Stopped"
 
 
-class AppSortPolicy(str, Enum):
-    FIFO = "fifo"
-    FAIR = "fair"
-    STATEAWARE = "stateaware"
-
-
 def parse_app_sort_policy(value: str | None) -> AppSortPolicy:
-    """Exact lower-case names; missing or unknown -> fifo (YuniKorn)."""
+    """Missing or unknown -> fifo (YuniKorn; the config loader warns about unknown names)."""
     try:
-        return AppSortPolicy(value or "fifo")
+        return _parse_app_sort_policy(value or "")
     except ValueError:
         return AppSortPolicy.FIFO
 
@@ -209,7 +207,11 @@ class Queue:
         self.sort_policy = parse_app_sort_policy(props.get(PROP_SORT_POLICY)) if self.is_leaf \
             else AppSortPolicy.FAIR
         self.priority_enabled = props.get(PROP_SORT_PRIORITY, "enabled").lower() != "disabled"
-        self.priority_fence = props.get(PROP_PRIORITY_POLICY, "default").lower() == "fence"
+        try:
+            self.priority_fence = parse_priority_policy(props.get(PROP_PRIORITY_POLICY, "")) \
+                is PriorityPolicy.FENCE
+        except ValueError:
+            self.priority_fence = False  # unknown -> default (YuniKorn)
         try:
             off = int(props.get(PROP_PRIORITY_OFFSET, "0"))
         except ValueError:
