@@ -1,0 +1,304 @@
+"""``korral bench e2e``: YuniKorn's core benchmark scenario through the whole stack.
+
+Path measured: ``rmproxy.client`` -> gRPC -> rmproxy -> broker -> partition worker
+and back, on a stack started with ``korral up --detach`` (temp state dir, free
+loopback ports) unless ``--si-address`` names a running one.
+
+Scenario per row (as ``korral bench core``): queues ``root.a`` / ``root.b``, apps
+``app-a`` / ``app-b``, N nodes each sized for asks/N + 1 asks of
+``{memory: 10, vcore: 1}``; the asks go out as one AllocationRequest per app.
+Measured: seconds to register the N nodes (send -> last accept received),
+seconds from sending the asks to receiving the last allocation, allocations/s,
+p50/p99 ask -> allocation latency (every ask is sent at t0, so an ask's latency
+is when its allocation arrived), and, before the burst, single-ask round trips
+on the idle cluster (ask sent -> allocation received, then released).
+``core_allocations_per_second`` comes from ``korral bench core --json --nodes N``
+run as a subprocess in the same invocation, before the stack starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+
+from common import si_pb2
+
+__all__ = ["configure", "run", "e2e_row"]
+
+DEFAULT_NODES = (500, 1000, 2000, 5000)
+DEFAULT_ASKS = 10_000
+RM_ID = "korral-bench"
+CONFIG = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: a
+            resources: {guaranteed: {memory: 100000, vcore: 10000m}}
+          - name: b
+            resources: {guaranteed: {memory: 1000000, vcore: 10000m}}
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--nodes", type=int, action="append", metavar="N",
+                        help="node count of one row (repeatable; default 500 1000 2000 5000)")
+    parser.add_argument("--asks", type=int, default=DEFAULT_ASKS, help="asks per row (default 10000)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per row")
+    parser.add_argument("--si-address", default=None,
+                        help="use this running stack instead of starting one with `korral up`")
+    parser.add_argument("--workers", type=int, default=1, help="workers of the started stack (default 1)")
+    parser.add_argument("--rtt-samples", type=int, default=200,
+                        help="single-ask round trips per row on the idle cluster (default 200)")
+    parser.add_argument("--no-core", action="store_true",
+                        help="skip the in-process core row (core_allocations_per_second: null)")
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, int(round(q / 100 * len(ordered) + 0.5)) - 1))]
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 2)
+
+
+@dataclass
+class _BenchRM:
+    """Callback that timestamps every verdict and allocation as it arrives."""
+
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    nodes_accepted: int = 0
+    nodes_rejected: list[str] = field(default_factory=list)
+    last_node_at: float = 0.0
+    apps_accepted: set[str] = field(default_factory=set)
+    apps_rejected: dict[str, str] = field(default_factory=dict)
+    allocations: list[si_pb2.Allocation] = field(default_factory=list)
+    alloc_times: list[float] = field(default_factory=list)
+    rejected_asks: list[str] = field(default_factory=list)
+
+    # ResourceManagerCallback (duck-typed: the client calls what exists)
+    def update_node(self, response):
+        now = time.perf_counter()
+        with self.cond:
+            self.nodes_accepted += len(response.accepted)
+            self.nodes_rejected += [f"{n.nodeID}: {n.reason}" for n in response.rejected]
+            self.last_node_at = now
+            self.cond.notify_all()
+
+    def update_application(self, response):
+        with self.cond:
+            self.apps_accepted.update(a.applicationID for a in response.accepted)
+            self.apps_rejected.update({a.applicationID: a.reason for a in response.rejected})
+            self.cond.notify_all()
+
+    def update_allocation(self, response):
+        now = time.perf_counter()
+        with self.cond:
+            if response.new:
+                self.allocations.extend(response.new)
+                self.alloc_times.extend([now] * len(response.new))
+            self.rejected_asks += [f"{r.allocationKey}: {r.reason}" for r in response.rejected]
+            self.cond.notify_all()
+
+    def wait(self, predicate, timeout: float, what: str) -> None:
+        with self.cond:
+            if not self.cond.wait_for(lambda: predicate(self), timeout):
+                raise RuntimeError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+    def __getattr__(self, name):  # the other callback methods: nothing to do
+        if name in ("predicates", "send_event", "update_container_scheduling_state",
+                    "connection_lost", "connection_restored"):
+            return lambda *a: None
+        raise AttributeError(name)
+
+
+def _ask(key: str, app: str, memory: int = 10, vcore: int = 1) -> si_pb2.AllocationAsk:
+    a = si_pb2.AllocationAsk(allocationKey=key, applicationID=app, partitionName="default", maxAllocations=1)
+    a.resourceAsk.resources["memory"].value = memory
+    a.resourceAsk.resources["vcore"].value = vcore
+    return a
+
+
+def e2e_row(si_address: str, nodes: int, asks: int, rtt_samples: int = 200) -> dict:
+    """One row against the stack at ``si_address`` (re-registers ``korral-bench``, wiping its state)."""
+    from rmproxy.client import SchedulerAPI
+
+    rm = _BenchRM()
+    api = SchedulerAPI(si_address)
+    try:
+        api.register_resource_manager(
+            si_pb2.RegisterResourceManagerRequest(rmID=RM_ID, policyGroup="queues", config=CONFIG), rm)
+        ugi = si_pb2.UserGroupInformation(user="bench")
+        api.update_application(si_pb2.ApplicationRequest(new=[
+            si_pb2.AddApplicationRequest(applicationID="app-a", queueName="root.a", partitionName="default", ugi=ugi),
+            si_pb2.AddApplicationRequest(applicationID="app-b", queueName="root.b", partitionName="default", ugi=ugi),
+        ]))
+        rm.wait(lambda r: len(r.apps_accepted) + len(r.apps_rejected) == 2, 30, "the two apps' verdicts")
+        if rm.apps_rejected:
+            raise RuntimeError(f"apps rejected: {rm.apps_rejected}")
+        per_node = asks // nodes + 1
+        nreq = si_pb2.NodeRequest()
+        for i in range(nodes):
+            n = nreq.nodes.add(nodeID=f"node-{i:06d}", action=si_pb2.NodeInfo.CREATE)
+            n.schedulableResource.resources["memory"].value = 10 * per_node
+            n.schedulableResource.resources["vcore"].value = per_node
+        t0 = time.perf_counter()
+        api.update_node(nreq)
+        rm.wait(lambda r: r.nodes_accepted + len(r.nodes_rejected) >= nodes, 120, f"{nodes} node verdicts")
+        node_secs = rm.last_node_at - t0
+        if rm.nodes_rejected:
+            raise RuntimeError(f"{len(rm.nodes_rejected)} nodes rejected, e.g. {rm.nodes_rejected[0]}")
+
+        rtts = _round_trips(api, rm, rtt_samples)
+
+        requests = {app: si_pb2.AllocationRequest(rmID=RM_ID) for app in ("app-a", "app-b")}
+        for i in range(asks):
+            app = "app-a" if i % 2 == 0 else "app-b"
+            requests[app].asks.append(_ask(f"ask-{i}", app))
+        base = len(rm.allocations)
+        t_send = time.perf_counter()
+        for req in requests.values():
+            api.update_allocation(req)
+        rm.wait(lambda r: len(r.allocations) - base + len(r.rejected_asks) >= asks, 300, f"{asks} allocations")
+        if rm.rejected_asks:
+            raise RuntimeError(f"{len(rm.rejected_asks)} asks rejected, e.g. {rm.rejected_asks[0]}")
+        times = rm.alloc_times[base:]
+        secs = max(times) - t_send
+        lat = [t - t_send for t in times]
+        return {"nodes": nodes, "asks": asks, "seconds": round(secs, 4),
+                "allocations_per_second": round(asks / secs, 1),
+                "node_seconds": round(node_secs, 4),
+                "nodes_per_second": round(nodes / node_secs, 1) if node_secs > 0 else None,
+                "latency_p50_ms": _ms(_percentile(lat, 50)), "latency_p99_ms": _ms(_percentile(lat, 99)),
+                "single_ask_p50_ms": _ms(_percentile(rtts, 50)), "single_ask_p99_ms": _ms(_percentile(rtts, 99)),
+                "single_ask_samples": len(rtts)}
+    finally:
+        api.close()
+
+
+def _round_trips(api, rm: _BenchRM, samples: int) -> list[float]:
+    """Ask one allocation, wait for it, release it; ``samples`` times on the idle cluster."""
+    rtts = []
+    for i in range(samples + 5):  # the first few warm the path up and are not counted
+        have = len(rm.allocations)
+        t = time.perf_counter()
+        api.update_allocation(si_pb2.AllocationRequest(asks=[_ask(f"rtt-{i}", "app-a")]))
+        rm.wait(lambda r: len(r.allocations) > have or r.rejected_asks, 10, "a single-ask allocation")
+        if rm.rejected_asks:
+            raise RuntimeError(f"single ask rejected: {rm.rejected_asks[0]}")
+        arrived = rm.alloc_times[have]
+        if i >= 5:
+            rtts.append(arrived - t)
+        alloc = rm.allocations[have]
+        api.update_allocation(si_pb2.AllocationRequest(releases=si_pb2.AllocationReleasesRequest(
+            allocationsToRelease=[si_pb2.AllocationRelease(
+                partitionName="default", applicationID="app-a", UUID=alloc.UUID, allocationKey=alloc.allocationKey,
+                terminationType=si_pb2.STOPPED_BY_RM, message="bench round trip done")])))
+    time.sleep(0.2)  # let the releases land before the burst
+    return rtts
+
+
+def _core_rate(nodes: int, asks: int) -> float | None:
+    """``korral bench core --json --nodes N``'s allocations_per_second, or None if unavailable."""
+    try:
+        out = subprocess.run([sys.executable, "-m", "common.cli", "bench", "core", "--json", "--nodes", str(nodes),
+                              "--asks", str(asks)], capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        print(f"korral bench e2e: core row for {nodes} nodes failed: {exc}", file=sys.stderr)
+        return None
+    for line in out.stdout.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and "allocations_per_second" in row:
+            return float(row["allocations_per_second"])
+    print(f"korral bench e2e: no core row for {nodes} nodes (exit {out.returncode}): "
+          f"{(out.stderr or out.stdout).strip()[-300:]}", file=sys.stderr)
+    return None
+
+
+class _Stack:
+    """``korral up --detach`` in a temp state dir on free ports; ``korral down`` on exit."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.dir = tempfile.mkdtemp(prefix="korral-bench-e2e-")
+        self.si_address = ""
+
+    def __enter__(self) -> "_Stack":
+        from common.netutil import free_ports
+
+        si, rest = free_ports(2)
+        self.si_address = f"127.0.0.1:{si}"
+        cmd = [sys.executable, "-m", "common.cli", "up", "--detach", "--state-dir", os.path.join(self.dir, "state"),
+               "--workers", str(self.workers), "--si-address", self.si_address,
+               "--rest-address", f"127.0.0.1:{rest}", "--log-level", "warning"]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+        if out.returncode != 0:
+            raise RuntimeError(f"korral up failed ({out.returncode}): {out.stdout[-500:]}{out.stderr[-500:]}")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        subprocess.run([sys.executable, "-m", "common.cli", "down", "--state-dir", os.path.join(self.dir, "state")],
+                       capture_output=True, text=True, timeout=120)
+
+
+def run(args: argparse.Namespace) -> int:
+    nodes_list = args.nodes or list(DEFAULT_NODES)
+    for n in nodes_list:
+        if n <= 0:
+            print(f"korral bench e2e: --nodes must be positive, got {n}", file=sys.stderr)
+            return 2
+    from rmproxy.client import SchedulerError
+
+    core = {n: (None if args.no_core else _core_rate(n, args.asks)) for n in nodes_list}
+    rows = []
+    try:
+        if args.si_address:
+            rows = _rows(args.si_address, nodes_list, args, core)
+        else:
+            with _Stack(args.workers) as stack:
+                rows = _rows(stack.si_address, nodes_list, args, core)
+    except (RuntimeError, SchedulerError) as exc:
+        print(f"korral bench e2e: {exc}", file=sys.stderr)
+        return 1
+    if not args.json:
+        _print_table(rows)
+    return 0
+
+
+def _rows(si_address: str, nodes_list: list[int], args: argparse.Namespace, core: dict) -> list[dict]:
+    rows = []
+    for n in nodes_list:
+        row = e2e_row(si_address, n, args.asks, args.rtt_samples)
+        row["core_allocations_per_second"] = core[n]
+        row["ratio_to_core"] = round(row["allocations_per_second"] / core[n], 3) if core[n] else None
+        rows.append(row)
+        if args.json:
+            print(json.dumps(row), flush=True)
+    return rows
+
+
+def _print_table(rows: list[dict]) -> None:
+    head = ("nodes", "asks", "node reg s", "nodes/s", "asks→last alloc s", "alloc/s", "p50 ms", "p99 ms",
+            "core alloc/s", "ratio", "1-ask p50 ms", "1-ask p99 ms")
+    keys = ("nodes", "asks", "node_seconds", "nodes_per_second", "seconds", "allocations_per_second",
+            "latency_p50_ms", "latency_p99_ms", "core_allocations_per_second", "ratio_to_core",
+            "single_ask_p50_ms", "single_ask_p99_ms")
+    print(" | ".join(head))
+    for r in rows:
+        print(" | ".join("n/a" if r.get(k) is None else f"{r[k]:,}" if isinstance(r[k], int) else f"{r[k]:,.3f}"
+                         for k in keys))
