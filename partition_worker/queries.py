@@ -25,13 +25,12 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from partition_worker.core import dao
 from partition_worker.core.app_state import AppState
-from partition_worker.core.application import alloc_dao
 
-__all__ = ["answer", "observe_step", "StepStats", "QUERIES", "INT32_MIN", "INT32_MAX"]
+__all__ = ["answer", "observe_step", "StepStats", "QUERIES", "INT32_MIN"]
 
 INT32_MIN = -(1 << 31)
-INT32_MAX = (1 << 31) - 1
 MAX_PAGE = 10_000  # items per answer; more must be paged (keeps one reply well under a cycle)
 _PENDING_STATES = (AppState.NEW, AppState.ACCEPTED)
 _RUNNING_STATES = (AppState.STARTING, AppState.RUNNING, AppState.COMPLETING)
@@ -163,13 +162,13 @@ def _partition(s, body: dict) -> dict:
     for a in apps:
         states[a.state.value] = states.get(a.state.value, 0) + 1
     nodes = p.nodes.nodes.values()
-    active = sum(1 for n in nodes if n.ready)
+    active = sum(1 for n in nodes if n.usable)
     pending_containers = sum(k.pending for a in p.apps.values() for k in a.asks.values() if k.pending > 0)
     cap = p.total.as_dict()
     used = p.root.allocated.prune().as_dict()
     return {
         "name": s.partition_name, "clusterId": s.rm_id, "rmID": s.rm_id, "state": p.state.value,
-        "lastStateTransitionTime": getattr(p, "state_time_ns", 0),
+        "lastStateTransitionTime": p.state_time_ns,
         "capacity": {"capacity": cap, "usedCapacity": used, "utilization": _percent(used, cap)},
         "nodeSortingPolicy": {"type": p.nodes.policy.value, "resourceWeights": dict(p.nodes.weights)},
         "applications": {**states, "total": len(apps)},
@@ -180,66 +179,24 @@ def _partition(s, body: dict) -> dict:
         "failedApplications": states.get(AppState.FAILED.value, 0) + states.get(AppState.REJECTED.value, 0),
         "totalContainers": len(p.allocations), "runningContainers": len(p.allocations),
         "pendingContainers": pending_containers, "failedContainers": 0,
-        "totalNodes": len(p.nodes), "activeNodes": active, "failedNodes": len(p.nodes) - active,
+        "totalNodes": len(p.nodes), "activeNodes": active,
+        "failedNodes": sum(1 for n in nodes if not n.ready),
         "cycles": p.cycles, "lastCycleTime": p.last_cycle_ns,
     }
 
 
 # --------------------------------------------------------------------------- queues
 
-def _queue_dao(q, part: str, cap_above: dict[str, int], root: bool) -> dict:
-    """The core's queue DAO plus YuniKorn's computed fields, recursively."""
-    cap = dict(cap_above)
-    if q.max is not None:  # the effective max: the tighter of own and inherited per type
-        for k, v in q.max.as_dict().items():
-            cap[k] = min(v, cap[k]) if k in cap else v
-    children = [_queue_dao(c, part, cap, False) for c in q.children.values()]
-    allocated = q.allocated.prune().as_dict()
-    if q.is_leaf:
-        prio = max((a.max_pending_priority() for a in q.apps.values()), default=INT32_MIN)
-    else:
-        prio = max((c["currentPriority"] for c in children), default=INT32_MIN)
-    if q.priority_fence:
-        prio = q.priority_offset
-    elif prio != INT32_MIN:
-        prio += q.priority_offset
-    return {
-        "queuename": q.path, "status": q.state.value, "partition": part if root else "",
-        "pendingResource": q.pending.prune().as_dict(),
-        "maxResource": q.max.as_dict() if q.max is not None else None,
-        "guaranteedResource": q.guaranteed.as_dict() if q.guaranteed is not None else None,
-        "allocatedResource": allocated,
-        "preemptingResource": q.preempting.prune().as_dict(),
-        "isLeaf": q.is_leaf, "isManaged": not q.dynamic, "properties": dict(q.properties),
-        "parent": q.parent.path if q.parent is not None else "",
-        "template": _template(q.template), "children": children,
-        "absUsedCapacity": _percent(allocated, cap),
-        "maxRunningApps": q.max_apps, "runningApps": q.running_apps,
-        "currentPriority": prio,
-        "allocatingAcceptedApps": [a.app_id for a in q.apps.values() if a.state is AppState.STARTING],
-        "submitACL": q.submit_acl.text, "adminACL": q.admin_acl.text,
-    }
-
-
-def _template(t) -> dict | None:
-    if t is None:
-        return None
-    return {"maxApplications": t.maxapplications, "properties": dict(t.properties),
-            "maxResource": dict(t.resources.max) or None,
-            "guaranteedResource": dict(t.resources.guaranteed) or None}
-
-
 def _queues(s, body: dict) -> dict:
-    p = s.core
-    return _queue_dao(p.root, s.partition_name, p.total.as_dict(), True)
+    root = dao.queue_dao(s.core.root)
+    root["partition"] = s.partition_name  # YuniKorn sets it on the root only
+    return root
 
 
 def _lookup_queue(p, path: str):
-    q = p.root
-    if path == q.path:
-        return q
     parts = path.split(".")
-    if parts[0] != p.root.name:
+    q = p.root
+    if parts[0] != q.name:
         return None
     for name in parts[1:]:
         q = q.children.get(name)
@@ -251,30 +208,16 @@ def _lookup_queue(p, path: str):
 # --------------------------------------------------------------------------- applications
 
 def app_dao(a, part: str) -> dict:
-    """YuniKorn's ApplicationDAOInfo with the fields its web UI reads (see REST_API.md)."""
-    d = a.to_dao(part)
-    queue = a.queue.path
-    for al in d["allocations"]:
-        al["queueName"] = queue
-        al.setdefault("preempted", False)
-    for r, ask in zip(d["requests"], a.asks.values()):
-        r["placeholderTimeout"] = ask.execution_timeout_ms * 1_000_000
-        r["triggeredPreemption"] = False
-        for log in r["allocationLog"]:
-            log.setdefault("lastOccurrence", 0)
-    d["requests"] = [r for r in d["requests"] if r["pendingCount"] > 0]  # only asks still pending
-    d["lastStateChangeTime"] = a.state_time_ns
-    if not d.get("stateLog"):
-        # The core keeps only the current state; YuniKorn keeps every transition.
-        d["stateLog"] = [{"time": a.state_time_ns, "applicationState": a.state.value}]
+    """The core's ApplicationDAOInfo, with per-task-group placeholder data when it has none."""
+    d = dao.app_dao(a, part)
     if not d.get("placeholderData"):
         d["placeholderData"] = _placeholder_data(a)
-    prios = [al.priority for al in a.allocations.values()]
-    d["minAllocationPriority"] = min(prios) if prios else INT32_MAX
     return d
 
 
 def _placeholder_data(a) -> list[dict]:
+    """Task groups as the asks show them: count and size of the placeholders asked for.
+    (The core does not count replaced/timed-out placeholders per group: those stay 0.)"""
     groups: dict[str, dict] = {}
     for ask in a.asks.values():
         if ask.placeholder and ask.task_group:
@@ -317,21 +260,11 @@ def _app(s, body: dict) -> dict:
 # --------------------------------------------------------------------------- nodes
 
 def node_dao(n, part: str) -> dict:
-    attrs = n.attributes
-    return {
-        "nodeID": n.node_id,
-        "hostName": attrs.get("si/hostname") or attrs.get("si.io/hostname", ""),
-        "rackName": attrs.get("si/rackname") or attrs.get("si.io/rackname", ""),
-        "partition": part, "attributes": dict(attrs),
-        "capacity": n.capacity.as_dict(), "allocated": n.allocated.prune().as_dict(),
-        "occupied": n.occupied.prune().as_dict(), "available": n.available.as_dict(),
-        "utilized": _percent(n.allocated.prune().as_dict(), n.capacity.as_dict()),
-        "allocations": [alloc_dao(al, part) | {"queueName": al.queue_path, "preempted": False}
-                        for al in n.allocations.values()],
-        "schedulable": n.schedulable, "ready": n.ready,
-        "isReserved": n.reservation is not None,
-        "reservations": [n.reservation.node_key] if n.reservation is not None else [],
-    }
+    """The core's NodeDAOInfo; host and rack also from the k8s shim's ``si.io/`` attributes."""
+    d = dao.node_dao(n, part)
+    d["hostName"] = d["hostName"] or n.attributes.get("si.io/hostname", "")
+    d["rackName"] = d["rackName"] or n.attributes.get("si.io/rackname", "")
+    return d
 
 
 def _nodes(s, body: dict) -> dict:
@@ -348,75 +281,23 @@ def _node(s, body: dict) -> dict:
 
 # --------------------------------------------------------------------------- usage (ugm)
 
-def _group_of(a) -> str:
-    return a.groups[0] if a.groups else a.user
-
-
-def _usage_tree(apps: list) -> dict:
-    """ResourceUsage tree: every queue level from root to the app's leaf counts its usage."""
-    root: dict = {}
-    for a in apps:
-        res = a.allocated.prune().as_dict()
-        parts = a.queue.path.split(".")
-        node = None
-        level = root
-        for i in range(len(parts)):
-            path = ".".join(parts[:i + 1])
-            node = level.setdefault(path, {"queuePath": path, "resourceUsage": {"Resources": {}},
-                                           "runningApplications": [], "_children": {}})
-            usage = node["resourceUsage"]["Resources"]
-            for k, v in res.items():
-                usage[k] = usage.get(k, 0) + v
-            node["runningApplications"].append(a.app_id)
-            level = node["_children"]
-    return _finish_tree(next(iter(root.values()))) if root else {}
-
-
-def _finish_tree(node: dict) -> dict:
-    node["children"] = [_finish_tree(c) for c in node.pop("_children").values()]
-    return node
-
-
-def _tracked(p) -> list:
-    """Apps ugm tracks: those holding allocations (YuniKorn tracks on allocation)."""
-    return [a for a in p.apps.values() if a.allocations]
-
-
-def _user_dao(name: str, apps: list) -> dict:
-    return {"userName": name, "groups": {a.app_id: _group_of(a) for a in apps},
-            "queues": _usage_tree(apps)}
-
-
-def _group_dao(name: str, apps: list) -> dict:
-    return {"groupName": name, "applications": [a.app_id for a in apps], "queues": _usage_tree(apps)}
-
-
-def _by(apps: list, key: Callable) -> dict[str, list]:
-    out: dict[str, list] = {}
-    for a in apps:
-        out.setdefault(key(a), []).append(a)
-    return out
+_USAGE = {"users": ("users", "userName", None), "user": ("users", "userName", ("user", "User not found")),
+          "groups": ("groups", "groupName", None), "group": ("groups", "groupName", ("group", "Group not found"))}
 
 
 def _usage(s, body: dict) -> Any:
     kind = body.get("kind", "users")
+    if kind not in _USAGE:
+        raise ValueError(f"usage kind must be users, user, groups or group, got {kind!r}")
+    key, name_field, missing = _USAGE[kind]
+    items = sorted(dao.usage_dao(s.core)[key], key=lambda d: d[name_field])
+    if missing is None:
+        return items
     name = body.get("name")
-    tracked = _tracked(s.core)
-    if kind in ("users", "user"):
-        users = _by(tracked, lambda a: a.user)
-        if name is None:
-            return [_user_dao(u, users[u]) for u in sorted(users)]
-        if name not in users:
-            return _missing("user", "User not found")
-        return _user_dao(name, users[name])
-    if kind in ("groups", "group"):
-        groups = _by(tracked, _group_of)
-        if name is None:
-            return [_group_dao(g, groups[g]) for g in sorted(groups)]
-        if name not in groups:
-            return _missing("group", "Group not found")
-        return _group_dao(name, groups[name])
-    raise ValueError(f"usage kind must be users or groups, got {kind!r}")
+    for d in items:
+        if d[name_field] == name:
+            return d
+    return _missing(*missing)
 
 
 # --------------------------------------------------------------------------- events
@@ -576,8 +457,7 @@ def _dump(s, body: dict) -> dict:
         "nodes": [node_dao(n, part) for n in p.nodes.nodes.values()],
         "reservations": [{"nodeID": r.node_id, "applicationID": r.app_id, "allocationKey": r.ask_key,
                           "created": r.created_ns} for r in p.reservations.values()],
-        "users": _usage(s, {"kind": "users"}),
-        "groups": _usage(s, {"kind": "groups"}),
+        **dao.usage_dao(p),
         "health": _health(s, body),
         "events": _events(s, {"limit": MAX_PAGE})["items"],
     }

@@ -12,7 +12,7 @@ CLUSTER_COUNTS = {"totalApplications", "totalContainers", "totalNodes", "running
                   "completedApplications", "failedContainers", "pendingContainers", "failedNodes"}
 PARTITION_FIELDS = {"clusterId", "name", "state", "lastStateTransitionTime", "capacity", "nodeSortingPolicy",
                     "applications"}
-QUEUE_FIELDS = {"queuename", "status", "partition", "pendingResource", "maxResource", "guaranteedResource",
+QUEUE_FIELDS = {"queuename", "status", "pendingResource", "maxResource", "guaranteedResource",
                 "allocatedResource", "isLeaf", "isManaged", "properties", "parent", "template", "children",
                 "absUsedCapacity", "maxRunningApps", "runningApps", "currentPriority", "allocatingAcceptedApps"}
 APP_FIELDS = {"applicationID", "usedResource", "maxUsedResource", "pendingResource", "partition", "queueName",
@@ -84,12 +84,12 @@ def test_queue_tree_has_every_field_and_the_configured_resources(loaded: Loaded)
         for k in ("pendingResource", "allocatedResource", "absUsedCapacity"):
             assert is_resource(q[k]), (q["queuename"], k)
         assert isinstance(q["properties"], dict) and isinstance(q["currentPriority"], int)
-    assert root["partition"] == "default" and queues["root.a"]["partition"] == ""
+    assert root["partition"] == "default" and "partition" not in queues["root.a"]  # root only, as YuniKorn
     a = queues["root.a"]
     assert a["guaranteedResource"] == {"memory": 400} and a["maxResource"] == {"memory": 1000}
     assert a["allocatedResource"] == {"memory": 200, "vcore": 20}
     assert a["pendingResource"] == {"memory": 900, "vcore": 10}
-    assert a["absUsedCapacity"]["memory"] == 20  # 200 of the effective max 1000
+    assert a["absUsedCapacity"]["memory"] == 20  # 200 of its max 1000
     assert a["isLeaf"] and a["isManaged"] and a["parent"] == "root" and a["runningApps"] == 1
     assert a["properties"]["application.sort.policy"] == "fifo"
 

@@ -6,7 +6,7 @@ import msgpack
 import pytest
 
 from common import si_pb2
-from partition_worker.queries import INT32_MAX, answer, observe_step
+from partition_worker.queries import INT32_MIN, answer, observe_step
 from tests.core.test_session import START, add_app, add_node, ask, session
 
 
@@ -72,14 +72,15 @@ def test_an_application_only_shows_pending_asks_and_allocation_priorities(s) -> 
     assert answer(s, {"what": "app", "app": "app2"})["minAllocationPriority"] == 0
     bare = session()
     add_app(bare, "idle")
-    assert answer(bare, {"what": "app", "app": "idle"})["minAllocationPriority"] == INT32_MAX
+    assert answer(bare, {"what": "app", "app": "idle"})["minAllocationPriority"] == INT32_MIN
 
 
-def test_queue_priority_and_capacity(s) -> None:
+def test_queue_tree_priority_capacity_and_partition_on_the_root_only(s) -> None:
     root = answer(s, {"what": "queues"})
     a = next(c for c in root["children"] if c["queuename"] == "root.a")
     assert a["currentPriority"] == 0  # the pending "big" ask has priority 0
     assert root["absUsedCapacity"] == {"memory": 0, "vcore": 0}  # 30 of 5,000 memory
+    assert root["partition"] == "default" and "partition" not in a
 
 
 def test_health_finds_an_orphan_allocation(s) -> None:
