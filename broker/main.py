@@ -27,7 +27,8 @@ _WORKER_OUTCOMES = {
     Kind.SI_ALLOCATION_RESPONSE, Kind.SI_APPLICATION_RESPONSE, Kind.SI_NODE_RESPONSE,
     Kind.EVENTS, Kind.SCHEDULING_STATES, Kind.CONFIG_RESULT, Kind.QUERY_RESULT,
 }
-_PROXY_ROUTED = {Kind.SI_ALLOCATION, Kind.SI_APPLICATION, Kind.SI_NODE, Kind.CONFIG_UPDATE, Kind.QUERY}
+_PROXY_ROUTED = {Kind.SI_ALLOCATION, Kind.SI_APPLICATION, Kind.SI_NODE, Kind.CONFIG_UPDATE,
+                 Kind.PARTITION_REMOVE, Kind.QUERY}
 # Tells a peer the broker does not know it (the broker restarted): announce yourself again.
 REANNOUNCE = Envelope(Kind.HEARTBEAT, body={"reannounce": True})
 
@@ -148,6 +149,8 @@ class Broker:
             return sends + t.rm_register(ident, env.rm_id, (env.body or {}).get("partitions", []), now)
         if env.kind is Kind.RM_UNREGISTER:
             return sends + t.rm_unregister(env.rm_id)
+        if env.kind is Kind.RM_PARTITIONS:
+            return sends + t.rm_partitions(env.rm_id, (env.body or {}).get("partitions", []))
         if env.kind in _PROXY_ROUTED:
             return sends + t.route(ident, env)
         t.bad_frames += 1

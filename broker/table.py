@@ -138,6 +138,20 @@ class RoutingTable:
                 self.pending_reset.add(key)
         return sends + self._assign_unowned()
 
+    def rm_partitions(self, rm_id: str, partitions: Iterable[str]) -> list[Send]:
+        """A config update changed the RM's partitions: release removed ones, assign added ones."""
+        wanted = list(dict.fromkeys(partitions))
+        sends: list[Send] = []
+        for old in self.wanted.get(rm_id, []):
+            if old not in wanted:
+                self.pending_reset.discard((rm_id, old))
+                sends += self._release((rm_id, old))
+        for p in wanted:
+            if (rm_id, p) not in self.owners:
+                self.pending_reset.add((rm_id, p))
+        self.wanted[rm_id] = wanted
+        return sends + self._assign_unowned()
+
     def rm_unregister(self, rm_id: str) -> list[Send]:
         sends: list[Send] = []
         for p in self.wanted.pop(rm_id, []):

@@ -31,6 +31,7 @@ class Kind(StrEnum):
     # RM registration and partition ownership
     RM_REGISTER = "rm.register"  # P->B: rm_id; body {"partitions": [name...]}
     RM_UNREGISTER = "rm.unregister"  # P->B: rm_id; body {"reason"}
+    RM_PARTITIONS = "rm.partitions"  # P->B: a config update changed the RM's partitions; body {"partitions"}
     PARTITION_ASSIGN = "partition.assign"  # B->W: rm_id, partition, epoch
     PARTITION_RELEASE = "partition.release"  # B->W: stop owning rm_id/partition
     PARTITION_LOADED = "partition.loaded"  # W->B: rm_id, partition, epoch; body {"error": str|None}
@@ -41,7 +42,8 @@ class Kind(StrEnum):
     SI_APPLICATION = "si.application"
     SI_NODE = "si.node"
     CONFIG_UPDATE = "config.update"  # P->B->W: body {"config": queues.yaml text}
-    CONFIG_RESULT = "config.result"  # W->B->P: body {"error": str|None}
+    PARTITION_REMOVE = "partition.remove"  # P->B->W: the partition left the config; body {"id"}
+    CONFIG_RESULT = "config.result"  # W->B->P: body {"id", "error": str|None}
     # outcomes, W->B->P; body = serialized si.v1 response
     SI_ALLOCATION_RESPONSE = "si.allocation.response"
     SI_APPLICATION_RESPONSE = "si.application.response"

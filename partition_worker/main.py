@@ -244,7 +244,16 @@ class WorkerLoop:
             o.session.update_config(config, time.time_ns())
         except ConfigError as exc:
             error = str(exc)
-        self._send(env.reply(Kind.CONFIG_RESULT, {"error": error}))
+        self._send(env.reply(Kind.CONFIG_RESULT, {"id": (env.body or {}).get("id"), "error": error}))
+
+    def _on_remove(self, env: Envelope) -> None:
+        """The partition left the RM's config: fail its apps, release everything, tell the RM."""
+        o = self._current(env)
+        if o is None:
+            return
+        o.session.stop(time.time_ns())
+        self._step()
+        self._send(env.reply(Kind.CONFIG_RESULT, {"id": (env.body or {}).get("id"), "error": None}))
 
     def _on_query(self, env: Envelope) -> None:
         """A read for REST/status: answered between cycles, so it is consistent for the partition."""
@@ -268,6 +277,7 @@ class WorkerLoop:
         Kind.SI_APPLICATION: _on_si,
         Kind.SI_NODE: _on_si,
         Kind.CONFIG_UPDATE: _on_config,
+        Kind.PARTITION_REMOVE: _on_remove,
         Kind.QUERY: _on_query,
     }
 

@@ -309,6 +309,12 @@ class Proxy:
         rm.close_streams(grpc.StatusCode.UNAVAILABLE, RESYNC_DETAILS + reason)
 
     async def update_configuration(self, req: si_pb2.UpdateConfigurationRequest) -> None:
+        """Hot reload: update kept partitions in place, create added ones, remove dropped ones.
+
+        The whole config is validated first; an invalid one changes nothing. Kept partitions are
+        updated before anything else, so a partition that refuses the change leaves the
+        registration (and every other partition's membership) as it was.
+        """
         rm = self.rms.get(req.rmID)
         if rm is None or not rm.epochs:
             raise RegistrationError(grpc.StatusCode.FAILED_PRECONDITION,
@@ -319,22 +325,43 @@ class Proxy:
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
                                     f"update of configuration failed: {exc}") from None
         names = [p.name for p in config.partitions]
-        if sorted(names) != sorted(rm.partitions):
-            raise RegistrationError(
-                grpc.StatusCode.UNIMPLEMENTED,
-                "update of configuration failed: adding or removing partitions needs a re-registration "
-                f"in this version (active {sorted(rm.partitions)}, new {sorted(names)})")
+        kept = [p for p in names if p in rm.partitions]
+        added = [p for p in names if p not in rm.partitions]
+        removed = [p for p in rm.partitions if p not in names]
         results = await asyncio.gather(*(
-            self.ask_worker(rm, p, Kind.CONFIG_UPDATE, {"config": req.config}) for p in names))
-        errors = [r.get("error") for r in results if r.get("error")]
+            self.ask_worker(rm, p, Kind.CONFIG_UPDATE, {"config": req.config}) for p in kept))
+        errors = [r["error"] for r in results if r.get("error")]
         if errors:
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
                                     "update of configuration failed: " + "; ".join(errors))
-        old = await self.store.load(req.rmID)
-        await self.store.save(registry.Registration(
+        old = rm.registration
+        reg = registry.Registration(
             rm_id=req.rmID, version=old.version if old else "", policy_group=req.policyGroup,
             config=req.config, extra_config=dict(req.extraConfig),
-            build_info=old.build_info if old else {}, registered_at_ns=old.registered_at_ns if old else 0))
+            build_info=old.build_info if old else {}, registered_at_ns=old.registered_at_ns if old else 0)
+        try:
+            await self.store.save(reg)  # before any new partition's worker loads it
+        except Exception as exc:
+            raise RegistrationError(grpc.StatusCode.UNAVAILABLE,
+                                    f"update of configuration failed: Redis unavailable: {exc}") from None
+        rm.registration = reg
+        await asyncio.gather(*(self.ask_worker(rm, p, Kind.PARTITION_REMOVE, {}) for p in removed))
+        for p in removed:
+            rm.epochs.pop(p, None)
+        loop = asyncio.get_running_loop()
+        waiters = {p: loop.create_future() for p in added}
+        rm.owned_waiters.update(waiters)
+        rm.partitions = names
+        self.send(Envelope(Kind.RM_PARTITIONS, req.rmID, body={"partitions": names}))
+        if waiters:
+            done, pending = await asyncio.wait(waiters.values(), timeout=REGISTER_TIMEOUT)
+            if pending:
+                missing = ", ".join(f"[{req.rmID}]{p}" for p, w in waiters.items() if w in pending)
+                raise RegistrationError(
+                    grpc.StatusCode.UNAVAILABLE,
+                    f"configuration updated, but no worker took the new partition(s) {missing} within "
+                    f"{REGISTER_TIMEOUT:.0f}s: start more workers; they are assigned as soon as one is idle")
+        log.info("RM %s: configuration updated (kept %s, added %s, removed %s)", req.rmID, kept, added, removed)
 
     async def ask_worker(self, rm: RMSession, partition: str, kind: Kind, body: dict) -> dict:
         """Send a request to a partition's worker and wait for its reply (config, queries)."""
