@@ -111,3 +111,13 @@ def test_the_small_preset_on_a_real_stack_has_no_violations(stack_factory):
     result = simulate(small_plan(), SimOptions(si_address=stack.si_address, progress=False), QUIET)
     assert result.summary["violations"] == []
     assert result.summary["apps"] == {"Completed": 6}
+
+
+def test_the_live_view_renders_progress_rate_and_queues(fake):
+    import io
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=120)
+    result = simulate(small_plan(), SimOptions(si_address=fake.address, progress=True), console)
+    assert result.summary["violations"] == []
+    text = buf.getvalue()
+    assert "tasks" in text and "alloc/s" in text and "default:root.a" in text
