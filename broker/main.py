@@ -74,6 +74,7 @@ class Broker:
         while self.running:
             timeout_ms = max(0, int((next_beat - time.monotonic()) * 1000))
             events = dict(poller.poll(timeout_ms))
+            self.table.queue_depth = 0
             if self.frontend in events:
                 self._drain(self.frontend, self._from_proxy)
             if self.backend in events:
@@ -87,7 +88,7 @@ class Broker:
                     self._send(self.table.purge(now))
                 except redis.RedisError as exc:
                     log.error("could not reassign partitions, Redis unavailable: %s", exc)
-                self._send(self.table.heartbeats())
+                self._send(self.table.heartbeats(now))
                 next_beat = now + INTERVAL
 
     def _drain(self, sock: zmq.Socket, handle) -> None:
@@ -97,6 +98,7 @@ class Broker:
                 frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
+            self.table.queue_depth += 1
             identity = frames[0].bytes
             self.peer_fds[frames[-1].get(zmq.SRCFD)] = identity
             if len(frames) != 2:
@@ -144,6 +146,7 @@ class Broker:
             t.proxy_hello(ident, {}, now)
             sends.append((ident, REANNOUNCE))
         if env.kind is Kind.HEARTBEAT:
+            t.proxy_report(ident, env.body or {})
             return sends
         if env.kind is Kind.RM_REGISTER:
             return sends + t.rm_register(ident, env.rm_id, (env.body or {}).get("partitions", []), now)

@@ -44,8 +44,11 @@ class Ownership:
 class ProxyInfo:
     identity: bytes
     name: str = ""
+    host: str = ""
+    pid: int = 0
     expires_at: float = 0.0
     rms: set[str] = field(default_factory=set)
+    rm_states: dict[str, dict] = field(default_factory=dict)  # rmID -> {"state", "partitions"}
 
 
 class RoutingTable:
@@ -63,6 +66,7 @@ class RoutingTable:
         self.pending_reset: set[PartitionKey] = set()  # survives an owner's death, so epochs never repeat
         self.bad_frames = 0
         self.routed = 0
+        self.queue_depth = 0  # frames waiting on a socket at the last loop turn (read in one go)
 
     # -- membership ---------------------------------------------------------------
 
@@ -101,6 +105,8 @@ class RoutingTable:
     def proxy_hello(self, identity: bytes, body: dict, now: float) -> list[Send]:
         info = self.proxies.setdefault(identity, ProxyInfo(identity))
         info.name = str(body.get("name", info.name))
+        info.host = str(body.get("host", info.host))
+        info.pid = int(body.get("pid", info.pid) or 0)
         info.expires_at = now + self.expiry
         rms = body.get("rms") or {}
         for rm_id in rms:
@@ -109,6 +115,12 @@ class RoutingTable:
             if isinstance(rms, dict) and rm_id not in self.wanted:
                 self.wanted[rm_id] = list(rms[rm_id])  # the broker restarted: learn what the RM wants
         return self._assign_unowned() if isinstance(rms, dict) else []
+
+    def proxy_report(self, identity: bytes, body: dict) -> None:
+        """An rmproxy's heartbeat carries the connection state of its RMs, for `korral status`."""
+        info = self.proxies.get(identity)
+        if info is not None and isinstance(body.get("rms"), dict):
+            info.rm_states = body["rms"]
 
     def alive(self, identity: bytes, now: float) -> bool:
         """Note a sign of life; False if the peer is unknown (it must announce itself)."""
@@ -257,15 +269,16 @@ class RoutingTable:
                 body={"reason": f"worker {worker.name} is gone ({reason})"}))
         return sends + self._assign_unowned()
 
-    def heartbeats(self) -> list[Send]:
-        status = self.status()
+    def heartbeats(self, now: float = 0.0) -> list[Send]:
+        status = self.status(now)
         return ([(w, Envelope(Kind.HEARTBEAT)) for w in self.workers]
                 + [(p, Envelope(Kind.STATUS, body=status)) for p in self.proxies])
 
-    def status(self) -> dict:
+    def status(self, now: float = 0.0) -> dict:
         return {
             "workers": [
                 {"name": w.name, "host": w.host, "pid": w.pid,
+                 "heartbeatAge": round(max(0.0, now - (w.expires_at - self.expiry)), 3),
                  "partition": f"{w.owns[0]}/{w.owns[1]}" if w.owns else None,
                  "epoch": self.owners[w.owns].epoch if w.owns in self.owners else None,
                  "pin": f"{w.pin[0]}/{w.pin[1]}" if w.pin else None}
@@ -279,6 +292,13 @@ class RoutingTable:
                 for rm, ps in self.wanted.items() for p in ps
             ],
             "proxies": len(self.proxies),
+            "rmproxies": [
+                {"name": p.name, "host": p.host, "pid": p.pid,
+                 "heartbeatAge": round(max(0.0, now - (p.expires_at - self.expiry)), 3),
+                 "rms": p.rm_states}
+                for p in self.proxies.values()
+            ],
             "routed": self.routed,
             "badFrames": self.bad_frames,
+            "queueDepth": self.queue_depth,
         }

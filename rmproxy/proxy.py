@@ -89,7 +89,7 @@ class Proxy:
 
     def _hello(self) -> None:
         self.send(Envelope(Kind.PROXY_HELLO, body={
-            "name": self.name,
+            "name": self.name, "host": socket.gethostname(), "pid": os.getpid(),
             "rms": {rm.rm_id: rm.partitions for rm in self.rms.values() if rm.state is not RMState.STOPPED},
         }))
 
@@ -117,7 +117,8 @@ class Proxy:
                     self._on_broker(raw)
             now = time.monotonic()
             if now >= next_beat:
-                self.send(Envelope(Kind.HEARTBEAT))
+                self.send(Envelope(Kind.HEARTBEAT, body={"rms": {
+                    rm.rm_id: {"state": rm.state.value, "partitions": rm.partitions} for rm in self.rms.values()}}))
                 next_beat = now + INTERVAL
                 if now > self.broker_expires:
                     log.warning("broker silent for %.0fs, reconnecting to %s", EXPIRY, self.broker_address)
