@@ -27,21 +27,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the dump [60]")
 
 
-def fetch_dump(rest_address: str, timeout: float = 60.0) -> dict:
-    """The state dump as a dict; raises RestError naming what failed."""
-    doc = RestClient(rest_address, timeout).get("/ws/v1/fullstatedump")
+def fetch_dump(rest_address: str, timeout: float = 60.0) -> tuple[dict, str]:
+    """The state dump as a dict and as the server's text; raises RestError naming what failed."""
+    raw = RestClient(rest_address, timeout).get_raw("/ws/v1/fullstatedump")
+    try:
+        text = raw.decode("utf-8")
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise RestError(f"the answer of /ws/v1/fullstatedump is not JSON: {exc}") from None
     if not isinstance(doc, dict) or "Partitions" not in doc:
         raise RestError("the answer of /ws/v1/fullstatedump is not a state dump")
-    return doc
+    return doc, text
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        doc = fetch_dump(args.rest_address, args.timeout)
+        doc, text = fetch_dump(args.rest_address, args.timeout)
     except RestError as exc:
         print(f"korral dump: {exc}", file=sys.stderr)
         return 1
-    text = json.dumps(doc, indent=2) + "\n"
     if args.output == "-":
         sys.stdout.write(text)
         return 0

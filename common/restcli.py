@@ -37,12 +37,20 @@ class RestClient:
         self.timeout = timeout
 
     def get(self, path: str, **params: str) -> Any:
+        raw = self.get_raw(path, **params)
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise RestError(f"GET {path}: the answer is not JSON: {exc}") from None
+
+    def get_raw(self, path: str, **params: str) -> bytes:
+        """The body of a 200 answer as bytes; RestError with the API's message otherwise."""
         query = urllib.parse.urlencode({k: v for k, v in params.items() if v})
         url = self.base + path + (f"?{query}" if query else "")
         req = urllib.request.Request(url, headers={"Accept": "application/json"})
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return json.load(resp)
+                return resp.read()
         except urllib.error.HTTPError as exc:
             try:
                 body = json.load(exc)
@@ -56,8 +64,6 @@ class RestClient:
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise RestError(f"cannot reach the REST API at {self.base}: {reason}") from None
-        except ValueError as exc:
-            raise RestError(f"GET {path}: the answer is not JSON: {exc}") from None
 
     def partitions(self, wanted: str | None) -> list[dict]:
         parts = self.get("/ws/v1/partitions")

@@ -115,15 +115,25 @@ class ClusterReader:
                 ok.append((t, r))
         return ok, errors
 
-    async def pages(self, target: Target, body: dict, first: dict | None = None) -> AsyncIterator[list]:
-        """Every item of a paged list answer, one page per query (``first`` = page 0 if already read)."""
-        page = first if first is not None else await self.query(target, {**body, "offset": 0, "limit": PAGE})
-        yield page["items"]
-        offset = len(page["items"])
-        while page["items"] and offset < page["total"]:
-            page = await self.query(target, {**body, "offset": offset, "limit": PAGE})
-            yield page["items"]
-            offset += len(page["items"])
+    async def pages(self, target: Target, body: dict, first: dict | None = None,
+                    offset: int = 0, limit: int | None = None) -> AsyncIterator[list]:
+        """The items of a paged list answer, one worker query per page (each page bounded in work
+        by the worker), from ``offset``, at most ``limit`` items; ``first`` = the first page if
+        already read."""
+        left = limit
+        while left is None or left > 0:
+            want = PAGE if left is None else min(PAGE, left)
+            page = first if first is not None else await self.query(
+                target, {**body, "offset": offset, "limit": want})
+            first = None
+            items = page["items"][:left] if left is not None else page["items"]
+            if items:
+                yield items
+            if left is not None:
+                left -= len(items)
+            offset = page["next"]
+            if not page["items"] or offset >= page["total"]:
+                return
 
     async def collect(self, target: Target, body: dict) -> list:
         out: list = []

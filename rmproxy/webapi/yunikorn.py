@@ -113,14 +113,13 @@ class YuniKornApi:
     # -- applications --------------------------------------------------------------------
 
     async def _stream(self, request: web.Request, target: Target, body: dict) -> web.StreamResponse:
-        offset = int_query(request, "offset", None)
+        """A list answer streamed page by page; ``?offset=&limit=`` (Korral's) select a slice.
+        The first page is read before answering, so errors keep their status code."""
+        offset = int_query(request, "offset", 0) or 0
         limit = int_query(request, "limit", None)
-        if offset is not None or limit is not None:  # one explicit page, answered as a plain list
-            page = await self.reader.query(target, {**body, "offset": offset or 0,
-                                                    "limit": PAGE if limit is None else limit})
-            return json_response(page["items"])
-        first = await self.reader.query(target, {**body, "offset": 0, "limit": PAGE})
-        return await stream_json_list(request, self.reader.pages(target, body, first))
+        want = PAGE if limit is None else min(PAGE, limit)
+        first = await self.reader.query(target, {**body, "offset": offset, "limit": want})
+        return await stream_json_list(request, self.reader.pages(target, body, first, offset, limit))
 
     async def queue_apps(self, request: web.Request) -> web.StreamResponse:
         target = self._target(request)

@@ -100,3 +100,29 @@ def test_metrics_include_observed_step_counters(s) -> None:
     obs = answer(s, {"what": "metrics"})["observed"]
     assert obs["allocationAttempts"]["allocated"] == 1 and obs["steps"] == 1
     assert sum(obs["stepBuckets"]) == 1 and obs["stepBuckets"][obs["stepBucketsMs"].index(5)] == 1
+
+
+def test_the_dump_node_shell_matches_the_node_view(s) -> None:
+    from partition_worker.queries import node_dao, node_dao_shell
+
+    for n in s.core.nodes.nodes.values():
+        full = node_dao(n, "default")
+        full.pop("allocations")
+        assert node_dao_shell(n, "default") == full
+
+
+def test_pages_are_bounded_by_work_not_only_by_count(s, monkeypatch) -> None:
+    import partition_worker.queries as q
+
+    monkeypatch.setattr(q, "PAGE_COST", 3)
+    first = answer(s, {"what": "apps", "limit": 100})  # app1 costs 1 + 2 allocations + 2 asks
+    assert [a["applicationID"] for a in first["items"]] == ["app1"] and first["next"] == 1
+    second = answer(s, {"what": "apps", "offset": first["next"]})
+    assert [a["applicationID"] for a in second["items"]] == ["app2"] and second["next"] == 2 == second["total"]
+
+
+def test_the_dump_renders_each_allocation_once(s) -> None:
+    d = answer(s, {"what": "dump"})
+    uuids = {al["uuid"] for a in d["applications"] for al in a["allocations"]}
+    on_nodes = [u for n in d["nodes"] for u in n["allocations"]]
+    assert sorted(on_nodes) == sorted(uuids) and d["orphanAllocations"] == {}
