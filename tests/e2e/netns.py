@@ -165,17 +165,13 @@ class NetLab:
               stdin=subprocess.DEVNULL, stdout=None) -> Proc:
         """Run argv in the host's namespace; output goes to ``log_dir/name.log`` unless stdout is given."""
         log = self.log_dir / f"{name}.log"
-        out = open(log, "ab") if stdout is None else stdout
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("KORRAL_")}
         full_env.update({"PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)})
         full_env.update(env or {})
-        try:
-            popen = subprocess.Popen([IP, "netns", "exec", host.ns, *argv], stdin=stdin, stdout=out,
-                                     stderr=out if stdout is None else open(log, "ab"), env=full_env,
+        with open(log, "ab") as err:  # the child keeps its own descriptor
+            popen = subprocess.Popen([IP, "netns", "exec", host.ns, *argv], stdin=stdin,
+                                     stdout=err if stdout is None else stdout, stderr=err, env=full_env,
                                      cwd=REPO, start_new_session=True)
-        finally:
-            if stdout is None:
-                out.close()
         proc = Proc(name, host, popen, log)
         self.procs.append(proc)
         return proc
