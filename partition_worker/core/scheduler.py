@@ -345,7 +345,7 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
             _headroom_blocked(c, app, ask, blocker)
         else:
             # no node fits now; root's headroom (the cluster size) may be what is missing
-            if not c.no_reserve and (res is not no_reserve_res or not plain):
+            if not c.no_reserve and not (plain and res == no_reserve_res):
                 verdict = _maybe_reserve(c, app, ask)
                 if verdict == _NO_NODE and plain:
                     no_reserve_res = res
