@@ -44,6 +44,7 @@ from common.stack_down import (
     save_stack,
     stop_stack,
     supervisor_rpc,
+    supervisord_from_pidfile,
 )
 
 __all__ = ["UpOptions", "configure", "run", "start_stack", "wait_ready", "deploy_dir", "render_config"]
@@ -206,7 +207,12 @@ def refuse_if_running(state_dir: Path) -> None:
         old = load_stack(state_dir)
     except NoStack:
         return
-    alive = {name: p for name, p in old.all_procs().items() if p.alive()}
+    procs = old.all_procs()
+    if "supervisord" not in procs:  # an earlier `korral up` stopped before recording it
+        found = supervisord_from_pidfile(old)
+        if found is not None:
+            procs["supervisord"] = found
+    alive = {name: p for name, p in procs.items() if p.alive()}
     if alive:
         listing = ", ".join(f"{name} pid {p.pid}" for name, p in sorted(alive.items()))
         raise StackError(f"a stack is already running in {state_dir} ({listing}); "
@@ -426,7 +432,7 @@ def run(args: argparse.Namespace) -> int:
         print("running in the foreground; Ctrl-C stops the whole stack", flush=True)
         while info.supervisord is not None and info.supervisord.alive():
             time.sleep(0.2)
-        if _recorded_state(opts.state_dir) == "stopped":
+        if _recorded_state(opts.state_dir) in ("stopping", "stopped"):
             print("korral up: the stack was stopped by `korral down`", file=sys.stderr)
             return 0
         print("korral up: supervisord exited; stopping what is left", file=sys.stderr)

@@ -38,6 +38,7 @@ __all__ = [
     "supervisor_rpc",
     "live_children",
     "stop_stack",
+    "supervisord_from_pidfile",
     "configure",
     "run",
 ]
@@ -107,7 +108,7 @@ class StackInfo:
     ``addresses`` maps ``si``, ``rest``, ``broker_frontend``, ``broker_backend``,
     ``redis_url`` to what the processes listen on; ``processes`` maps supervisord
     program names (``redis``, ``broker``, ``rmproxy``, ``worker-0``...) to ``ProcId``.
-    ``state`` is ``starting``, ``running`` or ``stopped``.
+    ``state`` is ``starting``, ``running``, ``stopping`` (``korral down`` at work) or ``stopped``.
     """
 
     state_dir: str
@@ -235,8 +236,11 @@ def stop_stack(state_dir: str | os.PathLike, timeout: float = 30.0) -> DownRepor
     info = load_stack(state_dir)
     procs = info.all_procs()
     procs.update(live_children(info))
+    # Tells a foreground `korral up` watching supervisord that this stop is deliberate.
+    info.state = "stopping"
+    save_stack(info)
     deadline = time.monotonic() + timeout
-    sup = info.supervisord or _supervisord_from_pidfile(info)
+    sup = info.supervisord or supervisord_from_pidfile(info)
     if sup is not None:
         procs["supervisord"] = sup
     if sup is not None and sup.alive():
@@ -268,7 +272,7 @@ def stop_stack(state_dir: str | os.PathLike, timeout: float = 30.0) -> DownRepor
     return report
 
 
-def _supervisord_from_pidfile(info: StackInfo) -> ProcId | None:
+def supervisord_from_pidfile(info: StackInfo) -> ProcId | None:
     """The stack's supervisord when ``korral up`` was stopped before recording it.
 
     Trusted only if that pid runs supervisord with this stack's config file.
