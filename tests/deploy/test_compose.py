@@ -170,9 +170,35 @@ def test_published_ports_are_bound(compose, parsed):
                                                              host_port(b.broker_backend)[1]}
     assert set(published(compose["services"]["rmproxy"])) == {host_port(r.si_address)[1],
                                                               host_port(r.rest_address)[1]}
-    for name in ("broker", "rmproxy"):
+    assert set(published(compose["services"]["redis"])) == {6379}
+    for name in ("broker", "rmproxy", "redis"):
         assert set(published(compose["services"][name]).values()) == {"127.0.0.1"}, \
             f"{name} is published beyond loopback by default (plaintext must stay local)"
+
+
+def test_redis_password_reaches_redis_and_every_url():
+    from redis.connection import parse_url
+
+    plain = load_compose()
+    for name, svc in korral_services(plain).items():
+        assert parse_url(svc["environment"]["KORRAL_REDIS_URL"]).get("password") is None, name
+    c = load_compose(env={"KORRAL_REDIS_PASSWORD": "s3cret"})
+    redis_svc = c["services"]["redis"]
+    assert redis_svc["command"][redis_svc["command"].index("--requirepass") + 1] == "s3cret"
+    assert redis_svc["environment"]["REDISCLI_AUTH"] == "s3cret"
+    for name, svc in korral_services(c).items():
+        ns = parse_korral(svc["command"], svc["environment"])
+        assert parse_url(ns.redis_url)["password"] == "s3cret", name
+
+
+def test_workers_on_an_extra_host_point_at_the_main_host():
+    c = load_compose(env={"KORRAL_BROKER_HOST": "10.0.0.5", "KORRAL_REDIS_HOST": "10.0.0.6"})
+    w = c["services"]["worker"]
+    ns = parse_korral(w["command"], w["environment"])
+    assert host_port(ns.broker_backend) == ("10.0.0.5", 5556)
+    assert host_port(ns.redis_url) == ("10.0.0.6", 6379)
+    assert published(c["services"]["broker"]).keys() >= {5556}  # what they connect to is published
+    assert published(c["services"]["redis"]).keys() >= {6379}
 
 
 def test_worker_is_scalable(compose):
