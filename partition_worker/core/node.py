@@ -221,7 +221,7 @@ class NodeCollection:
             node.allocated = node.allocated.add(delta)
             node.available = node.available.sub(delta)
         else:
-            node.allocated = node.allocated.sub(delta)
+            node.allocated = node.allocated.sub_checked(delta, f"node {node.node_id} allocated")
             node.available = node.available.add(delta)
         self._replace(node)
 

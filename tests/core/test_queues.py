@@ -175,3 +175,14 @@ def test_namespace_quota_tag_sets_the_max_of_a_dynamic_leaf(raw, expected) -> No
     h.app("a1", tags={"namespace": "ns1", "namespace.resourcequota": raw})
     leaf = h.p.queues.find("root.ns1")
     assert (leaf.max.as_dict() if leaf.max else None) == expected
+
+
+def test_config_update_can_switch_the_node_sort_policy() -> None:
+    h = Harness(partition_config())
+    h.node("busy", memory=100, vcore=100).node("empty", memory=100, vcore=100).app("app1")
+    h.ask("filler", "app1", memory=50, vcore=50, tags={"yunikorn.apache.org/requiredNode": "busy"})
+    h.step()
+    h.p.update_config(partition_config(policy="binpacking"), h.now)
+    h.ask("k", "app1", memory=10, vcore=10)
+    h.step()
+    assert h.allocs_of("k")[0].node_id == "busy"

@@ -203,3 +203,30 @@ def test_the_event_ring_is_bounded() -> None:
     s.step(START)
     assert len(s.event_ring) == EVENT_RING_SIZE
     assert s.event_ring[-1].objectID == f"n{EVENT_RING_SIZE + 49}"
+
+
+def test_node_update_and_drain_through_the_session() -> None:
+    s = session()
+    add_app(s, "app1")
+    add_node(s, "n1", memory=100)
+    upd = si_pb2.NodeInfo(nodeID="n1", action=si_pb2.NodeInfo.UPDATE)
+    upd.occupiedResource.resources["memory"].value = 95
+    s.apply_node_request(si_pb2.NodeRequest(nodes=[upd]), START)
+    node = s.core.nodes.get("n1")
+    assert node.capacity["memory"] == 100 and node.available["memory"] == 5  # capacity kept
+    s.apply_node_request(si_pb2.NodeRequest(nodes=[si_pb2.NodeInfo(
+        nodeID="n1", action=si_pb2.NodeInfo.DRAIN_NODE)]), START)
+    assert not node.schedulable
+    s.apply_node_request(si_pb2.NodeRequest(nodes=[si_pb2.NodeInfo(
+        nodeID="n1", action=si_pb2.NodeInfo.DRAIN_TO_SCHEDULABLE)]), START)
+    assert node.schedulable
+
+
+def test_recovered_allocation_keeps_the_creation_time_tag() -> None:
+    s = session()
+    add_app(s, "app1")
+    existing = si_pb2.Allocation(allocationKey="pod1", UUID="pod1", applicationID="app1",
+                                 nodeID="n1", allocationTags={"creationTime": "1700000000"})
+    existing.resourcePerAlloc.resources["memory"].value = 10
+    add_node(s, "n1", existing=[existing])
+    assert s.core.allocations["pod1"].create_time_ns == 1_700_000_000 * 10**9
