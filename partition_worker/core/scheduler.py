@@ -293,8 +293,14 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
     if app.state not in _SCHEDULABLE_APP_STATES:
         return None
     p = c.p
-    if not app.counted_running and app.queue.max_apps_reached() is not None:
-        return None  # maxapplications: a new app may not start yet
+    if not app.counted_running:
+        full = app.queue.max_apps_reached()
+        if full is not None:  # maxapplications: a new app may not start yet; say why
+            reason = f"queue {full.path} has reached its maxapplications ({full.max_apps})"
+            for ask in app.ordered_asks():
+                if ask.pending > 0:
+                    p.sched_state(ask, SchedState.SKIPPED, reason)
+            return None
     asks = c.ask_lists.get(app)
     if asks is None:
         asks = app.ordered_asks()

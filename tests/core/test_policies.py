@@ -68,6 +68,9 @@ def test_maxapplications_holds_back_new_apps() -> None:
     h.ask("x", "a1").ask("y", "a2")
     h.step()
     assert h.allocated_keys() == ["x"]
+    st = h.log.sched_states[-1]
+    assert (st.allocation_key, st.state.value) == ("y", "SKIPPED")
+    assert st.reason == "queue root.leaf has reached its maxapplications (1)"
     h.do(ReleaseAlloc("a1", h.allocs_of("x")[0].uuid))  # a1 Completing: no longer counted
     h.step()
     assert h.allocated_keys() == ["x", "y"]
