@@ -283,6 +283,9 @@ class Partition(AppOps, NodeOps):
             if alloc.placeholder:
                 app.allocated_placeholder = app.allocated_placeholder.sub_eliminate_negative(r)
             app.queue.sub_allocated(r)
+            ask = app.asks.get(alloc.key)
+            if ask is not None and ask.pending <= 0:
+                del app.asks[alloc.key]  # fully placed and now ending: keep memory bounded
         if report:
             self.outcomes.released.append(AllocationReleased(alloc.app_id, alloc.uuid, alloc.key, term, message))
         self.changed = True

@@ -131,3 +131,12 @@ def test_root_headroom_is_the_cluster_size(h: Harness) -> None:
     h.node("n1", memory=30).app("app1").ask("k", "app1", memory=10, repeat=5)
     assert h.step() == 3
     assert h.p.root.max == res(memory=30, vcore=1000)
+
+
+def test_a_fully_placed_ask_is_forgotten_once_its_allocation_ends(h: Harness) -> None:
+    h.node("n1").app("app1").ask("k1", "app1").ask("k2", "app1", repeat=2)
+    h.step()
+    h.do(ReleaseAlloc("app1", h.allocs_of("k1")[0].uuid))
+    assert "k1" not in h.p.apps["app1"].asks
+    h.ask("k1", "app1")  # the same key again is a new ask
+    assert h.step() == 1
