@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 
 from common import si_pb2
+from rmproxy.client.callback import ResourceManagerCallback
 
 __all__ = ["configure", "run", "e2e_row"]
 
@@ -75,7 +76,7 @@ def _ms(seconds: float | None) -> float | None:
 
 
 @dataclass
-class _BenchRM:
+class _BenchRM(ResourceManagerCallback):
     """Callback that timestamps every verdict and allocation as it arrives."""
 
     cond: threading.Condition = field(default_factory=threading.Condition)
@@ -88,7 +89,6 @@ class _BenchRM:
     alloc_times: list[float] = field(default_factory=list)
     rejected_asks: list[str] = field(default_factory=list)
 
-    # ResourceManagerCallback (duck-typed: the client calls what exists)
     def update_node(self, response):
         now = time.perf_counter()
         with self.cond:
@@ -116,12 +116,6 @@ class _BenchRM:
         with self.cond:
             if not self.cond.wait_for(lambda: predicate(self), timeout):
                 raise RuntimeError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-    def __getattr__(self, name):  # the other callback methods: nothing to do
-        if name in ("predicates", "send_event", "update_container_scheduling_state",
-                    "connection_lost", "connection_restored"):
-            return lambda *a: None
-        raise AttributeError(name)
 
 
 def _ask(key: str, app: str, memory: int = 10, vcore: int = 1) -> si_pb2.AllocationAsk:

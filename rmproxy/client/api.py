@@ -326,14 +326,14 @@ class SchedulerAPI:
             self._generation += 1
             old = self._close_streams_locked()
             self._open_streams_locked(self._generation)
-            replay_from = len(self._held)
         for stream in old:
             stream.join(1.0)
         if self._hook is not None:
             snapshot = self._invoke(self._hook.recoverable_state)
             with self._cond:
-                # Held before the snapshot began: the snapshot covers them.
-                del self._held[:replay_from]
+                # Held before the snapshot returned: by the hook's contract (state changed
+                # before the send, snapshot taken under the RM's lock) the snapshot covers them.
+                self._held.clear()
             self._replay(snapshot)
         with self._cond:
             if self._stop.is_set():
@@ -359,12 +359,19 @@ class SchedulerAPI:
             self._await_verdicts("node", {n.nodeID for n in chunk}, si_pb2.NodeRequest(nodes=chunk, rmID=rm_id))
         for chunk in _chunks(list(snapshot.asks), ASKS_PER_REQUEST):
             with self._cond:
+                self._check_current()
                 self._streams["allocation"].send(si_pb2.AllocationRequest(asks=chunk, rmID=rm_id))
         log.info("RM %s replayed %d applications, %d nodes, %d asks", rm_id, len(apps), len(nodes),
                  len(snapshot.asks))
 
+    def _check_current(self) -> None:
+        """Under the lock: stop replaying into streams that were replaced or closed."""
+        if self._restart.is_set() or self._stop.is_set():
+            raise _Restart()
+
     def _await_verdicts(self, kind: str, ids: set[str], request: Any) -> None:
         with self._cond:
+            self._check_current()
             self._waiting[kind] = set(ids)
             self._streams[kind].send(request)
             done = self._cond.wait_for(

@@ -227,3 +227,35 @@ def test_async_flavour_runs_async_callbacks_on_the_event_loop(fake):
 
     loop = asyncio.run(main())
     assert seen and seen[0][0] is loop and seen[0][1] == ["n1"]
+
+
+def test_sends_made_during_recovery_are_neither_lost_nor_doubled(fake):
+    import random
+
+    from rmproxy.client import Backoff
+
+    rejected = []
+
+    class RM(StatefulRM):
+        def update_application(self, response):
+            super().update_application(response)
+            rejected.extend(r.applicationID for r in response.rejected)
+
+    rm = RM()
+    api = SchedulerAPI(fake.address, backoff=Backoff(base=0.4, cap=0.4, rng=random.Random(1)))
+    register(api, rm)
+    rm.add_node(api, node("n1"))
+    rm.add_app(api, app("app-1"))
+    assert wait_until(lambda: rm.accepted_apps == ["app-1"])
+    fake.restart()
+    assert wait_until(lambda: api.state is ClientState.RECOVERING)
+    rm.add_app(api, app("app-2"))  # during the backoff: held, and covered by the snapshot
+    rm.add_ask(api, ask("k-held", app_id="app-2"))
+    assert wait_until(lambda: api.state is ClientState.RUNNING and api.reconnects == 1)
+    rm.add_ask(api, ask("k-after", app_id="app-2"))  # after: straight through
+    assert wait_until(lambda: {"k-held", "k-after"} <= set(rm.running))
+    assert rejected == []
+    assert sorted(fake.apps) == ["app-1", "app-2"]
+    new_app_requests = [a.applicationID for k, r in fake.log if k == "application" for a in r.new]
+    assert new_app_requests.count("app-2") == 1  # in the replay only, not again from the held sends
+    api.close()
