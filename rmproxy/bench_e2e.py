@@ -294,5 +294,12 @@ def _print_table(rows: list[dict]) -> None:
             "single_ask_p50_ms", "single_ask_p99_ms")
     print(" | ".join(head))
     for r in rows:
-        print(" | ".join("n/a" if r.get(k) is None else f"{r[k]:,}" if isinstance(r[k], int) else f"{r[k]:,.3f}"
-                         for k in keys))
+        print(" | ".join(_cell(r.get(k)) for k in keys))
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, int) or value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:,.3f}"
