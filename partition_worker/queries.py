@@ -21,6 +21,7 @@ them with gauges read from the core. Nothing here writes to the core.
 
 from __future__ import annotations
 
+import gc
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -32,7 +33,7 @@ __all__ = ["answer", "observe_step", "StepStats", "QUERIES", "INT32_MIN"]
 
 INT32_MIN = -(1 << 31)
 MAX_PAGE = 10_000  # items per answer at most
-PAGE_COST = 2_000  # work units per answer (an app or node = 1 + its allocations and asks): ~10 ms
+PAGE_COST = 1_000  # work units per answer (an app or node = 1 + its allocations and asks): ~5-10 ms
 _PENDING_STATES = (AppState.NEW, AppState.ACCEPTED)
 _RUNNING_STATES = (AppState.STARTING, AppState.RUNNING, AppState.COMPLETING)
 LATENCY_BUCKETS_MS = (0.1, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)
@@ -363,17 +364,15 @@ def _health(s, body: dict) -> list[dict]:
             over.append(n.node_id)
     alloc_total = _nonzero(sum_alloc)
     part_alloc = _nonzero(p.root.allocated.as_dict())
-    orphan_node, orphan_app = [], []
+    # Set differences instead of per-allocation lookups: ~10x cheaper at 50,000 allocations.
+    on_nodes: dict[str, str] = {}
     for n in nodes:
-        for uuid, al in n.allocations.items():
-            app = p.apps.get(al.app_id)
-            if app is None or uuid not in app.allocations:
-                orphan_node.append(f"{n.node_id}/{uuid}")
+        on_nodes.update(dict.fromkeys(n.allocations, n.node_id))
+    on_apps: dict[str, str] = {}
     for a in p.apps.values():
-        for uuid, al in a.allocations.items():
-            n = p.nodes.nodes.get(al.node_id)
-            if n is None or uuid not in n.allocations:
-                orphan_app.append(f"{a.app_id}/{uuid}")
+        on_apps.update(dict.fromkeys(a.allocations, a.app_id))
+    orphan_node = [f"{on_nodes[u]}/{u}" for u in on_nodes.keys() - on_apps.keys()]
+    orphan_app = [f"{on_apps[u]}/{u}" for u in on_apps.keys() - on_nodes.keys()]
     return [
         _check("Scheduling errors", "Check for scheduling error entries in metrics", []),
         _check("Failed nodes", "Check for failed nodes entries in metrics",
@@ -534,4 +533,14 @@ def answer(session: Any, body: dict) -> Any:
     handler = QUERIES.get(what) if isinstance(what, str) else None
     if handler is None:
         raise ValueError(f"unknown query {what!r}; known: {', '.join(sorted(QUERIES))}")
-    return handler(session, body)
+    if what != "dump":
+        return handler(session, body)
+    # A dump builds ~100,000 short-lived dicts at 50,000 allocations; with the cyclic GC on,
+    # it would rescan the worker's large heap several times (measured: 0.9 s instead of 0.4 s).
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return handler(session, body)
+    finally:
+        if was_enabled:
+            gc.enable()

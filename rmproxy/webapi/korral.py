@@ -22,6 +22,7 @@ from rmproxy.webapi.cluster import ClusterReader
 __all__ = ["ResyncObserver", "KorralApi"]
 
 RESYNC_HISTORY = 100
+HEALTH_TTL = 5.0  # seconds a partition's health answer is reused (YuniKorn serves its last periodic run)
 
 
 @dataclass(slots=True)
@@ -63,6 +64,7 @@ class KorralApi:
         self.proxy = proxy
         self.reader = reader
         self.resyncs = resyncs
+        self._health: tuple[float, list, list] | None = None  # (monotonic time, answers, errors)
 
     def routes(self) -> list[tuple[str, str, Any]]:
         return [
@@ -120,7 +122,14 @@ class KorralApi:
     async def health_checks(self) -> list[dict]:
         p = self.proxy
         targets = self.reader.targets()
-        answers, errors = await self.reader.query_all_with_errors({"what": "health"})
+        # The partition checks walk every node and allocation (~40 ms of a worker's time at
+        # 5,000 nodes / 50,000 allocations): a dashboard polling every 2 s reuses the last run.
+        cached = self._health
+        if cached is not None and time.monotonic() - cached[0] < HEALTH_TTL:
+            answers, errors = cached[1], cached[2]
+        else:
+            answers, errors = await self.reader.query_all_with_errors({"what": "health"})
+            self._health = (time.monotonic(), answers, errors)
         merged: dict[tuple[str, str], dict] = {}
         for t, checks in answers:
             for c in checks:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import gc
 import json
 import logging
 import time
@@ -20,6 +21,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from common import korral_pb2
 from common.config import load_config
 from common.config.default import DEFAULT_CONFIG_TEXT
 from common.config.errors import ConfigError
@@ -118,6 +120,25 @@ class StateApi:
             return json_response({"allowed": False, "reason": str(exc)})
         return json_response({"allowed": True, "reason": "; ".join(getattr(cfg, "warnings", ()) or ())})
 
+    async def _rm_state_dumps(self) -> dict[str, Any]:
+        """Ask this rmproxy's subscribed RMs for their own state dump (korral.v1 StateDumpRequest
+        notice, answered with ProvideStateDump). Needs ``proxy.state_dumps`` (rmID -> the RM's
+        latest answer) to be kept by the Korral gRPC service; without it there is nothing to read."""
+        store = getattr(self.proxy, "state_dumps", None)
+        if not isinstance(store, dict):
+            return {}
+        asked: dict[str, str] = {}
+        for rm in self.proxy.rms.values():
+            if rm.subscribers:
+                request_id = f"dump-{time.time_ns()}"
+                store.pop(rm.rm_id, None)
+                rm.notify(korral_pb2.SchedulerNotice(
+                    stateDumpRequest=korral_pb2.StateDumpRequest(requestID=request_id)))
+                asked[rm.rm_id] = request_id
+        if not asked:
+            return {}
+        return await _poll_rm_dumps(store, asked, RM_DUMP_WAIT)
+
     async def dump(self, request: web.Request) -> web.Response:
         async with self._dumping:
             doc = await self.build_dump()
@@ -126,6 +147,7 @@ class StateApi:
 
     async def build_dump(self) -> dict:
         answers, errors = await self.reader.query_all_with_errors({"what": "dump"})
+        rm_dumps = await self._rm_state_dumps()
         rm_ids = await self._rm_ids()
         regs = {}
         for rm_id in rm_ids:
@@ -158,11 +180,38 @@ class StateApi:
             "HealthChecks": [{"partitionName": t.partition, "rmID": t.rm_id, "checks": d["health"]}
                              for t, d in answers],
             "Events": [e for _, d in answers for e in d["events"]],
-            "RMDiagnostics": {rm_id: _registration_dump(reg) for rm_id, reg in regs.items()},
+            "RMDiagnostics": {rm_id: _registration_dump(reg) | {"stateDump": rm_dumps.get(rm_id)}
+                              for rm_id, reg in regs.items() if reg is not None},
             "Stack": await self.stack_view(),
             "LogLevel": logging.getLevelName(logging.getLogger("korral").getEffectiveLevel()),
             "Errors": errors,
         }
+
+
+RM_DUMP_WAIT = 2.0  # seconds an RM gets to answer a StateDumpRequest
+
+
+async def _poll_rm_dumps(store: dict, asked: dict[str, str], wait: float) -> dict[str, Any]:
+    deadline = time.monotonic() + wait
+    while True:
+        got = {rm: store[rm] for rm in asked if _answers(store.get(rm), asked[rm])}
+        if len(got) == len(asked) or time.monotonic() >= deadline:
+            return {rm: _parse_rm_dump(v) for rm, v in got.items()}
+        await asyncio.sleep(0.05)
+
+
+def _answers(value: Any, request_id: str) -> bool:
+    if isinstance(value, dict):
+        return value.get("requestID") in (request_id, "", None)
+    return value is not None
+
+
+def _parse_rm_dump(value: Any) -> Any:
+    text = value.get("json") if isinstance(value, dict) else value
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text
 
 
 def _restore_node_allocations(d: dict) -> None:
@@ -177,16 +226,24 @@ def pretty_dump(doc: dict) -> str:
     """Indented JSON down to the elements of each top-level list, each element on one line.
 
     Fully indenting a 50,000-allocation dump takes seconds in Python (the indenting encoder is
-    pure Python); this keeps the dump readable and greppable at the C encoder's speed."""
+    pure Python); this keeps the dump readable and greppable at the C encoder's speed. The
+    cyclic GC is paused meanwhile: encoding creates many short-lived objects and each
+    collection would rescan the (large) heap."""
     enc = json.JSONEncoder(separators=(",", ":")).encode
-    parts = []
-    for key, value in doc.items():
-        if isinstance(value, list) and value:
-            body = ",\n    ".join(enc(v) for v in value)
-            parts.append(f"  {enc(key)}: [\n    {body}\n  ]")
-        else:
-            parts.append(f"  {enc(key)}: {enc(value)}")
-    return "{\n" + ",\n".join(parts) + "\n}\n"
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        parts = []
+        for key, value in doc.items():
+            if isinstance(value, list) and value:
+                body = ",\n    ".join(enc(v) for v in value)
+                parts.append(f"  {enc(key)}: [\n    {body}\n  ]")
+            else:
+                parts.append(f"  {enc(key)}: {enc(value)}")
+        return "{\n" + ",\n".join(parts) + "\n}\n"
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _registration_dump(reg) -> dict | None:

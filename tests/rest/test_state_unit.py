@@ -1,0 +1,69 @@
+"""Pieces of the state dump that need no stack: the RM's own dump, JSON layout, node views."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from rmproxy.webapi.state import StateApi, _restore_node_allocations, config_with_checksum, pretty_dump
+
+
+class FakeRM:
+    def __init__(self, rm_id: str, store: dict, answer: bool) -> None:
+        self.rm_id = rm_id
+        self.subscribers = [object()]
+        self.store = store
+        self.answer = answer
+        self.notices = []
+
+    def notify(self, notice) -> None:
+        self.notices.append(notice)
+        if self.answer:  # as rmproxy's ProvideStateDump handler would store the RM's reply
+            rid = notice.stateDumpRequest.requestID
+            asyncio.get_running_loop().call_later(0.05, self.store.__setitem__, self.rm_id,
+                                                  {"requestID": rid, "json": '{"pods": 3}'})
+
+
+class FakeProxy:
+    def __init__(self) -> None:
+        self.state_dumps: dict = {}
+        self.rms = {"rm-a": FakeRM("rm-a", self.state_dumps, True), "rm-b": FakeRM("rm-b", self.state_dumps, False)}
+
+
+def test_rm_state_dumps_are_requested_and_collected(monkeypatch) -> None:
+    import rmproxy.webapi.state as state
+
+    monkeypatch.setattr(state, "RM_DUMP_WAIT", 0.5)
+    proxy = FakeProxy()
+    api = StateApi(proxy, reader=None, stack_view=None, history=None)
+    got = asyncio.run(api._rm_state_dumps())
+    assert got == {"rm-a": {"pods": 3}}  # rm-b did not answer in time: left out
+    assert proxy.rms["rm-b"].notices[0].stateDumpRequest.requestID.startswith("dump-")
+
+
+def test_without_a_store_no_rm_is_asked() -> None:
+    proxy = FakeProxy()
+    del proxy.state_dumps
+    assert asyncio.run(StateApi(proxy, None, None, None)._rm_state_dumps()) == {}
+    assert not proxy.rms["rm-a"].notices
+
+
+def test_pretty_dump_is_json_with_one_element_per_line() -> None:
+    doc = {"Timestamp": 1, "Partitions": [{"name": "a"}, {"name": "b"}], "Applications": [], "LogLevel": "INFO"}
+    text = pretty_dump(doc)
+    assert json.loads(text) == doc
+    assert '\n    {"name":"b"}\n' in text
+
+
+def test_node_allocation_views_are_restored_from_apps_and_orphans() -> None:
+    al = {"uuid": "u1", "nodeId": "n1"}
+    d = {"applications": [{"allocations": [al]}], "orphanAllocations": {"u9": {"uuid": "u9"}},
+         "nodes": [{"nodeID": "n1", "allocations": ["u1", "u9"]}]}
+    _restore_node_allocations(d)
+    assert d["nodes"][0]["allocations"] == [al, {"uuid": "u9"}]
+
+
+def test_config_checksum_line_is_replaced_not_duplicated() -> None:
+    text = config_with_checksum("partitions:\n  - name: default\nchecksum: ABC\n")
+    assert text.count("checksum:") == 1 and len(text.split("checksum: ")[1].strip()) == 64
+    assert config_with_checksum(text) == text
