@@ -15,6 +15,8 @@ from common.config.loader import (
     config_checksum,
     load_config,
 )
+from common.config.quantity import QuantityError, format_resources, parse_quantity
+from common.config.validate import is_qualified, validate_partition
 from common.config.model import (
     ChildTemplateConfig,
     FilterConfig,
@@ -39,6 +41,11 @@ __all__ = [
     "MAX_QUEUE_DEPTH",
     "MAX_QUEUES",
     "MAX_RULE_DEPTH",
+    "QuantityError",
+    "format_resources",
+    "parse_quantity",
+    "is_qualified",
+    "validate_partition",
     "ChildTemplateConfig",
     "FilterConfig",
     "LimitConfig",
