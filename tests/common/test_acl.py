@@ -74,3 +74,26 @@ def test_allows(text, user, groups, expected):
 def test_default_acl_denies_all():
     assert ACL().denies_all
     assert not ACL().allows("root", ["root"])
+
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+NAMES = st.from_regex(r"[_a-zA-Z][a-zA-Z0-9_-]{0,8}", fullmatch=True)
+
+
+@given(st.lists(NAMES, max_size=5), st.lists(NAMES, max_size=5), NAMES, st.lists(NAMES, max_size=3))
+def test_listed_users_and_groups_are_allowed_others_not(users, groups, user, user_groups):
+    acl = ACL.parse(",".join(users) + " " + ",".join(groups))
+    expected = user in users or any(g in groups for g in user_groups)
+    assert acl.allows(user, user_groups) is expected
+
+
+@given(st.text(max_size=30))
+def test_parse_either_succeeds_or_names_the_acl(text):
+    try:
+        acl = ACL.parse(text)
+    except ValueError as exc:
+        assert f"'{text}'" in str(exc)
+    else:
+        assert acl.text == text
