@@ -243,6 +243,18 @@ class PartitionSession:
         return Outbox(alloc_resp, app_resp, node_resp, events, states)
 
     # ------------------------------------------------------------------ state
+    def explain(self, app_id: str, allocation_key: str) -> dict:
+        """Why an ask waits: its scheduling state and the node pipeline's rejection counts by
+        stage. Raises ``LookupError`` naming the app or ask when it does not exist."""
+        from partition_worker.core.scheduler import explain
+        app = self.core.apps.get(app_id)
+        if app is None:
+            raise LookupError(f"application {app_id} not found in partition {self.partition_name}")
+        ask = app.asks.get(allocation_key)
+        if ask is None:
+            raise LookupError(f"allocation ask {allocation_key} not found for application {app_id}")
+        return explain(self.core, app, ask)
+
     def snapshot(self) -> dict:
         """Plain JSON-able state with YuniKorn's REST field names (``core.dao``): ``partition``
         (summary), ``queues`` (tree), ``applications`` (active and finished), ``nodes``,

@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .objects import Allocation, Ask
     from .partition import Partition
 
-__all__ = ["run_cycle", "WAITING_FOR_CLUSTER"]
+__all__ = ["run_cycle", "explain", "usage_share", "WAITING_FOR_CLUSTER"]
 
 WAITING_FOR_CLUSTER = "request is waiting for cluster resources become available"
 _SCHEDULABLE_APP_STATES = frozenset({AppState.ACCEPTED, AppState.STARTING, AppState.RUNNING,
@@ -516,3 +516,38 @@ def _try_reserved(c: _Cycle) -> int:
             app._order_dirty = True
         n += 1
     return n
+
+
+# ------------------------------------------------------------------------------ diagnosis
+def explain(p: "Partition", app: "Application", ask: "Ask") -> dict:
+    """Why ``ask`` waits: the node selection pipeline run over every node with each rejection
+    counted by stage (cheap filters first), plus the queue that blocks it, if any. O(nodes);
+    for diagnosis on demand, never called by the cycle."""
+    stages = {"node drained": 0, "node not ready": 0, "node reserved by another ask": 0,
+              "not the required node": 0, "node selector does not match": 0,
+              "insufficient free resources": 0, "fits": 0}
+    rv = ask.resource._v
+    for node in p.nodes.nodes.values():
+        if not node.schedulable:
+            stages["node drained"] += 1
+        elif not node.ready:
+            stages["node not ready"] += 1
+        elif node.reservation is not None and (node.reservation.app_id, node.reservation.ask_key) \
+                != (app.app_id, ask.key):
+            stages["node reserved by another ask"] += 1
+        elif ask.required_node and node.node_id != ask.required_node:
+            stages["not the required node"] += 1
+        elif ask.selector and not _selector_ok(node, ask):
+            stages["node selector does not match"] += 1
+        elif not _fits(rv, node):
+            stages["insufficient free resources"] += 1
+        else:
+            stages["fits"] += 1
+    blocker = app.queue.fits_headroom(ask.resource)
+    return {
+        "applicationID": app.app_id, "allocationKey": ask.key, "pending": ask.pending,
+        "state": ask.sched_state.value if ask.sched_state is not None else "",
+        "reason": ask.sched_reason, "reservedNode": ask.reserved_node,
+        "queueHeadroomBlockedBy": blocker.path if blocker is not None else "",
+        "nodes": {k: v for k, v in stages.items() if v},
+    }

@@ -230,3 +230,20 @@ def test_recovered_allocation_keeps_the_creation_time_tag() -> None:
     existing.resourcePerAlloc.resources["memory"].value = 10
     add_node(s, "n1", existing=[existing])
     assert s.core.allocations["pod1"].create_time_ns == 1_700_000_000 * 10**9
+
+
+def test_explain_counts_node_rejections_by_stage() -> None:
+    import pytest
+    s = session()
+    add_app(s, "app1")
+    add_node(s, "n1", memory=5)
+    add_node(s, "n2", memory=500)
+    s.apply_node_request(si_pb2.NodeRequest(nodes=[si_pb2.NodeInfo(
+        nodeID="n2", action=si_pb2.NodeInfo.DRAIN_NODE)]), START)
+    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("big", "app1", memory=50)]), START)
+    s.step(START)
+    why = s.explain("app1", "big")
+    assert why["nodes"] == {"node drained": 1, "insufficient free resources": 1}
+    assert why["state"] == "FAILED" and why["queueHeadroomBlockedBy"] == ""
+    with pytest.raises(LookupError, match="allocation ask nope not found for application app1"):
+        s.explain("app1", "nope")
