@@ -30,6 +30,14 @@ def view_or_none(rest_address):
         return None
 
 
+def registered_rms(stack) -> set[str] | None:
+    try:
+        with urllib.request.urlopen(f"http://{stack.rest_address}/ws/v1/korral/stack", timeout=5) as r:
+            return {rm["rmID"] for rm in json.load(r)["rms"]}
+    except OSError:
+        return None
+
+
 def rm_view(rm: StatefulRM) -> dict[str, tuple[str, str]]:
     with rm.state_lock:
         return {k: (a.UUID, a.nodeID) for k, a in rm.running.items()}
@@ -82,3 +90,33 @@ def test_after_a_restart_the_client_replays_and_the_scheduler_holds_exactly_its_
         assert wait_until(lambda: view_or_none(stack.rest_address) == rm_view(rm), 20)
     finally:
         api.close()
+
+
+def test_korral_v1_extras_work_on_a_real_stack(stack_factory):
+    """UpdateConfiguration (good and bad) and Shutdown through rmproxy's korral.v1 service.
+
+    The RM's own state dump is checked against the fake scheduler only: rmproxy's REST side
+    reads the answers from ``proxy.state_dumps`` while its gRPC service stores them on itself.
+    """
+    from rmproxy.client import SchedulerError
+
+    stack = stack_factory(workers=1)
+    rm = StatefulRM()
+    api = fast_api(stack.si_address)
+    api.register_resource_manager(
+        si_pb2.RegisterResourceManagerRequest(rmID="rm-extras", policyGroup="queues", config=CONFIG), rm)
+    try:
+        rm.add_node(api, node("n1"))
+        assert wait_until(lambda: rm.accepted_nodes == ["n1"], 20)
+        api.update_configuration(si_pb2.UpdateConfigurationRequest(
+            policyGroup="queues", config=CONFIG.replace("submitacl: '*'", "submitacl: 'alice'")))
+        with pytest.raises(SchedulerError) as err:
+            api.update_configuration(si_pb2.UpdateConfigurationRequest(
+                policyGroup="queues", config="partitions: [{name: default, queues: [{name: root, bogus: 1}]}]"))
+        assert "bogus" in err.value.details
+        assert wait_until(lambda: "rm-extras" in registered_rms(stack), 10)
+    finally:
+        api.close()
+    assert api.state is ClientState.CLOSED
+    # Shutdown: the RM is Stopped at once and its registration is gone
+    assert wait_until(lambda: registered_rms(stack) == set(), 10), registered_rms(stack)
