@@ -247,6 +247,8 @@ class Proxy:
         except ConfigError as exc:
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
                                     f"registration of RM failed: {exc}") from None
+        for warning in config.warnings:
+            log.warning("RM %s config: %s", req.rmID, warning)
         partitions = [p.name for p in config.partitions]
         reg = registry.Registration(
             rm_id=req.rmID, version=req.version, policy_group=req.policyGroup, config=req.config,
