@@ -12,7 +12,8 @@ allocations from both hosts' workers. Then host-a's link goes down (``ip link se
 the broker misses wa's heartbeats, gives pa to the standby on host-b under a new epoch, and
 rmproxy ends the RM's streams with UNAVAILABLE ``korral: re-register: ...``. The RM
 re-registers, re-reports (nodes with their existing allocations), and pa schedules again,
-holding exactly the RM's allocations.
+holding exactly the RM's allocations. Finally host-a's link comes back: wa must give pa up
+and rejoin as a spare, and pa keeps scheduling on the standby.
 """
 
 from __future__ import annotations
@@ -244,9 +245,24 @@ def test_two_hosts_schedule_and_a_cut_host_fails_over_to_the_standby(lab, korral
             rm_view = {k: (a.UUID, a.nodeID) for k, a in held.items() if a.partitionName == part}
             wait_until(lambda: s.nodes_view(part) == rm_view, 15, f"{part} holds the RM's allocations", procs)
         print(f"host cut off -> pa owned by the standby on host-b and scheduling again in {resync:.2f}s")
+
+        # host-a comes back: its worker still believes it owns pa under the old epoch. The broker
+        # tells it to release pa (no split brain), it rejoins as a spare, and pa stays where it is.
+        settled = wait_until(lambda: (o := s.owner("pa")) and o["epoch"] > owner["epoch"] and o, 5,
+                             "pa in the epoch of the re-registration", procs)  # re-registering bumps epochs
+        assert settled["name"] == "standby"
+        lab.link_up(s.host_a)
+        rejoined = wait_until(lambda: (w := s.workers()).get("wa", {}).get("partition", "?") is None and w, 20,
+                              "wa rejoined as a spare", procs)
+        assert rejoined["standby"]["partition"] == f"{RM_ID}/pa" and rejoined["standby"]["epoch"] == settled["epoch"]
+        last = [ask(f"a-last-{i}", "app-a", "pa", memory=100, vcore=100) for i in range(3)]
+        rm.asks(*last)
+        final = collect_allocations(rm, {a.allocationKey for a in last}, 20)
+        held.update(final)
+        rm_view = {k: (a.UUID, a.nodeID) for k, a in held.items() if a.partitionName == "pa"}
+        wait_until(lambda: s.nodes_view("pa") == rm_view, 15, "pa holds the RM's allocations after the rejoin", procs)
         for name, proc in s.procs.items():
-            if name != "wa":
-                assert proc.alive(), f"{name} died:\n{proc.tail()}"
+            assert proc.alive(), f"{name} died:\n{proc.tail()}"
     finally:
         rm.close()
 
