@@ -22,6 +22,7 @@ them with gauges read from the core. Nothing here writes to the core.
 from __future__ import annotations
 
 import gc
+import logging
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -30,6 +31,8 @@ from partition_worker.core import dao
 from partition_worker.core.app_state import AppState
 
 __all__ = ["answer", "observe_step", "StepStats", "QUERIES", "INT32_MIN"]
+
+log = logging.getLogger("korral.worker")
 
 INT32_MIN = -(1 << 31)
 MAX_PAGE = 10_000  # items per answer at most
@@ -528,19 +531,26 @@ QUERIES: dict[str, Callable[[Any, dict], Any]] = {
 
 
 def answer(session: Any, body: dict) -> Any:
-    """Answer one query for ``session`` (see module doc); ValueError for an unknown ``what``."""
+    """Answer one query for ``session`` (see module doc).
+
+    Raises only ``ValueError``: for an unknown ``what`` or a bad parameter, and also (logged
+    with its traceback) for a bug in an answer, so a REST read can never stop the worker loop."""
     what = body.get("what")
     handler = QUERIES.get(what) if isinstance(what, str) else None
     if handler is None:
         raise ValueError(f"unknown query {what!r}; known: {', '.join(sorted(QUERIES))}")
-    if what != "dump":
-        return handler(session, body)
     # A dump builds ~100,000 short-lived dicts at 50,000 allocations; with the cyclic GC on,
     # it would rescan the worker's large heap several times (measured: 0.9 s instead of 0.4 s).
-    was_enabled = gc.isenabled()
-    gc.disable()
+    pause_gc = what == "dump" and gc.isenabled()
+    if pause_gc:
+        gc.disable()
     try:
         return handler(session, body)
+    except ValueError:
+        raise
+    except Exception as exc:
+        log.exception("query %r failed", what)
+        raise ValueError(f"internal error: {type(exc).__name__}: {exc}") from exc
     finally:
-        if was_enabled:
+        if pause_gc:
             gc.enable()

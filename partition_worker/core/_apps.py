@@ -16,6 +16,7 @@ from .app_state import RUNNING_STATES, AppEvent, AppState, IllegalTransition, ne
 from .application import TAG_NAMESPACE_QUOTA, Application
 from .commands import AddApp, RemoveApp
 from .outcomes import AppAccepted, AppRejected, AppStateChanged, EventType, Termination
+from .placement_bridge import PlacementError
 from .queue import ObjectState, Queue, QueueCreateError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,7 +28,12 @@ T_STARTING, T_COMPLETING, T_EXPIRE = "starting", "completing", "expire"
 
 
 class _Reject(Exception):
-    pass
+    """An app rejection: ``reason`` is YuniKorn's exact text, ``detail`` says more (an event)."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
 
 
 def _gang(style: str) -> str:
@@ -55,7 +61,9 @@ class AppOps:
         try:
             queue, created = self._place(cmd, groups)
         except _Reject as r:
-            self._reject_app(cmd, str(r), now)
+            if r.detail:
+                self.event(EventType.APP, cmd.app_id, "QueueCreationFailed", r.detail, now)
+            self._reject_app(cmd, r.reason, now)
             return
         if cmd.placeholder_ask.strictly_greater_than_zero():
             if queue.sort_policy.value == "fair":
@@ -92,14 +100,15 @@ class AppOps:
         if self.placement.initialised:
             try:
                 path = self.placement.place(cmd, groups, self.queues)
-            except Exception as exc:  # PlacementError carries YuniKorn's message
+            except PlacementError as exc:  # carries YuniKorn's message
                 raise _Reject(f"failed to place application {app_id}: {exc}") from None
             queue = self.queues.find(path)
             if queue is None:
                 try:
                     queue, created = self.queues.create_dynamic(path, cmd.user, groups)
                 except QueueCreateError as exc:
-                    raise _Reject(f"failed to create rule based queue {path} for application {app_id}: {exc}") from None
+                    raise _Reject(f"failed to create rule based queue {path} for application {app_id}",
+                                  str(exc)) from None
         else:
             queue = self.queues.find(cmd.queue) if cmd.queue else None
             if queue is None:

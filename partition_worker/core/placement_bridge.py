@@ -12,18 +12,21 @@ from typing import Sequence
 
 from common.config.model import PlacementRuleConfig
 
-__all__ = ["PlacementBridge"]
+__all__ = ["PlacementBridge", "PlacementError"]
 
 from common.config.errors import ConfigError
 
 try:  # the placement package is built by a teammate in parallel
-    from partition_worker.placement import (AppPlacementInfo, GroupResolver, PlacementManager,
-                                            no_lookup)
+    from partition_worker.placement import (AppPlacementInfo, GroupResolver, PlacementError,
+                                            PlacementManager, no_lookup)
 except ImportError:  # pragma: no cover - depends on the build state of the tree
     PlacementManager = None  # type: ignore[assignment,misc]
     AppPlacementInfo = None  # type: ignore[assignment,misc]
     GroupResolver = None  # type: ignore[assignment,misc]
     no_lookup = None  # type: ignore[assignment]
+
+    class PlacementError(Exception):  # type: ignore[no-redef]
+        """Stand-in so the core can catch placement failures before the package exists."""
 
 
 class PlacementBridge:

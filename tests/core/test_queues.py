@@ -186,3 +186,61 @@ def test_config_update_can_switch_the_node_sort_policy() -> None:
     h.ask("k", "app1", memory=10, vcore=10)
     h.step()
     assert h.allocs_of("k")[0].node_id == "busy"
+
+
+USER_RULE = """
+partitions:
+  - name: default
+    placementrules:
+      - name: user
+        create: true
+        parent:
+          name: fixed
+          value: {parent}
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: leafy
+          - name: closed
+            parent: true
+            submitacl: ' '
+"""
+
+
+def test_placement_under_a_leaf_is_rejected_with_yunikorn_reason() -> None:
+    h = harness_from_yaml(USER_RULE.format(parent="leafy"))
+    h.app("a1", user="bob")
+    assert h.rejected_app_reasons()["a1"] == \
+        "failed to place application a1: parent rule returned a leaf queue: root.leafy"
+
+
+def test_placement_creates_the_user_queue_under_a_fixed_parent() -> None:
+    h = harness_from_yaml(USER_RULE.format(parent="closed"))
+    h.app("a1", user="bob")
+    assert h.p.apps["a1"].queue.path == "root.closed.bob"
+
+
+def test_dynamic_parents_and_leaf_get_created_and_inherit(h: Harness) -> None:
+    leaf, created = h.p.queues.create_dynamic("root.x.y.z", "alice", ())
+    assert created == ["root.x", "root.x.y", "root.x.y.z"]
+    assert leaf.is_leaf and leaf.dynamic and not h.p.queues.find("root.x").is_leaf
+
+
+@pytest.mark.parametrize("path, message", [
+    ("root.default.sub", "creation of queue root.default failed parent is already a leaf: root.default.sub"),
+    ("root.bad name", "failed to create rule based queue root.bad name: invalid queue name bad name"),
+], ids=["parent is a leaf", "invalid name"])
+def test_dynamic_queue_creation_errors(h: Harness, path, message) -> None:
+    from partition_worker.core.queue import QueueCreateError
+    with pytest.raises(QueueCreateError) as exc:
+        h.p.queues.create_dynamic(path, "alice", ())
+    assert str(exc.value) == message
+
+
+def test_dynamic_queue_creation_checks_submit_access_on_the_deepest_existing_queue() -> None:
+    from partition_worker.core.queue import QueueCreateError
+    h = Harness(partition_config(q("root", q("p", parent=True, submitacl="bob"))))
+    h.p.queues.create_dynamic("root.p.x", "bob", ())
+    with pytest.raises(QueueCreateError, match="submit access to queue root.p denied during create of: root.p.y"):
+        h.p.queues.create_dynamic("root.p.y", "eve", ())
