@@ -126,3 +126,14 @@ def test_the_dump_renders_each_allocation_once(s) -> None:
     uuids = {al["uuid"] for a in d["applications"] for al in a["allocations"]}
     on_nodes = [u for n in d["nodes"] for u in n["allocations"]]
     assert sorted(on_nodes) == sorted(uuids) and d["orphanAllocations"] == {}
+
+
+def test_a_bug_in_an_answer_becomes_a_value_error_not_a_crash(s, monkeypatch) -> None:
+    import partition_worker.queries as q
+
+    def broken(session, body):
+        raise AttributeError("no such field")
+
+    monkeypatch.setitem(q.QUERIES, "nodes", broken)
+    with pytest.raises(ValueError, match="internal error: AttributeError: no such field"):
+        answer(s, {"what": "nodes"})

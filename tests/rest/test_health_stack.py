@@ -1,0 +1,33 @@
+"""The health check reports stack problems: an RM whose streams dropped (Paused) → 503."""
+
+from __future__ import annotations
+
+import time
+
+from tests.e2e.sirm import SIRM, node
+from tests.rest.workload import http
+
+
+def test_a_paused_rm_makes_the_scheduler_unhealthy(stack_factory) -> None:
+    stack = stack_factory(workers=1)
+    base = f"http://{stack.rest_address}"
+    rm = SIRM(stack.si_address, "rm-health")
+    rm.register()
+    rm.open()
+    rm.nodes(node("n1", memory=100, vcore=100))
+    rm.wait_for("node", lambda r: len(r.accepted) == 1)
+    ok = http(base, "/ws/v1/scheduler/healthcheck")
+    assert ok.status == 200 and ok.json()["Healthy"] is True
+    rm.close()  # the RM's streams end: rmproxy marks it Paused
+    deadline = time.monotonic() + 10
+    while True:
+        r = http(base, "/ws/v1/scheduler/healthcheck")
+        if r.status == 503:
+            break
+        assert time.monotonic() < deadline, f"still healthy after the RM dropped: {r.body[:300]!r}"
+        time.sleep(0.2)
+    body = r.json()
+    assert body["status_code"] == 503 and body["Healthy"] is False
+    assert "RM connections" in body["description"] and "rm-health is Paused" in body["description"]
+    failed = [c["Name"] for c in body["HealthChecks"] if not c["Succeeded"]]
+    assert failed == ["RM connections"]
