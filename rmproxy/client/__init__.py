@@ -14,7 +14,8 @@ Usage::
 See ``docs/client.md`` and the docstring of ``rmproxy.client.api``.
 """
 
-from rmproxy.client.api import ClientState, NotConnectedError, SchedulerAPI, SchedulerError
+from rmproxy.client.api import SchedulerAPI
+from rmproxy.client.errors import ClientState, NotConnectedError, SchedulerError
 from rmproxy.client.backoff import Backoff
 from rmproxy.client.callback import (
     RecoverableState,

@@ -27,7 +27,6 @@ the client cannot replay, so it enters ``FAILED`` and sends raise.
 from __future__ import annotations
 
 import asyncio
-import enum
 import inspect
 import logging
 import threading
@@ -39,6 +38,7 @@ from common import korral_pb2, korral_pb2_grpc, si_pb2, si_pb2_grpc
 from rmproxy.client._stream import Stream
 from rmproxy.client.backoff import Backoff
 from rmproxy.client.callback import RecoverableState, ResourceManagerCallback, StateDumpPlugin
+from rmproxy.client.errors import ClientState, NotConnectedError, SchedulerError
 
 __all__ = ["ClientState", "NotConnectedError", "SchedulerAPI", "SchedulerError"]
 
@@ -49,31 +49,6 @@ CLIENT_VERSION = "korral-python-client/0.1"
 APPS_PER_REQUEST = 1000
 NODES_PER_REQUEST = 500
 ASKS_PER_REQUEST = 5000
-
-
-class ClientState(str, enum.Enum):
-    NEW = "New"
-    RUNNING = "Running"
-    RECOVERING = "Recovering"
-    FAILED = "Failed"
-    CLOSED = "Closed"
-
-
-class SchedulerError(Exception):
-    """A call the scheduler refused; ``code`` is the gRPC status, ``details`` its message."""
-
-    def __init__(self, what: str, code: grpc.StatusCode | None, details: str) -> None:
-        self.code = code
-        self.details = details
-        name = code.name if code is not None else "ERROR"
-        super().__init__(f"{what}: {name}: {details}")
-
-
-class NotConnectedError(SchedulerError):
-    """A send in a state where the client cannot deliver it (not registered, failed, closed)."""
-
-    def __init__(self, what: str, state: ClientState, why: str = "") -> None:
-        super().__init__(what, None, f"client is {state.value}{': ' + why if why else ''}")
 
 
 class _Restart(Exception):
