@@ -344,6 +344,7 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
                 alloc = p.allocate(app, ask, node, c.now)
                 if ask.pending <= 0:
                     app._order_dirty = True  # compact at the next cycle
+                    _priority_may_drop(c, app, ask, asks, cursor)
                 return alloc
             if plain:
                 last_res, last_blocker = res, blocker
@@ -368,6 +369,28 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
     c.ask_cursor[app] = cursor
     c.visited += i - start
     return None
+
+
+def _priority_may_drop(c: _Cycle, app: "Application", done: "Ask", asks: list, cursor: int) -> None:
+    """``done`` has no repeats left. If it was the last ask of the app's top priority, the app
+    and its queues now rank lower: drop the cycle's cached priorities and fifo order so the
+    next descent sees it (YuniKorn re-sorts every cycle; Korral only when a priority drops)."""
+    i = cursor
+    n = len(asks)
+    while i < n and asks[i].pending <= 0:
+        i += 1
+    now_prio = asks[i].priority if i < n else INT32_MIN
+    if now_prio >= done.priority:
+        return
+    leaf = app.queue
+    for q in leaf.chain():
+        c.qprio.pop(q, None)
+        c.qkey.pop(q, None)
+    if now_prio != INT32_MIN and leaf.priority_enabled and leaf in c.fifo \
+            and leaf.sort_policy is AppSortPolicy.FIFO:
+        # still has work at a lower priority: its place in the fifo order changes (an app
+        # with nothing left just drops out, no re-sort needed)
+        del c.fifo[leaf]  # rebuilt (and re-sorted) at the next visit of this leaf
 
 
 def _headroom_blocked(c: _Cycle, app: "Application", ask: "Ask", blocker: Queue) -> None:

@@ -194,3 +194,22 @@ def test_stateaware_many_apps_all_get_scheduled_in_order() -> None:
         h.app(f"a{i:02d}", queue="root.leaf").ask(f"k{i:02d}", f"a{i:02d}", repeat=2)
     h.step()
     assert h.allocated_keys() == [f"k{i:02d}" for i in range(20) for _ in range(2)]
+
+
+def test_an_app_whose_top_priority_ask_is_placed_yields_to_a_higher_one_in_the_same_cycle() -> None:
+    h = leaf_with("fifo")
+    h.node("n1", memory=1000).app("x", queue="root.leaf").app("y", queue="root.leaf")
+    h.ask("x-top", "x", priority=100).ask("x-low", "x", repeat=3, priority=0)
+    h.ask("y-mid", "y", repeat=2, priority=50)
+    h.step()
+    assert h.allocated_keys() == ["x-top", "y-mid", "y-mid", "x-low", "x-low", "x-low"]
+
+
+def test_a_queue_whose_top_priority_is_placed_yields_in_the_same_cycle() -> None:
+    root = q("root", q("a"), q("b"), submitacl="*")
+    h = Harness(partition_config(root))
+    h.node("n1", memory=1000).app("x", queue="root.a").app("y", queue="root.b")
+    h.ask("a-top", "x", priority=100).ask("a-low", "x", repeat=2, priority=0)
+    h.ask("b-mid", "y", repeat=2, priority=50)
+    h.step()
+    assert h.allocated_keys() == ["a-top", "b-mid", "b-mid", "a-low", "a-low"]
