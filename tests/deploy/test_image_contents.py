@@ -68,7 +68,11 @@ def image(tmp_path_factory):
 
 
 def package_files() -> set[str]:
-    """Every file the installed package should carry: modules and package data of the find-include packages."""
+    """Every file the installed package should carry: modules and package data of the find-include packages.
+
+    ``[tool.setuptools.packages.find]`` in pyproject.toml finds namespace packages too, so every
+    directory under a top package (``rmproxy/web`` with the dashboard's assets) is a package.
+    """
     cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     tops = [p.rstrip("*") for p in cfg["packages"]["find"]["include"]]
     data_patterns = cfg["package-data"]["*"]
@@ -77,8 +81,6 @@ def package_files() -> set[str]:
         for path in (REPO / top).rglob("*"):
             if not path.is_file() or IGNORED_DIRS & set(path.parts) or path.suffix == ".pyc":
                 continue
-            if not (path.parent / "__init__.py").exists():
-                continue  # not inside a package: setuptools does not ship it
             rel = path.relative_to(REPO).as_posix()
             if path.suffix == ".py" or any(path.match(p) for p in data_patterns):
                 wanted.add(rel)
