@@ -104,7 +104,7 @@ class Partition(AppOps, NodeOps):
     def next_wakeup_ns(self) -> int | None:
         """Earliest deadline: a timer, or the next idle cycle while asks are pending."""
         t = self._timers[0][0] if self._timers else None
-        if self.changed:
+        if self.changed or self._queues_dirty:
             return self.last_cycle_ns  # due now
         if self.root.pending.is_zero() or not self.nodes.nodes:
             return t
