@@ -136,8 +136,12 @@ def resolve_options(args: argparse.Namespace) -> UpOptions:
         problem = netutil.bind_error(host, port)
         if problem is not None:
             raise StackError(f"{flag}: cannot listen on {host}:{port}: {problem}")
+    state_dir = Path(args.state_dir).resolve()
+    if "%" in str(state_dir):
+        # supervisord expands some path options twice, so no escaping of '%' survives in all of them.
+        raise StackError(f"--state-dir {state_dir}: a path with '%' cannot be used by supervisord")
     return UpOptions(
-        state_dir=Path(args.state_dir).resolve(),
+        state_dir=state_dir,
         si_address=args.si_address, rest_address=args.rest_address, workers=args.workers,
         redis_url=args.redis_url, redis_port=redis_port,
         broker_frontend=frontend, broker_backend=backend,

@@ -183,3 +183,19 @@ def test_up_picks_broker_ports_apart_from_the_given_ones(monkeypatch):
     ports = {si, rest, opts.redis_port, int(opts.broker_frontend.rsplit(":", 1)[1]),
              int(opts.broker_backend.rsplit(":", 1)[1])}
     assert len(ports) == 5
+
+
+def test_up_runs_in_a_state_dir_with_spaces_but_refuses_percent(tmp_path, korral):
+    from common import netutil
+
+    result = korral("up", "--detach", "--state-dir", str(tmp_path / "100% full"))
+    assert result.returncode == 1 and "a path with '%' cannot be used" in result.stderr
+    si, rest = netutil.free_ports(2)
+    state = tmp_path / "my state"
+    result = korral("up", "--detach", "--state-dir", str(state), "--workers", "1",
+                    "--si-address", f"127.0.0.1:{si}", "--rest-address", f"127.0.0.1:{rest}")
+    try:
+        assert result.returncode == 0, result.stderr
+        assert (state / "logs" / "rmproxy.log").exists()
+    finally:
+        assert korral("down", "--state-dir", str(state)).returncode == 0
