@@ -65,6 +65,7 @@ class AppOps:
                 self.event(EventType.APP, cmd.app_id, "QueueCreationFailed", r.detail, now)
             self._reject_app(cmd, r.reason, now)
             return
+        self._queues_created(created, now)
         if cmd.placeholder_ask.strictly_greater_than_zero():
             if queue.sort_policy.value == "fair":
                 self._reject_app(cmd, f"queue {queue.path} cannot run application {app_id} with task group request: unsupported sort type", now)
@@ -73,7 +74,6 @@ class AppOps:
             if not cmd.placeholder_ask.fits_in_max_undef(qmax):
                 self._reject_app(cmd, f"queue {queue.path} cannot fit application {app_id}: task group request {cmd.placeholder_ask} larger than max queue allocation {qmax}", now)
                 return
-        self._queues_created(created, now)
         if queue.dynamic and TAG_NAMESPACE_QUOTA in cmd.tags:
             self._apply_namespace_quota(queue, cmd.tags[TAG_NAMESPACE_QUOTA])
         if existing is not None:  # adopt an app first seen through recovered allocations
@@ -129,6 +129,7 @@ class AppOps:
             queue.max = quota
 
     def _reject_app(self: "Partition", cmd: AddApp, reason: str, now: int, store: bool = True) -> None:
+        self._queues_dirty = True  # placement may have created queues that are now empty
         self.outcomes.apps_rejected.append(AppRejected(cmd.app_id, reason))
         self.event(EventType.APP, cmd.app_id, "ApplicationRejected", reason, now)
         if store and cmd.app_id not in self.apps:
