@@ -121,3 +121,32 @@ def test_the_live_view_renders_progress_rate_and_queues(fake):
     assert result.summary["violations"] == []
     text = buf.getvalue()
     assert "tasks" in text and "alloc/s" in text and "default:root.a" in text
+
+
+RESTART = """
+name: restart
+seed: 2
+duration: 60
+nodes:
+  - {name: n, count: 4, resources: {vcore: 4, memory: 8Gi}}
+  - {name: e, count: 2, partition: edge, resources: {vcore: 4, memory: 8Gi}}
+apps:
+  - {name: a, count: 6, queue: root.a, arrival: {interval: 0.3}, tasks: 8,
+     resources: {vcore: 1, memory: 1Gi}, duration: [0.5, 1.5]}
+  - {name: b, count: 4, queue: root.b, partition: edge, arrival: {interval: 0.4}, tasks: 6,
+     resources: {vcore: 1, memory: 1Gi}, duration: [0.5, 1.5]}
+"""
+
+
+def test_killing_rmproxy_mid_run_on_a_real_stack_is_recovered_without_violations(stack_factory):
+    import os
+    import signal
+
+    stack = stack_factory(workers=2)
+    killer = threading.Timer(1.2, lambda: os.kill(stack.pids["rmproxy"], signal.SIGKILL))
+    killer.start()
+    result = simulate(small_plan(RESTART), SimOptions(si_address=stack.si_address, progress=False), QUIET)
+    killer.join()
+    assert result.reconnects >= 1
+    assert result.summary["violations"] == []
+    assert result.summary["apps"] == {"Completed": 10}
