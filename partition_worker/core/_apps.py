@@ -53,6 +53,9 @@ class AppOps:
         if not cmd.user:
             self._reject_app(cmd, "empty user cannot resolve", now)
             return
+        if cmd.placeholder_ask.has_negative():
+            self._reject_app(cmd, f"application {app_id}: placeholderAsk {cmd.placeholder_ask} has a negative quantity", now)
+            return
         existing = self.apps.get(app_id)
         if existing is not None and not existing.recovered_only:
             self._reject_app(cmd, f"adding application {app_id} to partition {self.full_name}, but application already existed", now, store=False)

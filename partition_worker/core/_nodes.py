@@ -49,7 +49,7 @@ class NodeOps:
         if nid in self.nodes.nodes:
             out.nodes_rejected.append(NodeRejected(nid, prefix + f"failed to add node {nid} to partition {self.full_name}, error: partition {self.full_name} has an existing node {nid}, node name must be unique"))
             return
-        err = self._check_recovered(cmd)
+        err = _negative(nid, cmd.capacity, cmd.occupied) or self._check_recovered(cmd)
         if err:
             out.nodes_rejected.append(NodeRejected(nid, prefix + err))
             return
@@ -131,6 +131,10 @@ class NodeOps:
         node = self._node_or_event(cmd.node_id, "UPDATE", now)
         if node is None:
             return
+        err = _negative(cmd.node_id, cmd.capacity, cmd.occupied)
+        if err:
+            self.event(EventType.NODE, cmd.node_id, "InvalidNodeUpdate", f"UPDATE ignored: {err}", now)
+            return
         if cmd.attributes:
             node.attributes.update(cmd.attributes)
             node.labels = None
@@ -184,3 +188,11 @@ class NodeOps:
         self.nodes.remove(node.node_id)
         self._node_total_changed(removed=node.capacity)
         self.event(EventType.NODE, node.node_id, "NodeRemoved", f"node {node.node_id} removed from partition {self.name}", now)
+
+
+def _negative(node_id: str, capacity: Resource | None, occupied: Resource | None) -> str:
+    """An error naming the node if a reported resource has a negative quantity, else ""."""
+    for what, r in (("schedulable", capacity), ("occupied", occupied)):
+        if r is not None and r.has_negative():
+            return f"node {node_id}: {what} resource {r} has a negative quantity"
+    return ""

@@ -137,3 +137,18 @@ def test_adding_an_app_to_a_stopped_partition_is_rejected(h: Harness) -> None:
     h.do(AddApp("a1", "root.default", "alice"))
     assert h.rejected_app_reasons()["a1"] == \
         "partition [rm1]default is stopped cannot add a new application a1"
+
+
+def test_negative_node_resources_are_refused_naming_the_node(h: Harness) -> None:
+    h.node("n1", memory=-5)
+    (rej,) = h.log.nodes_rejected
+    assert "node n1: schedulable resource" in rej.reason and "negative" in rej.reason
+    h.node("n2").do(UpdateNode("n2", occupied=res(memory=-1)))
+    (ev,) = h.events("InvalidNodeUpdate")
+    assert ev.object_id == "n2" and "occupied" in ev.message
+    assert h.p.nodes.get("n2").occupied.is_zero()
+
+
+def test_negative_placeholder_ask_rejects_the_app(h: Harness) -> None:
+    h.app("a1", placeholder_ask=res(memory=-1))
+    assert "placeholderAsk" in h.rejected_app_reasons()["a1"]
