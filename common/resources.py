@@ -176,6 +176,8 @@ class Resource:
 
     def multiply(self, factor: int) -> "Resource":
         """Every component times an integer factor, saturating."""
+        if factor == 1:
+            return self  # immutable: no copy needed
         return Resource._trusted({k: _clamp(q * factor) for k, q in self._v.items()})
 
     __mul__ = multiply
