@@ -39,6 +39,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help=f"capacity check: {MEMORY_NODES} nodes + {MEMORY_ASKS} pending asks")
     parser.add_argument("--policy", choices=("fair", "binpacking"), default="fair",
                         help="node sort policy (default fair)")
+    parser.add_argument("--apps", type=int, default=2,
+                        help="apps the asks are spread over, alternating root.a/root.b "
+                             "(default 2, the benchmark's)")
+    parser.add_argument("--app-policy", choices=("fifo", "fair", "stateaware"), default="fifo",
+                        help="application.sort.policy of root.a and root.b (default fifo)")
     parser.add_argument("--session", action="store_true",
                         help="drive the SI adapter (PartitionSession, protobuf in and out) "
                              "instead of the core commands")
@@ -47,21 +52,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.asks <= 0:
-        print("korral bench core: --asks must be positive", file=sys.stderr)
+    if args.asks <= 0 or args.apps <= 0:
+        print("korral bench core: --asks and --apps must be positive", file=sys.stderr)
         return 2
     nodes = args.nodes or list(DEFAULT_NODES)
     if any(n <= 0 for n in nodes):
         print("korral bench core: --nodes must be positive", file=sys.stderr)
         return 2
     if args.profile:
-        return _profile(nodes[0], args.asks, args.policy)
+        return _profile(nodes[0], args.asks, args.policy, args.apps, args.app_policy)
     ctx = multiprocessing.get_context("spawn")
     if args.memory:
         rows = [_in_subprocess(ctx, memory_row, MEMORY_NODES, MEMORY_ASKS, args.policy)]
     else:
-        fn = session_row if args.session else scheduling_row
-        rows = [_in_subprocess(ctx, fn, n, args.asks, args.policy) for n in nodes]
+        if args.session:
+            rows = [_in_subprocess(ctx, session_row, n, args.asks, args.policy) for n in nodes]
+        else:
+            rows = [_in_subprocess(ctx, scheduling_row, n, args.asks, args.policy, args.apps,
+                                   args.app_policy) for n in nodes]
     if args.json:
         for r in rows:
             print(json.dumps(r), flush=True)
@@ -70,9 +78,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _in_subprocess(ctx, fn, nodes: int, asks: int, policy: str) -> dict:
+def _in_subprocess(ctx, fn, *args) -> dict:
     with ctx.Pool(1) as pool:
-        return pool.apply(fn, (nodes, asks, policy))
+        return pool.apply(fn, args)
 
 
 def _peak_rss_bytes() -> int:
@@ -81,21 +89,31 @@ def _peak_rss_bytes() -> int:
     return v if platform.system() == "Darwin" else v * 1024
 
 
-def _partition(policy: str):
+def _partition(policy: str, apps: int = 2, app_policy: str = "fifo"):
+    """YuniKorn's two queues; ``apps`` apps alternate between them (2 = the benchmark's)."""
     from common.config.model import (NodeSortPolicyConfig, PartitionConfig, QueueConfig,
                                      ResourcesConfig)
     from partition_worker.core import AddApp, Partition
+    props = {"application.sort.policy": app_policy}
     root = QueueConfig(name="root", submitacl="*", queues=(
-        QueueConfig(name="a", resources=ResourcesConfig(guaranteed={"memory": 100_000, "vcore": 10_000})),
-        QueueConfig(name="b", resources=ResourcesConfig(guaranteed={"memory": 1_000_000, "vcore": 10_000})),
+        QueueConfig(name="a", properties=props,
+                    resources=ResourcesConfig(guaranteed={"memory": 100_000, "vcore": 10_000})),
+        QueueConfig(name="b", properties=props,
+                    resources=ResourcesConfig(guaranteed={"memory": 1_000_000, "vcore": 10_000})),
     ))
     cfg = PartitionConfig(name="default", queues=(root,),
                           nodesortpolicy=NodeSortPolicyConfig(type=policy))
     p = Partition("default", cfg, rm_id="bench", new_uuid=lambda: str(uuid.uuid4()))
     now = time.time_ns()
-    p.handle(AddApp("app-a", "root.a", "bench"), now)
-    p.handle(AddApp("app-b", "root.b", "bench"), now)
+    for i in range(apps):
+        p.handle(AddApp(_app_id(i, apps), "root.a" if i % 2 == 0 else "root.b", "bench"), now)
     return p
+
+
+def _app_id(i: int, apps: int) -> str:
+    if apps == 2:
+        return "app-a" if i % 2 == 0 else "app-b"
+    return f"app-{i}"
 
 
 def _add_nodes(p, n: int, memory: int, vcore: int) -> float:
@@ -108,19 +126,21 @@ def _add_nodes(p, n: int, memory: int, vcore: int) -> float:
     return time.perf_counter() - t0
 
 
-def _add_asks(p, n: int, memory: int, vcore: int) -> None:
+def _add_asks(p, n: int, memory: int, vcore: int, apps: int = 2) -> None:
     from common.resources import Resource
     from partition_worker.core import AddAsk
     now = time.time_ns()
     r = Resource({"memory": memory, "vcore": vcore})
     handle = p.handle
+    ids = [_app_id(i, apps) for i in range(apps)]
     for i in range(n):
-        handle(AddAsk(f"ask-{i}", "app-a" if i % 2 == 0 else "app-b", r), now)
+        handle(AddAsk(f"ask-{i}", ids[i % apps], r), now)
 
 
-def scheduling_row(nodes: int, asks: int, policy: str = "fair") -> dict:
+def scheduling_row(nodes: int, asks: int, policy: str = "fair", apps: int = 2,
+                   app_policy: str = "fifo") -> dict:
     """One benchmark row; runs in its own process (peak RSS is this row's)."""
-    p = _partition(policy)
+    p = _partition(policy, apps, app_policy)
     # YuniKorn's sizing: each node holds asks/nodes + 1 asks, so the cluster is almost full
     # at the end and the node order matters (pkg/scheduler/tests/scheduler_perf_test.go)
     per_node = asks // nodes + 1
@@ -128,7 +148,7 @@ def scheduling_row(nodes: int, asks: int, policy: str = "fair") -> dict:
     p.step(time.time_ns())
     p.outcomes.drain()
     t0 = time.perf_counter()
-    _add_asks(p, asks, memory=10, vcore=1)
+    _add_asks(p, asks, memory=10, vcore=1, apps=apps)
     allocated = 0
     cycles = 0
     while allocated < asks:
@@ -141,7 +161,8 @@ def scheduling_row(nodes: int, asks: int, policy: str = "fair") -> dict:
     return {"nodes": nodes, "asks": asks, "seconds": round(secs, 4),
             "allocations_per_second": round(asks / secs, 1),
             "nodes_per_second": round(nodes / node_secs, 1) if node_secs > 0 else None,
-            "peak_rss_bytes": _peak_rss_bytes(), "cycles": cycles, "policy": policy}
+            "peak_rss_bytes": _peak_rss_bytes(), "cycles": cycles, "policy": policy,
+            "apps": apps, "app_policy": app_policy}
 
 
 def session_row(nodes: int, asks: int, policy: str = "fair") -> dict:
@@ -230,12 +251,12 @@ def _print_table(rows: list[dict], memory: bool) -> None:
         print(line, flush=True)
 
 
-def _profile(nodes: int, asks: int, policy: str) -> int:
+def _profile(nodes: int, asks: int, policy: str, apps: int = 2, app_policy: str = "fifo") -> int:
     import cProfile
     import pstats
     prof = cProfile.Profile()
     prof.enable()
-    row = scheduling_row(nodes, asks, policy)
+    row = scheduling_row(nodes, asks, policy, apps, app_policy)
     prof.disable()
     print(json.dumps(row))
     pstats.Stats(prof).sort_stats("tottime").print_stats(25)

@@ -38,3 +38,9 @@ def test_bad_flags_are_refused(capsys) -> None:
     bench.configure(parser)
     assert bench.run(parser.parse_args(["--nodes", "0"])) == 2
     assert "--nodes must be positive" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("app_policy", ["fifo", "fair", "stateaware"])
+def test_rows_with_many_apps_allocate_everything(app_policy) -> None:
+    r = bench.scheduling_row(20, 300, "fair", 30, app_policy)
+    assert (r["apps"], r["app_policy"], r["asks"]) == (30, app_policy, 300)
