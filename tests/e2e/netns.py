@@ -39,6 +39,7 @@ from typing import Any, Callable
 
 REPO = Path(__file__).resolve().parents[2]
 IP = shutil.which("ip") or "/usr/sbin/ip"
+NETNS_ETC = Path("/etc/netns")  # per-namespace /etc overrides of `ip netns exec`
 _COUNTER = itertools.count(1)
 
 
@@ -118,6 +119,7 @@ class NetLab:
     hosts: dict[str, Host] = field(default_factory=dict)
     procs: list[Proc] = field(default_factory=list)
     _namespaces: list[str] = field(default_factory=list)
+    _etc_dirs: list[Path] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -154,6 +156,22 @@ class NetLab:
         self.hosts[name] = host
         return host
 
+    def set_hosts(self, names: dict[str, str]) -> None:
+        """Give every host of the lab an /etc/hosts of name -> address (as compose's service DNS does).
+
+        ``ip netns exec`` bind-mounts ``/etc/netns/<ns>/hosts`` over ``/etc/hosts`` for the
+        program it runs; close() removes the ``/etc/netns/<ns>`` directories made here.
+        """
+        text = "127.0.0.1 localhost\n" + "".join(f"{ip} {name}\n" for name, ip in names.items())
+        if not NETNS_ETC.exists():
+            NETNS_ETC.mkdir(parents=True)
+            self._etc_dirs.append(NETNS_ETC)  # made here: removed (when empty) after ours
+        for host in self.hosts.values():
+            directory = NETNS_ETC / host.ns
+            directory.mkdir(parents=True, exist_ok=True)
+            self._etc_dirs.append(directory)
+            (directory / "hosts").write_text(text)
+
     def link_down(self, host: Host) -> None:
         """Cut the host off the network (its bridge port goes down; the host keeps running)."""
         _ip("-n", self.bridge_ns, "link", "set", host.bridge_port, "down")
@@ -180,9 +198,11 @@ class NetLab:
         """``korral ARGS`` in the host's namespace (the virtualenv's interpreter, this repository)."""
         return self.start(host, name, [sys.executable, "-m", "common.cli", *args], env=env)
 
-    def run(self, host: Host, argv: list[str], timeout: float = 15.0) -> subprocess.CompletedProcess:
+    def run(self, host: Host, argv: list[str], timeout: float = 15.0,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        """Run argv to completion in the host's namespace (this environment plus env)."""
         return subprocess.run([IP, "netns", "exec", host.ns, *argv], capture_output=True, text=True,
-                              timeout=timeout, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+                              timeout=timeout, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
 
     def http_get_json(self, host: Host, url: str, timeout: float = 5.0) -> tuple[int, Any]:
         """GET url from inside host's namespace: (status, parsed JSON body); status 0 if unreachable."""
@@ -245,6 +265,15 @@ class NetLab:
             if result.returncode != 0:
                 problems.append(f"ip netns del {ns}: {result.stderr.strip()}")
         self._namespaces.clear()
+        for directory in reversed(self._etc_dirs):
+            if directory == NETNS_ETC:
+                try:
+                    directory.rmdir()  # only if no one else put a namespace's files there meanwhile
+                except OSError:
+                    pass
+            else:
+                shutil.rmtree(directory, ignore_errors=True)
+        self._etc_dirs.clear()
         return problems
 
     def namespaces(self) -> list[str]:
