@@ -14,6 +14,9 @@ namespaces (``ip netns pids``: only processes of this lab can be there) and dele
 which removes the veths and the bridge. Use it as a context manager or fixture so cleanup
 runs on failure too.
 
+``set_hosts`` gives the hosts an /etc/hosts (``/etc/netns/<ns>/hosts``, removed on close) so
+processes can reach each other by name, as compose services do.
+
 ``NsRM`` is ``tests.e2e.sirm.SIRM`` across a namespace boundary: a driver process
 (``python -m tests.e2e.netns rm-driver``) runs in a host namespace and pipes serialized
 si.v1 messages both ways as JSON lines, so the test process keeps all the logic.
