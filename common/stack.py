@@ -92,7 +92,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="ZeroMQ endpoint rmproxies connect to [$KORRAL_BROKER_FRONTEND, tcp://127.0.0.1:<free>]")
     parser.add_argument("--broker-backend", default=_env("KORRAL_BROKER_BACKEND", None),
                         help="ZeroMQ endpoint workers connect to [$KORRAL_BROKER_BACKEND, tcp://127.0.0.1:<free>]")
-    parser.add_argument("--log-level", default=_env("KORRAL_LOG_LEVEL", "info"),
+    parser.add_argument("--log-level", default=_env("KORRAL_LOG_LEVEL", "info"), type=str.lower,
                         choices=["debug", "info", "warning", "error"],
                         help="log level of every process, passed as $KORRAL_LOG_LEVEL [info]")
     parser.add_argument("--timeout", type=float, default=_env("KORRAL_UP_TIMEOUT", "60"),
