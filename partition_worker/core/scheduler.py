@@ -3,8 +3,9 @@
 Order of work:
 
 1. Reserved asks first: each tries its reserved node, then any other node.
-2. Then repeatedly descend from root: children of a parent by the fair queue order
-   (priority desc, share of guaranteed asc, share of max asc, path), apps of a leaf
+2. Then repeatedly descend from root: children with pending work by the fair queue order
+   (priority desc, share of guaranteed asc, share of max asc, more pending first, path;
+   with ``application.sort.priority: disabled`` the shares come first), apps of a leaf
    by the leaf's policy (fifo / fair / stateaware), asks of an app by priority desc
    then creation time, nodes in the node policy order. Each descent places one
    allocation; the cycle ends when a descent finds nothing to place.
@@ -134,7 +135,12 @@ def _queue_key(c: _Cycle, q: Queue, priority: bool) -> tuple:
         return cached[1]
     g = usage_share(alloc, q.guaranteed)
     m = usage_share(alloc, q.max)
-    key = (-_queue_priority(c, q) if priority else 0, g, m, q.path)
+    more_pending_first = tuple(-x for x in usage_share(q.pending, q.guaranteed))
+    prio = -_queue_priority(c, q)
+    if priority:  # YuniKorn: priority, usage share, larger pending (then path: stable)
+        key = (prio, g, m, more_pending_first, q.path)
+    else:  # YuniKorn: usage share, then priority, then larger pending
+        key = (g, m, prio, more_pending_first, q.path)
     c.qkey[q] = (alloc, key)
     return key
 

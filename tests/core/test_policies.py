@@ -213,3 +213,12 @@ def test_a_queue_whose_top_priority_is_placed_yields_in_the_same_cycle() -> None
     h.ask("b-mid", "y", repeat=2, priority=50)
     h.step()
     assert h.allocated_keys() == ["a-top", "b-mid", "b-mid", "a-low", "a-low"]
+
+
+def test_queues_with_equal_usage_serve_the_one_with_more_pending_first() -> None:
+    root = q("root", q("a"), q("b"), submitacl="*")
+    h = Harness(partition_config(root))
+    h.node("n1", memory=10).app("x", queue="root.a").app("y", queue="root.b")
+    h.ask("small", "x", memory=10).ask("big", "y", memory=10, repeat=3)
+    h.step()
+    assert h.allocated_keys() == ["big"]
