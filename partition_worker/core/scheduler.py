@@ -434,10 +434,16 @@ def _find_node(c: _Cycle, ask: "Ask") -> "Node | None":
     rv = res._v
     if ask.required_node:
         node = nodes.get(ask.required_node)
-        if node is not None and node.usable and node.reservation is None \
-                and _selector_ok(node, ask) and _fits(rv, node):
-            return node
-        return None
+        if node is None or not node.usable or not _selector_ok(node, ask):
+            return None
+        res_ = node.reservation
+        if res_ is not None:
+            other = c.p.apps.get(res_.app_id)
+            other_ask = other.asks.get(res_.ask_key) if other is not None else None
+            if other_ask is not None and other_ask.required_node:
+                return None  # another daemon-set style ask holds it
+            c.p.unreserve(res_)  # YuniKorn: a required-node ask cancels ordinary reservations
+        return node if _fits(rv, node) else None
     plain = not ask.selector
     if plain:
         for shape in c.failed_shapes:

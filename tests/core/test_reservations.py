@@ -101,3 +101,17 @@ def test_a_reserved_ask_may_use_another_node_that_frees_first() -> None:
     h.step()
     assert h.allocs_of("big")[0].node_id == other
     assert h.p.reservations == {} and h.p.nodes.get(res.node_id).reservation is None
+
+
+def test_a_required_node_ask_cancels_an_ordinary_reservation_on_its_node() -> None:
+    h = Harness(partition_config(), settings=CoreSettings(reservation_delay_ns=0))
+    h.node("n1", memory=10, vcore=10).app("app1")
+    h.ask("fill", "app1", memory=6, vcore=1)
+    h.step()
+    h.ask("big", "app1", memory=8, vcore=1)
+    h.step()
+    assert h.p.nodes.get("n1").reservation is not None
+    h.ask("ds", "app1", memory=2, vcore=1, tags={"yunikorn.apache.org/requiredNode": "n1"})
+    h.step()
+    assert h.allocs_of("ds")[0].node_id == "n1"
+    assert ("app1", "big") not in h.p.reservations
