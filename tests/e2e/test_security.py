@@ -148,6 +148,22 @@ def test_worker_with_unknown_curve_key_cannot_join(stack, tmp_path):
     assert stack.procs["good"].poll() is None and stack.procs["rmproxy"].poll() is None
 
 
+def test_rmproxy_with_unknown_curve_key_is_refused_and_not_ready(stack, tmp_path):
+    keys, rogue = tmp_path / "keys", tmp_path / "rogue"
+    make_keys(keys, "broker", "worker")
+    make_keys(rogue, "rmproxy")
+    allowed = keys / "allowed"
+    allowed.mkdir()
+    shutil.copy(keys / "worker.key", allowed / "worker.key")
+    stack.broker("--curve-secret", str(keys / "broker.key_secret"), "--curve-allowed", str(allowed))
+    stack.rmproxy("--curve-secret", str(rogue / "rmproxy.key_secret"), "--curve-server", str(keys / "broker.key"))
+    rogue_key = public_key(rogue / "rmproxy.key")
+    wait_until(lambda: rogue_key in stack.log("broker"), 10, "the broker logged the refused rmproxy key", stack)
+    answer = wait_until(lambda: http_get_json(f"http://{stack.rest}/ws/v1/korral/ready"), 10, "rmproxy REST up", stack)
+    assert answer.status == 503 and answer.body["broker"] is False, answer
+    assert stack.procs["rmproxy"].poll() is None, stack.log("rmproxy")
+
+
 @pytest.mark.xfail(strict=True, reason="partition_worker/main.py WorkerLoop._send: after the broker refuses "
                    "its CURVE key, send(NOBLOCK) raises zmq.Again and the worker dies with a traceback "
                    "instead of logging the refusal and retrying (supervisord would restart-loop it)")
