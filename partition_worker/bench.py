@@ -63,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
         return _profile(nodes[0], args.asks, args.policy, args.apps, args.app_policy)
     ctx = multiprocessing.get_context("spawn")
     if args.memory:
-        rows = [_in_subprocess(ctx, memory_row, MEMORY_NODES, MEMORY_ASKS, args.policy)]
+        fn = memory_session_row if args.session else memory_row
+        rows = [_in_subprocess(ctx, fn, MEMORY_NODES, MEMORY_ASKS, args.policy)]
     else:
         if args.session:
             rows = [_in_subprocess(ctx, session_row, n, args.asks, args.policy) for n in nodes]
@@ -235,6 +236,57 @@ def memory_row(nodes: int, asks: int, policy: str = "fair") -> dict:
             "nodes_per_second": round(nodes / node_secs, 1) if node_secs > 0 else None,
             "cycle_seconds": round(cycle_secs, 4), "peak_rss_bytes": _peak_rss_bytes(),
             "policy": policy}
+
+
+def memory_session_row(nodes: int, asks: int, policy: str = "fair") -> dict:
+    """Capacity check through the SI adapter with k8s-shaped input: 200 apps, asks with
+    ``memory``/``vcore``/``pods`` and the shim's namespace/podName tags, each larger than any
+    node (so all stay pending); one cycle, whose 200,000 FAILED scheduling states are built."""
+    from common import si_pb2
+    from common.config.model import NodeSortPolicyConfig, PartitionConfig, QueueConfig
+    from partition_worker.session import PartitionSession
+    root = QueueConfig(name="root", submitacl="*", queues=(QueueConfig(name="a"), QueueConfig(name="b")))
+    s = PartitionSession("bench", "default", PartitionConfig(
+        name="default", queues=(root,), nodesortpolicy=NodeSortPolicyConfig(type=policy)))
+    ugi = si_pb2.UserGroupInformation(user="bench")
+    napps = 200
+    s.apply_application_request(si_pb2.ApplicationRequest(new=[
+        si_pb2.AddApplicationRequest(applicationID=f"app-{i}", queueName="root.a" if i % 2 else "root.b",
+                                     ugi=ugi) for i in range(napps)]), time.time_ns())
+    nreq = si_pb2.NodeRequest()
+    for i in range(nodes):
+        n = nreq.nodes.add(nodeID=f"node-{i:06d}", action=si_pb2.NodeInfo.CREATE,
+                           attributes={"si/hostname": f"node-{i}", "si/rackname": "/rack-default"})
+        for k, v in (("memory", 64 * 2**30), ("vcore", 16_000), ("pods", 110)):
+            n.schedulableResource.resources[k].value = v
+    t0 = time.perf_counter()
+    s.apply_node_request(nreq, time.time_ns())
+    s.step(time.time_ns())
+    node_secs = time.perf_counter() - t0
+    del nreq
+    add_secs = 0.0  # time in apply_allocation_request only, not building the requests
+    batch = 10_000
+    for start in range(0, asks, batch):
+        areq = si_pb2.AllocationRequest()
+        for i in range(start, min(asks, start + batch)):
+            a = areq.asks.add(allocationKey=f"pod-uid-{i:012d}", applicationID=f"app-{i % napps}",
+                              maxAllocations=1, tags={"kubernetes.io/meta/namespace": "default",
+                                                      "kubernetes.io/meta/podName": f"pod-{i}"})
+            for k, v in (("memory", 128 * 2**30), ("vcore", 1000), ("pods", 1)):
+                a.resourceAsk.resources[k].value = v
+        t0 = time.perf_counter()
+        s.apply_allocation_request(areq, time.time_ns())
+        add_secs += time.perf_counter() - t0
+    t1 = time.perf_counter()
+    out = s.step(time.time_ns())
+    cycle_secs = time.perf_counter() - t1
+    states = len(out.scheduling_states)
+    del out
+    pending = sum(a.pending for app in s.core.apps.values() for a in app.asks.values())
+    return {"nodes": nodes, "asks": asks, "pending": pending, "seconds": round(add_secs, 4),
+            "allocations_per_second": 0.0, "nodes_per_second": round(nodes / node_secs, 1),
+            "cycle_seconds": round(cycle_secs, 4), "scheduling_states": states,
+            "peak_rss_bytes": _peak_rss_bytes(), "policy": policy, "via": "session"}
 
 
 def _print_table(rows: list[dict], memory: bool) -> None:

@@ -76,7 +76,11 @@ class Outbox:
 
 
 def _res(msg: si_pb2.Resource) -> Resource:
-    return Resource({k: q.value for k, q in msg.resources.items()})
+    """Protobuf guarantees str keys and int64 values; only an empty name is invalid."""
+    values = {k: q.value for k, q in msg.resources.items()}
+    if "" in values:
+        raise ValueError("resource name must be a non-empty string")
+    return Resource._trusted(values)
 
 
 def _fill_res(target: si_pb2.Resource, r: Resource) -> None:

@@ -44,3 +44,8 @@ def test_bad_flags_are_refused(capsys) -> None:
 def test_rows_with_many_apps_allocate_everything(app_policy) -> None:
     r = bench.scheduling_row(20, 300, "fair", 30, app_policy)
     assert (r["apps"], r["app_policy"], r["asks"]) == (30, app_policy, 300)
+
+
+def test_memory_row_through_the_session_keeps_every_ask_pending() -> None:
+    r = bench.memory_session_row(30, 500)
+    assert r["pending"] == 500 and r["scheduling_states"] == 500 and KEYS <= set(r)
