@@ -46,6 +46,8 @@ WAITING_FOR_CLUSTER = "request is waiting for cluster resources become available
 _SCHEDULABLE_APP_STATES = frozenset({AppState.ACCEPTED, AppState.STARTING, AppState.RUNNING,
                                      AppState.COMPLETING})
 _MAX_SHAPES = 32
+# a reservation picks the best fit among at most this many nodes that could hold the ask
+RESERVE_CANDIDATES = 1000
 # REQUEST events are a diagnosis aid; a cycle over 200k quota-blocked asks must not emit 200k
 MAX_REQUEST_EVENTS_PER_CYCLE = 100
 INT32_MIN = -(1 << 31)
@@ -502,16 +504,24 @@ def _maybe_reserve(c: _Cycle, app: "Application", ask: "Ask") -> int:
             if shape.fits_in(res):
                 return _NO_NODE
     best, best_score = None, 0.0
+    rv = res._v
+    seen = 0
     for node in p.nodes.nodes.values():
         if not node.usable or node.reservation is not None:
             continue
-        if not res.fits_in(node.capacity.sub(node.occupied)):
-            continue
-        if not plain and not _selector_ok(node, ask):
-            continue
-        score = res.fit_in_score(node.available)
-        if best is None or score < best_score:
-            best, best_score = node, score
+        cap, occ = node.capacity._v, node.occupied._v
+        for k, v in rv.items():
+            if v > cap.get(k, 0) - occ.get(k, 0):
+                break
+        else:
+            if not plain and not _selector_ok(node, ask):
+                continue
+            score = res.fit_in_score(node.available)
+            if best is None or score < best_score:
+                best, best_score = node, score
+            seen += 1
+            if seen >= RESERVE_CANDIDATES:
+                break  # bounded cost: the best of the first candidates is good enough
     if best is None:
         if plain and len(c.unreservable) < _MAX_SHAPES:
             c.unreservable.append(res)
