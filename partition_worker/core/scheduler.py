@@ -57,7 +57,7 @@ class _Cycle:
     __slots__ = ("p", "now", "blocked", "ask_lists", "ask_cursor", "fifo", "fifo_cursor",
                  "failed_shapes", "unreservable", "qprio", "qkey", "event_budget",
                  "no_reserve", "visited", "fair", "sa_version",
-                 "sa_cands", "sa_cursor", "sa_admitted")
+                 "sa_cands", "sa_cursor", "sa_admitted", "prio_count")
 
     def __init__(self, p: "Partition", now: int) -> None:
         self.p = p
@@ -79,6 +79,7 @@ class _Cycle:
         self.sa_cands: dict[object, list] = {}
         self.sa_cursor: dict[object, int] = {}
         self.sa_admitted: dict[object, list] = {}
+        self.prio_count: dict[object, dict[int, int]] = {}  # leaf -> {app priority: apps}
 
 
 def run_cycle(p: "Partition", now: int) -> tuple[int, int]:
@@ -100,13 +101,22 @@ def run_cycle(p: "Partition", now: int) -> tuple[int, int]:
 
 # ------------------------------------------------------------------------------ queues
 def _queue_priority(c: _Cycle, q: Queue) -> int:
+    """The queue's priority for sorting (max pending app priority, by ``priority.policy``),
+    cached for the cycle; a leaf keeps a count of its apps per priority so a drop is cheap."""
     v = c.qprio.get(q)
     if v is None:
         cur = INT32_MIN
         if q.is_leaf:
-            for app in q.apps.values():
-                if app.has_pending():
-                    cur = max(cur, app.max_pending_priority())
+            counts = c.prio_count.get(q)
+            if counts is None:
+                counts = {}
+                for app in q.apps.values():
+                    if app.has_pending():
+                        pr = app.max_pending_priority()
+                        counts[pr] = counts.get(pr, 0) + 1
+                c.prio_count[q] = counts
+            if counts:
+                cur = max(counts)
         else:
             for ch in q.children.values():
                 if not ch.pending.is_zero():
@@ -391,9 +401,19 @@ def _priority_may_drop(c: _Cycle, app: "Application", done: "Ask", asks: list, c
     if now_prio >= done.priority:
         return
     leaf = app.queue
-    for q in leaf.chain():
-        c.qprio.pop(q, None)
-        c.qkey.pop(q, None)
+    counts = c.prio_count.get(leaf)
+    if counts is not None:  # move the app from its old to its new priority
+        left = counts.get(done.priority, 0) - 1
+        if left > 0:
+            counts[done.priority] = left
+        else:
+            counts.pop(done.priority, None)
+        if now_prio != INT32_MIN:
+            counts[now_prio] = counts.get(now_prio, 0) + 1
+        if left <= 0:  # the leaf's max may have dropped: its queues re-rank
+            for q in leaf.chain():
+                c.qprio.pop(q, None)
+                c.qkey.pop(q, None)
     if now_prio != INT32_MIN and leaf.priority_enabled and leaf in c.fifo \
             and leaf.sort_policy is AppSortPolicy.FIFO:
         # still has work at a lower priority: its place in the fifo order changes (an app
