@@ -3,7 +3,7 @@
 The outbox is an unbounded FIFO, so ``send`` never blocks the caller. The reader
 thread hands each response to ``dispatch`` before reading the next one: the
 callbacks of one stream therefore never run concurrently and keep the
-scheduler's order. When the call ends for any reason the stream reports it once
+scheduler's order. Once ``close`` was called no further response is dispatched. When the call ends for any reason the stream reports it once
 through ``on_end(stream, error)`` (``error`` is ``None`` for a clean end).
 """
 
@@ -96,6 +96,8 @@ class Stream:
         error: grpc.RpcError | None = None
         try:
             for response in self._call:
+                if self._closed:
+                    break  # replaced or closed: its responses belong to a wiped registration
                 try:
                     self._dispatch(response)
                 except Exception:  # a broken callback must not break the stream

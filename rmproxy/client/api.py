@@ -293,16 +293,19 @@ class SchedulerAPI:
         stream ends before the replay finished.
         """
         assert self._request is not None
+        # End the old streams first: a response they still carry describes state the
+        # registration wipes, and any the RM did see is in its snapshot (taken after the joins).
+        with self._cond:
+            old = self._close_streams_locked()
+        for stream in old:
+            stream.join(1.0)
         self._si.RegisterResourceManager(self._request, timeout=self._rpc_timeout)
         with self._cond:
             if self._stop.is_set():
                 return
             self._restart.clear()
             self._generation += 1
-            old = self._close_streams_locked()
             self._open_streams_locked(self._generation)
-        for stream in old:
-            stream.join(1.0)
         if self._hook is not None:
             snapshot = self._invoke(self._hook.recoverable_state)
             with self._cond:
