@@ -51,6 +51,13 @@ NODES_PER_REQUEST = 500
 ASKS_PER_REQUEST = 5000
 
 
+_REQUEST_TYPES = {
+    "allocation": si_pb2.AllocationRequest,
+    "application": si_pb2.ApplicationRequest,
+    "node": si_pb2.NodeRequest,
+}
+
+
 class _Restart(Exception):
     """A stream of the generation being recovered ended: start the recovery over."""
 
@@ -275,6 +282,9 @@ class SchedulerAPI:
 
     # ------------------------------------------------------------------ sending
     def _send(self, kind: str, request: Any, what: str) -> None:
+        expected = _REQUEST_TYPES[kind]
+        if not isinstance(request, expected):
+            raise TypeError(f"{what} takes a si.v1 {expected.__name__}, got {type(request).__name__}")
         if not request.rmID:
             request.rmID = self.rm_id
         with self._cond:

@@ -259,3 +259,17 @@ def test_sends_made_during_recovery_are_neither_lost_nor_doubled(fake):
     new_app_requests = [a.applicationID for k, r in fake.log if k == "application" for a in r.new]
     assert new_app_requests.count("app-2") == 1  # in the replay only, not again from the held sends
     api.close()
+
+
+@pytest.mark.parametrize("method, request_", [
+    ("update_node", si_pb2.AllocationRequest()),
+    ("update_allocation", si_pb2.NodeRequest()),
+    ("update_application", {"new": []}),
+], ids=["ask on the node stream", "node on the allocation stream", "a dict"])
+def test_a_request_of_the_wrong_type_is_refused_naming_what_was_expected(fake, method, request_):
+    api = fast_api(fake.address)
+    register(api, Recorder())
+    with pytest.raises(TypeError, match="takes a si.v1 .*Request, got"):
+        getattr(api, method)(request_)
+    assert api.state is ClientState.RUNNING  # the streams are untouched
+    api.close()
