@@ -48,9 +48,12 @@ class Application:
     counted_running: bool = False  # counted in queue.running_apps
     max_used: Resource = ZERO  # peak of ``allocated`` (REST maxUsedResource)
     state_log: list[tuple[int, str]] = field(default_factory=list)  # (time, state) entered
-    # the pending asks in scheduling order (may hold exhausted asks until compacted)
+    # the pending asks in scheduling order; may hold dead (exhausted/replaced) entries, and
+    # asks appended since the last sort (``_unsorted``); entries before ``_head`` are dead
     _order: list[Ask] = field(default_factory=list)
-    _order_dirty: bool = False
+    _unsorted: bool = False
+    _dead: bool = False
+    _head: int = 0
 
     @property
     def queue_path(self) -> str:
@@ -79,7 +82,7 @@ class Application:
         if ask.pending > 0:
             self.pending = self.pending.add(ask.resource.multiply(ask.pending))
             self._order.append(ask)
-            self._order_dirty = True
+            self._unsorted = True
         return old
 
     def remove_ask(self, key: str) -> Ask | None:
@@ -92,25 +95,38 @@ class Application:
         if ask.pending > 0:
             self.pending = self.pending.sub_eliminate_negative(ask.resource.multiply(ask.pending))
             ask.pending = 0  # dead entry in _order; dropped at the next compaction
-            self._order_dirty = True
+            self._dead = True
 
     def ordered_asks(self) -> list[Ask]:
-        """Asks with pending repeats, by priority desc then creation time (compacts lazily)."""
-        if self._order_dirty:
+        """Asks with pending repeats, by priority desc then creation time. Drops dead entries
+        (O(n), no sort) and sorts only when asks were added since the last call."""
+        if self._unsorted or self._dead:
             live = [a for a in self._order if a.pending > 0 and self.asks.get(a.key) is a]
-            live.sort(key=_ask_key)
+            if self._unsorted:
+                live.sort(key=_ask_key)
             self._order = live
-            self._order_dirty = False
+            self._unsorted = self._dead = False
+            self._head = 0
         return self._order
 
-    def compact(self) -> None:
-        """Drop exhausted asks from the order (called at the start of a cycle when needed)."""
-        self._order_dirty = True
+    def mark_exhausted(self) -> None:
+        """An ask in the order ran out of repeats: compact at the next ``ordered_asks``."""
+        self._dead = True
 
     def max_pending_priority(self) -> int:
-        for a in self.ordered_asks():
-            if a.pending > 0:
+        """Priority of the first live ask; amortised O(1) (skips dead entries once)."""
+        if self._unsorted:
+            self.ordered_asks()
+        order = self._order
+        asks = self.asks
+        i, n = self._head, len(order)
+        while i < n:
+            a = order[i]
+            if a.pending > 0 and asks.get(a.key) is a:
+                self._head = i
                 return a.priority
+            i += 1
+        self._head = i
         return INT32_MIN
 
     def has_pending(self) -> bool:

@@ -361,7 +361,7 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
                 c.visited += i - start + 1
                 alloc = p.allocate(app, ask, node, c.now)
                 if ask.pending <= 0:
-                    app._order_dirty = True  # compact at the next cycle
+                    app.mark_exhausted()  # compact at the next cycle
                     _priority_may_drop(c, app, ask, asks, cursor)
                 return alloc
             if plain:
@@ -578,7 +578,7 @@ def _try_reserved(c: _Cycle) -> int:
         p.unreserve(res)
         p.allocate(app, ask, target, c.now)
         if ask.pending <= 0:
-            app._order_dirty = True
+            app.mark_exhausted()
         n += 1
     return n
 

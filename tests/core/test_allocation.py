@@ -140,3 +140,17 @@ def test_a_fully_placed_ask_is_forgotten_once_its_allocation_ends(h: Harness) ->
     assert "k1" not in h.p.apps["app1"].asks
     h.ask("k1", "app1")  # the same key again is a new ask
     assert h.step() == 1
+
+
+def test_app_priority_follows_its_remaining_asks(h: Harness) -> None:
+    h.node("n1", memory=20).app("app1")
+    h.ask("a", "app1", priority=9).ask("b", "app1", priority=5).ask("c", "app1", priority=1)
+    app = h.p.apps["app1"]
+    assert app.max_pending_priority() == 9
+    h.step()  # a and b placed, c waits
+    assert app.max_pending_priority() == 1
+    h.ask("d", "app1", priority=7)
+    assert app.max_pending_priority() == 7
+    h.do(ReleaseAsk("app1", "d"))
+    assert app.max_pending_priority() == 1
+    assert [x.key for x in app.ordered_asks()] == ["c"]

@@ -33,3 +33,10 @@ def test_20000_nodes_and_200000_pending_asks_fit_in_1_gib() -> None:
     row = run_row(bench.memory_row, 20_000, 200_000, "fair")
     assert row["pending"] == 200_000
     assert row["peak_rss_bytes"] <= 2**30, row
+
+
+@pytest.mark.parametrize("app_policy", ["fifo", "fair", "stateaware"])
+@pytest.mark.parametrize("apps", [2, 1000])
+def test_app_sort_policies_keep_the_throughput(app_policy, apps) -> None:
+    row = run_row(bench.scheduling_row, 1000, 10_000, "fair", apps, app_policy)
+    assert row["allocations_per_second"] >= 10_000, row
