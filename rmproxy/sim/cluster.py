@@ -93,7 +93,6 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         self._next_app = 0
         self._ends: list[tuple[float, str]] = []  # (end time, task key) of running tasks
         self._removable: list[_App] = []
-        self.violations_seen = 0
 
     # ------------------------------------------------------------------ driving
     def start(self) -> None:
@@ -238,7 +237,8 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                 "workload": self.plan.workload.name, "seed": self.plan.seed,
                 "nodes": {"planned": len(self.plan.nodes), "accepted": len(self.nodes_accepted),
                           "rejected": self.nodes_rejected},
-                "apps": {a.plan.app_id: a.outcome or a.state for a in self.apps.values()},
+                "apps": {a.plan.app_id: {"rm": a.outcome or a.state, "scheduler": a.scheduler_state}
+                         for a in self.apps.values()},
                 "tasks": states, "violations": len(self.validator.violations),
             })
 
