@@ -28,7 +28,9 @@ from rmproxy.sim.workload import AppPlan, Plan
 
 __all__ = ["SimCluster"]
 
+# Requests are split so that none nears gRPC's default 4 MiB message limit.
 NODES_PER_REQUEST = 1000
+ASKS_PER_REQUEST = 5000
 
 
 class Sender(Protocol):
@@ -162,8 +164,8 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                         task.state, task.asked_at = "asked", now
                         self.validator.ask_added(task.key, 1)
                         asks.append(self._ask(task))
-            if asks:
-                self.sender.update_allocation(si_pb2.AllocationRequest(asks=asks))
+            for i in range(0, len(asks), ASKS_PER_REQUEST):
+                self.sender.update_allocation(si_pb2.AllocationRequest(asks=asks[i : i + ASKS_PER_REQUEST]))
             for r in response.rejected:
                 app = self.apps.get(r.applicationID)
                 if app is not None and not app.outcome:
