@@ -57,7 +57,8 @@ class _Cycle:
     __slots__ = ("p", "now", "blocked", "ask_lists", "ask_cursor", "fifo", "fifo_cursor",
                  "failed_shapes", "unreservable", "qprio", "qkey", "event_budget",
                  "no_reserve", "visited", "fair", "sa_version",
-                 "sa_cands", "sa_cursor", "sa_admitted", "prio_count")
+                 "sa_cands", "sa_cursor", "sa_admitted", "prio_count",
+                 "kids")
 
     def __init__(self, p: "Partition", now: int) -> None:
         self.p = p
@@ -80,6 +81,7 @@ class _Cycle:
         self.sa_cursor: dict[object, int] = {}
         self.sa_admitted: dict[object, list] = {}
         self.prio_count: dict[object, dict[int, int]] = {}  # leaf -> {app priority: apps}
+        self.kids: dict[object, list] = {}  # parent -> sorted [(key, child)] for this cycle
 
 
 def run_cycle(p: "Partition", now: int) -> tuple[int, int]:
@@ -158,19 +160,34 @@ def _queue_key(c: _Cycle, q: Queue, priority: bool) -> tuple:
 
 
 def _try_queue(c: _Cycle, q: Queue) -> "Allocation | None":
+    """Descend into the children of ``q`` in fair order. The sorted child list is kept for the
+    cycle; after an allocation only the child it went through is re-placed (its usage
+    changed, no other child's did), so a parent with many children is not re-sorted."""
     if q.is_leaf:
         return _try_leaf(c, q)
     blocked = c.blocked
-    kids = [ch for ch in q.children.values()
-            if ch not in blocked and ch.schedulable and not ch.pending.is_zero()]
-    if len(kids) > 1:
-        prio = q.priority_enabled
-        kids.sort(key=lambda ch: _queue_key(c, ch, prio))
-    for ch in kids:
+    prio = q.priority_enabled
+    lst = c.kids.get(q)
+    if lst is None:
+        lst = sorted((_queue_key(c, ch, prio), ch) for ch in q.children.values()
+                     if ch.schedulable and not ch.pending.is_zero())
+        c.kids[q] = lst
+    while lst:
+        ch = lst[0][1]
+        if ch in blocked or ch.pending.is_zero():
+            del lst[0]
+            continue
         a = _try_queue(c, ch)
-        if a is not None:
-            return a
-        blocked.add(ch)
+        del lst[0]
+        if a is None:
+            blocked.add(ch)
+            continue
+        if not ch.pending.is_zero():
+            if lst:
+                insort(lst, (_queue_key(c, ch, prio), ch))
+            else:
+                lst.append(((), ch))  # the only child: no order to keep, skip the key
+        return a
     return None
 
 
@@ -414,11 +431,18 @@ def _priority_may_drop(c: _Cycle, app: "Application", done: "Ask", asks: list, c
             for q in leaf.chain():
                 c.qprio.pop(q, None)
                 c.qkey.pop(q, None)
-    if now_prio != INT32_MIN and leaf.priority_enabled and leaf in c.fifo \
-            and leaf.sort_policy is AppSortPolicy.FIFO:
-        # still has work at a lower priority: its place in the fifo order changes (an app
-        # with nothing left just drops out, no re-sort needed)
-        del c.fifo[leaf]  # rebuilt (and re-sorted) at the next visit of this leaf
+    order = c.fifo.get(leaf)
+    if order is not None and leaf.priority_enabled and leaf.sort_policy is AppSortPolicy.FIFO:
+        # the app ranks lower now: take it out (and back in at its new place if it still has
+        # work) so the cycle's fifo order stays sorted by current keys
+        try:
+            j = order.index(app, c.fifo_cursor[leaf])
+        except ValueError:
+            return
+        del order[j]
+        if now_prio != INT32_MIN:
+            keyf = _fifo_key(True)
+            order.insert(bisect_left(order, keyf(app), lo=c.fifo_cursor[leaf], key=keyf), app)
 
 
 def _headroom_blocked(c: _Cycle, app: "Application", ask: "Ask", blocker: Queue) -> None:
