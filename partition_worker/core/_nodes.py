@@ -162,6 +162,7 @@ class NodeOps:
             node.schedulable = False
             if node.reservation is not None:
                 self.unreserve(node.reservation)
+            self.nodes.refresh(node)
             self.event(EventType.NODE, node.node_id, "NodeDraining", f"node {node.node_id} draining", now)
 
     def _undrain_node(self: "Partition", cmd: UndrainNode, now: int) -> None:
@@ -173,6 +174,7 @@ class NodeOps:
                        f"DRAIN_TO_SCHEDULABLE failed: node {node.node_id} is not draining", now)
             return
         node.schedulable = True
+        self.nodes.refresh(node)
         self.changed = True
         self.event(EventType.NODE, node.node_id, "NodeSchedulable", f"node {node.node_id} schedulable", now)
 

@@ -90,11 +90,12 @@ class Node:
 class NodeCollection:
     """All nodes of a partition plus their policy order (see module doc).
 
-    Nodes with a weighted resource type used up (available <= 0) are kept aside in
-    ``full`` instead of ``order``: an ask that requests every weighted type cannot fit
-    them, so it never walks past them. This keeps binpacking (which puts the fullest
-    nodes first) from scanning every full node for every ask. Asks that leave a weighted
-    type at zero (e.g. best-effort pods) also look at ``full``.
+    Nodes that no ask can take now are kept aside in ``full`` instead of ``order``: drained,
+    not ready or reserved nodes (YuniKorn also leaves reserved nodes out of its iterator),
+    and nodes with a weighted resource type used up (available <= 0), which an ask that
+    requests every weighted type cannot fit. So no ask walks past them: binpacking (fullest
+    first) and fair (drained, emptying nodes first) stay cheap. Asks that leave a weighted
+    type at zero (e.g. best-effort pods) also look at the usable nodes in ``full``.
     """
 
     __slots__ = ("nodes", "order", "full", "policy", "weights", "_wsum", "_wkeys")
@@ -144,6 +145,10 @@ class NodeCollection:
         return score
 
     def _is_full(self, node: Node) -> bool:
+        """Set aside: drained, not ready or reserved (never offered to other asks), or a
+        weighted type used up (cannot fit an ask that requests every weighted type)."""
+        if not node.schedulable or not node.ready or node.reservation is not None:
+            return True
         avail = node.available._v
         for k in self._wkeys:
             if avail.get(k, 0) <= 0:
@@ -209,6 +214,10 @@ class NodeCollection:
             self._drop_key(node.sort_key)
             self.full[node.node_id] = node
         node.sort_key = key
+
+    def refresh(self, node: Node) -> None:
+        """Re-place ``node`` after its drain/ready/reservation state changed."""
+        self._replace(node)
 
     def update(self, node: Node) -> None:
         """Re-place ``node`` after its capacity/occupied/allocated changed."""

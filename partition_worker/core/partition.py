@@ -195,6 +195,7 @@ class Partition(AppOps, NodeOps):
     def reserve(self, app: Application, ask: Ask, node, now: int) -> None:
         res = Reservation(node.node_id, app.app_id, ask.key, now)
         node.reservation = res
+        self.nodes.refresh(node)
         ask.reserved_node = node.node_id
         app.reservations[ask.key] = res
         self.reservations[(app.app_id, ask.key)] = res
@@ -205,6 +206,7 @@ class Partition(AppOps, NodeOps):
         node = self.nodes.get(res.node_id)
         if node is not None and node.reservation is res:
             node.reservation = None
+            self.nodes.refresh(node)
         app = self.apps.get(res.app_id)
         if app is not None:
             if app.reservations.get(res.ask_key) is res:
