@@ -14,6 +14,10 @@ rmproxy ends the RM's streams with UNAVAILABLE ``korral: re-register: ...``. The
 re-registers, re-reports (nodes with their existing allocations), and pa schedules again,
 holding exactly the RM's allocations. Finally host-a's link comes back: wa must give pa up
 and rejoin as a spare, and pa keeps scheduling on the standby.
+
+A second test kills the broker on its host (``kill -9``) and restarts it: the workers on the
+other hosts reconnect over CURVE and re-announce their partitions, so nothing moves; the RM
+resyncs and both partitions schedule again, in sync with the RM.
 """
 
 from __future__ import annotations
@@ -101,10 +105,7 @@ class Stack:
             shutil.which("redis-server") or "/usr/bin/redis-server", "--port", str(REDIS_PORT),
             "--bind", self.broker_host.ip, "--requirepass", REDIS_PASSWORD, "--dir", str(redis_dir),
             "--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", ""])
-        self.procs["broker"] = lab.korral(
-            self.broker_host, "broker", "broker", "--frontend", self.frontend, "--backend", self.backend,
-            "--redis-url", self.redis_url, "--curve-secret", str(k / "broker.key_secret"),
-            "--curve-allowed", str(k / "allowed"))
+        self.start_broker()
         client = lambda name: ["--curve-secret", str(k / f"{name}.key_secret"),  # noqa: E731
                                "--curve-server", str(k / "broker.key")]
         # the environment-variable spelling for one of them, as deploy/ files use it
@@ -118,6 +119,13 @@ class Stack:
         self.procs["rmproxy"] = lab.korral(
             self.proxy_host, "rmproxy", "rmproxy", "--si-address", self.si, "--rest-address", self.rest,
             "--broker", self.frontend, "--redis-url", self.redis_url, "--rm-timeout", "60", *client("rmproxy"))
+
+    def start_broker(self, name: str = "broker") -> None:
+        k = self.keys
+        self.procs["broker"] = self.lab.korral(
+            self.broker_host, name, "broker", "--frontend", self.frontend, "--backend", self.backend,
+            "--redis-url", self.redis_url, "--curve-secret", str(k / "broker.key_secret"),
+            "--curve-allowed", str(k / "allowed"))
 
     def stack(self) -> dict:
         status, body = self.lab.http_get_json(self.proxy_host, f"http://{self.rest}/ws/v1/korral/stack")
@@ -184,43 +192,65 @@ def report(rm: NsRM, held: dict[str, si_pb2.Allocation], asks: list[si_pb2.Alloc
         rm.asks(*asks)
 
 
-def test_two_hosts_schedule_and_a_cut_host_fails_over_to_the_standby(lab, korral, tmp_path):
+@pytest.fixture
+def running(lab, korral, tmp_path) -> Stack:
+    """The layout of the module docstring, started, with every worker joined over CURVE."""
     keys = tmp_path / "keys"
     make_keys(korral, keys, ["broker", "wa", "wb", "standby", "rmproxy"])
     (keys / "allowed").mkdir()
     for name in ("wa", "wb", "standby", "rmproxy"):
         shutil.copy(keys / f"{name}.key", keys / "allowed" / f"{name}.key")
-
     s = Stack(lab, keys)
     s.start(tmp_path / "redis")
-    procs = list(s.procs.values())
     wait_until(lambda: set(s.workers()) == {"wa", "wb", "standby"}, 30,
-               "three workers joined the broker over CURVE", procs)
+               "three workers joined the broker over CURVE", list(s.procs.values()))
+    return s
 
+
+def first_workload(s: Stack, rm: NsRM) -> tuple[dict[str, si_pb2.Allocation], dict[str, dict]]:
+    """Register, report, allocate 6 asks per partition; returns (allocations, workers by name)."""
+    rm.register(CONFIG)
+    rm.open()
+    report(rm, {}, [])
+    asks = [ask(f"a-{i}", "app-a", "pa", memory=100, vcore=100) for i in range(6)]
+    asks += [ask(f"b-{i}", "app-b", "pb", memory=100, vcore=100) for i in range(6)]
+    rm.asks(*asks)
+    held = collect_allocations(rm, {a.allocationKey for a in asks}, 30)
+    assert {held[k].partitionName for k in held} == {"pa", "pb"}
+    # The pinned workers own their partitions; the standby idles (the broker's status is
+    # pushed to rmproxy with its heartbeats, so it may trail the assignment by one beat).
+    expected = {"wa": f"{RM_ID}/pa", "wb": f"{RM_ID}/pb", "standby": None}
+    workers = wait_until(lambda: (w := s.workers()) and {n: x["partition"] for n, x in w.items()} == expected
+                         and w, 5, f"ownership {expected}", list(s.procs.values()))
+    return held, workers
+
+
+def assert_in_sync(s: Stack, held: dict[str, si_pb2.Allocation], procs) -> None:
+    """No duplicate UUIDs, and each partition holds exactly the RM's allocations."""
+    uuids = [a.UUID for a in held.values()]
+    assert len(set(uuids)) == len(uuids), "duplicate allocation UUIDs"
+    for part in ("pa", "pb"):
+        rm_view = {k: (a.UUID, a.nodeID) for k, a in held.items() if a.partitionName == part}
+        wait_until(lambda: s.nodes_view(part) == rm_view, 15, f"{part} holds the RM's allocations", procs)
+
+
+def assert_resync_requested(rm: NsRM) -> None:
+    for stream, end in rm.wait_ended(timeout=20).items():
+        assert end.code == "UNAVAILABLE", (stream, end)
+        assert end.details.startswith("korral: re-register: "), (stream, end.details)
+
+
+def test_two_hosts_schedule_and_a_cut_host_fails_over_to_the_standby(lab, running):
+    s = running
+    procs = list(s.procs.values())
     rm = NsRM(lab, s.proxy_host, s.si, RM_ID)
     try:
-        rm.register(CONFIG)
-        rm.open()
-        report(rm, {}, [])
-        asks = [ask(f"a-{i}", "app-a", "pa", memory=100, vcore=100) for i in range(6)]
-        asks += [ask(f"b-{i}", "app-b", "pb", memory=100, vcore=100) for i in range(6)]
-        rm.asks(*asks)
-        held = collect_allocations(rm, {a.allocationKey for a in asks}, 30)
-        assert {held[k].partitionName for k in held} == {"pa", "pb"}
-
-        # The pinned workers own their partitions; the standby idles (the broker's status is
-        # pushed to rmproxy with its heartbeats, so it may trail the assignment by one beat).
-        expected = {"wa": f"{RM_ID}/pa", "wb": f"{RM_ID}/pb", "standby": None}
-        before = wait_until(lambda: (w := s.workers()) and {n: x["partition"] for n, x in w.items()} == expected
-                            and w, 5, f"ownership {expected}", procs)
+        held, before = first_workload(s, rm)
 
         # Cut host-a off. Its worker lives on but can no longer reach the broker or Redis.
         cut_at = time.monotonic()
         lab.link_down(s.host_a)
-        ended = rm.wait_ended(timeout=20)
-        for stream, end in ended.items():
-            assert end.code == "UNAVAILABLE", (stream, end)
-            assert end.details.startswith("korral: re-register: "), (stream, end.details)
+        assert_resync_requested(rm)
         owner = wait_until(lambda: s.owner("pa"), 20, "pa owned again", procs)
         assert owner["name"] == "standby", owner
         assert owner["epoch"] > before["wa"]["epoch"]
@@ -237,13 +267,8 @@ def test_two_hosts_schedule_and_a_cut_host_fails_over_to_the_standby(lab, korral
         resync = time.monotonic() - cut_at
         assert not held.keys() & new.keys()
         held.update(new)
-        uuids = [a.UUID for a in held.values()]
-        assert len(set(uuids)) == len(uuids), "duplicate allocation UUIDs"
-
         # The scheduler holds exactly the RM's allocations in each partition: none lost, none doubled.
-        for part in ("pa", "pb"):
-            rm_view = {k: (a.UUID, a.nodeID) for k, a in held.items() if a.partitionName == part}
-            wait_until(lambda: s.nodes_view(part) == rm_view, 15, f"{part} holds the RM's allocations", procs)
+        assert_in_sync(s, held, procs)
         print(f"host cut off -> pa owned by the standby on host-b and scheduling again in {resync:.2f}s")
 
         # host-a comes back: its worker still believes it owns pa under the old epoch. The broker
@@ -261,6 +286,39 @@ def test_two_hosts_schedule_and_a_cut_host_fails_over_to_the_standby(lab, korral
         held.update(final)
         rm_view = {k: (a.UUID, a.nodeID) for k, a in held.items() if a.partitionName == "pa"}
         wait_until(lambda: s.nodes_view("pa") == rm_view, 15, "pa holds the RM's allocations after the rejoin", procs)
+        for name, proc in s.procs.items():
+            assert proc.alive(), f"{name} died:\n{proc.tail()}"
+    finally:
+        rm.close()
+
+
+def test_broker_killed_on_its_host_workers_on_other_hosts_keep_their_partitions(lab, running):
+    """kill -9 the broker; restarted, it rebuilds its table from the CURVE-authenticated re-announcements."""
+    s = running
+    rm = NsRM(lab, s.proxy_host, s.si, RM_ID)
+    try:
+        held, before = first_workload(s, rm)
+        lab.kill(s.procs["broker"])
+        s.procs["broker"].popen.wait(5)
+        killed_at = time.monotonic()
+        s.start_broker("broker-restarted")
+        procs = list(s.procs.values())
+        assert_resync_requested(rm)  # envelopes inside the dead broker may be lost: the RM resyncs
+        # No partition moved: the same workers own them again, re-announced across hosts.
+        expected = {"wa": f"{RM_ID}/pa", "wb": f"{RM_ID}/pb", "standby": None}
+        wait_until(lambda: {n: x["partition"] for n, x in s.workers().items()} == expected, 20,
+                   f"ownership {expected} after the broker restart", procs)
+        assert {n: x["pid"] for n, x in s.workers().items()} == {n: x["pid"] for n, x in before.items()}
+
+        rm.register(CONFIG)
+        rm.open()
+        more = [ask(f"a-after-{i}", "app-a", "pa", memory=100, vcore=100) for i in range(3)]
+        more += [ask(f"b-after-{i}", "app-b", "pb", memory=100, vcore=100) for i in range(3)]
+        report(rm, held, more)
+        new = collect_allocations(rm, {a.allocationKey for a in more}, 30)
+        print(f"broker killed -> both partitions scheduling again in {time.monotonic() - killed_at:.2f}s")
+        held.update(new)
+        assert_in_sync(s, held, procs)
         for name, proc in s.procs.items():
             assert proc.alive(), f"{name} died:\n{proc.tail()}"
     finally:
