@@ -67,6 +67,7 @@ class Proxy:
         self.broker_expires = 0.0
         self.cluster: dict[str, Any] = {}  # the broker's last STATUS body
         self.queries: dict[int, asyncio.Future] = {}
+        self.state_dumps: dict[str, dict] = {}  # rmID -> the RM's last ProvideStateDump {"requestID", "json"}
         self._query_ids = itertools.count(1)
         self.dropped = 0
         self.started_ns = time.time_ns()

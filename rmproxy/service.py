@@ -119,7 +119,6 @@ class SchedulerService:
 class KorralService(korral_pb2_grpc.KorralServicer):
     def __init__(self, proxy: Proxy) -> None:
         self.proxy = proxy
-        self.state_dumps: dict[str, str] = {}
 
     async def UpdateConfiguration(self, request, context):  # noqa: N802 (gRPC names)
         try:
@@ -145,7 +144,7 @@ class KorralService(korral_pb2_grpc.KorralServicer):
                     holder.subscribers.remove(queue)
 
     async def ProvideStateDump(self, request, context):  # noqa: N802
-        self.state_dumps[request.rmID] = request.json
+        self.proxy.state_dumps[request.rmID] = {"requestID": request.requestID, "json": request.json}
         return korral_pb2.Ack()
 
     async def Shutdown(self, request, context):  # noqa: N802
