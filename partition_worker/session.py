@@ -250,7 +250,7 @@ class PartitionSession:
     def explain(self, app_id: str, allocation_key: str) -> dict:
         """Why an ask waits: its scheduling state and the node pipeline's rejection counts by
         stage. Raises ``LookupError`` naming the app or ask when it does not exist."""
-        from partition_worker.core.scheduler import explain
+        from partition_worker.core.diagnosis import explain
         app = self.core.apps.get(app_id)
         if app is None:
             raise LookupError(f"application {app_id} not found in partition {self.partition_name}")

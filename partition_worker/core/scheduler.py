@@ -32,22 +32,20 @@ from common.resources import Resource, share_key
 
 from .app_state import AppState
 from .outcomes import EventType, SchedState
+from .predicates import find_node
+from .reservations import NO_NODE, NOT_RESERVED, RESERVED, maybe_reserve, try_reserved
 from .queue import AppSortPolicy, Queue
 
 if TYPE_CHECKING:  # pragma: no cover
     from .application import Application
-    from .node import Node
     from .objects import Allocation, Ask
     from .partition import Partition
 
-__all__ = ["run_cycle", "explain", "usage_share", "WAITING_FOR_CLUSTER"]
+__all__ = ["run_cycle", "usage_share", "WAITING_FOR_CLUSTER"]
 
 WAITING_FOR_CLUSTER = "request is waiting for cluster resources become available"
 _SCHEDULABLE_APP_STATES = frozenset({AppState.ACCEPTED, AppState.STARTING, AppState.RUNNING,
                                      AppState.COMPLETING})
-_MAX_SHAPES = 32
-# a reservation picks the best fit among at most this many nodes that could hold the ask
-RESERVE_CANDIDATES = 1000
 # REQUEST events are a diagnosis aid; a cycle over 200k quota-blocked asks must not emit 200k
 MAX_REQUEST_EVENTS_PER_CYCLE = 100
 INT32_MIN = -(1 << 31)
@@ -93,7 +91,7 @@ def run_cycle(p: "Partition", now: int) -> tuple[int, int]:
     if root.max is None or not p.nodes.nodes:
         return 0, 0  # no nodes: nothing to schedule on (YuniKorn skips the partition)
     c = _Cycle(p, now)
-    n = _try_reserved(c) if p.reservations else 0
+    n = try_reserved(c) if p.reservations else 0
     if root.pending.is_zero():
         return n, c.visited
     while _try_queue(c, root) is not None:
@@ -370,7 +368,7 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
                 blocker = None  # root's max is the cluster size: no node fits (see below)
                 node = None
             elif blocker is None:
-                node = _find_node(c, ask)
+                node = find_node(c, ask)
             else:
                 node = None
             if node is not None:
@@ -388,14 +386,14 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
         else:
             # no node fits now; root's headroom (the cluster size) may be what is missing
             if not c.no_reserve and not (plain and res == no_reserve_res):
-                verdict = _maybe_reserve(c, app, ask)
-                if verdict == _NO_NODE and plain:
+                verdict = maybe_reserve(c, app, ask)
+                if verdict == NO_NODE and plain:
                     no_reserve_res = res
             else:
-                verdict = _NOT_RESERVED
-            if verdict != _RESERVED and (ask.sched_state is not _FAILED
+                verdict = NOT_RESERVED
+            if verdict != RESERVED and (ask.sched_state is not SchedState.FAILED
                                          or ask.sched_reason != WAITING_FOR_CLUSTER):
-                p.sched_state(ask, _FAILED, WAITING_FOR_CLUSTER)
+                p.sched_state(ask, SchedState.FAILED, WAITING_FOR_CLUSTER)
         if i == cursor:
             cursor += 1
         else:
@@ -454,189 +452,3 @@ def _headroom_blocked(c: _Cycle, app: "Application", ask: "Ask", blocker: Queue)
                 group=app.app_id)
     p.sched_state(ask, SchedState.SKIPPED,
                   f"request does not fit the headroom of queue {blocker.path}")
-
-
-# ------------------------------------------------------------------------------ nodes
-def _selector_ok(node: "Node", ask: "Ask") -> bool:
-    for attr, want in ask.selector:
-        if node.attribute(attr) != want:
-            return False
-    return True
-
-
-def _fits(rv: dict, node: "Node") -> bool:
-    av = node.available._v
-    for k, v in rv.items():
-        if v > av.get(k, 0):
-            return False
-    return True
-
-
-def _find_node(c: _Cycle, ask: "Ask") -> "Node | None":
-    """The first node in policy order that passes the predicates: schedulable and ready,
-    not reserved, required node, selector, fits free resources."""
-    nodes = c.p.nodes
-    res = ask.resource
-    rv = res._v
-    if ask.required_node:
-        node = nodes.get(ask.required_node)
-        if node is None or not node.usable or not _selector_ok(node, ask):
-            return None
-        res_ = node.reservation
-        if res_ is not None:
-            other = c.p.apps.get(res_.app_id)
-            other_ask = other.asks.get(res_.ask_key) if other is not None else None
-            if other_ask is not None and other_ask.required_node:
-                return None  # another daemon-set style ask holds it
-            c.p.unreserve(res_)  # YuniKorn: a required-node ask cancels ordinary reservations
-        return node if _fits(rv, node) else None
-    plain = not ask.selector
-    if plain:
-        for shape in c.failed_shapes:
-            if shape.fits_in(res):
-                return None
-    byid = nodes.nodes
-    for key in nodes.order:
-        node = byid[key[1]]
-        if not node.schedulable or not node.ready or node.reservation is not None:
-            continue
-        av = node.available._v
-        for k, v in rv.items():
-            if v > av.get(k, 0):
-                break
-        else:
-            if plain or _selector_ok(node, ask):
-                return node
-    if nodes.full and nodes.needs_full_scan(res):  # rare: e.g. a best-effort ask
-        for node in nodes.full_in_order():
-            if node.usable and node.reservation is None and _fits(rv, node) \
-                    and (plain or _selector_ok(node, ask)):
-                return node
-    if plain and len(c.failed_shapes) < _MAX_SHAPES:
-        c.failed_shapes.append(res)
-    return None
-
-
-# ------------------------------------------------------------------------------ reservations
-_RESERVED, _NOT_RESERVED, _NO_NODE = 0, 1, 2
-_FAILED = SchedState.FAILED
-
-
-def _maybe_reserve(c: _Cycle, app: "Application", ask: "Ask") -> int:
-    """Reserve the node the ask fits best once it frees up (YuniKorn: lowest FitInScore among
-    nodes whose capacity can hold it). Only asks older than the reservation delay, one
-    reservation per ask, a bounded number per partition. Returns _RESERVED, _NOT_RESERVED
-    (not eligible now) or _NO_NODE (no node could ever hold an ask of this size)."""
-    p = c.p
-    if len(p.reservations) >= p.settings.max_reservations:
-        c.no_reserve = True  # reservations only grow during a cycle
-        return _NOT_RESERVED
-    if ask.reserved_node or c.now - ask.create_time_ns < p.settings.reservation_delay_ns:
-        return _NOT_RESERVED
-    res = ask.resource
-    if ask.required_node:
-        node = p.nodes.get(ask.required_node)
-        if node is None or not node.usable or node.reservation is not None:
-            return _NOT_RESERVED
-        if not res.fits_in(node.capacity.sub(node.occupied)):
-            return _NO_NODE
-        p.reserve(app, ask, node, c.now)
-        return _RESERVED
-    plain = not ask.selector
-    if plain:
-        for shape in c.unreservable:
-            if shape.fits_in(res):
-                return _NO_NODE
-    best, best_score = None, 0.0
-    rv = res._v
-    seen = 0
-    for node in p.nodes.nodes.values():
-        if not node.usable or node.reservation is not None:
-            continue
-        cap, occ = node.capacity._v, node.occupied._v
-        for k, v in rv.items():
-            if v > cap.get(k, 0) - occ.get(k, 0):
-                break
-        else:
-            if not plain and not _selector_ok(node, ask):
-                continue
-            score = res.fit_in_score(node.available)
-            if best is None or score < best_score:
-                best, best_score = node, score
-            seen += 1
-            if seen >= RESERVE_CANDIDATES:
-                break  # bounded cost: the best of the first candidates is good enough
-    if best is None:
-        if plain and len(c.unreservable) < _MAX_SHAPES:
-            c.unreservable.append(res)
-        return _NO_NODE
-    p.reserve(app, ask, best, c.now)
-    return _RESERVED
-
-
-def _try_reserved(c: _Cycle) -> int:
-    """Reserved asks first: their reserved node, then any other node."""
-    p = c.p
-    n = 0
-    for res in list(p.reservations.values()):
-        app = p.apps.get(res.app_id)
-        ask = app.asks.get(res.ask_key) if app is not None else None
-        node = p.nodes.get(res.node_id)
-        if ask is None or ask.pending <= 0 or node is None:
-            p.unreserve(res)
-            continue
-        if app.state not in _SCHEDULABLE_APP_STATES:
-            continue
-        blocker = app.queue.fits_headroom(ask.resource)
-        if blocker is not None and blocker.parent is not None:
-            c.blocked.add(ask)
-            continue  # a quota blocks it; the reservation stays until the queue has room
-        target = None
-        if node.usable and _fits(ask.resource._v, node):
-            target = node
-        else:
-            target = _find_node(c, ask)
-        if target is None:
-            c.blocked.add(ask)
-            continue
-        p.unreserve(res)
-        p.allocate(app, ask, target, c.now)
-        if ask.pending <= 0:
-            app.mark_exhausted()
-        n += 1
-    return n
-
-
-# ------------------------------------------------------------------------------ diagnosis
-def explain(p: "Partition", app: "Application", ask: "Ask") -> dict:
-    """Why ``ask`` waits: the node selection pipeline run over every node with each rejection
-    counted by stage (cheap filters first), plus the queue that blocks it, if any. O(nodes);
-    for diagnosis on demand, never called by the cycle."""
-    stages = {"node drained": 0, "node not ready": 0, "node reserved by another ask": 0,
-              "not the required node": 0, "node selector does not match": 0,
-              "insufficient free resources": 0, "fits": 0}
-    rv = ask.resource._v
-    for node in p.nodes.nodes.values():
-        if not node.schedulable:
-            stages["node drained"] += 1
-        elif not node.ready:
-            stages["node not ready"] += 1
-        elif node.reservation is not None and (node.reservation.app_id, node.reservation.ask_key) \
-                != (app.app_id, ask.key):
-            stages["node reserved by another ask"] += 1
-        elif ask.required_node and node.node_id != ask.required_node:
-            stages["not the required node"] += 1
-        elif ask.selector and not _selector_ok(node, ask):
-            stages["node selector does not match"] += 1
-        elif not _fits(rv, node):
-            stages["insufficient free resources"] += 1
-        else:
-            stages["fits"] += 1
-    blocker = app.queue.fits_headroom(ask.resource)
-    return {
-        "applicationID": app.app_id, "allocationKey": ask.key, "pending": ask.pending,
-        "state": ask.sched_state.value if ask.sched_state is not None else "",
-        "reason": ask.sched_reason, "reservedNode": ask.reserved_node,
-        "queueHeadroomBlockedBy": blocker.path if blocker is not None else "",
-        "nodes": {k: v for k, v in stages.items() if v},
-    }

@@ -1,0 +1,114 @@
+"""Reservations in the scheduling cycle: reserving a node for an ask that fits no node now,
+and trying reserved asks first (their node, then any other node).
+
+YuniKorn: an ask older than the reservation delay that fits no node reserves the node it
+fits best once it frees up (lowest FitInScore among nodes whose capacity - occupied can
+hold it); one reservation per node; reserved nodes take no other asks.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .app_state import AppState
+from .predicates import MAX_SHAPES, find_node, fits, selector_ok
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .application import Application
+    from .objects import Ask
+
+__all__ = ["maybe_reserve", "try_reserved", "RESERVED", "NOT_RESERVED", "NO_NODE",
+           "RESERVE_CANDIDATES"]
+
+# a reservation picks the best fit among at most this many nodes that could hold the ask
+RESERVE_CANDIDATES = 1000
+_SCHEDULABLE_APP_STATES = frozenset({AppState.ACCEPTED, AppState.STARTING, AppState.RUNNING,
+                                     AppState.COMPLETING})
+
+
+RESERVED, NOT_RESERVED, NO_NODE = 0, 1, 2
+
+
+def maybe_reserve(c, app: "Application", ask: "Ask") -> int:
+    """Reserve the node the ask fits best once it frees up (YuniKorn: lowest FitInScore among
+    nodes whose capacity can hold it). Only asks older than the reservation delay, one
+    reservation per ask, a bounded number per partition. Returns RESERVED, NOT_RESERVED
+    (not eligible now) or NO_NODE (no node could ever hold an ask of this size)."""
+    p = c.p
+    if len(p.reservations) >= p.settings.max_reservations:
+        c.no_reserve = True  # reservations only grow during a cycle
+        return NOT_RESERVED
+    if ask.reserved_node or c.now - ask.create_time_ns < p.settings.reservation_delay_ns:
+        return NOT_RESERVED
+    res = ask.resource
+    if ask.required_node:
+        node = p.nodes.get(ask.required_node)
+        if node is None or not node.usable or node.reservation is not None:
+            return NOT_RESERVED
+        if not res.fits_in(node.capacity.sub(node.occupied)):
+            return NO_NODE
+        p.reserve(app, ask, node, c.now)
+        return RESERVED
+    plain = not ask.selector
+    if plain:
+        for shape in c.unreservable:
+            if shape.fits_in(res):
+                return NO_NODE
+    best, best_score = None, 0.0
+    rv = res._v
+    seen = 0
+    for node in p.nodes.nodes.values():
+        if not node.usable or node.reservation is not None:
+            continue
+        cap, occ = node.capacity._v, node.occupied._v
+        for k, v in rv.items():
+            if v > cap.get(k, 0) - occ.get(k, 0):
+                break
+        else:
+            if not plain and not selector_ok(node, ask):
+                continue
+            score = res.fit_in_score(node.available)
+            if best is None or score < best_score:
+                best, best_score = node, score
+            seen += 1
+            if seen >= RESERVE_CANDIDATES:
+                break  # bounded cost: the best of the first candidates is good enough
+    if best is None:
+        if plain and len(c.unreservable) < MAX_SHAPES:
+            c.unreservable.append(res)
+        return NO_NODE
+    p.reserve(app, ask, best, c.now)
+    return RESERVED
+
+
+def try_reserved(c) -> int:
+    """Reserved asks first: their reserved node, then any other node."""
+    p = c.p
+    n = 0
+    for res in list(p.reservations.values()):
+        app = p.apps.get(res.app_id)
+        ask = app.asks.get(res.ask_key) if app is not None else None
+        node = p.nodes.get(res.node_id)
+        if ask is None or ask.pending <= 0 or node is None:
+            p.unreserve(res)
+            continue
+        if app.state not in _SCHEDULABLE_APP_STATES:
+            continue
+        blocker = app.queue.fits_headroom(ask.resource)
+        if blocker is not None and blocker.parent is not None:
+            c.blocked.add(ask)
+            continue  # a quota blocks it; the reservation stays until the queue has room
+        target = None
+        if node.usable and fits(ask.resource._v, node):
+            target = node
+        else:
+            target = find_node(c, ask)
+        if target is None:
+            c.blocked.add(ask)
+            continue
+        p.unreserve(res)
+        p.allocate(app, ask, target, c.now)
+        if ask.pending <= 0:
+            app.mark_exhausted()
+        n += 1
+    return n
