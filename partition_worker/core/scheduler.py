@@ -430,7 +430,7 @@ def _priority_may_drop(c: _Cycle, app: "Application", done: "Ask", asks: list, c
                 c.qprio.pop(q, None)
                 c.qkey.pop(q, None)
     order = c.fifo.get(leaf)
-    if order is not None and leaf.priority_enabled and leaf.sort_policy is AppSortPolicy.FIFO:
+    if order is not None and leaf.priority_enabled:  # fifo and stateaware keep c.fifo
         # the app ranks lower now: take it out (and back in at its new place if it still has
         # work) so the cycle's fifo order stays sorted by current keys
         try:
