@@ -77,6 +77,7 @@ class WorkerLoop:
         self.dropped = 0
         self.sock: zmq.Socket | None = None
         self.broker_expires = 0.0
+        self._unsent_logged = 0.0
 
     # -- socket ---------------------------------------------------------------------
 
@@ -102,7 +103,15 @@ class WorkerLoop:
 
     def _send(self, env: Envelope) -> None:
         assert self.sock is not None
-        self.sock.send(encode(env), zmq.NOBLOCK)
+        try:
+            self.sock.send(encode(env), zmq.NOBLOCK)
+        except zmq.Again:  # no connection to the broker: unreachable, or it refused our CURVE key
+            self.dropped += 1
+            now = time.monotonic()
+            if now - self._unsent_logged > 10:
+                self._unsent_logged = now
+                log.warning("cannot reach the broker at %s (unreachable, or it refused this worker's "
+                            "CURVE key); dropped %s, retrying", self.broker, env.kind)
 
     # -- loop -----------------------------------------------------------------------
 

@@ -28,9 +28,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     addresses.add_flag(parser, "--redis-url", "redis_url", "Redis URL (RM registrations)")
     parser.add_argument("--name", default=os.environ.get("KORRAL_RMPROXY_NAME", ""),
                         help="rmproxy name shown in status [$KORRAL_RMPROXY_NAME, default <host>-<pid>]")
-    parser.add_argument("--rm-timeout", type=float, default=float(os.environ.get("KORRAL_RM_TIMEOUT", 300)),
+    parser.add_argument("--rm-timeout", type=float, default=os.environ.get("KORRAL_RM_TIMEOUT", "300"),
                         help="seconds an RM may stay Paused (all its streams closed) before it is Stopped "
                              "and its partitions released [$KORRAL_RM_TIMEOUT, default 300]")
+    parser.add_argument("--hold-seconds", type=float, default=os.environ.get("KORRAL_HOLD_SECONDS", "30"),
+                        help="how long a request for a partition without a worker is held before it is "
+                             "answered with an error [$KORRAL_HOLD_SECONDS, default 30]")
     security.add_curve_client_flags(parser)
     security.add_tls_flags(parser)
     addresses.add_log_level(parser)
@@ -38,7 +41,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 async def serve(args: argparse.Namespace) -> None:
     proxy = Proxy(args.broker_frontend, registry.AsyncRegistryStore(registry.connect_async(args.redis_url)),
-                  name=args.name, rm_timeout=args.rm_timeout, curve=(args.curve_secret, args.curve_server))
+                  name=args.name, rm_timeout=args.rm_timeout, curve=(args.curve_secret, args.curve_server),
+                  hold_seconds=args.hold_seconds)
     security.client_keys(*proxy.curve)  # fail fast on bad key files, before serving anything
     credentials = security.grpc_server_credentials(args.tls_cert, args.tls_key, args.tls_client_ca)
     server = grpc.aio.server(options=[

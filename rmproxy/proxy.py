@@ -31,6 +31,7 @@ from rmproxy.rms import RMSession, RMState
 log = logging.getLogger("korral.rmproxy")
 
 REGISTER_TIMEOUT = 10.0  # seconds to wait for workers to own an RM's partitions
+HOLD_SECONDS = 30.0  # a request for a partition without a worker waits this long, then is answered
 RM_TIMEOUT = 300.0  # seconds an RM may stay Paused (no stream open) before it is Stopped
 MAINTAIN_INTERVAL = 1.0
 QUERY_TIMEOUT = 5.0
@@ -55,8 +56,10 @@ class RegistrationError(Exception):
 
 class Proxy:
     def __init__(self, broker: str, store: registry.AsyncRegistryStore, name: str = "",
-                 rm_timeout: float = RM_TIMEOUT, curve: tuple[str | None, str | None] = (None, None)) -> None:
+                 rm_timeout: float = RM_TIMEOUT, curve: tuple[str | None, str | None] = (None, None),
+                 hold_seconds: float = HOLD_SECONDS) -> None:
         self.broker_address = broker
+        self.hold_seconds = hold_seconds
         self.curve = curve  # (own secret certificate, broker's public certificate)
         self.rm_timeout = rm_timeout
         self.store = store
@@ -65,6 +68,7 @@ class Proxy:
         self.ctx = zmq.asyncio.Context()
         self.sock: zmq.asyncio.Socket | None = None
         self.broker_expires = 0.0
+        self._unsent_logged = 0.0
         self.cluster: dict[str, Any] = {}  # the broker's last STATUS body
         self.queries: dict[int, asyncio.Future] = {}
         self.state_dumps: dict[str, dict] = {}  # rmID -> the RM's last ProvideStateDump {"requestID", "json"}
@@ -98,7 +102,12 @@ class Proxy:
         assert self.sock is not None
         sent = self.sock.send(encode(env), zmq.NOBLOCK)  # an asyncio socket: a Future, done at once
         if sent.done() and sent.exception() is not None:
-            log.warning("broker link full, dropped %s for [%s]%s", env.kind, env.rm_id, env.partition)
+            now = time.monotonic()
+            if now - self._unsent_logged > 10:
+                self._unsent_logged = now
+                log.warning("cannot reach the broker at %s (unreachable, or it refused this rmproxy's CURVE "
+                            "key); dropped %s for [%s]%s, retrying", self.broker_address, env.kind, env.rm_id,
+                            env.partition)
 
     @property
     def broker_connected(self) -> bool:
@@ -165,6 +174,7 @@ class Proxy:
                 rm.epochs[env.partition] = env.epoch
                 rm.seqs[env.partition] = 0
                 waiter.set_result(env.epoch)
+                self._flush_held(rm, env.partition)
             else:
                 waiter.set_exception(RegistrationError(grpc.StatusCode.INTERNAL, error))
             return
@@ -297,13 +307,24 @@ class Proxy:
         for partition, part in parts.items():
             epoch = rm.epochs.get(partition)
             if epoch is None:
-                resp = reject(part, f"partition [{rm.rm_id}]{partition} has no worker at the moment; "
-                                    "the RM will be asked to re-register when it has one")
-                if resp is not None:
-                    rm.deliver(stream, resp.SerializeToString())
+                rm.hold(stream, partition, part, time.monotonic() + self.hold_seconds)
                 continue
             self.send(Envelope(kind, rm.rm_id, partition, epoch, rm.next_seq(partition),
                                part.SerializeToString()))
+
+    def _flush_held(self, rm: RMSession, partition: str) -> None:
+        """The partition has an owner again without a resync (a new partition): send what waited."""
+        for stream, part in rm.take_held(partition):
+            self.handle_request(stream, rm, part)
+
+    def _expire_held(self, rm: RMSession, now: float) -> None:
+        for stream, partition, part in rm.expired_held(now):
+            _, _, reject, _ = split.STREAMS[stream]
+            resp = reject(part, f"partition [{rm.rm_id}]{partition} has had no worker for "
+                                f"{self.hold_seconds:.0f}s: start more workers (korral up --workers N, "
+                                "or korral worker on another host)")
+            if resp is not None:
+                rm.deliver(stream, resp.SerializeToString())
 
     def resync(self, rm: RMSession, reason: str) -> None:
         """Ask the RM to re-register: a notice on Subscribe, then its streams end UNAVAILABLE."""
@@ -394,6 +415,7 @@ class Proxy:
             await asyncio.sleep(MAINTAIN_INTERVAL)
             now = time.monotonic()
             for rm in list(self.rms.values()):
+                self._expire_held(rm, now)
                 if rm.state is RMState.PAUSED and now - rm.paused_since > self.rm_timeout:
                     log.warning("RM %s Paused for over %.0fs: Stopped, its partitions are released",
                                 rm.rm_id, self.rm_timeout)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from common.registry import Registration
 
 BUFFER_LIMIT = 10_000  # responses kept per stream kind while no stream is attached
+HELD_LIMIT = 10_000  # requests kept while their partition has no worker
 STREAM_KINDS = ("allocation", "application", "node")
 
 
@@ -47,11 +48,30 @@ class RMSession:
     buffers: dict[str, collections.deque] = field(
         default_factory=lambda: {k: collections.deque(maxlen=BUFFER_LIMIT) for k in STREAM_KINDS})
     subscribers: list[asyncio.Queue] = field(default_factory=list)
+    # Requests for a partition that has no worker: (deadline, stream, partition, request). A
+    # re-registration drops them (the RM's replay covers them); a new owner without a resync
+    # takes them; past the deadline they are answered with an error.
+    held: collections.deque = field(default_factory=lambda: collections.deque(maxlen=HELD_LIMIT))
     owned_waiters: dict[str, asyncio.Future] = field(default_factory=dict)
     state: RMState = RMState.RUNNING
     registration: Registration | None = None
     paused_since: float = 0.0  # monotonic seconds
     dropped_responses: int = 0
+
+    def hold(self, stream: str, partition: str, request, deadline: float) -> None:
+        self.held.append((deadline, stream, partition, request))
+
+    def take_held(self, partition: str) -> list[tuple[str, object]]:
+        taken = [(s, r) for _, s, p, r in self.held if p == partition]
+        self.held = collections.deque((h for h in self.held if h[2] != partition), maxlen=HELD_LIMIT)
+        return taken
+
+    def expired_held(self, now: float) -> list[tuple[str, str, object]]:
+        expired = []
+        while self.held and self.held[0][0] <= now:
+            _, stream, partition, request = self.held.popleft()
+            expired.append((stream, partition, request))
+        return expired
 
     def next_seq(self, partition: str) -> int:
         s = self.seqs.get(partition, 0) + 1

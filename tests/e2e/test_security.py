@@ -164,9 +164,6 @@ def test_rmproxy_with_unknown_curve_key_is_refused_and_not_ready(stack, tmp_path
     assert stack.procs["rmproxy"].poll() is None, stack.log("rmproxy")
 
 
-@pytest.mark.xfail(strict=True, reason="partition_worker/main.py WorkerLoop._send: after the broker refuses "
-                   "its CURVE key, send(NOBLOCK) raises zmq.Again and the worker dies with a traceback "
-                   "instead of logging the refusal and retrying (supervisord would restart-loop it)")
 def test_refused_worker_stays_up_and_says_why(stack, tmp_path):
     keys, rogue = tmp_path / "keys", tmp_path / "rogue"
     make_keys(keys, "broker", "rmproxy")
