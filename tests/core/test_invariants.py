@@ -97,3 +97,33 @@ def test_random_commands_keep_the_books(seed, policy) -> None:
         check_books(h)
     h.step(40 * SECOND)
     check_books(h)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("policy", ["fair", "binpacking"])
+def test_the_chosen_node_is_the_best_by_a_full_sort(seed, policy) -> None:
+    """The incremental order (with set-aside nodes) picks what a full sort would pick."""
+    rnd = random.Random(100 + seed)
+    h = Harness(partition_config(policy=policy))
+    for i in range(40):
+        h.node(f"n{i:02d}", memory=rnd.randint(50, 300), vcore=rnd.randint(5, 30))
+    h.app("app1")
+    coll = h.p.nodes
+    for step in range(200):
+        if rnd.random() < 0.15:
+            nid = f"n{rnd.randrange(40):02d}"
+            h.do(rnd.choice([DrainNode, UndrainNode])(nid))
+        if rnd.random() < 0.2 and h.p.allocations:
+            a = rnd.choice(list(h.p.allocations.values()))
+            h.do(ReleaseAlloc(a.app_id, a.uuid))
+        r = Resource({"memory": rnd.randint(1, 40), "vcore": rnd.randint(1, 5)})
+        eligible = [n for n in coll.nodes.values() if n.usable and n.reservation is None
+                    and r.fits_in(n.available)]
+        expected = min(eligible, key=lambda n: (coll._score(n), n.node_id)).node_id if eligible else None
+        before = len(h.log.allocations)
+        h.do(AddAsk(f"k{step}", "app1", r))
+        h.step()
+        got = h.log.allocations[before].alloc.node_id if len(h.log.allocations) > before else None
+        assert got == expected, (step, got, expected)
+        if got is None:
+            h.do(ReleaseAsk("app1", f"k{step}"))
