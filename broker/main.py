@@ -139,6 +139,8 @@ class Broker:
 
     def _from_proxy(self, ident: bytes, env: Envelope, now: float) -> list[Send]:
         t = self.table
+        if env.kind is Kind.STATUS:  # a read-only status query (korral status --broker): not a proxy
+            return [(ident, Envelope(Kind.STATUS, body=t.status(now)))]
         if env.kind is Kind.PROXY_HELLO:
             return t.proxy_hello(ident, env.body or {}, now)
         sends: list[Send] = []

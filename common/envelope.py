@@ -27,7 +27,7 @@ class Kind(StrEnum):
     PROXY_HELLO = "proxy.hello"  # P->B: I am an rmproxy; body {"rms": [rmID...]}
     WORKER_READY = "worker.ready"  # W->B: body {"name", "host", "pid", "pin": "rm/partition"|None}
     HEARTBEAT = "heartbeat"  # any direction; body {} or a status summary
-    STATUS = "status"  # B->P: body {"workers": [...], "partitions": [...]} (cluster view)
+    STATUS = "status"  # B->P: body {"workers", "rmproxies", "partitions", ...}; any->B: a status query
     # RM registration and partition ownership
     RM_REGISTER = "rm.register"  # P->B: rm_id; body {"partitions": [name...]}
     RM_UNREGISTER = "rm.unregister"  # P->B: rm_id; body {"reason"}

@@ -1,8 +1,11 @@
-"""``korral status``: the local view of a stack started by ``korral up``.
+"""``korral status``: the processes, partitions and RMs of a stack.
 
-For each process of the stack: its role, supervisord program name, pid, supervisord
-state and uptime; then rmproxy's readiness JSON (``/ws/v1/korral/ready``). Reads only
-``stack.json``, supervisord's XML-RPC socket and the REST address; changes nothing.
+With ``--state-dir`` (a stack started by ``korral up``): each local process with its
+role, supervisord program name, pid, state and uptime, rmproxy's readiness JSON, and
+the cluster view below. With ``--rest-address`` (any rmproxy) or ``--broker`` (the
+broker itself), from any host: the cluster view only — workers with partition, epoch
+and heartbeat age, rmproxies, RMs with their connection state, partitions and owners
+(``common.cluster_status``). Changes nothing.
 
 Exit status: 0 when every process runs and the stack is ready, 3 when it runs but is
 degraded (a process not RUNNING or not ready), 1 when there is no running stack.
@@ -18,7 +21,7 @@ import time
 import xmlrpc.client
 from typing import Any
 
-from common import netutil
+from common import cluster_status, netutil, security
 from common.stack_down import StackError, default_state_dir, load_stack, supervisor_rpc
 
 __all__ = ["configure", "run", "collect_status", "format_status"]
@@ -29,6 +32,11 @@ READY_PATH = "/ws/v1/korral/ready"
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-dir", default=default_state_dir(),
                         help="state directory of the stack [$KORRAL_STATE_DIR, .korral]")
+    parser.add_argument("--rest-address", default=None, metavar="HOST:PORT",
+                        help="ask this rmproxy's REST address instead of a local state dir (works from any host)")
+    parser.add_argument("--broker", default=None, metavar="ADDR",
+                        help="ask the broker at this frontend address (tcp://host:port) instead (any host)")
+    security.add_curve_client_flags(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
 
 
@@ -73,6 +81,10 @@ def collect_status(state_dir: str, now: float | None = None) -> dict[str, Any]:
         doc["ready"] = answer.body if isinstance(answer.body, dict) else {"status": answer.status}
     except OSError as exc:
         doc["ready"] = {"ready": False, "error": f"{url}: {exc}"}
+    try:
+        doc["cluster"] = cluster_status.from_rest(info.addresses["rest"])
+    except OSError as exc:
+        doc["cluster"] = {"error": str(exc)}
     return doc
 
 
@@ -100,6 +112,11 @@ def format_status(doc: dict[str, Any]) -> str:
     lines.append(f"  SI {a.get('si')}  REST {a.get('rest')}  Redis {a.get('redis_url')}")
     lines.append(f"  broker frontend {a.get('broker_frontend')}  backend {a.get('broker_backend')}")
     lines.append(f"  ready: {json.dumps(doc['ready'], sort_keys=True)}")
+    cluster = doc.get("cluster") or {}
+    if "error" in cluster:
+        lines.append(f"  cluster view unavailable: {cluster['error']}")
+    elif cluster:
+        lines.append(cluster_status.format_cluster(cluster))
     return "\n".join(lines)
 
 
@@ -109,7 +126,23 @@ def _healthy(doc: dict[str, Any]) -> bool:
             and isinstance(ready, dict) and ready.get("ready") is True)
 
 
+def _remote(args: argparse.Namespace) -> int:
+    try:
+        if args.broker:
+            doc = cluster_status.from_broker(args.broker, args.curve_secret, args.curve_server)
+        else:
+            doc = cluster_status.from_rest(args.rest_address)
+    except (OSError, security.SecurityError, netutil.AddressError) as exc:
+        print(json.dumps({"error": str(exc)}) if args.json else f"korral status: {exc}",
+              file=sys.stdout if args.json else sys.stderr)
+        return 1
+    print(json.dumps(doc, indent=2, sort_keys=True) if args.json else cluster_status.format_cluster(doc))
+    return 0 if doc.get("broker") and all(p.get("worker") for p in doc.get("partitions") or []) else 3
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.broker or args.rest_address:
+        return _remote(args)
     try:
         doc = collect_status(args.state_dir)
     except StackError as exc:

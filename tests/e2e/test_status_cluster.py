@@ -1,0 +1,45 @@
+"""`korral status` from any host: through an rmproxy (--rest-address) or the broker (--broker)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from tests.conftest import run_korral
+from tests.e2e.sirm import SIRM, node
+
+
+def _status(*args: str) -> dict:
+    r = run_korral("status", *args, "--json")
+    return json.loads(r.stdout)
+
+
+def test_status_shows_workers_partitions_and_rms_from_any_entry_point(stack):
+    rm = SIRM(stack.si_address, "rm-status")
+    try:
+        rm.register()
+        rm.open()
+        rm.nodes(node("n1", memory=10))
+        rm.wait_for("node", lambda r: r.accepted)
+        for args in (("--rest-address", stack.rest_address), ("--broker", stack.broker_frontend)):
+            deadline = time.monotonic() + 10
+            while True:
+                doc = _status(*args)
+                rms = {rm_id: info for p in doc.get("rmproxies", []) for rm_id, info in p["rms"].items()}
+                if "rm-status" in rms or time.monotonic() > deadline:
+                    break
+                time.sleep(0.3)
+            assert doc["broker"] is True
+            owners = [w for w in doc["workers"] if w["partition"] == "rm-status/default"]
+            assert len(owners) == 1 and owners[0]["epoch"] >= 1 and owners[0]["heartbeatAge"] < 3
+            assert len(doc["workers"]) == 2  # one owner, one spare
+            assert rms["rm-status"] == {"state": "Running", "partitions": ["default"]}
+            assert {"rmID": "rm-status", "partition": "default", "worker": owners[0]["name"],
+                    "epoch": owners[0]["epoch"], "loaded": True} in doc["partitions"]
+    finally:
+        rm.close()
+
+
+def test_status_of_an_unreachable_broker_is_a_clear_error():
+    r = run_korral("status", "--broker", "tcp://127.0.0.1:1")
+    assert r.returncode == 1 and "did not answer" in r.stderr
