@@ -157,12 +157,17 @@ function renderStack(s) {
     <tr><th>broker</th><td>${esc(p.broker)}</td>
       <td>routed ${esc(b.routed)} · bad frames ${esc(b.badFrames)} · rmproxies ${esc(b.rmproxies)}
       ${b.queueDepth === null || b.queueDepth === undefined ? "" : " · queue depth " + esc(b.queueDepth)}</td></tr>`;
+  const age = (a) => (a === null || a === undefined ? '<span class="muted">n/a</span>' : esc(a.toFixed(1)) + " s");
+  document.querySelector("#rmproxies-table tbody").innerHTML = (s.rmproxies || []).map((r) =>
+    `<tr data-rmproxy="${esc(r.name)}"><td>${esc(r.name)}${r.self ? ' <span class="muted">(this one)</span>' : ""}</td>
+      <td>${esc(r.host)}</td><td>${esc(r.pid)}</td><td>${age(r.heartbeatAge)}</td>
+      <td>${esc((r.rms || []).join(", "))}</td></tr>`).join("")
+    || `<tr><td colspan="5" class="muted">the broker reports no rmproxy</td></tr>`;
   document.querySelector("#workers-table tbody").innerHTML = s.workers.map((w) =>
     `<tr data-worker="${esc(w.name)}"><td>${esc(w.name)}</td><td>${esc(w.host)}</td><td>${esc(w.pid)}</td>
       <td>${w.partition ? esc(w.partition) : '<span class="muted">idle</span>'}</td>
       <td>${w.epoch === null || w.epoch === undefined ? "" : esc(w.epoch)}</td>
-      <td>${w.heartbeatAge === null || w.heartbeatAge === undefined ? '<span class="muted">n/a</span>'
-        : esc(w.heartbeatAge.toFixed(1)) + " s"}</td></tr>`).join("")
+      <td>${age(w.heartbeatAge)}</td></tr>`).join("")
     || `<tr><td colspan="6" class="muted">no workers</td></tr>`;
   document.querySelector("#rms-table tbody").innerHTML = s.rms.map((r) =>
     `<tr data-rm="${esc(r.rmID)}"><td>${esc(r.rmID)}</td><td>${stateTag(r.state)}</td>

@@ -80,6 +80,17 @@ class KorralApi:
                 "pendingQueries": len(p.queries), "cluster": p.cluster if p.broker_connected else {},
                 "rms": {rm.rm_id: rm.state.value for rm in p.rms.values()}}
 
+    def _remote_rms(self) -> dict[str, tuple[str, dict]]:
+        """RM states reported by every rmproxy through the broker: rmID -> (rmproxy, info)."""
+        p = self.proxy
+        cluster = p.cluster if p.broker_connected else {}
+        out: dict[str, tuple[str, dict]] = {}
+        for rp in cluster.get("rmproxies", []):
+            for rm_id, info in (rp.get("rms") or {}).items():
+                if isinstance(info, dict):
+                    out[rm_id] = (rp.get("name", ""), info)
+        return out
+
     async def stack_view(self) -> dict:
         p = self.proxy
         cluster = p.cluster if p.broker_connected else {}
@@ -87,9 +98,12 @@ class KorralApi:
         rms = [{"rmID": rm.rm_id, "state": rm.state.value, "proxy": p.name, "partitions": rm.partitions,
                 "epochs": rm.epochs, "streams": sorted(rm.streams), "subscribers": len(rm.subscribers),
                 "droppedResponses": rm.dropped_responses} for rm in held.values()]
-        for rm_id in sorted({t.rm_id for t in self.reader.targets()} - set(held)):
-            rms.append({"rmID": rm_id, "state": "Remote", "proxy": None,
-                        "partitions": [t.partition for t in self.reader.targets() if t.rm_id == rm_id],
+        remote = self._remote_rms()
+        targets = self.reader.targets()
+        for rm_id in sorted(({t.rm_id for t in targets} | set(remote)) - set(held)):
+            holder, info = remote.get(rm_id, (None, {}))
+            rms.append({"rmID": rm_id, "state": info.get("state", "Unknown"), "proxy": holder,
+                        "partitions": info.get("partitions") or [t.partition for t in targets if t.rm_id == rm_id],
                         "epochs": {}, "streams": [], "subscribers": 0, "droppedResponses": 0})
         return {
             "time": time.time_ns(),
@@ -98,9 +112,13 @@ class KorralApi:
             "broker": {"connected": p.broker_connected, "routed": cluster.get("routed"),
                        "badFrames": cluster.get("badFrames"), "rmproxies": cluster.get("proxies"),
                        "queueDepth": cluster.get("queueDepth")},
+            "rmproxies": [{"name": rp.get("name"), "host": rp.get("host"), "pid": rp.get("pid"),
+                           "heartbeatAge": rp.get("heartbeatAge"), "rms": sorted(rp.get("rms") or {}),
+                           "self": rp.get("name") == p.name}
+                          for rp in cluster.get("rmproxies", [])],
             "workers": [dict(w) | {"heartbeatAge": w.get("heartbeatAge")} for w in cluster.get("workers", [])],
             "partitions": [{"rmID": t.rm_id, "partition": t.partition, "worker": t.worker, "epoch": t.epoch}
-                           for t in self.reader.targets()],
+                           for t in targets],
             "rms": rms,
             "resyncs": list(self.resyncs.history),
         }
@@ -147,7 +165,9 @@ class KorralApi:
         late = [f"worker {w['name']} last heartbeat {w['heartbeatAge']:.1f}s ago"
                 for w in workers if (w.get("heartbeatAge") or 0) > EXPIRY]
         no_worker = [f"partition {t.full_name} has no worker" for t in targets if t.epoch is None]
-        paused = [f"RM {rm.rm_id} is {rm.state.value}" for rm in p.rms.values() if rm.state.value != "Running"]
+        states = {rm_id: info.get("state") for rm_id, (_, info) in self._remote_rms().items()}
+        states.update({rm.rm_id: rm.state.value for rm in p.rms.values()})  # this proxy's: freshest
+        paused = [f"RM {rm_id} is {state}" for rm_id, state in sorted(states.items()) if state != "Running"]
         return list(merged.values()) + [
             _check("Broker link", "Check that this rmproxy hears the broker",
                    [] if p.broker_connected else [f"no message from the broker at {p.broker_address} "
@@ -156,7 +176,7 @@ class KorralApi:
             _check("Partition workers", "Check that every partition has a worker", no_worker),
             _check("Worker heartbeats", "Check that every partition's worker answers and heartbeats",
                    late + [e for e in errors if "has no worker" not in e]),
-            _check("RM connections", "Check that every RM held by this rmproxy is Running", paused),
+            _check("RM connections", "Check that every registered RM is Running", paused),
         ]
 
 

@@ -158,7 +158,11 @@ class ClusterCollector:
         if "queueDepth" in c:  # relayed once the broker reports it
             yield _gauge("korral_broker_queue_depth", "Envelopes waiting in the broker", [],
                          [([], c["queueDepth"])])
-        ages = [(w, w["heartbeatAge"]) for w in c.get("workers", []) if "heartbeatAge" in w]
+        proxies = [(rp, rp["heartbeatAge"]) for rp in c.get("rmproxies", []) if rp.get("heartbeatAge") is not None]
+        if proxies:
+            yield _gauge("korral_rmproxy_heartbeat_age_seconds", "Seconds since the broker heard the rmproxy",
+                         ["rmproxy"], [([rp.get("name", "")], a) for rp, a in proxies])
+        ages = [(w, w["heartbeatAge"]) for w in c.get("workers", []) if w.get("heartbeatAge") is not None]
         if ages:
             yield _gauge("korral_worker_heartbeat_age_seconds", "Seconds since the worker's last heartbeat",
                          ["worker", "partition"], [([w["name"], w.get("partition") or ""], a) for w, a in ages])

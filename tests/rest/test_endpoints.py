@@ -267,3 +267,6 @@ def test_korral_processes_view(loaded: Loaded) -> None:
     assert all(isinstance(w["epoch"], int) for w in owners.values())
     assert [r["rmID"] for r in v["rms"]] == ["rm-rest"] and v["rms"][0]["state"] == "Running"
     assert v["rmproxy"]["brokerConnected"] is True
+    assert all(isinstance(w["heartbeatAge"], (int, float)) for w in v["workers"])
+    me = [p for p in v["rmproxies"] if p["self"]]
+    assert len(me) == 1 and me[0]["rms"] == ["rm-rest"] and isinstance(me[0]["heartbeatAge"], (int, float))

@@ -29,7 +29,9 @@ def test_yunikorn_and_korral_metric_names_are_served(loaded: Loaded) -> None:
                  "yunikorn_scheduler_memory_node_usage_total", "yunikorn_root_a_queue_app",
                  "yunikorn_root_a_queue_resource", "yunikorn_root_default_queue_resource",
                  "korral_partition_cycles", "korral_partition_allocations", "korral_partition_pending_asks",
-                 "korral_broker_envelopes_routed", "korral_rmproxy_resync", "korral_rm_state"):
+                 "korral_broker_envelopes_routed", "korral_rmproxy_resync", "korral_rm_state",
+                 "korral_worker_heartbeat_age_seconds", "korral_broker_queue_depth",
+                 "korral_rmproxy_heartbeat_age_seconds"):
         assert name in fams, name
     assert value(fams, "yunikorn_root_a_queue_resource", partition="default", state="guaranteed",
                  resource="memory") == 400

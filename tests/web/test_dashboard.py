@@ -46,7 +46,8 @@ VIEWS = {
     "nodes": [r'data-loaded="nodes"', r'class="cell" data-node="n1"', r'class="cell" data-node="n2"',
               r'<tr data-node="n1">'],
     "stack": [r'data-loaded="stack"', r'data-worker="worker-0"', r"rm-rest/default", r"rm-rest/gpu",
-              r'data-rm="rm-rest"', r">Running<", r"broker connected", r"allocation, application, node"],
+              r'data-rm="rm-rest"', r">Running<", r"broker connected", r"allocation, application, node",
+              r'data-rmproxy="[^"]+"', r"\(this one\)", r"<td>\d+\.\d s</td>"],
 }
 
 

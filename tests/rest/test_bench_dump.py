@@ -1,0 +1,83 @@
+"""Benchmark (``-m bench``): REST reads and the full state dump at 5,000 nodes / 50,000 allocations.
+
+Prints the time of each read through a real stack; asserts only that the answers are complete
+(timings depend on the machine; the goals are in docs/rest.md).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from common import si_pb2
+from tests.e2e.sirm import SIRM, ask, node
+from tests.rest.workload import http
+
+NODES, APPS, ASKS_PER_APP = 5_000, 500, 100
+CONFIG = """
+partitions:
+  - name: default
+    placementrules:
+      - name: provided
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+""" + "".join(f"""          - name: q{i}
+            properties:
+              application.sort.policy: fifo
+""" for i in range(10))
+
+
+@pytest.mark.bench
+@pytest.mark.timeout(600)
+def test_reads_and_dump_at_scale(stack_factory) -> None:
+    stack = stack_factory(workers=1)
+    base = f"http://{stack.rest_address}"
+    rm = SIRM(stack.si_address, "rm-bench")
+    rm.register(CONFIG)
+    rm.open()
+    rm.nodes(*[node(f"n{i}", memory=100_000, vcore=100_000) for i in range(NODES)])
+    got = 0
+    while got < NODES:
+        got += len(rm.next("node", 60).accepted)
+    rm.streams["application"].send(si_pb2.ApplicationRequest(rmID="rm-bench", new=[
+        si_pb2.AddApplicationRequest(applicationID=f"app{a}", queueName=f"root.q{a % 10}", partitionName="default",
+                                     ugi=si_pb2.UserGroupInformation(user=f"u{a % 7}"), tags={"namespace": "default"})
+        for a in range(APPS)]))
+    got = 0
+    while got < APPS:
+        got += len(rm.next("application", 60).accepted)
+    rm.asks(*[ask(f"k{a}-{k}", f"app{a}", memory=10, vcore=10) for a in range(APPS) for k in range(ASKS_PER_APP)])
+    # Count allocations through REST: one 50,000-allocation response exceeds the test RM's
+    # default 4 MB gRPC receive limit, and the partition's own count is what matters here.
+    deadline = time.monotonic() + 300
+    while True:
+        parts = json.loads(http(base, "/ws/v1/clusters").body)  # [] while the worker is too busy to answer
+        part = parts[0] if parts else {}
+        if int(part.get("totalContainers", 0)) == APPS * ASKS_PER_APP:
+            break
+        assert time.monotonic() < deadline, f"allocations did not complete: {part}"
+        time.sleep(1)
+    timings = {}
+    for name, path in [("partitions", "/ws/v1/partitions"), ("queues", "/ws/v1/partition/default/queues"),
+                       ("one app", "/ws/v1/partition/default/application/app7"),
+                       ("one node", "/ws/v1/partition/default/node/n7"),
+                       ("metrics", "/ws/v1/metrics"), ("health", "/ws/v1/scheduler/healthcheck"),
+                       ("all nodes", "/ws/v1/partition/default/nodes"),
+                       ("all apps", "/ws/v1/partition/default/applications"),
+                       ("fullstatedump", "/ws/v1/fullstatedump")]:
+        t = time.perf_counter()
+        r = http(base, path, timeout=120)
+        timings[name] = time.perf_counter() - t
+        assert r.status == 200, (path, r.body[:300])
+        if name == "fullstatedump":
+            d = json.loads(r.body)
+            assert sum(len(n["allocations"]) for g in d["Nodes"] for n in g["nodesInfo"]) == APPS * ASKS_PER_APP
+            timings["dump MB"] = len(r.body) / 1e6
+        if name == "all nodes":
+            assert len(json.loads(r.body)) == NODES
+    rm.close()
+    print("\n" + "\n".join(f"{k:14s} {v:8.3f}" for k, v in timings.items()))
