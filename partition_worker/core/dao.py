@@ -53,7 +53,8 @@ def alloc_dao(al: "Allocation", partition: str) -> dict:
 
 
 def ask_dao(a: "Ask", partition: str, placeholder_timeout_ms: int) -> dict:
-    log = [{"message": a.sched_reason, "lastOccurrence": None, "count": 1}] if a.sched_reason else []
+    log = [{"message": a.sched_reason, "lastOccurrence": a.sched_time_ns, "count": 1}] \
+        if a.sched_reason else []
     return {
         "allocationKey": a.key, "allocationTags": dict(a.tags), "requestTime": a.create_time_ns,
         "resource": a.resource.as_dict(), "pendingCount": a.pending, "priority": str(a.priority),

@@ -43,6 +43,7 @@ class Ask:
     # scheduling state last reported to the RM (None = none yet; a SchedState) and why
     sched_state: object = None
     sched_reason: str = ""
+    sched_time_ns: int = 0
     reserved_node: str = ""  # node this ask holds a reservation on ("" = none)
 
     @property

@@ -67,6 +67,7 @@ class Partition(AppOps, NodeOps):
         self._seq = 0
         self.changed = True  # something happened that a cycle may act on
         self.last_cycle_ns = 0
+        self.now = 0  # time of the command or step being processed (for records only)
         self._queues_dirty = False
         self.cycles = 0
         self.app_state_version = 0  # bumps on every app state change (stateaware order cache)
@@ -78,6 +79,7 @@ class Partition(AppOps, NodeOps):
         fn = _HANDLERS.get(type(cmd))
         if fn is None:
             raise TypeError(f"partition {self.name}: unknown command {type(cmd).__name__}")
+        self.now = now
         fn(self, cmd, now)
 
     def next_seq(self) -> int:
@@ -95,6 +97,7 @@ class Partition(AppOps, NodeOps):
             return
         ask.sched_state = state
         ask.sched_reason = reason
+        ask.sched_time_ns = self.now
         self.outcomes.sched_states.append(SchedulingState(ask.app_id, ask.key, state, reason))
 
     # ================================================================ timers
@@ -121,6 +124,7 @@ class Partition(AppOps, NodeOps):
     def step(self, now: int) -> int:
         """Fire due timers, run a cycle if something changed or the idle interval passed,
         clean up empty queues. Returns the number of allocations made."""
+        self.now = now
         self.tick(now)
         n = 0
         due = self.changed or (not self.root.pending.is_zero()
@@ -133,6 +137,7 @@ class Partition(AppOps, NodeOps):
 
     def schedule(self, now: int) -> int:
         """Run one scheduling cycle now (allocates as many asks as fit)."""
+        self.now = now
         self.changed = False
         self.last_cycle_ns = now
         self.cycles += 1
