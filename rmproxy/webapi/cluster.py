@@ -1,9 +1,11 @@
 """Reading the whole cluster through the broker: which partitions exist, and asking their workers.
 
-Any rmproxy answers for every partition of the stack: ``proxy.cluster["partitions"]`` (the
-broker's STATUS) lists every (rmID, partition) with its owner's epoch, and the broker routes a
-QUERY by (rmID, partition) whichever rmproxy sends it. Queries are sent with ``seq`` 0 so they
-never consume the RM's request sequence (workers check sequence only when it is non-zero).
+``proxy.cluster["partitions"]`` (the broker's STATUS) lists every (rmID, partition) with its
+owner's epoch, and the broker routes a QUERY by (rmID, partition) whichever rmproxy sends it;
+but it returns the answer to the rmproxy holding the RM, so partitions of RMs held by other
+rmproxies are listed yet answered only once the broker reports ``replyToAsker`` (see
+``ClusterReader.query``). Queries are sent with ``seq`` 0 so they never consume the RM's
+request sequence (workers check sequence only when it is non-zero).
 """
 
 from __future__ import annotations
@@ -70,10 +72,30 @@ class ClusterReader:
         raise ApiError(400, "Partition not found",
                        f"partition {name!r}{f' of RM {rm_id!r}' if rm_id else ''} is not known to the cluster")
 
+    def _replies_reach_us(self, rm_id: str) -> bool:
+        """Whether the worker's answer for this RM comes back to this rmproxy.
+
+        The broker sends a worker's answer to the rmproxy holding the RM, whoever asked; a
+        query for another rmproxy's RM would only time out, and (while the broker does not yet
+        know the RM's rmproxy) would make this rmproxy the RM's destination. So only this
+        rmproxy's RMs are queried, unless the broker announces ``replyToAsker`` in its status."""
+        return rm_id in self.proxy.rms or bool(self.proxy.cluster.get("replyToAsker"))
+
+    def holder(self, rm_id: str) -> str | None:
+        for rp in self.proxy.cluster.get("rmproxies", []):
+            if rm_id in (rp.get("rms") or {}):
+                return rp.get("name")
+        return None
+
     async def query(self, target: Target, body: dict) -> Any:
         """One query answered by the partition's worker; ApiError 503 when it cannot answer."""
         if target.epoch is None:
             raise ApiError(503, f"partition {target.full_name} has no worker at the moment")
+        if not self._replies_reach_us(target.rm_id):
+            holder = self.holder(target.rm_id)
+            raise ApiError(503, f"partition {target.full_name} belongs to RM {target.rm_id}, served by "
+                                f"rmproxy {holder or '(unknown)'}: ask that rmproxy's REST API",
+                           "the broker returns a worker's answer to the rmproxy holding the RM")
         qid = next(self._ids)
         fut = asyncio.get_running_loop().create_future()
         self.proxy.queries[qid] = fut

@@ -67,3 +67,22 @@ def test_config_checksum_line_is_replaced_not_duplicated() -> None:
     text = config_with_checksum("partitions:\n  - name: default\nchecksum: ABC\n")
     assert text.count("checksum:") == 1 and len(text.split("checksum: ")[1].strip()) == 64
     assert config_with_checksum(text) == text
+
+
+def test_partitions_of_another_rmproxys_rm_are_not_queried_until_the_broker_routes_replies() -> None:
+    from types import SimpleNamespace
+
+    from rmproxy.webapi._http import ApiError
+    from rmproxy.webapi.cluster import ClusterReader, Target
+
+    sent = []
+    proxy = SimpleNamespace(rms={}, queries={}, send=sent.append, broker_connected=True,
+                            cluster={"rmproxies": [{"name": "proxy-b", "rms": {"rm-x": {"state": "Running"}}}]})
+    reader = ClusterReader(proxy)
+    try:
+        asyncio.run(reader.query(Target("rm-x", "default", 3), {"what": "partition"}))
+    except ApiError as exc:
+        assert exc.status == 503 and "served by rmproxy proxy-b" in exc.message
+    else:
+        raise AssertionError("a query for another rmproxy's RM was sent")
+    assert sent == []
