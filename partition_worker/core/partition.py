@@ -116,6 +116,7 @@ class Partition(AppOps, NodeOps):
 
     def tick(self, now: int) -> None:
         """Fire every timer due at ``now``."""
+        self.now = now
         timers = self._timers
         while timers and timers[0][0] <= now:
             _, _, kind, key, gen = heapq.heappop(timers)
