@@ -44,6 +44,8 @@ def find_node(c, ask: "Ask") -> "Node | None":
         node = nodes.get(ask.required_node)
         if node is None or not node.usable or not selector_ok(node, ask):
             return None
+        if not fits(rv, node):
+            return None  # (a reservation is only cancelled for an ask that can use the node)
         res_ = node.reservation
         if res_ is not None:
             other = c.p.apps.get(res_.app_id)
@@ -51,7 +53,7 @@ def find_node(c, ask: "Ask") -> "Node | None":
             if other_ask is not None and other_ask.required_node:
                 return None  # another daemon-set style ask holds it
             c.p.unreserve(res_)  # YuniKorn: a required-node ask cancels ordinary reservations
-        return node if fits(rv, node) else None
+        return node
     plain = not ask.selector
     if plain:
         for shape in c.failed_shapes:

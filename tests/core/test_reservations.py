@@ -115,3 +115,16 @@ def test_a_required_node_ask_cancels_an_ordinary_reservation_on_its_node() -> No
     h.step()
     assert h.allocs_of("ds")[0].node_id == "n1"
     assert ("app1", "big") not in h.p.reservations
+
+
+def test_a_required_node_ask_that_cannot_fit_leaves_the_reservation_alone() -> None:
+    h = Harness(partition_config(), settings=CoreSettings(reservation_delay_ns=0))
+    h.node("n1", memory=10, vcore=10).app("app1")
+    h.ask("fill", "app1", memory=6, vcore=1)
+    h.step()
+    h.ask("big", "app1", memory=8, vcore=1)
+    h.step()
+    h.ask("ds", "app1", memory=5, vcore=1, tags={"yunikorn.apache.org/requiredNode": "n1"})
+    h.step()
+    assert ("app1", "big") in h.p.reservations and h.allocs_of("ds") == []
+    assert not h.p.changed  # no reserve/unreserve ping-pong between cycles
