@@ -3,7 +3,8 @@
 "use strict";
 
 const REFRESH_MS = 2000;
-const PAGE = 500; // applications / nodes shown per partition (the REST API pages the rest)
+const APPS_SHOWN = 1000; // application rows per partition (small summary rows)
+const NODES_LISTED = 200; // node table rows (the heat map shows every node)
 const state = { view: "overview", partition: null, partitions: [], timer: null };
 
 function esc(v) {
@@ -111,10 +112,10 @@ function renderQueue(q, capacity) {
     ${kids ? `<div class="children">${kids}</div>` : ""}</div>`;
 }
 
-function renderApps(apps) {
-  const rows = apps.map((a) => {
-    const done = (a.allocations || []).length;
-    const pending = (a.requests || []).reduce((n, r) => n + (r.pendingCount || 0), 0);
+function renderApps(page) {
+  const rows = page.items.map((a) => {
+    const done = a.allocations;
+    const pending = a.pendingCount;
     const pct = done + pending ? Math.round((100 * done) / (done + pending)) : 100;
     return `<tr data-app="${esc(a.applicationID)}"><td>${esc(a.applicationID)}</td><td>${esc(a.queueName)}</td>
       <td>${esc(a.user)}</td><td>${stateTag(a.applicationState)}</td>
@@ -122,8 +123,10 @@ function renderApps(apps) {
       <td>${done}</td><td>${pending}</td><td>${esc(fmtRes(a.usedResource))}</td>
       <td>${esc(fmtTime(a.submissionTime))}</td></tr>`;
   });
+  const more = page.total > page.items.length
+    ? `<tr><td colspan="9" class="muted">showing ${page.items.length} of ${page.total} applications</td></tr>` : "";
   document.querySelector("#apps-table tbody").innerHTML =
-    rows.join("") || `<tr><td colspan="9" class="muted">no applications</td></tr>`;
+    (rows.join("") + more) || `<tr><td colspan="9" class="muted">no applications</td></tr>`;
 }
 
 function heatColour(pct) {
@@ -133,20 +136,19 @@ function heatColour(pct) {
   return `hsl(${hue}, 65%, ${p === 0 ? 70 : 45}%)`;
 }
 
-function renderNodes(nodes) {
-  const util = (n) => Math.max(0, ...Object.values(n.utilized || {}));
-  document.getElementById("heatmap").innerHTML = nodes.map((n) => {
-    const u = util(n);
-    return `<div class="cell${n.schedulable ? "" : " unsched"}" data-node="${esc(n.nodeID)}"
-      style="background:${heatColour(u)}" title="${esc(n.nodeID)}: ${u}%">${u}</div>`;
-  }).join("");
+function renderNodes(heat, nodes) {
+  document.getElementById("heatmap").innerHTML = heat.items.map(([id, u, schedulable, ready]) =>
+    `<div class="cell${schedulable && ready ? "" : " unsched"}" data-node="${esc(id)}"
+      style="background:${heatColour(u)}" title="${esc(id)}: ${u}%${schedulable ? "" : " (not schedulable)"}${ready ? "" : " (not ready)"}">${u}</div>`).join("");
   const rows = nodes.map((n) => `<tr data-node="${esc(n.nodeID)}"><td>${esc(n.nodeID)}</td><td>${esc(n.hostName)}</td>
       <td>${n.schedulable ? "yes" : stateTag("draining")}</td><td>${esc(fmtRes(n.capacity))}</td>
       <td>${esc(fmtRes(n.allocated))}</td>
       <td>${Object.keys(n.utilized || {}).sort().map((k) => `${esc(k)} ${esc(n.utilized[k])}%`).join(", ")}</td>
       <td>${(n.allocations || []).length}</td></tr>`);
+  const more = heat.total > nodes.length
+    ? `<tr><td colspan="7" class="muted">listing ${nodes.length} of ${heat.total} nodes (the heat map shows all)</td></tr>` : "";
   document.querySelector("#nodes-table tbody").innerHTML =
-    rows.join("") || `<tr><td colspan="7" class="muted">no nodes</td></tr>`;
+    (rows.join("") + more) || `<tr><td colspan="7" class="muted">no nodes</td></tr>`;
 }
 
 function renderStack(s) {
@@ -207,9 +209,18 @@ async function refresh() {
       document.getElementById("queue-tree").innerHTML = tree
         ? renderQueue(tree, state.partition.capacity.capacity || {}) : '<p class="muted">no partition</p>';
     } else if (state.view === "apps") {
-      renderApps(base ? await getJSON(`${base}/applications${rmParam({ limit: PAGE })}`) : []);
+      const kbase = base && base.replace("/ws/v1/", "/ws/v1/korral/");
+      renderApps(kbase ? await getJSON(`${kbase}/applications${rmParam({ limit: APPS_SHOWN })}`)
+        : { total: 0, items: [] });
     } else if (state.view === "nodes") {
-      renderNodes(base ? await getJSON(`${base}/nodes${rmParam({ limit: PAGE })}`) : []);
+      const kbase = base && base.replace("/ws/v1/", "/ws/v1/korral/");
+      if (kbase) {
+        const [heat, nodes] = await Promise.all([getJSON(`${kbase}/heatmap${rmParam()}`),
+          getJSON(`${base}/nodes${rmParam({ limit: NODES_LISTED })}`)]);
+        renderNodes(heat, nodes);
+      } else {
+        renderNodes({ total: 0, items: [] }, []);
+      }
     } else if (state.view === "stack") {
       renderStack(await getJSON("/ws/v1/korral/processes"));
     }

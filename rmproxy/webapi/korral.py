@@ -16,7 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from broker.table import EXPIRY
-from rmproxy.webapi._http import json_response
+from rmproxy.webapi._http import int_query, json_response
 from rmproxy.webapi.cluster import ClusterReader
 
 __all__ = ["ResyncObserver", "KorralApi"]
@@ -69,6 +69,8 @@ class KorralApi:
     def routes(self) -> list[tuple[str, str, Any]]:
         return [
             ("GET", "/ws/v1/korral/processes", self.processes),
+            ("GET", "/ws/v1/korral/partition/{partition}/heatmap", self.heatmap),
+            ("GET", "/ws/v1/korral/partition/{partition}/applications", self.app_summaries),
             ("GET", "/ws/v1/scheduler/healthcheck", self.healthcheck),
         ]
 
@@ -122,6 +124,24 @@ class KorralApi:
             "rms": rms,
             "resyncs": list(self.resyncs.history),
         }
+
+    async def heatmap(self, request: web.Request) -> web.Response:
+        """Every node as ``[nodeID, utilisation %, schedulable, ready]`` (the dashboard's heat map)."""
+        target = self.reader.resolve(request.match_info["partition"], request.query.get("rmID"))
+        return json_response(await self.reader.query(target, {"what": "heatmap"}))
+
+    async def app_summaries(self, request: web.Request) -> web.Response:
+        """One small row per application, ``?offset=&limit=`` (default 1,000): ``{total, items}``."""
+        target = self.reader.resolve(request.match_info["partition"], request.query.get("rmID"))
+        offset = int_query(request, "offset", 0) or 0
+        limit = int_query(request, "limit", 1000)
+        items: list = []
+        total = 0
+        async for page in self.reader.pages(target, {"what": "app_summaries"}, None, offset, limit):
+            items.extend(page)
+        page0 = await self.reader.query(target, {"what": "app_summaries", "offset": 0, "limit": 0})
+        total = page0["total"]
+        return json_response({"total": total, "offset": offset, "items": items})
 
     async def processes(self, request: web.Request) -> web.Response:
         return json_response(await self.stack_view())

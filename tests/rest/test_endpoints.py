@@ -270,3 +270,14 @@ def test_korral_processes_view(loaded: Loaded) -> None:
     assert all(isinstance(w["heartbeatAge"], (int, float)) for w in v["workers"])
     me = [p for p in v["rmproxies"] if p["self"]]
     assert len(me) == 1 and me[0]["rms"] == ["rm-rest"] and isinstance(me[0]["heartbeatAge"], (int, float))
+
+
+def test_dashboard_feeds_heatmap_and_application_summaries(loaded: Loaded) -> None:
+    heat = ok_json(loaded, "/ws/v1/korral/partition/default/heatmap")
+    assert heat["total"] == 2 and sorted(r[0] for r in heat["items"]) == ["n1", "n2"]
+    assert all(isinstance(r[1], int) and r[2] is True and r[3] is True for r in heat["items"])
+    apps = ok_json(loaded, "/ws/v1/korral/partition/default/applications?limit=1")
+    assert apps["total"] == 2 and len(apps["items"]) == 1
+    row = ok_json(loaded, "/ws/v1/korral/partition/default/applications")["items"]
+    a1 = next(a for a in row if a["applicationID"] == "app-a1")
+    assert (a1["allocations"], a1["pendingCount"], a1["applicationState"]) == (2, 1, "Running")
