@@ -25,6 +25,8 @@ from common import addresses, registry, security, si_pb2
 from common.config import load_config
 from common.config.errors import ConfigError
 from common.envelope import Envelope, EnvelopeError, Kind, decode, encode
+from partition_worker.core.settings import CoreSettings
+from partition_worker.placement.groups import os_lookup
 
 try:  # the REST queries of the worker side, where built
     from partition_worker.queries import answer as answer_query
@@ -62,6 +64,7 @@ class WorkerLoop:
         pin: str | None = None,
         session_factory: Callable[..., Any] | None = None,
         curve: tuple[str | None, str | None] = (None, None),
+        group_lookup: Callable[[str], tuple[str, ...] | None] | None = os_lookup,
     ) -> None:
         if session_factory is None:
             from partition_worker.session import PartitionSession as session_factory  # noqa: N813
@@ -71,6 +74,7 @@ class WorkerLoop:
         self.name = name
         self.pin = pin
         self.curve = curve  # (own secret certificate, broker's public certificate)
+        self.group_lookup = group_lookup  # groups of users whose ugi has none
         self.session_factory = session_factory
         self.owned: Owned | None = None
         self.running = True
@@ -206,7 +210,7 @@ class WorkerLoop:
         config = load_config(reg.config).partition(partition)
         if config is None:
             raise LookupError(f"the config of RM {rm_id} has no partition {partition}")
-        return self.session_factory(rm_id, partition, config)
+        return self.session_factory(rm_id, partition, config, CoreSettings(group_lookup=self.group_lookup))
 
     def _on_release(self, env: Envelope) -> None:
         if self.owned is not None and (self.owned.rm_id, self.owned.partition) == (env.rm_id, env.partition):
@@ -298,6 +302,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="worker name shown in status [$KORRAL_WORKER_NAME, default <host>-<pid>]")
     parser.add_argument("--partition", default=os.environ.get("KORRAL_WORKER_PARTITION"),
                         help="pin this worker to one partition, as rmID/name [$KORRAL_WORKER_PARTITION]")
+    parser.add_argument("--group-lookup", choices=("os", "none"), default=os.environ.get("KORRAL_GROUP_LOOKUP", "os"),
+                        help="groups of a user whose application names none: 'os' looks them up on this host "
+                             "(pwd/grp, NSS), 'none' uses the user name as the only group, as YuniKorn v1.2 does "
+                             "[$KORRAL_GROUP_LOOKUP, default os]")
     security.add_curve_client_flags(parser)
     addresses.add_log_level(parser)
 
@@ -308,7 +316,8 @@ def run(args: argparse.Namespace) -> int:
     store = registry.RegistryStore(registry.connect(args.redis_url))
     ctx = zmq.Context()
     loop = WorkerLoop(ctx, args.broker_backend, store, name, pin=args.partition,
-                      curve=(args.curve_secret, args.curve_server))
+                      curve=(args.curve_secret, args.curve_server),
+                      group_lookup=os_lookup if args.group_lookup == "os" else None)
 
     def stop(signum, frame):  # noqa: ARG001
         loop.running = False

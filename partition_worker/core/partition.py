@@ -56,7 +56,7 @@ class Partition(AppOps, NodeOps):
         self.queues = QueueTree(config.root)
         policy = parse_node_sort_policy(config.nodesortpolicy.type)
         self.nodes = NodeCollection(policy, dict(config.nodesortpolicy.resourceweights))
-        self.placement = PlacementBridge(config.placementrules)
+        self.placement = PlacementBridge(config.placementrules, self.settings.group_lookup)
         self.config = config
         self.apps: dict[str, Application] = {}
         self.finished_apps: dict[str, Application] = {}  # Completed/Failed/Rejected until expiry

@@ -32,12 +32,14 @@ except ImportError:  # pragma: no cover - depends on the build state of the tree
 class PlacementBridge:
     __slots__ = ("_manager", "_resolver", "_rules", "error")
 
-    def __init__(self, rules: Sequence[PlacementRuleConfig]) -> None:
+    def __init__(self, rules: Sequence[PlacementRuleConfig], group_lookup=None) -> None:
         self._rules = tuple(rules)
         self._manager = None
         self.error = ""  # why the rules at creation could not be built (manager uninitialised)
-        # no OS lookup: the core does no I/O, and YuniKorn v1.2's default resolver knows nobody
-        self._resolver = GroupResolver(lookup=no_lookup) if GroupResolver is not None else None
+        # the lookup is injected (the OS lookup lives in the worker shell); without one, YuniKorn
+        # v1.2's default resolver knows nobody
+        self._resolver = (GroupResolver(lookup=group_lookup or no_lookup)
+                          if GroupResolver is not None else None)
         if rules and PlacementManager is not None:
             try:
                 self._manager = PlacementManager(tuple(rules))

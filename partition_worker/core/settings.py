@@ -7,6 +7,7 @@ nanoseconds since the epoch, passed in by the caller.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 __all__ = ["CoreSettings", "SECOND", "MINUTE", "DAY"]
 
@@ -26,3 +27,7 @@ class CoreSettings:
     max_reservations: int = 256  # per partition; bounds the scan cost of reserving
     idle_cycle_interval_ns: int = SECOND  # cycle at this interval while asks are pending
     max_completed_apps: int = 10_000  # completed/failed/rejected apps kept for REST until expiry
+    # user -> groups, for apps whose ugi has none (results cached by the placement resolver).
+    # None: YuniKorn v1.2's default, the user's own name as the only group. The worker shell
+    # injects the OS lookup; the core never calls it except through this setting.
+    group_lookup: Callable[[str], tuple[str, ...] | None] | None = None
