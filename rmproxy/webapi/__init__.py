@@ -83,11 +83,12 @@ def install(app: web.Application, proxy: Any) -> None:
         ("GET", "/ws/v1/history/containers", history.containers),
     ]
     for method, path, handler in routes:
-        app.router.add_route(method, path, handler)
-        if not path.endswith("}"):  # trailing slash tolerated (no redirect: POST bodies survive)
-            app.router.add_route(method, path + "/", handler)
-        elif not path.endswith(".*}"):
-            app.router.add_route(method, path + "/", handler)
+        # a trailing slash is tolerated (a second route, not a redirect: POST bodies survive)
+        for p in (path,) if path.endswith(".*}") else (path, path + "/"):
+            if method == "GET":
+                app.router.add_get(p, handler)  # HEAD too
+            else:
+                app.router.add_route(method, p, handler)
     app.router.add_route("OPTIONS", "/ws/v1/{tail:.*}", preflight)
     app.router.add_get("/", index)
     app.router.add_static("/ui/", WEB_DIR, show_index=False)

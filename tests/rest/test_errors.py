@@ -58,3 +58,8 @@ def test_partition_names_with_rm_prefix_or_rmid_parameter(loaded: Loaded) -> Non
     assert loaded.get("/ws/v1/partition/%5Brm-rest%5Ddefault/queues").status == 200
     assert loaded.get("/ws/v1/partition/default/queues?rmID=rm-rest").status == 200
     assert loaded.get("/ws/v1/partition/default/queues?rmID=other").status == 400
+
+
+def test_head_is_answered_on_read_paths(loaded: Loaded) -> None:
+    r = loaded.get("/ws/v1/partitions", method="HEAD")
+    assert r.status == 200 and r.body == b""

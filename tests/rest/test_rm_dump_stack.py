@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 from common import si_pb2
 from rmproxy.client import ResourceManagerCallback, SchedulerAPI
@@ -21,7 +22,12 @@ def test_the_rm_state_dump_is_in_rm_diagnostics(stack_factory) -> None:
     try:
         api.register_resource_manager(
             si_pb2.RegisterResourceManagerRequest(rmID="rm-dumping", policyGroup="queues"), DumpingRM())
-        d = http(f"http://{stack.rest_address}", "/ws/v1/fullstatedump", timeout=30).json()
+        base = f"http://{stack.rest_address}"
+        deadline = time.monotonic() + 10  # the client opens its notice subscription after registering
+        while not any(rm["subscribers"] for rm in http(base, "/ws/v1/korral/processes").json()["rms"]):
+            assert time.monotonic() < deadline, "the RM never subscribed to notices"
+            time.sleep(0.05)
+        d = http(base, "/ws/v1/fullstatedump", timeout=30).json()
     finally:
         api.close()
     diag = d["RMDiagnostics"]["rm-dumping"]
