@@ -224,6 +224,10 @@ class PartitionSession:
                 app_resp.rejected.add(applicationID=a.app_id, reason=a.reason)
             for a in o.apps_accepted:
                 app_resp.accepted.add(applicationID=a.app_id)
+                # Korral addition: where placement put the app (the SI's AcceptedApplication has no
+                # field for it); the k8s shim ignores updates in states it does not act on
+                app_resp.updated.add(applicationID=a.app_id, state=a.state, stateTransitionTimestamp=a.timestamp_ns,
+                                     message=f"placed in queue {a.queue}")
             for a in o.app_states:
                 app_resp.updated.add(applicationID=a.app_id, state=a.state,
                                      stateTransitionTimestamp=a.timestamp_ns, message=a.message)

@@ -85,7 +85,7 @@ class AppOps:
             existing.execution_timeout_ms = cmd.execution_timeout_ms
             existing.placeholder_ask, existing.gang_style = cmd.placeholder_ask, _gang(cmd.gang_style)
             existing.recovered_only = False
-            out.apps_accepted.append(AppAccepted(app_id))
+            out.apps_accepted.append(AppAccepted(app_id, queue.path, existing.state.value, now))
             return
         app = Application(app_id=app_id, queue=queue, user=cmd.user, groups=groups,
                           tags=dict(cmd.tags), submission_time_ns=now, seq=self.next_seq(),
@@ -95,7 +95,7 @@ class AppOps:
         self.apps[app_id] = app
         queue.apps[app_id] = app
         self.finished_apps.pop(app_id, None)
-        out.apps_accepted.append(AppAccepted(app_id))
+        out.apps_accepted.append(AppAccepted(app_id, queue.path, app.state.value, now))
 
     def _place(self: "Partition", cmd: AddApp, groups: tuple[str, ...]) -> tuple[Queue, list[str]]:
         app_id = cmd.app_id

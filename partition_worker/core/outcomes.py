@@ -77,6 +77,9 @@ class AskRejected:
 @dataclass(frozen=True, slots=True)
 class AppAccepted:
     app_id: str
+    queue: str = ""  # where placement put it, reported to the RM with the acceptance
+    state: str = "New"
+    timestamp_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True)

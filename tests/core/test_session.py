@@ -46,7 +46,8 @@ def test_allocations_come_out_as_an_allocation_response() -> None:
     assert (a.nodeID, a.applicationID, a.partitionName) == ("n1", "app1", "default")
     assert a.resourcePerAlloc.resources["memory"].value == 10 and a.UUID
     assert [x.applicationID for x in out.application.accepted] == ["app1"]
-    assert [u.state for u in out.application.updated] == ["Accepted", "Starting", "Running"]
+    assert [u.state for u in out.application.updated] == ["New", "Accepted", "Starting", "Running"]
+    assert out.application.updated[0].message == "placed in queue root.a"
     assert [n.nodeID for n in out.node.accepted] == ["n1"]
     assert s.step(START).is_empty()
 

@@ -47,4 +47,6 @@ def test_seed001_example_through_grpc(module_stack, rm, case):
         assert resp.rejected[0].reason == f"failed to place application {app_id}: {case.reason}"
     else:
         assert [a.applicationID for a in resp.accepted] == [app_id], resp
+        # reported twice, as the issue asks: with the acceptance, and in the REST API's queueName
+        assert [(u.state, u.message) for u in resp.updated] == [("New", f"placed in queue {case.expected}")]
         assert app_queue(module_stack.rest_address, app_id) == case.expected
