@@ -36,6 +36,7 @@ log = logging.getLogger("korral.rmproxy")
 
 HISTORY_SIZE = 1440  # records kept (one day at one a minute), YuniKorn's size
 HISTORY_INTERVAL = 60.0  # seconds between history samples
+HISTORY_FIRST = 5.0  # seconds after start for the first sample
 
 
 def config_with_checksum(text: str) -> str:
@@ -59,6 +60,7 @@ class History:
                              sum(p["totalContainers"] for _, p in answers)))
 
     async def run(self) -> None:
+        await asyncio.sleep(HISTORY_FIRST)  # the broker link is up by then: the first point counts
         while True:
             try:
                 await self.sample()
