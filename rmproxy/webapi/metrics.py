@@ -96,16 +96,18 @@ class ClusterCollector:
                 if app is None:
                     app = fams[prefix + "_queue_app"] = GaugeMetricFamily(
                         prefix + "_queue_app", f"Applications of queue {q['path']} by state",
-                        labels=["rm", "partition", "state"])
+                        labels=["rm", "partition", "queue", "state"])
                     fams[prefix + "_queue_resource"] = GaugeMetricFamily(
                         prefix + "_queue_resource", f"Resources of queue {q['path']} by state",
-                        labels=["rm", "partition", "state", "resource"])
+                        labels=["rm", "partition", "queue", "state", "resource"])
+                # the ``queue`` label keeps root.a-b and root.a_b apart (both map to root_a_b)
+                ql = lv + [q["path"]]
                 for state in ("accepted", "running", "rejected", "completed", "failed"):
-                    app.add_metric(lv + [state], q["apps"].get(state, 0))
+                    app.add_metric(ql + [state], q["apps"].get(state, 0))
                 res = fams[prefix + "_queue_resource"]
                 for state in ("guaranteed", "max", "allocated", "pending"):
                     for name, v in q[state].items():
-                        res.add_metric(lv + [state, name], v)
+                        res.add_metric(ql + [state, name], v)
         yield from fams.values()
 
     # -- Korral's own ---------------------------------------------------------------------
