@@ -34,8 +34,8 @@ class ApiError(Exception):
         self.description = description or message
 
 
-def json_response(data: Any, status: int = 200, pretty: bool = False) -> web.Response:
-    text = json.dumps(data, indent=2 if pretty else None, separators=None if pretty else (",", ":"))
+def json_response(data: Any, status: int = 200) -> web.Response:
+    text = json.dumps(data, separators=(",", ":"))
     return web.Response(text=text, status=status, content_type="application/json", charset="UTF-8",
                         headers=CORS_HEADERS)
 
