@@ -37,15 +37,15 @@ class ResyncObserver:
     def attach(self, proxy: Any) -> None:
         resync, register = proxy.resync, proxy.register
 
-        def observed_resync(rm, reason: str) -> None:
+        def observed_resync(rm, reason: str, *args, **kwargs):
             self.count += 1
             self.started[rm.rm_id] = (time.monotonic(), reason)
             self.history.append({"rmID": rm.rm_id, "reason": reason, "time": time.time_ns(),
                                  "durationSeconds": None})
-            resync(rm, reason)
+            return resync(rm, reason, *args, **kwargs)
 
-        async def observed_register(req) -> None:
-            await register(req)
+        async def observed_register(req, *args, **kwargs):
+            result = await register(req, *args, **kwargs)
             began = self.started.pop(req.rmID, None)
             if began is not None:
                 took = time.monotonic() - began[0]
@@ -54,6 +54,7 @@ class ResyncObserver:
                     if h["rmID"] == req.rmID and h["durationSeconds"] is None:
                         h["durationSeconds"] = round(took, 3)
                         break
+            return result
 
         proxy.resync = observed_resync
         proxy.register = observed_register

@@ -104,3 +104,29 @@ def test_queue_metrics_keep_queues_with_the_same_metric_name_apart() -> None:
     text = render_metrics([(Target("rm", "default", 1, "w"), m)], view).decode()
     fam = {f.name: f for f in text_string_to_metric_families(text)}["yunikorn_root_a_b_queue_resource"]
     assert sorted((s.labels["queue"], s.value) for s in fam.samples) == [("root.a-b", 10.0), ("root.a_b", 20.0)]
+
+
+def test_resync_observer_counts_and_times_until_re_registration() -> None:
+    from types import SimpleNamespace
+
+    from rmproxy.webapi.korral import ResyncObserver
+
+    calls = []
+
+    class P:
+        def resync(self, rm, reason):
+            calls.append(("resync", rm.rm_id, reason))
+
+        async def register(self, req):
+            calls.append(("register", req.rmID))
+
+    proxy = P()
+    obs = ResyncObserver()
+    obs.attach(proxy)
+    proxy.resync(SimpleNamespace(rm_id="rm-1"), "partition default has a new owner (epoch 2)")
+    assert obs.count == 1 and obs.history[-1]["durationSeconds"] is None
+    asyncio.run(proxy.register(SimpleNamespace(rmID="rm-1")))
+    assert calls == [("resync", "rm-1", "partition default has a new owner (epoch 2)"), ("register", "rm-1")]
+    assert obs.history[-1]["durationSeconds"] is not None and obs.seconds >= 0 and not obs.started
+    asyncio.run(proxy.register(SimpleNamespace(rmID="rm-2")))  # a first registration is no resync
+    assert obs.count == 1 and len(obs.history) == 1
