@@ -137,7 +137,13 @@ function heatColour(pct) {
 }
 
 function renderNodes(heat, nodes) {
-  document.getElementById("heatmap").innerHTML = heat.items.map(([id, u, schedulable, ready]) =>
+  const map = document.getElementById("heatmap");
+  map.classList.toggle("small", heat.items.length > 400); // thousands of nodes: 10 px cells, no labels
+  const mean = heat.items.length ? Math.round(heat.items.reduce((n, r) => n + r[1], 0) / heat.items.length) : 0;
+  document.getElementById("heat-summary").textContent =
+    `${heat.total} nodes · mean of the highest utilisation ${mean}% · ` +
+    `${heat.items.filter((r) => !r[2] || !r[3]).length} not schedulable or not ready`;
+  map.innerHTML = heat.items.map(([id, u, schedulable, ready]) =>
     `<div class="cell${schedulable && ready ? "" : " unsched"}" data-node="${esc(id)}"
       style="background:${heatColour(u)}" title="${esc(id)}: ${u}%${schedulable ? "" : " (not schedulable)"}${ready ? "" : " (not ready)"}">${u}</div>`).join("");
   const rows = nodes.map((n) => `<tr data-node="${esc(n.nodeID)}"><td>${esc(n.nodeID)}</td><td>${esc(n.hostName)}</td>

@@ -44,7 +44,7 @@ VIEWS = {
     "apps": [r'data-loaded="apps"', r'data-app="app-a1"', r'data-app="app-b1"', r">Running<", r">Starting<",
              r"root\.a", r">alice<"],
     "nodes": [r'data-loaded="nodes"', r'class="cell" data-node="n1"', r'class="cell" data-node="n2"',
-              r'<tr data-node="n1">'],
+              r'<tr data-node="n1">', r"2 nodes · mean of the highest utilisation \d+%"],
     "stack": [r'data-loaded="stack"', r'data-worker="worker-0"', r"rm-rest/default", r"rm-rest/gpu",
               r'data-rm="rm-rest"', r">Running<", r"broker connected", r"allocation, application, node",
               r'data-rmproxy="[^"]+"', r"\(this one\)", r"<td>\d+\.\d s</td>"],
