@@ -8,6 +8,7 @@ does the sending. Epochs come from an injected ``next_epoch(rm_id, partition)``
 
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -16,6 +17,10 @@ from common.envelope import Envelope, Kind
 INTERVAL = 0.5  # seconds between heartbeats, both ways
 LIVENESS = 5  # heartbeats a peer may miss before it counts as dead (purged within EXPIRY + INTERVAL = 3 s)
 EXPIRY = INTERVAL * LIVENESS
+
+MAX_ASKERS = 10_000  # outstanding queries remembered
+_ASKED = {Kind.QUERY, Kind.CONFIG_UPDATE, Kind.PARTITION_REMOVE}
+_ANSWERS = {Kind.QUERY_RESULT, Kind.CONFIG_RESULT}
 
 PartitionKey = tuple[str, str]  # (rm_id, partition short name)
 Send = tuple[bytes, Envelope]
@@ -67,6 +72,9 @@ class RoutingTable:
         self.bad_frames = 0
         self.routed = 0
         self.queue_depth = 0  # frames waiting on a socket at the last loop turn (read in one go)
+        # request id -> the rmproxy that asked (queries, config updates): the answer goes back to
+        # it, which need not be the rmproxy holding the RM. Bounded: unanswered ids age out.
+        self.askers: collections.OrderedDict[int, bytes] = collections.OrderedDict()
 
     # -- membership ---------------------------------------------------------------
 
@@ -218,7 +226,10 @@ class RoutingTable:
 
     def route(self, proxy: bytes, env: Envelope) -> list[Send]:
         """Forward an envelope from an rmproxy to the partition's owner."""
-        self.rm_proxy.setdefault(env.rm_id, proxy)
+        if env.kind in _ASKED:
+            self._remember_asker(env, proxy)
+        else:
+            self.rm_proxy.setdefault(env.rm_id, proxy)
         own = self.owners.get((env.rm_id, env.partition))
         if own is None or own.worker not in self.workers:
             reason = (f"partition [{env.rm_id}]{env.partition} has no worker: "
@@ -229,12 +240,24 @@ class RoutingTable:
         return [(own.worker, env)]
 
     def to_proxy(self, worker: bytes, env: Envelope) -> list[Send]:
-        """Forward an outcome from a worker to the rmproxy holding the RM's streams."""
+        """Forward an outcome from a worker to the rmproxy holding the RM's streams (an answer:
+        to the rmproxy that asked)."""
         own = self.owners.get((env.rm_id, env.partition))
         if own is None or own.worker != worker:
             return []  # the worker lost this partition; its outcomes are stale
         self.routed += 1
+        if env.kind in _ANSWERS and isinstance(env.body, dict):
+            asker = self.askers.pop(env.body.get("id"), None)
+            if asker is not None and asker in self.proxies:
+                return [(asker, env)]
         return self._to_proxy(env.rm_id, env)
+
+    def _remember_asker(self, env: Envelope, proxy: bytes) -> None:
+        qid = env.body.get("id") if isinstance(env.body, dict) else None
+        if isinstance(qid, int):
+            self.askers[qid] = proxy
+            while len(self.askers) > MAX_ASKERS:
+                self.askers.popitem(last=False)
 
     def _to_proxy(self, rm_id: str, env: Envelope) -> list[Send]:
         proxy = self.rm_proxy.get(rm_id)
@@ -301,4 +324,5 @@ class RoutingTable:
             "routed": self.routed,
             "badFrames": self.bad_frames,
             "queueDepth": self.queue_depth,
+            "replyToAsker": True,  # answers to queries go to the rmproxy that asked
         }

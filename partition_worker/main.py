@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import msgpack
 import redis
 import zmq
 
@@ -26,13 +27,9 @@ from common.config import load_config
 from common.config.errors import ConfigError
 from common.envelope import Envelope, EnvelopeError, Kind, decode, encode
 from partition_worker.core.settings import CoreSettings
+from partition_worker.queries import answer as answer_query
+from partition_worker.queries import observe_step
 from partition_worker.placement.groups import os_lookup
-
-try:  # the REST queries of the worker side, where built
-    from partition_worker.queries import answer as answer_query
-except ImportError:  # pragma: no cover - until then a query returns the whole snapshot
-    def answer_query(session: Any, body: dict) -> Any:
-        return session.snapshot()
 
 log = logging.getLogger("korral.worker")
 
@@ -166,7 +163,9 @@ class WorkerLoop:
         if self.owned is None:
             return
         o = self.owned
+        started = time.perf_counter()
         out = o.session.step(time.time_ns())
+        observe_step(o.session, out, time.perf_counter() - started)  # cycle metrics for REST
         for kind, msg in (
             (Kind.SI_ALLOCATION_RESPONSE, out.allocation),
             (Kind.SI_APPLICATION_RESPONSE, out.application),
@@ -277,7 +276,9 @@ class WorkerLoop:
                                                      f"by worker {self.name} in epoch {env.epoch}"}
         else:
             try:
-                reply = {"id": body.get("id"), "data": answer_query(o.session, body)}
+                # packed here, so the broker forwards bytes instead of walking a large structure
+                reply = {"id": body.get("id"), "packed": msgpack.packb(answer_query(o.session, body),
+                                                                       use_bin_type=True)}
             except (KeyError, ValueError) as exc:
                 reply = {"id": body.get("id"), "error": f"bad query {body.get('what')!r}: {exc}"}
         self._send(env.reply(Kind.QUERY_RESULT, reply))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import secrets
 import logging
 import os
 import socket
@@ -17,6 +18,7 @@ import time
 from typing import Any
 
 import grpc
+import msgpack
 import zmq
 import zmq.asyncio
 
@@ -71,8 +73,12 @@ class Proxy:
         self._unsent_logged = 0.0
         self.cluster: dict[str, Any] = {}  # the broker's last STATUS body
         self.queries: dict[int, asyncio.Future] = {}
-        self.state_dumps: dict[str, dict] = {}  # rmID -> the RM's last ProvideStateDump {"requestID", "json"}
-        self._query_ids = itertools.count(1)
+        self.state_dumps: dict[str, dict] = {}
+        # observers of RM lifecycle events (metrics, resync history): objects with
+        # resync_started(rm_id, reason) and registered(rm_id); they must not raise
+        self.listeners: list[Any] = []  # rmID -> the RM's last ProvideStateDump {"requestID", "json"}
+        # ids unique across rmproxies: the broker keys the way back to the asker by them
+        self._query_ids = itertools.count(secrets.randbits(40) << 20)
         self.dropped = 0
         self.started_ns = time.time_ns()
 
@@ -212,6 +218,9 @@ class Proxy:
         body = env.body if isinstance(env.body, dict) else {}
         fut = self.queries.pop(body.get("id") or 0, None)
         if fut is not None and not fut.done():
+            if "packed" in body:  # a worker's answer, msgpack-encoded once by the worker
+                body = {"id": body.get("id"),
+                        "data": msgpack.unpackb(body.pop("packed"), raw=False, strict_map_key=False)}
             fut.set_result(body)
 
     def _on_unroutable(self, env: Envelope) -> None:
@@ -296,6 +305,8 @@ class Proxy:
             if w.exception() is not None:
                 raise w.exception()  # type: ignore[misc]
         log.info("registered RM %s with partitions %s", req.rmID, partitions)
+        for listener in self.listeners:
+            listener.registered(req.rmID)
 
     def handle_request(self, stream: str, rm: RMSession, req) -> None:
         """Split one SI request per partition and forward it; answer edge rejections at once."""
@@ -329,6 +340,8 @@ class Proxy:
     def resync(self, rm: RMSession, reason: str) -> None:
         """Ask the RM to re-register: a notice on Subscribe, then its streams end UNAVAILABLE."""
         log.warning("asking RM %s to re-register: %s", rm.rm_id, reason)
+        for listener in self.listeners:
+            listener.resync_started(rm.rm_id, reason)
         rm.epochs.clear()
         rm.notify(korral_pb2.SchedulerNotice(reRegister=korral_pb2.ReRegisterRequest(reason=reason)))
         rm.close_streams(grpc.StatusCode.UNAVAILABLE, RESYNC_DETAILS + reason)

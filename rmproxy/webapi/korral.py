@@ -35,29 +35,23 @@ class ResyncObserver:
     history: collections.deque = field(default_factory=lambda: collections.deque(maxlen=RESYNC_HISTORY))
 
     def attach(self, proxy: Any) -> None:
-        resync, register = proxy.resync, proxy.register
+        proxy.listeners.append(self)
 
-        def observed_resync(rm, reason: str, *args, **kwargs):
-            self.count += 1
-            self.started[rm.rm_id] = (time.monotonic(), reason)
-            self.history.append({"rmID": rm.rm_id, "reason": reason, "time": time.time_ns(),
-                                 "durationSeconds": None})
-            return resync(rm, reason, *args, **kwargs)
+    def resync_started(self, rm_id: str, reason: str) -> None:
+        self.count += 1
+        self.started[rm_id] = (time.monotonic(), reason)
+        self.history.append({"rmID": rm_id, "reason": reason, "time": time.time_ns(), "durationSeconds": None})
 
-        async def observed_register(req, *args, **kwargs):
-            result = await register(req, *args, **kwargs)
-            began = self.started.pop(req.rmID, None)
-            if began is not None:
-                took = time.monotonic() - began[0]
-                self.seconds += took
-                for h in reversed(self.history):
-                    if h["rmID"] == req.rmID and h["durationSeconds"] is None:
-                        h["durationSeconds"] = round(took, 3)
-                        break
-            return result
-
-        proxy.resync = observed_resync
-        proxy.register = observed_register
+    def registered(self, rm_id: str) -> None:
+        began = self.started.pop(rm_id, None)
+        if began is None:
+            return
+        took = time.monotonic() - began[0]
+        self.seconds += took
+        for h in reversed(self.history):
+            if h["rmID"] == rm_id and h["durationSeconds"] is None:
+                h["durationSeconds"] = round(took, 3)
+                break
 
 
 class KorralApi:

@@ -156,3 +156,17 @@ def test_every_envelope_the_table_makes_encodes():
                                           Kind.UNROUTABLE, Kind.STATUS}
     for _, env in sends:
         assert decode(encode(env)) == env
+
+
+def test_answers_go_to_the_rmproxy_that_asked_not_the_one_holding_the_rm():
+    t = make_table()
+    t.worker_ready(b"w1", {"name": "w1"}, now=0)
+    t.rm_register(b"holder", "rm", ["default"], now=0)
+    t.proxy_hello(b"asker", {"name": "asker"}, now=0)
+    query = Envelope(Kind.QUERY, "rm", "default", 1, 0, {"id": 77, "what": "nodes"})
+    assert t.route(b"asker", query) == [(b"w1", query)]
+    assert t.rm_proxy["rm"] == b"holder"  # a query does not move the RM's responses
+    answer = Envelope(Kind.QUERY_RESULT, "rm", "default", 1, 0, {"id": 77, "data": []})
+    assert t.to_proxy(b"w1", answer) == [(b"asker", answer)]
+    response = Envelope(Kind.SI_NODE_RESPONSE, "rm", "default", 1, 0, b"r")
+    assert t.to_proxy(b"w1", response) == [(b"holder", response)]

@@ -111,22 +111,13 @@ def test_resync_observer_counts_and_times_until_re_registration() -> None:
 
     from rmproxy.webapi.korral import ResyncObserver
 
-    calls = []
-
-    class P:
-        def resync(self, rm, reason):
-            calls.append(("resync", rm.rm_id, reason))
-
-        async def register(self, req):
-            calls.append(("register", req.rmID))
-
-    proxy = P()
+    proxy = SimpleNamespace(listeners=[])
     obs = ResyncObserver()
     obs.attach(proxy)
-    proxy.resync(SimpleNamespace(rm_id="rm-1"), "partition default has a new owner (epoch 2)")
+    assert proxy.listeners == [obs]
+    obs.resync_started("rm-1", "partition default has a new owner (epoch 2)")
     assert obs.count == 1 and obs.history[-1]["durationSeconds"] is None
-    asyncio.run(proxy.register(SimpleNamespace(rmID="rm-1")))
-    assert calls == [("resync", "rm-1", "partition default has a new owner (epoch 2)"), ("register", "rm-1")]
+    obs.registered("rm-1")
     assert obs.history[-1]["durationSeconds"] is not None and obs.seconds >= 0 and not obs.started
-    asyncio.run(proxy.register(SimpleNamespace(rmID="rm-2")))  # a first registration is no resync
+    obs.registered("rm-2")  # a first registration is no resync
     assert obs.count == 1 and len(obs.history) == 1
