@@ -173,6 +173,7 @@ class AppOps:
             app.queue.starting_changed(-1)
         self.apps.pop(app.app_id, None)
         app.queue.apps.pop(app.app_id, None)
+        self.limits.forget_app(app.app_id)
 
     def _move_app(self: "Partition", app: Application, queue: Queue, now: int) -> None:
         """Move a recovered app (and its usage) to the queue placement chose for it."""
@@ -194,6 +195,7 @@ class AppOps:
         queue.add_allocated(app.allocated)
         for alloc in app.allocations.values():
             alloc.queue_path = queue.path
+        self.limits.rebuild(self.apps.values())  # usage moves with the app (rare: recovery)
         if running:
             self._set_running(app, True)
         self._queues_dirty = True

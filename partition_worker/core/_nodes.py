@@ -112,6 +112,7 @@ class NodeOps:
         if ra.placeholder:
             app.allocated_placeholder = app.allocated_placeholder.add(ra.resource)
         app.queue.add_allocated(ra.resource)
+        self.limits.on_alloc(app, ra.resource)
         node.allocations[alloc.uuid] = alloc
         self.nodes.update_allocated(node, ra.resource, 1)
         self.allocations[alloc.uuid] = alloc

@@ -156,22 +156,27 @@ def node_dao(n: "Node", partition: str) -> dict:
 
 
 def usage_dao(p: "Partition") -> dict:
-    """User and group usage per queue path (YuniKorn v1.2 tracks it; limits come later).
-    The group of an app is its first resolved group, as in YuniKorn."""
+    """User and group usage per queue path, with the limit that applies where one is set
+    (YuniKorn v1.3 ``maxResources`` / ``maxApplications``). The group of an app is the one
+    its limits resolve to (first group named in a group limit), else its first group."""
     users: dict[str, dict] = {}
     groups: dict[str, dict] = {}
+    lt = p.limits
     for app in p.apps.values():
         if not app.user:
             continue
-        group = app.groups[0] if app.groups else app.user
+        group = (lt.group_of(app) if lt.active else "") \
+            or (app.groups[0] if app.groups else app.user)
         u = users.setdefault(app.user, {"userName": app.user, "groups": {}, "_tree": {}})
         u["groups"][app.app_id] = group
         g = groups.setdefault(group, {"groupName": group, "applications": [], "_tree": {}})
         g["applications"].append(app.app_id)
         for tree in (u["_tree"], g["_tree"]):
             _add_usage(tree, app)
-    for d in list(users.values()) + list(groups.values()):
-        d["queues"] = _usage_tree(d.pop("_tree"), "root")
+    for d in users.values():
+        d["queues"] = _usage_tree(d.pop("_tree"), "root", lt, "user", d["userName"])
+    for d in groups.values():
+        d["queues"] = _usage_tree(d.pop("_tree"), "root", lt, "group", d["groupName"])
     return {"users": list(users.values()), "groups": list(groups.values())}
 
 
@@ -185,12 +190,20 @@ def _add_usage(tree: dict, app: "Application") -> None:
         q = q.parent
 
 
-def _usage_tree(tree: dict, path: str) -> dict:
+def _usage_tree(tree: dict, path: str, lt, kind: str, name: str) -> dict:
     e = tree.get(path, {"res": Resource(), "running": []})
     depth = path.count(".") + 1
     kids = sorted(k for k in tree if k.startswith(path + ".") and k.count(".") == depth)
-    return {"queuePath": path, "resourceUsage": {"Resources": e["res"].prune().as_dict()},
-            "runningApplications": e["running"], "children": [_usage_tree(tree, k) for k in kids]}
+    out = {"queuePath": path, "resourceUsage": {"Resources": e["res"].prune().as_dict()},
+           "runningApplications": e["running"],
+           "children": [_usage_tree(tree, k, lt, kind, name) for k in kids]}
+    lim = lt.limit_for(path, kind, name) if lt.active else None
+    if lim is not None:
+        if lim.max is not None:
+            out["maxResources"] = {"Resources": lim.max.as_dict()}
+        if lim.max_apps:
+            out["maxApplications"] = lim.max_apps
+    return out
 
 
 def partition_snapshot(p: "Partition", partition: str, cluster_id: str) -> dict:

@@ -30,6 +30,7 @@ from .objects import (NODE_SELECTOR_PREFIX, TAG_ALLOW_PREEMPTION, TAG_REQUIRED_N
                       Ask, Reservation)
 from .outcomes import (AllocationNew, AllocationReleased, AskRejected, Event, EventType, Outcomes,
                        SchedState, SchedulingState, Termination)
+from .limits import LimitTracker
 from .placement_bridge import PlacementBridge
 from .queue import ObjectState, Queue, QueueTree
 from .settings import CoreSettings
@@ -58,6 +59,8 @@ class Partition(AppOps, NodeOps):
         self.nodes = NodeCollection(policy, dict(config.nodesortpolicy.resourceweights))
         self.placement = PlacementBridge(config.placementrules, self.settings.group_lookup)
         self.config = config
+        self.limits = LimitTracker()  # user/group limits (inactive when none configured)
+        self.limits.configure(config, ())
         self.apps: dict[str, Application] = {}
         self.finished_apps: dict[str, Application] = {}  # Completed/Failed/Rejected until expiry
         self.allocations: dict[str, Allocation] = {}
@@ -246,6 +249,8 @@ class Partition(AppOps, NodeOps):
         app.allocations[alloc.uuid] = alloc
         node.allocations[alloc.uuid] = alloc
         self.nodes.update_allocated(node, r, 1)
+        if self.limits.active:
+            self.limits.on_alloc(app, r)
         self.allocations[alloc.uuid] = alloc
         if ask.execution_timeout_ms > 0:
             alloc.timeout_at_ns = now + ask.execution_timeout_ms * 1_000_000
@@ -291,6 +296,8 @@ class Partition(AppOps, NodeOps):
             if alloc.placeholder:
                 app.allocated_placeholder = app.allocated_placeholder.sub_eliminate_negative(r)
             app.queue.sub_allocated(r)
+            if self.limits.active:
+                self.limits.on_release(app, r)
             ask = app.asks.get(alloc.key)
             if ask is not None and ask.pending <= 0:
                 del app.asks[alloc.key]  # fully placed and now ending: keep memory bounded
@@ -323,6 +330,7 @@ class Partition(AppOps, NodeOps):
         self.nodes.set_policy(policy, dict(config.nodesortpolicy.resourceweights))
         self.root.max = self.total if self.nodes.nodes else None
         self.config = config
+        self.limits.configure(config, self.apps.values())
         self._queues_created(created, now)
         for path in draining:
             self.event(EventType.QUEUE, path, "QueueDraining", f"queue {path} removed from the config, draining", now)

@@ -95,6 +95,9 @@ def try_reserved(c) -> int:
         if app.state not in _SCHEDULABLE_APP_STATES:
             continue
         blocker = app.queue.fits_headroom(ask.resource)
+        if p.limits.active and p.limits.check(app, ask.resource) is not None:
+            c.blocked.add(ask)
+            continue  # a user/group limit holds it; the reservation stays
         if blocker is not None and blocker.parent is not None:
             c.blocked.add(ask)
             continue  # a quota blocks it; the reservation stays until the queue has room

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from common.resources import Resource, share_key
 
 from .app_state import AppState
+from .limits import describe as describe_limit
 from .outcomes import EventType, SchedState
 from .predicates import find_node
 from .reservations import NO_NODE, NOT_RESERVED, RESERVED, maybe_reserve, try_reserved
@@ -342,6 +343,7 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
     blocked = c.blocked
     i = cursor = start = c.ask_cursor[app]
     queue = app.queue
+    limits = p.limits
     n = len(asks)
     # Within a cycle a failure is final, so the next plain ask of the same size in this app
     # fails the same way: reuse the verdict instead of re-checking headroom and nodes.
@@ -359,6 +361,16 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
             i += 1
             continue
         res = ask.resource
+        if limits.active:
+            held = limits.check(app, res)
+            if held is not None:  # a user/group limit holds it: no node, no reservation
+                _limit_blocked(c, app, ask, held)
+                if i == cursor:
+                    cursor += 1
+                else:
+                    blocked.add(ask)
+                i += 1
+                continue
         plain = not ask.selector and not ask.required_node
         if plain and last_res is not None and res == last_res:
             blocker = last_blocker
@@ -452,3 +464,16 @@ def _headroom_blocked(c: _Cycle, app: "Application", ask: "Ask", blocker: Queue)
                 group=app.app_id)
     p.sched_state(ask, SchedState.SKIPPED,
                   f"request does not fit the headroom of queue {blocker.path}")
+
+
+def _limit_blocked(c: _Cycle, app: "Application", ask: "Ask", held) -> None:
+    """The ask stays pending: SKIPPED, with a REQUEST event naming the limit (once per state
+    change, within the cycle's event budget)."""
+    p = c.p
+    lim, path = held
+    reason, message = describe_limit(lim, path, app, p.limits.group_of(app))
+    if (ask.sched_state is not SchedState.SKIPPED or ask.sched_reason != message) \
+            and c.event_budget > 0:
+        c.event_budget -= 1
+        p.event(EventType.REQUEST, ask.key, reason, message, c.now, group=app.app_id)
+    p.sched_state(ask, SchedState.SKIPPED, message)

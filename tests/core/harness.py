@@ -18,12 +18,13 @@ START = 1_700_000_000 * SECOND
 
 
 def q(name: str, *children: QueueConfig, guaranteed=None, max=None, parent=False,
-      props=None, submitacl="", adminacl="", maxapps=0, template=None) -> QueueConfig:
+      props=None, submitacl="", adminacl="", maxapps=0, template=None, limits=()) -> QueueConfig:
     """Queue config builder: ``q("root", q("a", max={"memory": 10}))``."""
     return QueueConfig(name=name, parent=parent,
                        resources=ResourcesConfig(guaranteed=guaranteed or {}, max=max or {}),
                        maxapplications=maxapps, properties=props or {}, adminacl=adminacl,
-                       submitacl=submitacl, childtemplate=template, queues=tuple(children))
+                       submitacl=submitacl, childtemplate=template, queues=tuple(children),
+                       limits=tuple(limits))
 
 
 def partition_config(root: QueueConfig | None = None, policy: str = "fair",
