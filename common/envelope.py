@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+import logging
+from typing import Any, Mapping
 
 import msgpack
+
+log = logging.getLogger("korral.envelope")
 
 VERSION = 1
 
@@ -113,3 +116,18 @@ def decode(raw: bytes) -> Envelope:
     if not isinstance(epoch, int) or not isinstance(seq, int) or epoch < 0 or seq < 0:
         raise EnvelopeError("epoch and seq must be non-negative integers", raw)
     return Envelope(k, rm_id, partition, epoch, seq, body)
+
+
+def decode_for(raw: bytes, handlers: Mapping[Kind, Any], receiver: str) -> tuple[Envelope, Any] | None:
+    """Decode a frame and find its handler in ``handlers``; a bad frame, or a kind the receiver
+    does not take, is logged and gives None (the caller counts it as dropped)."""
+    try:
+        env = decode(raw)
+    except EnvelopeError as exc:
+        log.warning("%s dropped a frame: %s", receiver, exc)
+        return None
+    handler = handlers.get(env.kind)
+    if handler is None:
+        log.warning("%s dropped %s: not a message for it", receiver, env.kind.value)
+        return None
+    return env, handler

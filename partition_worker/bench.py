@@ -92,19 +92,10 @@ def _peak_rss_bytes() -> int:
 
 def _partition(policy: str, apps: int = 2, app_policy: str = "fifo"):
     """YuniKorn's two queues; ``apps`` apps alternate between them (2 = the benchmark's)."""
-    from common.config.model import (NodeSortPolicyConfig, PartitionConfig, QueueConfig,
-                                     ResourcesConfig)
+    from partition_worker.bench_scenario import partition_config
     from partition_worker.core import AddApp, Partition
-    props = {"application.sort.policy": app_policy}
-    root = QueueConfig(name="root", submitacl="*", queues=(
-        QueueConfig(name="a", properties=props,
-                    resources=ResourcesConfig(guaranteed={"memory": 100_000, "vcore": 10_000})),
-        QueueConfig(name="b", properties=props,
-                    resources=ResourcesConfig(guaranteed={"memory": 1_000_000, "vcore": 10_000})),
-    ))
-    cfg = PartitionConfig(name="default", queues=(root,),
-                          nodesortpolicy=NodeSortPolicyConfig(type=policy))
-    p = Partition("default", cfg, rm_id="bench", new_uuid=lambda: str(uuid.uuid4()))
+    p = Partition("default", partition_config(policy, app_policy), rm_id="bench",
+                  new_uuid=lambda: str(uuid.uuid4()))
     now = time.time_ns()
     for i in range(apps):
         p.handle(AddApp(_app_id(i, apps), "root.a" if i % 2 == 0 else "root.b", "bench"), now)
@@ -141,11 +132,12 @@ def _add_asks(p, n: int, memory: int, vcore: int, apps: int = 2) -> None:
 def scheduling_row(nodes: int, asks: int, policy: str = "fair", apps: int = 2,
                    app_policy: str = "fifo") -> dict:
     """One benchmark row; runs in its own process (peak RSS is this row's)."""
+    from partition_worker.bench_scenario import node_size
     p = _partition(policy, apps, app_policy)
     # YuniKorn's sizing: each node holds asks/nodes + 1 asks, so the cluster is almost full
     # at the end and the node order matters (pkg/scheduler/tests/scheduler_perf_test.go)
-    per_node = asks // nodes + 1
-    node_secs = _add_nodes(p, nodes, memory=10 * per_node, vcore=1 * per_node)
+    size = node_size(nodes, asks)
+    node_secs = _add_nodes(p, nodes, memory=size["memory"], vcore=size["vcore"])
     p.step(time.time_ns())
     p.outcomes.drain()
     t0 = time.perf_counter()
@@ -169,27 +161,15 @@ def scheduling_row(nodes: int, asks: int, policy: str = "fair", apps: int = 2,
 def session_row(nodes: int, asks: int, policy: str = "fair") -> dict:
     """The same scenario through ``PartitionSession``: SI protobuf requests in, responses out."""
     from common import si_pb2
-    from common.config.model import (NodeSortPolicyConfig, PartitionConfig, QueueConfig,
-                                     ResourcesConfig)
+    from partition_worker.bench_scenario import node_request, partition_config
     from partition_worker.session import PartitionSession
-    root = QueueConfig(name="root", submitacl="*", queues=(
-        QueueConfig(name="a", resources=ResourcesConfig(guaranteed={"memory": 100_000, "vcore": 10_000})),
-        QueueConfig(name="b", resources=ResourcesConfig(guaranteed={"memory": 1_000_000, "vcore": 10_000})),
-    ))
-    cfg = PartitionConfig(name="default", queues=(root,),
-                          nodesortpolicy=NodeSortPolicyConfig(type=policy))
-    s = PartitionSession("bench", "default", cfg)
+    s = PartitionSession("bench", "default", partition_config(policy))
     ugi = si_pb2.UserGroupInformation(user="bench")
     s.apply_application_request(si_pb2.ApplicationRequest(new=[
         si_pb2.AddApplicationRequest(applicationID="app-a", queueName="root.a", ugi=ugi),
         si_pb2.AddApplicationRequest(applicationID="app-b", queueName="root.b", ugi=ugi)]),
         time.time_ns())
-    per_node = asks // nodes + 1
-    nreq = si_pb2.NodeRequest()
-    for i in range(nodes):
-        n = nreq.nodes.add(nodeID=f"node-{i:06d}", action=si_pb2.NodeInfo.CREATE)
-        n.schedulableResource.resources["memory"].value = 10 * per_node
-        n.schedulableResource.resources["vcore"].value = per_node
+    nreq = node_request(nodes, asks)
     t0 = time.perf_counter()
     s.apply_node_request(nreq, time.time_ns())
     accepted = len(s.step(time.time_ns()).node.accepted)

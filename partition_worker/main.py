@@ -25,7 +25,7 @@ from broker.table import EXPIRY, INTERVAL
 from common import addresses, registry, security, si_pb2
 from common.config import load_config
 from common.config.errors import ConfigError
-from common.envelope import Envelope, EnvelopeError, Kind, decode, encode
+from common.envelope import Envelope, Kind, decode_for, encode
 from partition_worker.core.settings import CoreSettings
 from partition_worker.queries import answer as answer_query
 from partition_worker.queries import observe_step
@@ -146,17 +146,11 @@ class WorkerLoop:
             except zmq.Again:
                 return
             self.broker_expires = time.monotonic() + EXPIRY
-            try:
-                env = decode(raw)
-            except EnvelopeError as exc:
+            got = decode_for(raw, self._HANDLERS, f"worker {self.name}")
+            if got is None:
                 self.dropped += 1
-                log.warning("dropped: %s", exc)
                 continue
-            handler = self._HANDLERS.get(env.kind)
-            if handler is None:
-                self.dropped += 1
-                log.warning("dropped %s: not a message for a worker", env.kind)
-                continue
+            env, handler = got
             handler(self, env)
 
     def _step(self) -> None:

@@ -20,15 +20,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+
 import subprocess
 import sys
-import tempfile
+
 import threading
 import time
 from dataclasses import dataclass, field
 
 from common import si_pb2
+from common.localstack import LocalStack
+from partition_worker.bench_scenario import CONFIG_YAML, node_request
 from rmproxy.client.callback import ResourceManagerCallback
 
 __all__ = ["configure", "run", "e2e_row"]
@@ -36,19 +38,6 @@ __all__ = ["configure", "run", "e2e_row"]
 DEFAULT_NODES = (500, 1000, 2000, 5000)
 DEFAULT_ASKS = 10_000
 RM_ID = "korral-bench"
-CONFIG = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - name: a
-            resources: {guaranteed: {memory: 100000, vcore: 10000m}}
-          - name: b
-            resources: {guaranteed: {memory: 1000000, vcore: 10000m}}
-"""
-
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=int, action="append", metavar="N",
@@ -63,17 +52,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-core", action="store_true",
                         help="skip the in-process core row (core_allocations_per_second: null)")
 
-
 def _percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
     ordered = sorted(values)
     return ordered[max(0, min(len(ordered) - 1, int(round(q / 100 * len(ordered) + 0.5)) - 1))]
 
-
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 2)
-
 
 @dataclass
 class _BenchRM(ResourceManagerCallback):
@@ -117,13 +103,11 @@ class _BenchRM(ResourceManagerCallback):
             if not self.cond.wait_for(lambda: predicate(self), timeout):
                 raise RuntimeError(f"timed out after {timeout:.0f}s waiting for {what}")
 
-
 def _ask(key: str, app: str, memory: int = 10, vcore: int = 1) -> si_pb2.AllocationAsk:
     a = si_pb2.AllocationAsk(allocationKey=key, applicationID=app, partitionName="default", maxAllocations=1)
     a.resourceAsk.resources["memory"].value = memory
     a.resourceAsk.resources["vcore"].value = vcore
     return a
-
 
 def e2e_row(si_address: str, nodes: int, asks: int, rtt_samples: int = 200) -> dict:
     """One row against the stack at ``si_address`` (re-registers ``korral-bench``, wiping its state)."""
@@ -133,7 +117,7 @@ def e2e_row(si_address: str, nodes: int, asks: int, rtt_samples: int = 200) -> d
     api = SchedulerAPI(si_address)
     try:
         api.register_resource_manager(
-            si_pb2.RegisterResourceManagerRequest(rmID=RM_ID, policyGroup="queues", config=CONFIG), rm)
+            si_pb2.RegisterResourceManagerRequest(rmID=RM_ID, policyGroup="queues", config=CONFIG_YAML), rm)
         ugi = si_pb2.UserGroupInformation(user="bench")
         api.update_application(si_pb2.ApplicationRequest(new=[
             si_pb2.AddApplicationRequest(applicationID="app-a", queueName="root.a", partitionName="default", ugi=ugi),
@@ -142,12 +126,7 @@ def e2e_row(si_address: str, nodes: int, asks: int, rtt_samples: int = 200) -> d
         rm.wait(lambda r: len(r.apps_accepted) + len(r.apps_rejected) == 2, 30, "the two apps' verdicts")
         if rm.apps_rejected:
             raise RuntimeError(f"apps rejected: {rm.apps_rejected}")
-        per_node = asks // nodes + 1
-        nreq = si_pb2.NodeRequest()
-        for i in range(nodes):
-            n = nreq.nodes.add(nodeID=f"node-{i:06d}", action=si_pb2.NodeInfo.CREATE)
-            n.schedulableResource.resources["memory"].value = 10 * per_node
-            n.schedulableResource.resources["vcore"].value = per_node
+        nreq = node_request(nodes, asks)
         t0 = time.perf_counter()
         api.update_node(nreq)
         rm.wait(lambda r: r.nodes_accepted + len(r.nodes_rejected) >= nodes, 120, f"{nodes} node verdicts")
@@ -181,7 +160,6 @@ def e2e_row(si_address: str, nodes: int, asks: int, rtt_samples: int = 200) -> d
     finally:
         api.close()
 
-
 def _round_trips(api, rm: _BenchRM, samples: int) -> list[float]:
     """Ask one allocation, wait for it, release it; ``samples`` times on the idle cluster."""
     rtts = []
@@ -203,7 +181,6 @@ def _round_trips(api, rm: _BenchRM, samples: int) -> list[float]:
     time.sleep(0.2)  # let the releases land before the burst
     return rtts
 
-
 def _core_rate(nodes: int, asks: int) -> float | None:
     """``korral bench core --json --nodes N``'s allocations_per_second, or None if unavailable."""
     try:
@@ -223,33 +200,6 @@ def _core_rate(nodes: int, asks: int) -> float | None:
           f"{(out.stderr or out.stdout).strip()[-300:]}", file=sys.stderr)
     return None
 
-
-class _Stack:
-    """``korral up --detach`` in a temp state dir on free ports; ``korral down`` on exit."""
-
-    def __init__(self, workers: int) -> None:
-        self.workers = workers
-        self.dir = tempfile.mkdtemp(prefix="korral-bench-e2e-")
-        self.si_address = ""
-
-    def __enter__(self) -> "_Stack":
-        from common.netutil import free_ports
-
-        si, rest = free_ports(2)
-        self.si_address = f"127.0.0.1:{si}"
-        cmd = [sys.executable, "-m", "common.cli", "up", "--detach", "--state-dir", os.path.join(self.dir, "state"),
-               "--workers", str(self.workers), "--si-address", self.si_address,
-               "--rest-address", f"127.0.0.1:{rest}", "--log-level", "warning"]
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-        if out.returncode != 0:
-            raise RuntimeError(f"korral up failed ({out.returncode}): {out.stdout[-500:]}{out.stderr[-500:]}")
-        return self
-
-    def __exit__(self, *exc) -> None:
-        subprocess.run([sys.executable, "-m", "common.cli", "down", "--state-dir", os.path.join(self.dir, "state")],
-                       capture_output=True, text=True, timeout=120)
-
-
 def run(args: argparse.Namespace) -> int:
     nodes_list = args.nodes or list(DEFAULT_NODES)
     for n in nodes_list:
@@ -264,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
         if args.si_address:
             rows = _rows(args.si_address, nodes_list, args, core)
         else:
-            with _Stack(args.workers) as stack:
+            with LocalStack(args.workers, extra=("--log-level", "warning")) as stack:
                 rows = _rows(stack.si_address, nodes_list, args, core)
     except (RuntimeError, SchedulerError) as exc:
         print(f"korral bench e2e: {exc}", file=sys.stderr)
@@ -272,7 +222,6 @@ def run(args: argparse.Namespace) -> int:
     if not args.json:
         _print_table(rows)
     return 0
-
 
 def _rows(si_address: str, nodes_list: list[int], args: argparse.Namespace, core: dict) -> list[dict]:
     rows = []
@@ -285,7 +234,6 @@ def _rows(si_address: str, nodes_list: list[int], args: argparse.Namespace, core
             print(json.dumps(row), flush=True)
     return rows
 
-
 def _print_table(rows: list[dict]) -> None:
     head = ("nodes", "asks", "node reg s", "nodes/s", "asks→last alloc s", "alloc/s", "p50 ms", "p99 ms",
             "core alloc/s", "ratio", "1-ask p50 ms", "1-ask p99 ms")
@@ -295,7 +243,6 @@ def _print_table(rows: list[dict]) -> None:
     print(" | ".join(head))
     for r in rows:
         print(" | ".join(_cell(r.get(k)) for k in keys))
-
 
 def _cell(value) -> str:
     if value is None:

@@ -26,7 +26,7 @@ from broker.table import EXPIRY, INTERVAL
 from common import korral_pb2, registry, security, si_pb2
 from common.config import load_config
 from common.config.errors import ConfigError
-from common.envelope import Envelope, EnvelopeError, Kind, decode, encode
+from common.envelope import Envelope, Kind, decode_for, encode
 from rmproxy import split
 from rmproxy.rms import RMSession, RMState
 
@@ -142,17 +142,11 @@ class Proxy:
                     self._broker_reset("the broker stopped answering")
 
     def _on_broker(self, raw: bytes) -> None:
-        try:
-            env = decode(raw)
-        except EnvelopeError as exc:
+        got = decode_for(raw, self._HANDLERS, f"rmproxy {self.name}")
+        if got is None:
             self.dropped += 1
-            log.warning("dropped from broker: %s", exc)
             return
-        handler = self._HANDLERS.get(env.kind)
-        if handler is None:
-            self.dropped += 1
-            log.warning("dropped %s from broker: not a message for rmproxy", env.kind)
-            return
+        env, handler = got
         handler(self, env)
 
     def _on_heartbeat(self, env: Envelope) -> None:

@@ -16,17 +16,10 @@ import urllib.request
 
 import pytest
 
+from rmproxy.bench_recovery import TWO_PARTITIONS
 from rmproxy.testrm import ClusterRM, scheduler_view
 
-TWO_PARTITIONS = """
-partitions:
-  - name: default
-    placementrules: [{name: provided, create: true}]
-    queues: [{name: root, submitacl: '*'}]
-  - name: second
-    placementrules: [{name: provided, create: true}]
-    queues: [{name: root, submitacl: '*'}]
-"""
+
 
 
 def stack_info(rest_address: str) -> dict:
