@@ -15,6 +15,7 @@ STAMP := $(VENV)/.korral-setup-stamp
 DEMO_DIR ?= .state/demo
 DEMO_WORKERS ?= 2
 PYTEST_ARGS ?=
+KEEP ?= 0
 
 .PHONY: help setup redis-server demo test bench soak
 
@@ -59,23 +60,28 @@ demo: setup
 	read -r si rest < <($(PY) -c 'from common.netutil import free_ports; print(*free_ports(2))')
 	$(KORRAL) up --detach --state-dir "$(DEMO_DIR)" --workers $(DEMO_WORKERS) \
 	  --si-address "127.0.0.1:$$si" --rest-address "127.0.0.1:$$rest"
-	# From here on the stack is stopped however the demo ends (success, failure, Ctrl-C).
-	trap '$(KORRAL) down --state-dir "$(DEMO_DIR)"' EXIT
+	# From here on the stack is stopped however the demo ends (success, failure, Ctrl-C),
+	# unless KEEP=1 and the demo succeeded: then it stays up for the dashboard and the REST API.
+	keep=0
+	trap '[ "$$keep" = 1 ] || $(KORRAL) down --state-dir "$(DEMO_DIR)"' EXIT
 	trap 'exit 130' INT TERM
 	$(KORRAL) sim --preset demo --si-address "127.0.0.1:$$si" --rest-address "127.0.0.1:$$rest"
 	echo
 	$(KORRAL) status --state-dir "$(DEMO_DIR)" || true
+	echo
+	echo "dashboard: http://127.0.0.1:$$rest/   REST: http://127.0.0.1:$$rest/ws/v1/"
+	if [ "$(KEEP)" = 1 ]; then
+	  keep=1
+	  echo "the stack stays up (KEEP=1); stop it with: $(KORRAL) down --state-dir $(DEMO_DIR)"
+	fi
 
 test: setup
 	@$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: setup
 	@$(KORRAL) bench core
-	if $(PY) -c 'import importlib.util as u, sys; sys.exit(u.find_spec("rmproxy.bench_e2e") is None)'; then
-	  $(KORRAL) bench e2e
-	else
-	  echo "korral bench e2e: not in this build yet, skipped"
-	fi
+	$(KORRAL) bench e2e
+	$(KORRAL) bench recovery
 
 soak: setup
 	@$(PY) -m pytest -m slow $(PYTEST_ARGS)
