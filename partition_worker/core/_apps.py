@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from common.resources import Resource
 
+from ._gang import MSG_APP_COMPLETE
 from .app_state import RUNNING_STATES, AppEvent, AppState, IllegalTransition, next_state
 from .application import TAG_NAMESPACE_QUOTA, Application
 from .commands import AddApp, RemoveApp
@@ -291,6 +292,8 @@ class AppOps:
     def _on_completing_timer(self: "Partition", app_id: str, gen: int, now: int) -> None:
         app = self.apps.get(app_id)
         if app is not None and app.state_gen == gen and app.state is AppState.COMPLETING:
+            if app.placeholders:  # leftover placeholders go first (YuniKorn, S17)
+                self.release_placeholders(app, MSG_APP_COMPLETE, now, timedout=False)
             self.app_event(app, AppEvent.COMPLETE, now)
 
     def _on_expire_timer(self: "Partition", app_id: str, gen: int, now: int) -> None:

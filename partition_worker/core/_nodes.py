@@ -110,7 +110,8 @@ class NodeOps:
         app.allocations[alloc.uuid] = alloc
         app.add_allocated(ra.resource)
         if ra.placeholder:
-            app.allocated_placeholder = app.allocated_placeholder.add(ra.resource)
+            app.add_placeholder(alloc)
+            self.start_placeholder_timer(app, now)
         app.queue.add_allocated(ra.resource)
         self.limits.on_alloc(app, ra.resource)
         node.allocations[alloc.uuid] = alloc

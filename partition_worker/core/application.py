@@ -14,11 +14,23 @@ from .app_state import AppState
 from .objects import Allocation, Ask, Reservation
 from .queue import Queue
 
-__all__ = ["Application", "TAG_STATEAWARE_DISABLE", "TAG_NAMESPACE_QUOTA"]
+__all__ = ["Application", "PlaceholderData", "TAG_STATEAWARE_DISABLE", "TAG_NAMESPACE_QUOTA"]
 
 TAG_STATEAWARE_DISABLE = "application.stateaware.disable"
 TAG_NAMESPACE_QUOTA = "namespace.resourcequota"
 INT32_MIN = -(1 << 31)
+
+
+@dataclass(slots=True, eq=False)
+class PlaceholderData:
+    """Per task group (REST ``placeholderData``): placeholders allocated (``count``), their
+    size, and how many were replaced by real allocations or released on timeout."""
+
+    task_group: str
+    min_resource: Resource
+    count: int = 0
+    replaced: int = 0
+    timedout: int = 0
 
 
 @dataclass(slots=True, eq=False)
@@ -48,6 +60,11 @@ class Application:
     counted_running: bool = False  # counted in queue.running_apps
     max_used: Resource = ZERO  # peak of ``allocated`` (REST maxUsedResource)
     state_log: list[tuple[int, str]] = field(default_factory=list)  # (time, state) entered
+    # gang: allocated placeholders per task group (insertion order = oldest first), counts
+    placeholders: dict[str, dict[str, Allocation]] = field(default_factory=dict)
+    ph_data: dict[str, PlaceholderData] = field(default_factory=dict)
+    ph_alloc_count: int = 0
+    ph_timeout_at: int = 0  # placeholder timeout deadline (0 = no timer running)
     # the pending asks in scheduling order; may hold dead (exhausted/replaced) entries, and
     # asks appended since the last sort (``_unsorted``); entries before ``_head`` are dead
     _order: list[Ask] = field(default_factory=list)
@@ -133,9 +150,43 @@ class Application:
         return not self.pending.is_zero()
 
     def is_idle(self) -> bool:
-        """No pending asks, no allocations (the Completing condition)."""
-        return not self.allocations and self.pending.is_zero() \
+        """No pending asks, no real allocations (the Completing condition; leftover placeholders
+        are released when Completing ends, as in YuniKorn)."""
+        return len(self.allocations) <= self.ph_alloc_count and self.pending.is_zero() \
             and all(a.pending <= 0 for a in self.asks.values())
+
+    # ---------------------------------------------------------------- gang
+    def add_placeholder(self, alloc: Allocation) -> None:
+        self.placeholders.setdefault(alloc.task_group, {})[alloc.uuid] = alloc
+        self.ph_alloc_count += 1
+        self.allocated_placeholder = self.allocated_placeholder.add(alloc.resource)
+        d = self.ph_data.get(alloc.task_group)
+        if d is None:
+            d = self.ph_data[alloc.task_group] = PlaceholderData(alloc.task_group, alloc.resource)
+        d.count += 1
+
+    def drop_placeholder(self, alloc: Allocation) -> None:
+        group = self.placeholders.get(alloc.task_group)
+        if group is None or group.pop(alloc.uuid, None) is None:
+            return
+        if not group:
+            del self.placeholders[alloc.task_group]
+        self.ph_alloc_count -= 1
+        self.allocated_placeholder = self.allocated_placeholder.sub_eliminate_negative(alloc.resource)
+
+    def placeholder_size(self, task_group: str) -> Resource | None:
+        """The size of the group's placeholders (allocated or asked for), None if it has none."""
+        d = self.ph_data.get(task_group)
+        if d is not None:
+            return d.min_resource
+        for a in self.asks.values():
+            if a.placeholder and a.task_group == task_group:
+                return a.resource
+        return None
+
+    def has_pending_placeholders(self, task_group: str | None = None) -> bool:
+        return any(a.placeholder and a.pending > 0 and (task_group is None or a.task_group == task_group)
+                   for a in self.asks.values())
 
     def stateaware_disabled(self) -> bool:
         return self.tags.get(TAG_STATEAWARE_DISABLE, "").lower() == "true"

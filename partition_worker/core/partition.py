@@ -20,6 +20,7 @@ from common.resources import ZERO
 
 from . import scheduler
 from ._apps import T_COMPLETING, T_EXPIRE, T_STARTING, AppOps
+from ._gang import T_PLACEHOLDER, GangOps
 from ._nodes import NodeOps
 from .app_state import AppEvent, AppState
 from .application import Application
@@ -41,7 +42,7 @@ IDLE_NS_PER_ASK = 10_000
 _T_ALLOC_TIMEOUT = "alloc"
 
 
-class Partition(AppOps, NodeOps):
+class Partition(AppOps, NodeOps, GangOps):
     """One partition's scheduling state. ``name`` is the short name, ``full_name`` YuniKorn's
     ``[rmID]name`` used in messages."""
 
@@ -169,6 +170,11 @@ class Partition(AppOps, NodeOps):
         if not cmd.key or cmd.max_allocations <= 0 or not cmd.resource.strictly_greater_than_zero():
             rej.append(AskRejected(cmd.app_id, cmd.key, f"invalid ask added to app {cmd.app_id}: {ask.describe()}"))
             return
+        too_big = self.real_ask_too_big(app, ask)
+        if too_big:
+            rej.append(AskRejected(cmd.app_id, cmd.key, too_big))
+            self.event(EventType.REQUEST, cmd.key, "PlaceholderTooSmall", too_big, now, group=app.app_id)
+            return
         old = app.asks.get(cmd.key)
         if old is not None:
             self._unreserve_ask(app, old)
@@ -231,10 +237,10 @@ class Partition(AppOps, NodeOps):
             self.unreserve(res)
 
     # ================================================================ allocations
-    def allocate(self, app: Application, ask: Ask, node, now: int) -> Allocation:
+    def allocate(self, app: Application, ask: Ask, node, now: int, uuid: str = "") -> Allocation:
         """Place one repeat of ``ask`` on ``node`` (checks were done by the caller)."""
         r = ask.resource
-        alloc = Allocation(uuid=self.new_uuid(), key=ask.key, app_id=app.app_id, node_id=node.node_id,
+        alloc = Allocation(uuid=uuid or self.new_uuid(), key=ask.key, app_id=app.app_id, node_id=node.node_id,
                            resource=r, priority=ask.priority, create_time_ns=now,
                            queue_path=app.queue.path, tags=ask.tags, task_group=ask.task_group,
                            placeholder=ask.placeholder, originator=ask.originator)
@@ -260,7 +266,9 @@ class Partition(AppOps, NodeOps):
             self.sched_state(ask, SchedState.SCHEDULED, f"allocated on node {node.node_id}")
         if ask.pending <= 0 and ask.reserved_node:
             self._unreserve_ask(app, ask)
-        if not alloc.placeholder and app.state is not AppState.RUNNING:
+        if alloc.placeholder:
+            self.placeholder_allocated(app, alloc, now)
+        elif app.state is not AppState.RUNNING:
             if app.state in (AppState.ACCEPTED, AppState.STARTING):
                 self.app_event(app, AppEvent.RUN, now)
         return alloc
@@ -294,7 +302,7 @@ class Partition(AppOps, NodeOps):
         if app is not None and app.allocations.pop(alloc.uuid, None) is not None:
             app.allocated = app.allocated.sub_checked(r, f"application {app.app_id} allocated")
             if alloc.placeholder:
-                app.allocated_placeholder = app.allocated_placeholder.sub_eliminate_negative(r)
+                app.drop_placeholder(alloc)
             app.queue.sub_allocated(r)
             if self.limits.active:
                 self.limits.on_release(app, r)
@@ -389,4 +397,5 @@ _TIMER_HANDLERS = {
     T_COMPLETING: Partition._on_completing_timer,
     T_EXPIRE: Partition._on_expire_timer,
     _T_ALLOC_TIMEOUT: Partition._on_alloc_timer,
+    T_PLACEHOLDER: Partition._on_placeholder_timer,
 }

@@ -361,6 +361,25 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
             i += 1
             continue
         res = ask.resource
+        if ask.task_group and not ask.placeholder:  # gang member (see _gang.py)
+            if app.has_pending_placeholders():  # all or nothing: the whole gang is placed first
+                p.sched_state(ask, SchedState.SKIPPED,
+                              f"waiting for the placeholders of application {app.app_id}")
+                if i == cursor:
+                    cursor += 1
+                else:
+                    blocked.add(ask)
+                i += 1
+                continue
+            group = app.placeholders.get(ask.task_group)
+            if group:  # take the oldest placeholder of the group, on its node
+                c.ask_cursor[app] = cursor
+                c.visited += i - start + 1
+                alloc = p.replace_placeholder(app, ask, next(iter(group.values())), c.now)
+                if ask.pending <= 0:
+                    app.mark_exhausted()
+                    _priority_may_drop(c, app, ask, asks, cursor)
+                return alloc
         if limits.active:
             held = limits.check(app, res)
             if held is not None:  # a user/group limit holds it: no node, no reservation

@@ -1,0 +1,139 @@
+"""Gang scheduling: placeholders, their replacement by real asks, and the placeholder timeout.
+
+A mixin of ``Partition`` (kept apart to keep files small). YUNIKORN_BEHAVIOUR.md 1.9
+"Gang scheduling", S10, S16, S17.
+
+Contract:
+- A placeholder ask (``placeholder`` + ``taskGroupName``) is scheduled like any ask. Its
+  allocation is kept per task group on the app (``Application.placeholders``); the first one
+  starts the app's placeholder timer (app ``executionTimeoutMilliSeconds``, <= 0 -> the
+  ``CoreSettings.placeholder_timeout_ns`` default of 15 min). Once the allocated placeholders
+  cover the app's ``placeholderAsk`` the app goes Accepted -> Starting.
+- A real ask of a task group with an allocated placeholder replaces the oldest one on that
+  placeholder's node, in one step (``replace_placeholder``): the placeholder is released
+  (``PLACEHOLDER_REPLACED``, ``replacing uuid: <real uuid>``) and the real allocation made
+  in its place; the resources are never counted twice nor free in between. The RM's later
+  release of the placeholder (PLACEHOLDER_REPLACED, S10) finds it gone: nothing to do.
+- All or nothing: a real ask with a task group waits (SKIPPED) while any placeholder ask of
+  its app is still pending; with no placeholder of its group left (all replaced or timed
+  out) it is scheduled normally.
+- A real ask larger than its group's placeholders is rejected when it is added.
+- Timeout: a started app (Starting/Running/Completing) releases its unused placeholders
+  (asks: ``releasedAsks`` TIMEOUT; allocations: ``released`` TIMEOUT, ``timedout`` counted).
+  An app still New/Accepted: Hard -> Failing (every ask and placeholder released) -> Failed;
+  Soft -> Resuming (placeholders released) -> Accepted, its real asks then scheduled normally.
+- Completing -> Completed releases leftover placeholders first (TIMEOUT,
+  ``releasing placeholders on app complete``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .app_state import AppEvent, AppState
+from .outcomes import AskReleased, EventType, Termination
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .application import Application
+    from .objects import Allocation, Ask
+    from .partition import Partition
+
+__all__ = ["GangOps", "T_PLACEHOLDER", "MSG_TIMEOUT_ALLOCS", "MSG_TIMEOUT_ASKS", "MSG_APP_COMPLETE",
+           "REASON_RESERVATION_TIMEOUT"]
+
+T_PLACEHOLDER = "placeholder"
+MSG_TIMEOUT_ALLOCS = "releasing allocated placeholders on placeholder timeout"
+MSG_TIMEOUT_ASKS = "releasing placeholders asks on placeholder timeout"
+MSG_APP_COMPLETE = "releasing placeholders on app complete"
+REASON_RESERVATION_TIMEOUT = "ResourceReservationTimeout"
+_STARTED = (AppState.STARTING, AppState.RUNNING, AppState.COMPLETING)
+
+
+class GangOps:
+    # ---------------------------------------------------------------- placeholders placed
+    def start_placeholder_timer(self: "Partition", app: "Application", now: int) -> None:
+        if app.ph_timeout_at:
+            return
+        ms = app.execution_timeout_ms
+        at = now + (ms * 1_000_000 if ms > 0 else self.settings.placeholder_timeout_ns)
+        app.ph_timeout_at = at
+        self._timer(at, T_PLACEHOLDER, app.app_id, app.seq)
+
+    def placeholder_allocated(self: "Partition", app: "Application", alloc: "Allocation", now: int) -> None:
+        """Book a new placeholder allocation; the gang is complete (Accepted -> Starting) when
+        the allocated placeholders cover the app's placeholderAsk."""
+        app.add_placeholder(alloc)
+        self.start_placeholder_timer(app, now)
+        if not app.has_pending_placeholders():
+            self.changed = True  # the gang is placed: its real asks may go next cycle
+        if app.state is AppState.ACCEPTED and not app.placeholder_ask.is_zero() \
+                and app.placeholder_ask.fits_in(app.allocated_placeholder):
+            self.app_event(app, AppEvent.RUN, now)
+
+    def real_ask_too_big(self: "Partition", app: "Application", ask: "Ask") -> str:
+        """Rejection reason for a real ask larger than its group's placeholders, else ""."""
+        if ask.placeholder or not ask.task_group:
+            return ""
+        size = app.placeholder_size(ask.task_group)
+        if size is None or ask.resource.fits_in(size):
+            return ""
+        return (f"ask {ask.key} of application {app.app_id} requests {ask.resource}, larger than "
+                f"the placeholders of task group {ask.task_group} ({size}): a real ask must fit "
+                f"in its placeholder")
+
+    # ---------------------------------------------------------------- replacement
+    def replace_placeholder(self: "Partition", app: "Application", ask: "Ask", ph: "Allocation",
+                            now: int) -> "Allocation":
+        """Swap ``ph`` for one repeat of ``ask`` on the placeholder's node, atomically."""
+        node = self.nodes.get(ph.node_id)
+        uuid = self.new_uuid()
+        self._release_alloc(ph, Termination.PLACEHOLDER_REPLACED, f"replacing uuid: {uuid}", now,
+                            report=True, check_app=False)
+        d = app.ph_data.get(ph.task_group)
+        if d is not None:
+            d.replaced += 1
+        return self.allocate(app, ask, node, now, uuid=uuid)
+
+    # ---------------------------------------------------------------- release
+    def release_placeholders(self: "Partition", app: "Application", message: str, now: int,
+                             timedout: bool = True) -> None:
+        """Release every allocated placeholder of ``app`` with TIMEOUT (reported)."""
+        for group in list(app.placeholders.values()):
+            for alloc in list(group.values()):
+                self._release_alloc(alloc, Termination.TIMEOUT, message, now, report=True,
+                                    check_app=False)
+                d = app.ph_data.get(alloc.task_group)
+                if d is not None and timedout:
+                    d.timedout += 1
+
+    def _release_asks(self: "Partition", app: "Application", placeholders_only: bool) -> None:
+        for ask in list(app.asks.values()):
+            if ask.pending <= 0 or (placeholders_only and not ask.placeholder):
+                continue
+            self.outcomes.released_asks.append(
+                AskReleased(app.app_id, ask.key, Termination.TIMEOUT, MSG_TIMEOUT_ASKS))
+            self._remove_ask(app, ask.key)
+
+    def _on_placeholder_timer(self: "Partition", app_id: str, gen: int, now: int) -> None:
+        app = self.apps.get(app_id)
+        if app is None or app.seq != gen or not app.ph_timeout_at or app.ph_timeout_at > now:
+            return
+        app.ph_timeout_at = 0
+        if app.state in _STARTED:
+            self._release_asks(app, placeholders_only=True)
+            self.release_placeholders(app, MSG_TIMEOUT_ALLOCS, now)
+            self._maybe_complete(app, now)
+        elif app.state in (AppState.NEW, AppState.ACCEPTED):
+            hard = app.gang_style == "Hard"
+            self.event(EventType.APP, app_id, REASON_RESERVATION_TIMEOUT,
+                       f"placeholder timeout of application {app_id} ({app.gang_style} gang)", now)
+            # release first: Failing with nothing left goes on to Failed (and leaves the queue)
+            self._release_asks(app, placeholders_only=not hard)
+            self.release_placeholders(app, MSG_TIMEOUT_ALLOCS, now)
+            if hard:
+                self.app_event(app, AppEvent.FAIL, now, REASON_RESERVATION_TIMEOUT)
+                if app.state is AppState.FAILING:
+                    self._maybe_complete(app, now)
+            elif self.app_event(app, AppEvent.RESUME, now, REASON_RESERVATION_TIMEOUT):
+                self.app_event(app, AppEvent.RUN, now)  # Resuming -> Accepted: normal scheduling
+        self.changed = True
