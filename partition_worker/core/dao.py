@@ -60,7 +60,7 @@ def ask_dao(a: "Ask", partition: str, placeholder_timeout_ms: int) -> dict:
         "resource": a.resource.as_dict(), "pendingCount": a.pending, "priority": str(a.priority),
         "requiredNodeId": a.required_node, "applicationId": a.app_id, "partition": partition,
         "placeholder": a.placeholder, "placeholderTimeout": placeholder_timeout_ms if a.placeholder else 0,
-        "taskGroupName": a.task_group, "allocationLog": log, "triggeredPreemption": False,
+        "taskGroupName": a.task_group, "allocationLog": log, "triggeredPreemption": a.triggered_preemption,
     }
 
 

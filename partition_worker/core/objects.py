@@ -45,6 +45,8 @@ class Ask:
     sched_reason: str = ""
     sched_time_ns: int = 0
     reserved_node: str = ""  # node this ask holds a reservation on ("" = none)
+    preempt_after_ns: int = 0  # queue preemption: no new attempt before (rate limit)
+    triggered_preemption: bool = False
 
     @property
     def sort_key(self) -> tuple[int, int, int]:
@@ -74,6 +76,8 @@ class Allocation:
     originator: bool = False
     recovered: bool = False
     timeout_at_ns: int = 0  # execution timeout deadline (0 = none)
+    allow_preempt_self: bool = True  # SI preemptionPolicy.allowPreemptSelf of its ask
+    allow_preemption: bool = True  # ask tag yunikorn.apache.org/allowPreemption
 
 
 @dataclass(slots=True, eq=False)

@@ -62,6 +62,7 @@ class Partition(AppOps, NodeOps, GangOps):
         self.config = config
         self.limits = LimitTracker()  # user/group limits (inactive when none configured)
         self.limits.configure(config, ())
+        self.preemption_enabled = config.preemption.enabled
         self.apps: dict[str, Application] = {}
         self.finished_apps: dict[str, Application] = {}  # Completed/Failed/Rejected until expiry
         self.allocations: dict[str, Allocation] = {}
@@ -243,7 +244,9 @@ class Partition(AppOps, NodeOps, GangOps):
         alloc = Allocation(uuid=uuid or self.new_uuid(), key=ask.key, app_id=app.app_id, node_id=node.node_id,
                            resource=r, priority=ask.priority, create_time_ns=now,
                            queue_path=app.queue.path, tags=ask.tags, task_group=ask.task_group,
-                           placeholder=ask.placeholder, originator=ask.originator)
+                           placeholder=ask.placeholder, originator=ask.originator,
+                           allow_preempt_self=ask.allow_preempt_self,
+                           allow_preemption=ask.allow_preemption)
         ask.pending -= 1
         app.pending = app.pending.sub(r)
         app.add_allocated(r)
@@ -339,6 +342,7 @@ class Partition(AppOps, NodeOps, GangOps):
         self.root.max = self.total if self.nodes.nodes else None
         self.config = config
         self.limits.configure(config, self.apps.values())
+        self.preemption_enabled = config.preemption.enabled
         self._queues_created(created, now)
         for path in draining:
             self.event(EventType.QUEUE, path, "QueueDraining", f"queue {path} removed from the config, draining", now)

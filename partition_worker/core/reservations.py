@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from .app_state import AppState
 from .predicates import MAX_SHAPES, find_node, fits, selector_ok
+from .preemption import try_required_node_preemption
 
 if TYPE_CHECKING:  # pragma: no cover
     from .application import Application
@@ -43,8 +44,16 @@ def maybe_reserve(c, app: "Application", ask: "Ask") -> int:
     res = ask.resource
     if ask.required_node:
         node = p.nodes.get(ask.required_node)
-        if node is None or not node.usable or node.reservation is not None:
+        if node is None or not node.usable:
             return NOT_RESERVED
+        if node.reservation is not None:
+            # a daemon set ask cancels another app's reservation of an ordinary ask (v1.2)
+            other = node.reservation
+            oapp = p.apps.get(other.app_id)
+            oask = oapp.asks.get(other.ask_key) if oapp is not None else None
+            if other.app_id == app.app_id or (oask is not None and oask.required_node):
+                return NOT_RESERVED
+            p.unreserve(other)
         if not res.fits_in(node.capacity.sub(node.occupied)):
             return NO_NODE
         p.reserve(app, ask, node, c.now)
@@ -108,6 +117,8 @@ def try_reserved(c) -> int:
             target = find_node(c, ask)
         if target is None:
             c.blocked.add(ask)
+            if ask.required_node and node.node_id == ask.required_node:
+                try_required_node_preemption(p, app, ask, node, c.now)
             continue
         p.unreserve(res)
         p.allocate(app, ask, target, c.now)

@@ -34,6 +34,7 @@ from .app_state import AppState
 from .limits import describe as describe_limit
 from .outcomes import EventType, SchedState
 from .predicates import find_node
+from .preemption import try_queue_preemption
 from .reservations import NO_NODE, NOT_RESERVED, RESERVED, maybe_reserve, try_reserved
 from .queue import AppSortPolicy, Queue
 
@@ -45,6 +46,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["run_cycle", "usage_share", "WAITING_FOR_CLUSTER"]
 
 WAITING_FOR_CLUSTER = "request is waiting for cluster resources become available"
+# queue preemption attempts per cycle (each scans up to PREEMPTION_CANDIDATE_NODES nodes)
+MAX_PREEMPTIONS_PER_CYCLE = 8
 _SCHEDULABLE_APP_STATES = frozenset({AppState.ACCEPTED, AppState.STARTING, AppState.RUNNING,
                                      AppState.COMPLETING})
 # REQUEST events are a diagnosis aid; a cycle over 200k quota-blocked asks must not emit 200k
@@ -57,7 +60,7 @@ class _Cycle:
                  "failed_shapes", "unreservable", "qprio", "qkey", "event_budget",
                  "no_reserve", "visited", "fair", "sa_version",
                  "sa_cands", "sa_cursor", "sa_admitted", "prio_count",
-                 "kids")
+                 "kids", "preempt_budget")
 
     def __init__(self, p: "Partition", now: int) -> None:
         self.p = p
@@ -73,6 +76,7 @@ class _Cycle:
         self.qkey: dict[object, tuple] = {}  # queue -> (allocated it was computed for, key)
         self.event_budget = MAX_REQUEST_EVENTS_PER_CYCLE
         self.no_reserve = False  # the partition's reservation limit is reached
+        self.preempt_budget = MAX_PREEMPTIONS_PER_CYCLE
         self.visited = 0  # ask positions looked at: the cost of this cycle
         self.fair: dict[object, list] = {}
         self.sa_version: dict[object, int] = {}
@@ -416,7 +420,11 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
             _headroom_blocked(c, app, ask, blocker)
         else:
             # no node fits now; root's headroom (the cluster size) may be what is missing
-            if not c.no_reserve and not (plain and res == no_reserve_res):
+            if p.preemption_enabled and ask.allow_preempt_other and not ask.required_node \
+                    and c.preempt_budget > 0 and try_queue_preemption(p, app, ask, c.now):
+                c.preempt_budget -= 1
+                verdict = RESERVED
+            elif not c.no_reserve and not (plain and res == no_reserve_res):
                 verdict = maybe_reserve(c, app, ask)
                 if verdict == NO_NODE and plain:
                     no_reserve_res = res

@@ -24,6 +24,7 @@ class CoreSettings:
     completing_timeout_ns: int = 30 * SECOND  # Completing -> Completed
     expire_timeout_ns: int = 3 * DAY  # Completed/Failed/Rejected -> Expired (and purged)
     placeholder_timeout_ns: int = 15 * MINUTE  # gang: app executionTimeoutMilliSeconds <= 0
+    preemption_delay_ns: int = 30 * SECOND  # queue preemption.delay default (YuniKorn v1.3)
     reservation_delay_ns: int = 2 * SECOND  # an ask must be this old before it may reserve a node
     max_reservations: int = 256  # per partition; bounds the scan cost of reserving
     idle_cycle_interval_ns: int = SECOND  # cycle at this interval while asks are pending

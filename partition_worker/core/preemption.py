@@ -1,0 +1,271 @@
+"""Preemption: required-node (DaemonSet, YuniKorn v1.2) and queue guarantees (YuniKorn v1.3).
+
+Pure functions over the partition, called from the scheduling cycle. Victims are released
+at once (``released`` with ``PREEMPTED_BY_SCHEDULER``) and the node is reserved for the
+preemptor, which is placed there by the reserved-asks pass of the next cycle; a reserved
+node takes no other ask, so the freed room cannot go to someone else.
+
+Required-node preemption (``yunikorn.apache.org/requiredNode`` ask reserved on its node that
+still does not fit; always on, as in v1.2): victims on that node only; never another
+required-node allocation nor one of higher priority; they must free a resource type the ask
+needs; order: regular < ``allowPreemption=false`` < originator, then priority ascending,
+younger first, smaller first; taken until the node has room, only if enough can be freed.
+
+Queue preemption (partition ``preemption.enabled``): an ask with ``allowPreemptOther`` that
+fits no node, older than its leaf's ``preemption.delay`` (default 30 s; then retried at most
+once per delay), whose queue and every ancestor with a guarantee stay within the guarantee
+once it is placed (at least one guarantee on the path). Victims:
+- only allocations whose ask allows it (``allowPreemptSelf`` and the ``allowPreemption``
+  tag), no placeholders, no required-node allocations, effective priority (``priority.offset``
+  / ``priority.policy: fence`` of the queue path applied) not above the preemptor's;
+- only from queues above their guarantee: removing them keeps every queue of the victim's
+  path that is not an ancestor of the preemptor's queue at or above its guarantee (a queue
+  without a guarantee has a guarantee of zero), counting the victims already chosen;
+- lowest priority first, youngest first; on a single node; the set is then minimised (a
+  victim not needed for the fit is put back) and the node with the fewest victims (then the
+  lowest top priority) wins.
+No loops: once the preemptor is placed its queue is within its guarantee and the victim's
+queue at or above its own, so the victim's re-submission cannot satisfy the preemptor rule
+against it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from common.resources import Resource
+
+from .objects import TAG_REQUIRED_NODE
+from .outcomes import EventType, Termination
+from .predicates import selector_ok
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .application import Application
+    from .node import Node
+    from .objects import Allocation, Ask
+    from .queue import Queue
+
+__all__ = ["try_queue_preemption", "try_required_node_preemption", "effective_priority",
+           "parse_delay_ns", "PREEMPTION_CANDIDATE_NODES", "MSG_DAEMONSET"]
+
+PREEMPTION_CANDIDATE_NODES = 1000  # nodes examined per attempt (bounded cost)
+MSG_DAEMONSET = "preempting allocations to free up resources to run daemon set ask: {key}"
+_UNITS = {"ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000, "h": 3_600_000_000_000}
+
+
+def parse_delay_ns(text: str | None, default_ns: int) -> int:
+    """A Go-style duration of ``preemption.delay`` (``30s``, ``1m``, ``500ms``); default if bad."""
+    if not text:
+        return default_ns
+    t = text.strip().lower()
+    for unit in ("ms", "s", "m", "h"):
+        if t.endswith(unit):
+            try:
+                v = float(t[: -len(unit)])
+            except ValueError:
+                return default_ns
+            return int(v * _UNITS[unit]) if v >= 0 else default_ns
+    return default_ns
+
+
+def effective_priority(q: "Queue", prio: int) -> int:
+    """An ask priority as seen at root: each queue up the path applies its offset, a fenced
+    queue replaces it by its own offset (YuniKorn's priority.policy / priority.offset)."""
+    for x in q.chain():
+        prio = x.priority_value(prio)
+    return prio
+
+
+def _missing(res: Resource, node: "Node") -> dict[str, int]:
+    av = node.available._v
+    return {k: v - av.get(k, 0) for k, v in res._v.items() if v > av.get(k, 0)}
+
+
+def _frees(need: dict[str, int], a: "Allocation") -> bool:
+    av = a.resource._v
+    return any(av.get(k, 0) > 0 for k in need)
+
+
+def _take(need: dict[str, int], a: "Allocation") -> None:
+    av = a.resource._v
+    for k in list(need):
+        need[k] -= av.get(k, 0)
+        if need[k] <= 0:
+            del need[k]
+
+
+def _fits_without(res: Resource, node: "Node", chosen: list["Allocation"]) -> bool:
+    av = node.available._v
+    for k, v in res._v.items():
+        if av.get(k, 0) + sum(a.resource._v.get(k, 0) for a in chosen) < v:
+            return False
+    return True
+
+
+# ------------------------------------------------------------------------------ required node
+def try_required_node_preemption(p, app: "Application", ask: "Ask", node: "Node", now: int) -> bool:
+    """Free room on ``node`` for a required-node ask that holds it reserved. True if victims
+    were released (the ask is placed by a later pass)."""
+    if not ask.resource.fits_in(node.capacity.sub(node.occupied)):
+        return False
+    need = _missing(ask.resource, node)
+    if not need:
+        return False
+    cands = [a for a in node.allocations.values()
+             if TAG_REQUIRED_NODE not in a.tags and a.priority <= ask.priority
+             and not a.placeholder and _frees(need, a)]
+    cands.sort(key=lambda a: (2 if a.originator else 1 if not a.allow_preemption else 0,
+                              a.priority, -a.create_time_ns, _size(a.resource)))
+    chosen: list[Allocation] = []
+    for a in cands:
+        chosen.append(a)
+        _take(need, a)
+        if not need:
+            break
+    if need:
+        return False
+    msg = MSG_DAEMONSET.format(key=ask.key)
+    for a in chosen:
+        p._release_alloc(a, Termination.PREEMPTED_BY_SCHEDULER, msg, now, report=True)
+    ask.triggered_preemption = True
+    p.event(EventType.REQUEST, ask.key, "Preemption",
+            f"preempted {len(chosen)} allocation(s) on node {node.node_id} for daemon set ask {ask.key}",
+            now, group=app.app_id)
+    return True
+
+
+def _size(r: Resource) -> int:
+    return sum(r._v.values())
+
+
+# ------------------------------------------------------------------------------ queue preemption
+def _within_guarantee(q: "Queue", res: Resource) -> bool:
+    """Every queue of the path with a guarantee stays within it with ``res`` more (guaranteed
+    types only), and at least one has a guarantee."""
+    any_g = False
+    rv = res._v
+    for x in q.chain():
+        g = x.guaranteed
+        if g is None:
+            continue
+        any_g = True
+        gv, av = g._v, x.allocated._v
+        for k, v in rv.items():
+            lim = gv.get(k)
+            if lim is not None and av.get(k, 0) + v > lim:
+                return False
+    return any_g
+
+
+def try_queue_preemption(p, app: "Application", ask: "Ask", now: int) -> bool:
+    """Queue preemption for ``ask`` (see the module contract). True if victims were released
+    and a node reserved for the ask."""
+    leaf = app.queue
+    delay = parse_delay_ns(leaf.properties.get("preemption.delay"), p.settings.preemption_delay_ns)
+    if now < ask.create_time_ns + delay or now < ask.preempt_after_ns:
+        return False
+    ask.preempt_after_ns = now + max(delay, 1)  # rate limit: one attempt per delay
+    if not _within_guarantee(leaf, ask.resource):
+        return False
+    mine = set(leaf.chain())
+    prio = effective_priority(leaf, ask.priority)
+    best = None
+    seen = 0
+    res = ask.resource
+    for node in p.nodes.nodes.values():
+        if not node.usable:
+            continue
+        r = node.reservation
+        if r is not None and (r.app_id != app.app_id or r.ask_key != ask.key):
+            continue
+        if ask.selector and not selector_ok(node, ask):
+            continue
+        if not res.fits_in(node.capacity.sub(node.occupied)):
+            continue
+        seen += 1
+        found = _victims_on(p, node, res, prio, mine)
+        if found is not None:
+            key = (len(found[0]), found[1])
+            if best is None or key < best[0]:
+                best = (key, node, found[0])
+        if seen >= PREEMPTION_CANDIDATE_NODES:
+            break
+    if best is None:
+        return False
+    _, node, victims = best
+    msg = f"preempted by scheduler to free up resources for ask {ask.key} of application {app.app_id}"
+    for a in victims:
+        p._release_alloc(a, Termination.PREEMPTED_BY_SCHEDULER, msg, now, report=True)
+    if ask.reserved_node and ask.reserved_node != node.node_id:
+        p._unreserve_ask(app, ask)
+    if node.reservation is None:
+        p.reserve(app, ask, node, now)
+    ask.triggered_preemption = True
+    ask.preempt_after_ns = 0  # the next repeat may preempt at once; only failures wait
+    p.event(EventType.REQUEST, ask.key, "Preemption",
+            f"preempted {len(victims)} allocation(s) on node {node.node_id} for ask {ask.key} "
+            f"of application {app.app_id} (queue {leaf.path} below its guarantee)", now, group=app.app_id)
+    return True
+
+
+def _victims_on(p, node: "Node", res: Resource, prio: int, mine: set) -> tuple[list, int] | None:
+    need = _missing(res, node)
+    if not need:
+        return None  # fits already: not a preemption case on this node
+    cands = []
+    for a in node.allocations.values():
+        if a.placeholder or not a.allow_preempt_self or not a.allow_preemption \
+                or TAG_REQUIRED_NODE in a.tags or not _frees(need, a):
+            continue
+        vapp = p.apps.get(a.app_id)
+        if vapp is None or vapp.queue in mine:
+            continue  # never from the preemptor's own queue (it is below its guarantee)
+        vprio = effective_priority(vapp.queue, a.priority)
+        if vprio > prio:
+            continue
+        cands.append((vprio, -a.create_time_ns, a.uuid, a, vapp.queue))
+    if not cands:
+        return None
+    cands.sort(key=lambda t: t[:3])  # lowest priority first, then youngest
+    removed: dict[object, dict[str, int]] = {}
+    chosen: list = []
+    for vprio, _, _, a, vq in cands:
+        if not _guarantee_ok(vq, a, removed, mine):
+            continue
+        for x in vq.chain():
+            if x in mine:
+                break
+            rm = removed.setdefault(x, {})
+            for k, v in a.resource._v.items():
+                rm[k] = rm.get(k, 0) + v
+        chosen.append((vprio, a))
+        _take(need, a)
+        if not need:
+            break
+    if need:
+        return None
+    # minimise: put back victims not needed, the most valuable (last taken) first
+    for item in reversed(list(chosen)):
+        rest = [a for _, a in chosen if a is not item[1]]
+        if _fits_without(res, node, rest):
+            chosen.remove(item)
+    return [a for _, a in chosen], max(v for v, _ in chosen)
+
+
+def _guarantee_ok(vq: "Queue", a: "Allocation", removed: dict, mine: set) -> bool:
+    """Removing ``a`` (after ``removed``) keeps each queue of the victim path below the common
+    ancestor at or above its guarantee, for every guaranteed type ``a`` uses."""
+    av = a.resource._v
+    for x in vq.chain():
+        if x in mine:
+            return True
+        g = x.guaranteed
+        if g is None:
+            continue
+        rm = removed.get(x, {})
+        alloc = x.allocated._v
+        for k, lim in g._v.items():
+            v = av.get(k, 0)
+            if v > 0 and alloc.get(k, 0) - rm.get(k, 0) - v < lim:
+                return False
+    return True

@@ -1,0 +1,158 @@
+"""Preemption on the core with the fake clock: queue guarantees (v1.3) and required node (v1.2)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from common.config.model import PreemptionConfig
+from partition_worker.core.objects import TAG_REQUIRED_NODE
+from partition_worker.core.outcomes import Termination
+from tests.core.harness import SECOND, Harness, partition_config, q
+
+DELAY = 30 * SECOND
+
+
+def _h(low_g: int = 20, high_g: int = 60, enabled: bool = True, extra=(), high_props=None) -> Harness:
+    root = q("root", q("high", guaranteed={"memory": high_g}, props=high_props),
+             q("low", guaranteed={"memory": low_g}), *extra, submitacl="*")
+    cfg = replace(partition_config(root), preemption=PreemptionConfig(enabled=enabled))
+    h = Harness(config=cfg)
+    h.node("n1", memory=100, vcore=100)
+    return h
+
+
+def _fill_low(h: Harness, n: int = 10, size: int = 10, queue: str = "root.low", app: str = "lo",
+              **kw) -> list:
+    h.app(app, queue, "bob")
+    for i in range(n):
+        h.ask(f"{app}-{i}", app, memory=size, **kw)
+        h.step(1)  # one by one: distinct creation times (younger = later)
+    return [h.allocs_of(f"{app}-{i}")[0] for i in range(n)]
+
+
+def _preempted(h: Harness) -> list:
+    return [r for r in h.log.released if r.termination is Termination.PREEMPTED_BY_SCHEDULER]
+
+
+def test_reclaims_guarantee_youngest_victims_then_places_preemptor():
+    h = _h()
+    lows = _fill_low(h)
+    h.app("hi", "root.high", "alice")
+    h.ask("h1", "hi", memory=10, repeat=3)
+    h.step(1)
+    assert not _preempted(h)  # the preemption delay has not passed
+    h.step(DELAY)
+    rel = _preempted(h)
+    assert [r.uuid for r in rel] == [lows[9].uuid]  # youngest first, one per repeat
+    assert h.p.nodes.get("n1").reservation.ask_key == "h1"  # room reserved for the preemptor
+    for _ in range(4):
+        h.step(1)
+    assert [r.uuid for r in _preempted(h)] == [lows[9].uuid, lows[8].uuid, lows[7].uuid]
+    assert len(h.allocs_of("h1")) == 3
+    assert h.p.queues.find("root.low").allocated.get("memory") == 70
+    assert h.events("Preemption")
+
+
+def test_never_below_victim_guarantee():
+    h = _h(low_g=90)
+    _fill_low(h)
+    h.app("hi", "root.high", "alice")
+    h.ask("h1", "hi", memory=10, repeat=3)
+    h.step(DELAY)
+    for _ in range(4):
+        h.step(1)
+    assert len(_preempted(h)) == 1 and len(h.allocs_of("h1")) == 1
+    assert h.p.queues.find("root.low").allocated.get("memory") == 90
+
+
+def test_lowest_priority_first_and_opt_outs_respected():
+    h = _h()
+    h.app("lo", "root.low", "bob")
+    for i in range(10):
+        # the youngest allocations opt out or have a higher priority
+        kw = {"allow_preempt_self": False} if i >= 8 else {}
+        h.ask(f"lo-{i}", "lo", memory=10, priority=5 if i in (6, 7) else 0, **kw)
+        h.step(1)
+    lows = [h.allocs_of(f"lo-{i}")[0] for i in range(10)]
+    h.app("hi", "root.high", "alice")
+    h.ask("h1", "hi", memory=10, priority=5)
+    h.step(DELAY)
+    assert [r.uuid for r in _preempted(h)] == [lows[5].uuid]  # priority 0, youngest, not opted out
+
+
+def test_victims_only_from_queues_above_guarantee():
+    h = _h(low_g=50, extra=(q("other", guaranteed={"memory": 10}),))
+    _fill_low(h, n=5)  # low exactly at its guarantee
+    others = _fill_low(h, n=5, queue="root.other", app="ot")  # other above its guarantee
+    h.app("hi", "root.high", "alice")
+    h.ask("h1", "hi", memory=10)
+    h.step(DELAY)
+    assert [r.uuid for r in _preempted(h)] == [others[4].uuid]
+
+
+def test_minimal_set_on_one_node():
+    h = _h()
+    h.app("lo", "root.low", "bob")
+    h.ask("keep", "lo", memory=65, priority=9)  # above the preemptor: never a victim
+    h.step(1)
+    h.ask("big", "lo", memory=30)
+    h.step(1)
+    h.ask("small", "lo", memory=5)  # youngest: taken first, then put back as not needed
+    h.step(1)
+    h.app("hi", "root.high", "alice")
+    h.ask("h1", "hi", memory=30, priority=1)
+    h.step(DELAY)
+    assert [r.allocation_key for r in _preempted(h)] == ["big"]
+
+
+def test_no_loop_and_disabled_and_higher_priority_safe():
+    h = _h()
+    _fill_low(h)
+    h.app("hi", "root.high", "alice")
+    h.ask("h1", "hi", memory=10)
+    h.step(DELAY)
+    h.step(1)
+    assert len(_preempted(h)) == 1 and len(h.allocs_of("h1")) == 1
+    # the victim comes back and may preempt others: it cannot take from high (within guarantee)
+    h.ask("lo-again", "lo", memory=10, allow_preempt_other=True)
+    for _ in range(3):
+        h.step(DELAY)
+    assert len(_preempted(h)) == 1 and not h.allocs_of("lo-again")
+
+    off = _h(enabled=False)
+    _fill_low(off)
+    off.app("hi", "root.high", "alice")
+    off.ask("h1", "hi", memory=10)
+    off.step(DELAY)
+    off.step(DELAY)
+    assert not _preempted(off)
+
+    fenced = _h(high_props={"priority.policy": "fence", "priority.offset": "-10"})
+    _fill_low(fenced)
+    fenced.app("hi", "root.high", "alice")
+    fenced.ask("h1", "hi", memory=10, priority=100)  # fenced to -10: below the victims' 0
+    fenced.step(DELAY)
+    assert not _preempted(fenced)
+
+
+def test_required_node_preemption_daemonset():
+    h = Harness()
+    h.node("n1", memory=100)
+    h.app("lo", "root.default", "bob")
+    h.ask("orig", "lo", memory=20, originator=True)  # oldest: an originator goes last
+    h.step()
+    h.ask("reg", "lo", memory=30, repeat=2)
+    h.ask("young", "lo", memory=10, priority=1)  # higher priority than the daemon set ask
+    h.step(1)
+    h.app("ds", "root.default", "kube")
+    h.ask("ds-1", "ds", memory=25, tags={TAG_REQUIRED_NODE: "n1"})
+    h.step(1)
+    assert not h.allocs_of("ds-1")
+    h.step(3 * SECOND)  # reserves its node (after the reservation delay)
+    assert h.p.nodes.get("n1").reservation.ask_key == "ds-1"
+    h.step(SECOND)
+    rel = _preempted(h)
+    msg = "preempting allocations to free up resources to run daemon set ask: ds-1"
+    assert [(r.allocation_key, r.message) for r in rel] == [("reg", msg)]
+    h.step(1)
+    assert h.allocs_of("ds-1") and h.allocs_of("ds-1")[0].node_id == "n1"
