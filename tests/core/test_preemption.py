@@ -156,3 +156,16 @@ def test_required_node_preemption_daemonset():
     assert [(r.allocation_key, r.message) for r in rel] == [("reg", msg)]
     h.step(1)
     assert h.allocs_of("ds-1") and h.allocs_of("ds-1")[0].node_id == "n1"
+
+
+def test_an_ask_holding_a_reservation_still_preempts():
+    h = _h()
+    _fill_low(h)
+    h.app("hi", "root.high", "alice")
+    h.ask("h1", "hi", memory=10, repeat=2)
+    h.step(3 * SECOND)  # older than the reservation delay, younger than the preemption delay
+    assert h.p.apps["hi"].asks["h1"].reserved_node == "n1" and not _preempted(h)
+    h.step(DELAY)
+    for _ in range(3):
+        h.step(SECOND)
+    assert len(_preempted(h)) == 2 and len(h.allocs_of("h1")) == 2

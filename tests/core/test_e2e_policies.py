@@ -1,0 +1,133 @@
+"""Gang scheduling and queue preemption end to end: a real stack (``korral up``: rmproxy,
+broker, partition workers, Redis) driven by an RM on the generated SI stubs."""
+
+from __future__ import annotations
+
+import queue
+import time
+
+from common import si_pb2
+from tests.e2e.sirm import SIRM, app, ask, node, resource
+
+PREEMPTION_CONFIG = """
+partitions:
+  - name: default
+    preemption:
+      enabled: true
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: high
+            resources:
+              guaranteed: {memory: 600}
+            properties:
+              preemption.delay: 1s
+              priority.offset: "100"
+          - name: low
+            resources:
+              guaranteed: {memory: 100}
+"""
+
+
+class _Collector:
+    """Reads every allocation response until a condition on the totals holds."""
+
+    def __init__(self, rm: SIRM) -> None:
+        self.rm = rm
+        self.new: list = []
+        self.released: list = []
+        self.released_asks: list = []
+        self.rejected: list = []
+
+    def until(self, cond, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not cond(self):
+            left = deadline - time.monotonic()
+            assert left > 0, (f"timed out: {len(self.new)} new, {len(self.released)} released, "
+                              f"{len(self.rejected)} rejected")
+            try:
+                r = self.rm.next("allocation", left)
+            except queue.Empty:
+                continue  # the assert above reports the totals
+            self.new += r.new
+            self.released += r.released
+            self.released_asks += r.releasedAsks
+            self.rejected += r.rejected
+
+
+def test_gang_of_50_on_a_busy_cluster(stack_factory):
+    stack = stack_factory(workers=1)
+    rm = SIRM(stack.si_address, "rm-gang")
+    try:
+        rm.register()
+        rm.open()
+        rm.nodes(*[node(f"n{i}", memory=100, vcore=100) for i in range(10)])
+        rm.next("node")
+        col = _Collector(rm)
+        rm.apps(app("busy"))
+        rm.next("application")
+        rm.asks(*[ask(f"busy-{i}", "busy", memory=10, vcore=1) for i in range(60)])
+        col.until(lambda c: len(c.new) >= 60)
+        gang = app("gang")
+        gang.placeholderAsk.CopyFrom(resource(memory=250, vcore=50))
+        gang.gangSchedulingStyle = "Hard"
+        gang.executionTimeoutMilliSeconds = 120_000
+        rm.apps(gang)
+        rm.wait_for("application", lambda r: any(a.applicationID == "gang" for a in r.accepted))
+        phs = []
+        for i in range(50):
+            a = ask(f"ph-{i}", "gang", memory=5, vcore=1)
+            a.placeholder, a.taskGroupName = True, "tg"
+            phs.append(a)
+        rm.asks(*phs)
+        col.until(lambda c: len(c.new) >= 110)
+        placed = {a.UUID: a for a in col.new if a.placeholder}
+        assert len(placed) == 50
+        reals = []
+        for i in range(50):
+            a = ask(f"real-{i}", "gang", memory=4, vcore=1)
+            a.taskGroupName = "tg"
+            reals.append(a)
+        rm.asks(*reals)
+        col.until(lambda c: len(c.released) >= 50 and len(c.new) >= 160)
+        real_allocs = {a.UUID: a for a in col.new if a.allocationKey.startswith("real-")}
+        assert len(real_allocs) == 50 and not col.rejected
+        for rel in col.released:
+            assert rel.terminationType == si_pb2.PLACEHOLDER_REPLACED
+            real_uuid = rel.message.removeprefix("replacing uuid: ")
+            assert placed[rel.UUID].nodeID == real_allocs[real_uuid].nodeID  # same node
+        # the RM confirms every replacement (S10): nothing comes back
+        rm.streams["allocation"].send(si_pb2.AllocationRequest(
+            rmID=rm.rm_id, releases=si_pb2.AllocationReleasesRequest(allocationsToRelease=[
+                si_pb2.AllocationRelease(partitionName="default", applicationID="gang", UUID=r.UUID,
+                                         terminationType=si_pb2.PLACEHOLDER_REPLACED)
+                for r in col.released])))
+        rm.asks(ask("probe", "busy", memory=1, vcore=1))
+        col.until(lambda c: any(a.allocationKey == "probe" for a in c.new))
+        assert len(col.released) == 50
+    finally:
+        rm.close()
+
+
+def test_high_priority_queue_reclaims_its_guarantee(stack_factory):
+    stack = stack_factory(workers=1)
+    rm = SIRM(stack.si_address, "rm-preempt")
+    try:
+        rm.register(PREEMPTION_CONFIG)
+        rm.open()
+        rm.nodes(*[node(f"n{i}", memory=250, vcore=250) for i in range(4)])
+        rm.next("node")
+        col = _Collector(rm)
+        rm.apps(app("lo", queue="root.low"))
+        rm.next("application")
+        rm.asks(*[ask(f"lo-{i}", "lo", memory=10, vcore=1) for i in range(100)])
+        col.until(lambda c: len(c.new) >= 100)
+        rm.apps(app("hi", queue="root.high"))
+        rm.wait_for("application", lambda r: any(a.applicationID == "hi" for a in r.accepted))
+        rm.asks(*[ask(f"hi-{i}", "hi", memory=10, vcore=1) for i in range(30)])
+        col.until(lambda c: sum(a.applicationID == "hi" for a in c.new) >= 30, timeout=60)
+        victims = [r for r in col.released if r.terminationType == si_pb2.PREEMPTED_BY_SCHEDULER]
+        assert len(victims) == 30 and all(r.applicationID == "lo" for r in victims)
+    finally:
+        rm.close()
