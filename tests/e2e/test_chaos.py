@@ -27,7 +27,7 @@ def test_random_kills_for_two_minutes(stack, stack_options):
     seed = int(os.environ.get("KORRAL_SOAK_SEED", time.time()))
     rng = random.Random(seed)
     print(f"chaos seed {seed}")
-    rm = ClusterRM("rm-chaos")
+    rm = ClusterRM("rm-chaos", node_memory=1_000_000, node_vcore=100_000)  # room for the whole soak
     rm.connect(stack.si_address, TWO_PARTITIONS)
     kills: list[tuple[str, float]] = []
     try:
