@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .app_state import AppEvent, AppState
-from .outcomes import AskReleased, EventType, Termination
+from .outcomes import AskRejected, AskReleased, EventType, Termination
 
 if TYPE_CHECKING:  # pragma: no cover
     from .application import Application
@@ -80,6 +80,18 @@ class GangOps:
         return (f"ask {ask.key} of application {app.app_id} requests {ask.resource}, larger than "
                 f"the placeholders of task group {ask.task_group} ({size}): a real ask must fit "
                 f"in its placeholder")
+
+    def reject_if_too_big(self: "Partition", app: "Application", ask: "Ask", ph: "Allocation") -> bool:
+        """Reject (and remove) a real ask that does not fit in the placeholder it would take."""
+        if ask.resource.fits_in(ph.resource):
+            return False
+        reason = (f"ask {ask.key} of application {app.app_id} requests {ask.resource}, larger than "
+                  f"the placeholders of task group {ask.task_group} ({ph.resource}): a real ask "
+                  f"must fit in its placeholder")
+        self.outcomes.rejected_asks.append(AskRejected(app.app_id, ask.key, reason))
+        self.event(EventType.REQUEST, ask.key, "PlaceholderTooSmall", reason, self.now, group=app.app_id)
+        self._remove_ask(app, ask.key)
+        return True
 
     # ---------------------------------------------------------------- replacement
     def replace_placeholder(self: "Partition", app: "Application", ask: "Ask", ph: "Allocation",

@@ -376,6 +376,9 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
                 i += 1
                 continue
             group = app.placeholders.get(ask.task_group)
+            if group and p.reject_if_too_big(app, ask, next(iter(group.values()))):
+                i += 1  # (the ask was added before the group's placeholders were known)
+                continue
             if group:  # take the oldest placeholder of the group, on its node
                 c.ask_cursor[app] = cursor
                 c.visited += i - start + 1

@@ -151,3 +151,16 @@ def test_placeholder_data_in_the_app_view():
     assert view["placeholderData"] == [{"taskGroupName": "tg", "count": 3,
                                         "minResource": {"memory": 10, "vcore": 1},
                                         "replaced": 0, "timedout": 0}]
+
+
+def test_real_ask_added_before_its_placeholders_is_rejected_when_too_big():
+    h = Harness()
+    h.node("n1", memory=100)
+    h.do(AddApp("app1", "root.default", "alice", placeholder_ask=res(memory=20, vcore=2)))
+    h.ask("early", "app1", memory=15, vcore=1, task_group="tg")  # size unknown yet: accepted
+    h.ask("ph", "app1", memory=10, vcore=1, repeat=2, placeholder=True, task_group="tg")
+    h.step()
+    h.step(1)
+    assert "larger than the placeholders of task group tg" in h.rejected_ask_reasons()["early"]
+    assert not h.allocs_of("early") and len(h.allocs_of("ph")) == 2
+    assert "early" not in h.p.apps["app1"].asks and h.p.root.pending.is_zero()
