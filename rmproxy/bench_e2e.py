@@ -39,6 +39,7 @@ DEFAULT_NODES = (500, 1000, 2000, 5000)
 DEFAULT_ASKS = 10_000
 RM_ID = "korral-bench"
 
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=int, action="append", metavar="N",
                         help="node count of one row (repeatable; default 500 1000 2000 5000)")
@@ -51,6 +52,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="single-ask round trips per row on the idle cluster (default 200)")
     parser.add_argument("--no-core", action="store_true",
                         help="skip the in-process core row (core_allocations_per_second: null)")
+    parser.add_argument("--rest-readers", type=int, default=0, metavar="N",
+                        help="also run each burst again while N threads read the REST API in a loop, and "
+                             "report the slowdown (rest_slowdown: 1 - rate with reads / rate without)")
+    parser.add_argument("--rest-address", default=None,
+                        help="REST address of the stack given with --si-address (for --rest-readers)")
+
 
 def _percentile(values: list[float], q: float) -> float | None:
     if not values:
@@ -58,8 +65,10 @@ def _percentile(values: list[float], q: float) -> float | None:
     ordered = sorted(values)
     return ordered[max(0, min(len(ordered) - 1, int(round(q / 100 * len(ordered) + 0.5)) - 1))]
 
+
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 2)
+
 
 @dataclass
 class _BenchRM(ResourceManagerCallback):
@@ -103,13 +112,54 @@ class _BenchRM(ResourceManagerCallback):
             if not self.cond.wait_for(lambda: predicate(self), timeout):
                 raise RuntimeError(f"timed out after {timeout:.0f}s waiting for {what}")
 
+
 def _ask(key: str, app: str, memory: int = 10, vcore: int = 1) -> si_pb2.AllocationAsk:
     a = si_pb2.AllocationAsk(allocationKey=key, applicationID=app, partitionName="default", maxAllocations=1)
     a.resourceAsk.resources["memory"].value = memory
     a.resourceAsk.resources["vcore"].value = vcore
     return a
 
-def e2e_row(si_address: str, nodes: int, asks: int, rtt_samples: int = 200) -> dict:
+
+REST_READS = ("/ws/v1/partitions", "/ws/v1/partition/default/queues",
+              "/ws/v1/partition/default/nodes?limit=100", "/ws/v1/partition/default/application/app-a",
+              "/ws/v1/scheduler/healthcheck", "/ws/v1/metrics")
+
+
+class _RestReaders:
+    """Threads that read the REST API in a loop (a dashboard and scripts polling hard)."""
+
+    def __init__(self, rest_address: str, threads: int) -> None:
+        self.base = f"http://{rest_address}"
+        self.stop = threading.Event()
+        self.reads = 0
+        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
+
+    def _run(self) -> None:
+        import urllib.request
+
+        i = 0
+        while not self.stop.is_set():
+            try:
+                with urllib.request.urlopen(self.base + REST_READS[i % len(REST_READS)], timeout=10) as r:
+                    r.read()
+                self.reads += 1
+            except OSError:
+                pass
+            i += 1
+
+    def __enter__(self) -> "_RestReaders":
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(15)
+
+
+def e2e_row(si_address: str, nodes: int, asks: int, rtt_samples: int = 200, rest_address: str = "",
+            rest_readers: int = 0) -> dict:
     """One row against the stack at ``si_address`` (re-registers ``korral-bench``, wiping its state)."""
     from rmproxy.client import SchedulerAPI
 
@@ -141,10 +191,17 @@ def e2e_row(si_address: str, nodes: int, asks: int, rtt_samples: int = 200) -> d
             app = "app-a" if i % 2 == 0 else "app-b"
             requests[app].asks.append(_ask(f"ask-{i}", app))
         base = len(rm.allocations)
+        readers = _RestReaders(rest_address, rest_readers) if rest_readers else None
+        if readers is not None:
+            readers.__enter__()
         t_send = time.perf_counter()
-        for req in requests.values():
-            api.update_allocation(req)
-        rm.wait(lambda r: len(r.allocations) - base + len(r.rejected_asks) >= asks, 300, f"{asks} allocations")
+        try:
+            for req in requests.values():
+                api.update_allocation(req)
+            rm.wait(lambda r: len(r.allocations) - base + len(r.rejected_asks) >= asks, 300, f"{asks} allocations")
+        finally:
+            if readers is not None:
+                readers.__exit__()
         if rm.rejected_asks:
             raise RuntimeError(f"{len(rm.rejected_asks)} asks rejected, e.g. {rm.rejected_asks[0]}")
         times = rm.alloc_times[base:]
@@ -156,9 +213,10 @@ def e2e_row(si_address: str, nodes: int, asks: int, rtt_samples: int = 200) -> d
                 "nodes_per_second": round(nodes / node_secs, 1) if node_secs > 0 else None,
                 "latency_p50_ms": _ms(_percentile(lat, 50)), "latency_p99_ms": _ms(_percentile(lat, 99)),
                 "single_ask_p50_ms": _ms(_percentile(rtts, 50)), "single_ask_p99_ms": _ms(_percentile(rtts, 99)),
-                "single_ask_samples": len(rtts)}
+                "single_ask_samples": len(rtts), "rest_reads": readers.reads if readers else 0}
     finally:
         api.close()
+
 
 def _round_trips(api, rm: _BenchRM, samples: int) -> list[float]:
     """Ask one allocation, wait for it, release it; ``samples`` times on the idle cluster."""
@@ -181,6 +239,7 @@ def _round_trips(api, rm: _BenchRM, samples: int) -> list[float]:
     time.sleep(0.2)  # let the releases land before the burst
     return rtts
 
+
 def _core_rate(nodes: int, asks: int) -> float | None:
     """``korral bench core --json --nodes N``'s allocations_per_second, or None if unavailable."""
     try:
@@ -200,6 +259,7 @@ def _core_rate(nodes: int, asks: int) -> float | None:
           f"{(out.stderr or out.stdout).strip()[-300:]}", file=sys.stderr)
     return None
 
+
 def run(args: argparse.Namespace) -> int:
     nodes_list = args.nodes or list(DEFAULT_NODES)
     for n in nodes_list:
@@ -212,10 +272,13 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     try:
         if args.si_address:
-            rows = _rows(args.si_address, nodes_list, args, core)
+            if args.rest_readers and not args.rest_address:
+                print("korral bench e2e: --rest-readers with --si-address needs --rest-address", file=sys.stderr)
+                return 2
+            rows = _rows(args.si_address, nodes_list, args, core, args.rest_address or "")
         else:
             with LocalStack(args.workers, extra=("--log-level", "warning")) as stack:
-                rows = _rows(stack.si_address, nodes_list, args, core)
+                rows = _rows(stack.si_address, nodes_list, args, core, stack.rest_address)
     except (RuntimeError, SchedulerError) as exc:
         print(f"korral bench e2e: {exc}", file=sys.stderr)
         return 1
@@ -223,16 +286,24 @@ def run(args: argparse.Namespace) -> int:
         _print_table(rows)
     return 0
 
-def _rows(si_address: str, nodes_list: list[int], args: argparse.Namespace, core: dict) -> list[dict]:
+
+def _rows(si_address: str, nodes_list: list[int], args: argparse.Namespace, core: dict,
+          rest_address: str = "") -> list[dict]:
     rows = []
     for n in nodes_list:
         row = e2e_row(si_address, n, args.asks, args.rtt_samples)
         row["core_allocations_per_second"] = core[n]
         row["ratio_to_core"] = round(row["allocations_per_second"] / core[n], 3) if core[n] else None
+        if args.rest_readers:
+            loaded = e2e_row(si_address, n, args.asks, 0, rest_address, args.rest_readers)
+            row["allocations_per_second_with_rest_reads"] = loaded["allocations_per_second"]
+            row["rest_reads"] = loaded["rest_reads"]
+            row["rest_slowdown"] = round(1 - loaded["allocations_per_second"] / row["allocations_per_second"], 3)
         rows.append(row)
         if args.json:
             print(json.dumps(row), flush=True)
     return rows
+
 
 def _print_table(rows: list[dict]) -> None:
     head = ("nodes", "asks", "node reg s", "nodes/s", "asks→last alloc s", "alloc/s", "p50 ms", "p99 ms",
@@ -243,6 +314,7 @@ def _print_table(rows: list[dict]) -> None:
     print(" | ".join(head))
     for r in rows:
         print(" | ".join(_cell(r.get(k)) for k in keys))
+
 
 def _cell(value) -> str:
     if value is None:
