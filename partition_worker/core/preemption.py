@@ -21,6 +21,8 @@ once it is placed (at least one guarantee on the path). Victims:
 - only from queues above their guarantee: removing them keeps every queue of the victim's
   path that is not an ancestor of the preemptor's queue at or above its guarantee (a queue
   without a guarantee has a guarantee of zero), counting the victims already chosen;
+- not from a queue with ``preemption.policy: disabled``; with ``fence`` on the preemptor's
+  path (the outermost fenced queue counts), only from inside that queue's subtree;
 - lowest priority first, youngest first; on a single node; the set is then minimised (a
   victim not needed for the fit is put back) and the node with the fewest victims (then the
   lowest top priority) wins.
@@ -48,6 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["try_queue_preemption", "try_required_node_preemption", "effective_priority",
            "parse_delay_ns", "PREEMPTION_CANDIDATE_NODES", "MSG_DAEMONSET"]
 
+PROP_PREEMPTION_POLICY = "preemption.policy"
 PREEMPTION_CANDIDATE_NODES = 1000  # nodes examined per attempt (bounded cost)
 MSG_DAEMONSET = "preempting allocations to free up resources to run daemon set ask: {key}"
 _UNITS = {"ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000, "h": 3_600_000_000_000}
@@ -168,6 +171,10 @@ def try_queue_preemption(p, app: "Application", ask: "Ask", now: int) -> bool:
     if not _within_guarantee(leaf, ask.resource):
         return False
     mine = set(leaf.chain())
+    fence = None  # the outermost fenced queue of the path bounds where victims may be
+    for x in leaf.chain():
+        if x.properties.get(PROP_PREEMPTION_POLICY, "").lower() == "fence":
+            fence = x
     prio = effective_priority(leaf, ask.priority)
     best = None
     seen = 0
@@ -183,7 +190,7 @@ def try_queue_preemption(p, app: "Application", ask: "Ask", now: int) -> bool:
         if not res.fits_in(node.capacity.sub(node.occupied)):
             continue
         seen += 1
-        found = _victims_on(p, node, res, prio, mine)
+        found = _victims_on(p, node, res, prio, mine, fence)
         if found is not None:
             key = (len(found[0]), found[1])
             if best is None or key < best[0]:
@@ -208,7 +215,8 @@ def try_queue_preemption(p, app: "Application", ask: "Ask", now: int) -> bool:
     return True
 
 
-def _victims_on(p, node: "Node", res: Resource, prio: int, mine: set) -> tuple[list, int] | None:
+def _victims_on(p, node: "Node", res: Resource, prio: int, mine: set,
+                fence: "Queue | None") -> tuple[list, int] | None:
     need = _missing(res, node)
     if not need:
         return None  # fits already: not a preemption case on this node
@@ -220,6 +228,11 @@ def _victims_on(p, node: "Node", res: Resource, prio: int, mine: set) -> tuple[l
         vapp = p.apps.get(a.app_id)
         if vapp is None or vapp.queue in mine:
             continue  # never from the preemptor's own queue (it is below its guarantee)
+        vq = vapp.queue
+        if vq.properties.get(PROP_PREEMPTION_POLICY, "").lower() == "disabled":
+            continue  # preemption.policy disabled: its tasks are never victims
+        if fence is not None and fence not in vq.chain():
+            continue  # a fenced preemptor stays inside its fence
         vprio = effective_priority(vapp.queue, a.priority)
         if vprio > prio:
             continue

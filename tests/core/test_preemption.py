@@ -169,3 +169,32 @@ def test_an_ask_holding_a_reservation_still_preempts():
     for _ in range(3):
         h.step(SECOND)
     assert len(_preempted(h)) == 2 and len(h.allocs_of("h1")) == 2
+
+
+def test_preemption_policy_disabled_and_fence():
+    # low's tasks may not be victims: nothing to preempt
+    h = Harness(config=replace(partition_config(q(
+        "root", q("high", guaranteed={"memory": 60}),
+        q("low", guaranteed={"memory": 20}, props={"preemption.policy": "disabled"}),
+        submitacl="*")), preemption=PreemptionConfig(enabled=True)))
+    h.node("n1", memory=100, vcore=100)
+    _fill_low(h)
+    h.app("hi", "root.high", "alice")
+    h.ask("h1", "hi", memory=10)
+    h.step(DELAY)
+    assert not _preempted(h)
+    # a fenced parent: its children preempt each other, never the queue outside
+    h = Harness(config=replace(partition_config(q(
+        "root", q("team", q("a", guaranteed={"memory": 30}), q("b"), parent=True,
+                  props={"preemption.policy": "fence"}),
+        q("low", guaranteed={"memory": 10}), submitacl="*")), preemption=PreemptionConfig(enabled=True)))
+    h.node("n1", memory=100, vcore=100)
+    lows = _fill_low(h, n=8)
+    bs = _fill_low(h, n=2, queue="root.team.b", app="bb")
+    h.app("aa", "root.team.a", "alice")
+    h.ask("a1", "aa", memory=10, repeat=3)
+    h.step(DELAY)
+    for _ in range(3):
+        h.step(SECOND)
+    assert {r.uuid for r in _preempted(h)} == {b.uuid for b in bs}
+    assert lows and len(h.allocs_of("a1")) == 2
