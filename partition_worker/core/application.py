@@ -64,6 +64,7 @@ class Application:
     placeholders: dict[str, dict[str, Allocation]] = field(default_factory=dict)
     ph_data: dict[str, PlaceholderData] = field(default_factory=dict)
     ph_alloc_count: int = 0
+    ph_pending: int = 0  # pending repeats of placeholder asks (the gang is placed at 0)
     ph_timeout_at: int = 0  # placeholder timeout deadline (0 = no timer running)
     # the pending asks in scheduling order; may hold dead (exhausted/replaced) entries, and
     # asks appended since the last sort (``_unsorted``); entries before ``_head`` are dead
@@ -96,6 +97,8 @@ class Application:
         if old is not None:
             self._remove_from_pending(old)
         self.asks[ask.key] = ask
+        if ask.placeholder and ask.pending > 0:
+            self.ph_pending += ask.pending
         if ask.pending > 0:
             self.pending = self.pending.add(ask.resource.multiply(ask.pending))
             self._order.append(ask)
@@ -111,6 +114,8 @@ class Application:
     def _remove_from_pending(self, ask: Ask) -> None:
         if ask.pending > 0:
             self.pending = self.pending.sub_eliminate_negative(ask.resource.multiply(ask.pending))
+            if ask.placeholder:
+                self.ph_pending = max(0, self.ph_pending - ask.pending)
             ask.pending = 0  # dead entry in _order; dropped at the next compaction
             self._dead = True
 
@@ -184,9 +189,9 @@ class Application:
                 return a.resource
         return None
 
-    def has_pending_placeholders(self, task_group: str | None = None) -> bool:
-        return any(a.placeholder and a.pending > 0 and (task_group is None or a.task_group == task_group)
-                   for a in self.asks.values())
+    def has_pending_placeholders(self) -> bool:
+        """Some placeholder ask still has repeats to place (O(1))."""
+        return self.ph_pending > 0
 
     def stateaware_disabled(self) -> bool:
         return self.tags.get(TAG_STATEAWARE_DISABLE, "").lower() == "true"

@@ -248,6 +248,8 @@ class Partition(AppOps, NodeOps, GangOps):
                            allow_preempt_self=ask.allow_preempt_self,
                            allow_preemption=ask.allow_preemption)
         ask.pending -= 1
+        if ask.placeholder:
+            app.ph_pending -= 1
         app.pending = app.pending.sub(r)
         app.add_allocated(r)
         q = app.queue
