@@ -26,6 +26,7 @@ from common import addresses, registry, security, si_pb2
 from common.config import load_config
 from common.config.errors import ConfigError
 from common.envelope import Envelope, Kind, decode_for, encode
+from common.gcpause import gc_paused
 from partition_worker.core.settings import CoreSettings
 from partition_worker.queries import answer as answer_query
 from partition_worker.queries import observe_step
@@ -271,8 +272,9 @@ class WorkerLoop:
         else:
             try:
                 # packed here, so the broker forwards bytes instead of walking a large structure
-                reply = {"id": body.get("id"), "packed": msgpack.packb(answer_query(o.session, body),
-                                                                       use_bin_type=True)}
+                with gc_paused():
+                    packed = msgpack.packb(answer_query(o.session, body), use_bin_type=True)
+                reply = {"id": body.get("id"), "packed": packed}
             except (KeyError, ValueError) as exc:
                 reply = {"id": body.get("id"), "error": f"bad query {body.get('what')!r}: {exc}"}
         self._send(env.reply(Kind.QUERY_RESULT, reply))

@@ -27,6 +27,7 @@ from common import korral_pb2, registry, security, si_pb2
 from common.config import load_config
 from common.config.errors import ConfigError
 from common.envelope import Envelope, Kind, decode_for, encode
+from common.gcpause import gc_paused
 from rmproxy import split
 from rmproxy.rms import RMSession, RMState
 
@@ -213,8 +214,9 @@ class Proxy:
         fut = self.queries.pop(body.get("id") or 0, None)
         if fut is not None and not fut.done():
             if "packed" in body:  # a worker's answer, msgpack-encoded once by the worker
-                body = {"id": body.get("id"),
-                        "data": msgpack.unpackb(body.pop("packed"), raw=False, strict_map_key=False)}
+                with gc_paused():
+                    data = msgpack.unpackb(body.pop("packed"), raw=False, strict_map_key=False)
+                body = {"id": body.get("id"), "data": data}
             fut.set_result(body)
 
     def _on_unroutable(self, env: Envelope) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import gc
 import json
 import logging
 import time
@@ -26,6 +25,7 @@ from common.config import load_config
 from common.config.default import DEFAULT_CONFIG_TEXT
 from common.config.errors import ConfigError
 from common.config.loader import config_checksum
+from common.gcpause import gc_paused
 from rmproxy.webapi._http import ApiError, json_response
 from rmproxy.webapi.cluster import ClusterReader
 from rmproxy.webapi.yunikorn import cluster_info
@@ -147,13 +147,8 @@ class StateApi:
         # is created meanwhile, so the pause frees nothing late; measured ~2x faster at 50,000
         # allocations.
         async with self._dumping:
-            was_enabled = gc.isenabled()
-            gc.disable()
-            try:
+            with gc_paused():
                 text = pretty_dump(await self.build_dump())
-            finally:
-                if was_enabled:
-                    gc.enable()
         return web.Response(text=text, content_type="application/json", charset="UTF-8",
                             headers={"Access-Control-Allow-Origin": "*"})
 
@@ -242,9 +237,7 @@ def pretty_dump(doc: dict) -> str:
     cyclic GC is paused meanwhile: encoding creates many short-lived objects and each
     collection would rescan the (large) heap."""
     enc = json.JSONEncoder(separators=(",", ":")).encode
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         parts = []
         for key, value in doc.items():
             if isinstance(value, list) and value:
@@ -253,9 +246,6 @@ def pretty_dump(doc: dict) -> str:
             else:
                 parts.append(f"  {enc(key)}: {enc(value)}")
         return "{\n" + ",\n".join(parts) + "\n}\n"
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _registration_dump(reg) -> dict | None:
