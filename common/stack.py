@@ -390,6 +390,16 @@ def _ready_text(ready: dict) -> str:
 
 def _teardown(state_dir: Path) -> None:
     try:
+        info = load_stack(state_dir)
+    except NoStack:
+        return
+    if info.supervisord is None and supervisord_from_pidfile(info) is not None:
+        # stopped while supervisord was starting: give its daemon time to write the pid file,
+        # so the daemon (not the launching process it forks from) is the one stopped
+        deadline = time.monotonic() + 3.0
+        while not Path(info.pidfile).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    try:
         report = stop_stack(state_dir, timeout=15.0)
     except NoStack:
         return

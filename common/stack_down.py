@@ -275,15 +275,23 @@ def stop_stack(state_dir: str | os.PathLike, timeout: float = 30.0) -> DownRepor
 def supervisord_from_pidfile(info: StackInfo) -> ProcId | None:
     """The stack's supervisord when ``korral up`` was stopped before recording it.
 
-    Trusted only if that pid runs supervisord with this stack's config file.
+    From its pid file, or, when it was stopped before supervisord wrote one, the process
+    running supervisord with exactly this stack's config file. Trusted only if that pid runs
+    supervisord with this stack's config file.
     """
     try:
-        pid = int(Path(info.pidfile).read_text().strip())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        pids = [int(Path(info.pidfile).read_text().strip())]
     except (OSError, ValueError):
-        return None
-    if info.config_path.encode() in cmdline and any(b"supervisord" in part for part in cmdline):
-        return ProcId.of(pid)
+        pids = [int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit()]
+    for pid in pids:
+        if pid == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if info.config_path.encode() in cmdline and any(b"supervisord" in part for part in cmdline):
+            return ProcId.of(pid)
     return None
 
 
