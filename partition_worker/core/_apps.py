@@ -86,6 +86,8 @@ class AppOps:
             existing.execution_timeout_ms = cmd.execution_timeout_ms
             existing.placeholder_ask, existing.gang_style = cmd.placeholder_ask, _gang(cmd.gang_style)
             existing.recovered_only = False
+            self.limits.forget_app(app_id)
+            self.limits.rebuild(self.apps.values())  # its usage now counts for its real user
             out.apps_accepted.append(AppAccepted(app_id, queue.path, existing.state.value, now))
             return
         app = Application(app_id=app_id, queue=queue, user=cmd.user, groups=groups,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .limits import describe
 from .predicates import fits, selector_ok
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,10 +43,13 @@ def explain(p: "Partition", app: "Application", ask: "Ask") -> dict:
         else:
             stages["fits"] += 1
     blocker = app.queue.fits_headroom(ask.resource)
+    held = p.limits.check(app, ask.resource)
+    limit = describe(held[0], held[1], app, p.limits.group_of(app))[1] if held is not None else ""
     return {
         "applicationID": app.app_id, "allocationKey": ask.key, "pending": ask.pending,
         "state": ask.sched_state.value if ask.sched_state is not None else "",
         "reason": ask.sched_reason, "reservedNode": ask.reserved_node,
         "queueHeadroomBlockedBy": blocker.path if blocker is not None else "",
+        "limitBlockedBy": limit,  # the user/group limit that holds it ("" = none)
         "nodes": {k: v for k, v in stages.items() if v},
     }

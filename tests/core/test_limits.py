@@ -177,3 +177,28 @@ def test_usage_view_names_resolved_group_and_limits():
     assert leaf["maxApplications"] == 2 and leaf["runningApplications"] == ["app1"]
     group = next(g for g in view["groups"] if g["groupName"] == "devs")
     assert group["queues"]["children"][0]["maxResources"] == {"Resources": {"memory": 40}}
+
+
+def test_explain_names_the_limit():
+    from partition_worker.core.diagnosis import explain
+    h = _h()
+    h.app("app1", "root.a.leaf", "alice")
+    h.ask("k1", "app1", memory=10, repeat=4)
+    h.step()
+    app = h.p.apps["app1"]
+    why = explain(h.p, app, app.asks["k1"])
+    assert "user alice (wildcard *) in queue root.a" in why["limitBlockedBy"]
+
+
+def test_recovered_app_usage_counts_for_its_user_once_added():
+    from partition_worker.core import RecoveredAlloc
+    from common.resources import Resource
+    h = _h()
+    ra = RecoveredAlloc(uuid="r1", key="k0", app_id="app1", resource=Resource({"memory": 30, "vcore": 1}),
+                        node_id="n2")
+    h.node("n2", memory=100, existing=(ra,))
+    h.app("app1", "root.a.leaf", "alice")
+    assert h.p.limits.usage[("root.a", "user", "alice")].used.get("memory") == 30
+    h.ask("k1", "app1", memory=10)
+    h.step()
+    assert not h.allocs_of("k1") and h.events("UserLimitReached")
