@@ -227,7 +227,9 @@ def _lookup_queue(p, path: str):
 # --------------------------------------------------------------------------- applications
 
 def app_dao(a, part: str) -> dict:
-    """The core's ApplicationDAOInfo, with per-task-group placeholder data when it has none."""
+    """The core's ApplicationDAOInfo. The core fills ``placeholderData`` (count, replaced,
+    timedout) once a placeholder of the app is allocated; before that, the task groups are
+    shown as the placeholder asks declare them."""
     d = dao.app_dao(a, part)
     if not d.get("placeholderData"):
         d["placeholderData"] = _placeholder_data(a)
@@ -235,8 +237,8 @@ def app_dao(a, part: str) -> dict:
 
 
 def _placeholder_data(a) -> list[dict]:
-    """Task groups as the asks show them: count and size of the placeholders asked for.
-    (The core does not count replaced/timed-out placeholders per group: those stay 0.)"""
+    """Task groups as the placeholder asks declare them, before any is allocated (nothing
+    replaced or timed out yet)."""
     groups: dict[str, dict] = {}
     for ask in a.asks.values():
         if ask.placeholder and ask.task_group:
