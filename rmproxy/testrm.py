@@ -33,6 +33,7 @@ class ClusterRM(ResourceManagerCallback, RecoverableState):
     node_memory: int = 10_000
     node_vcore: int = 10_000
     lock: threading.RLock = field(default_factory=threading.RLock)
+    changed: threading.Condition = field(init=False)
     nodes: dict[str, si_pb2.NodeInfo] = field(default_factory=dict)
     apps: dict[str, si_pb2.AddApplicationRequest] = field(default_factory=dict)
     pending: dict[str, si_pb2.AllocationAsk] = field(default_factory=dict)
@@ -70,14 +71,20 @@ class ClusterRM(ResourceManagerCallback, RecoverableState):
             self.api.update_application(si_pb2.ApplicationRequest(rmID=self.rm_id, new=[a]))
 
     def submit(self, app_id: str, keys: list[str], memory: int = 10, vcore: int = 1) -> None:
+        self.send_asks(self.asks_for(app_id, keys, memory, vcore))
+
+    def asks_for(self, app_id: str, keys: list[str], memory: int = 10, vcore: int = 1) -> si_pb2.AllocationRequest:
+        """The request for these asks, not sent yet (benchmarks build it before starting the clock)."""
+        part = self.apps[app_id].partitionName
+        return si_pb2.AllocationRequest(rmID=self.rm_id, asks=[
+            si_pb2.AllocationAsk(allocationKey=k, applicationID=app_id, partitionName=part, maxAllocations=1,
+                                 resourceAsk=resource(memory=memory, vcore=vcore)) for k in keys])
+
+    def send_asks(self, request: si_pb2.AllocationRequest) -> None:
         with self.lock:
-            part = self.apps[app_id].partitionName
-            asks = [si_pb2.AllocationAsk(allocationKey=k, applicationID=app_id, partitionName=part,
-                                         maxAllocations=1, resourceAsk=resource(memory=memory, vcore=vcore))
-                    for k in keys]
-            for a in asks:
+            for a in request.asks:
                 self.pending[a.allocationKey] = a
-            self.api.update_allocation(si_pb2.AllocationRequest(rmID=self.rm_id, asks=asks))
+            self.api.update_allocation(request)
 
     def release(self, count: int) -> int:
         """Finish up to count running tasks (STOPPED_BY_RM); returns how many."""
@@ -94,14 +101,17 @@ class ClusterRM(ResourceManagerCallback, RecoverableState):
                         for a in done])))
             return len(done)
 
+    def __post_init__(self) -> None:
+        self.changed = threading.Condition(self.lock)  # notified by every callback
+
     def wait(self, predicate, timeout: float = 30.0) -> None:
+        """Until predicate(self) holds, checked after each callback (and every 0.1 s)."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self.lock:
+        with self.changed:
+            while time.monotonic() < deadline:
                 if predicate(self):
                     return
-            time.sleep(0.05)
-        with self.lock:
+                self.changed.wait(min(0.1, max(0.0, deadline - time.monotonic())))
             raise TimeoutError(f"condition not met in {timeout}s: pending={len(self.pending)} "
                                f"running={len(self.running)} violations={self.violations[:3]}")
 
@@ -112,7 +122,8 @@ class ClusterRM(ResourceManagerCallback, RecoverableState):
     # -- callbacks ----------------------------------------------------------------------
 
     def update_allocation(self, response: si_pb2.AllocationResponse) -> None:
-        with self.lock:
+        with self.changed:
+            self.changed.notify_all()
             for a in response.new:
                 if a.UUID in self.uuids_seen:
                     self.violations.append(f"duplicate UUID {a.UUID}")
@@ -132,7 +143,8 @@ class ClusterRM(ResourceManagerCallback, RecoverableState):
                 self.violations.append(f"ask {r.allocationKey} rejected: {r.reason}")
 
     def update_node(self, response: si_pb2.NodeResponse) -> None:
-        with self.lock:
+        with self.changed:
+            self.changed.notify_all()
             self.accepted_nodes.update(n.nodeID for n in response.accepted)
             for n in response.rejected:
                 self.violations.append(f"node {n.nodeID} rejected: {n.reason}")
