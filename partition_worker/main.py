@@ -204,7 +204,8 @@ class WorkerLoop:
         config = load_config(reg.config).partition(partition)
         if config is None:
             raise LookupError(f"the config of RM {rm_id} has no partition {partition}")
-        return self.session_factory(rm_id, partition, config, CoreSettings(group_lookup=self.group_lookup))
+        return self.session_factory(rm_id, partition, config,
+                                    CoreSettings(group_lookup=self.group_lookup, stage_timer=time.perf_counter))
 
     def _on_release(self, env: Envelope) -> None:
         if self.owned is not None and (self.owned.rm_id, self.owned.partition) == (env.rm_id, env.partition):

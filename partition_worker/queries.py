@@ -39,6 +39,7 @@ MAX_PAGE = 10_000  # items per answer at most
 PAGE_COST = 1_000  # work units per answer (an app or node = 1 + its allocations and asks): ~5-10 ms
 _PENDING_STATES = (AppState.NEW, AppState.ACCEPTED)
 _RUNNING_STATES = (AppState.STARTING, AppState.RUNNING, AppState.COMPLETING)
+STAGES = ("queue", "app", "node")  # timed stages of a scheduling cycle
 LATENCY_BUCKETS_MS = (0.1, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)
 
 
@@ -61,6 +62,11 @@ class StepStats:
     nodes_accepted: int = 0
     nodes_rejected: int = 0
     events: int = 0
+    # per scheduling cycle, seconds spent sorting queues, sorting apps and selecting nodes
+    # (the core times them with the worker's injected stage timer)
+    stage_buckets: dict[str, list[int]] = field(
+        default_factory=lambda: {s: [0] * (len(LATENCY_BUCKETS_MS) + 1) for s in STAGES})
+    stage_seconds_sum: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
 
     def to_data(self) -> dict:
         return {
@@ -73,6 +79,8 @@ class StepStats:
             "appSubmissions": {"accepted": self.apps_accepted, "rejected": self.apps_rejected},
             "nodesAccepted": self.nodes_accepted, "nodesRejected": self.nodes_rejected,
             "events": self.events,
+            "stageBuckets": {k: list(v) for k, v in self.stage_buckets.items()},
+            "stageSecondsSum": dict(self.stage_seconds_sum),
         }
 
 
@@ -85,6 +93,14 @@ def stats_of(session: Any) -> StepStats | None:
     return _STATS.get(session)
 
 
+def _bucket(seconds: float) -> int:
+    ms = seconds * 1000
+    i = 0
+    while i < len(LATENCY_BUCKETS_MS) and ms > LATENCY_BUCKETS_MS[i]:
+        i += 1
+    return i
+
+
 def observe_step(session: Any, outbox: Any, seconds: float) -> None:
     """Record one ``session.step`` that took ``seconds`` and returned ``outbox`` (an Outbox)."""
     st = _STATS.get(session)
@@ -93,11 +109,14 @@ def observe_step(session: Any, outbox: Any, seconds: float) -> None:
     st.steps += 1
     st.step_seconds_sum += seconds
     st.last_step_seconds = seconds
-    ms = seconds * 1000
-    i = 0
-    while i < len(LATENCY_BUCKETS_MS) and ms > LATENCY_BUCKETS_MS[i]:
-        i += 1
-    st.step_buckets[i] += 1
+    st.step_buckets[_bucket(seconds)] += 1
+    core = getattr(session, "core", None)
+    stages = getattr(core, "last_cycle_stages", None)
+    if stages:  # a cycle ran in this step
+        core.last_cycle_stages = None
+        for stage, spent in stages.items():
+            st.stage_buckets[stage][_bucket(spent)] += 1
+            st.stage_seconds_sum[stage] += spent
     a = outbox.allocation
     if a is not None:
         st.allocated += len(a.new)

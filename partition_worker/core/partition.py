@@ -55,6 +55,7 @@ class Partition(AppOps, NodeOps, GangOps):
         self.outcomes = Outcomes()
         self.state = ObjectState.ACTIVE
         self.state_time_ns = 0
+        self.last_cycle_stages: dict[str, float] | None = None  # seconds per stage of the last cycle
         self.queues = QueueTree(config.root)
         policy = parse_node_sort_policy(config.nodesortpolicy.type)
         self.nodes = NodeCollection(policy, dict(config.nodesortpolicy.resourceweights))

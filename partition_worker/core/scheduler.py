@@ -60,7 +60,7 @@ class _Cycle:
                  "failed_shapes", "unreservable", "qprio", "qkey", "event_budget",
                  "no_reserve", "visited", "fair", "sa_version",
                  "sa_cands", "sa_cursor", "sa_admitted", "prio_count",
-                 "kids", "preempt_budget")
+                 "kids", "preempt_budget", "timer", "stages")
 
     def __init__(self, p: "Partition", now: int) -> None:
         self.p = p
@@ -85,6 +85,20 @@ class _Cycle:
         self.sa_admitted: dict[object, list] = {}
         self.prio_count: dict[object, dict[int, int]] = {}  # leaf -> {app priority: apps}
         self.kids: dict[object, list] = {}  # parent -> sorted [(key, child)] for this cycle
+        self.timer = p.settings.stage_timer
+        self.stages = {"queue": 0.0, "app": 0.0, "node": 0.0}  # seconds per stage (timer set)
+
+
+def _timed(c: _Cycle, stage: str, fn, *args):
+    """fn(*args), its time added to the cycle's stage when a stage timer is injected."""
+    timer = c.timer
+    if timer is None:
+        return fn(*args)
+    start = timer()
+    try:
+        return fn(*args)
+    finally:
+        c.stages[stage] += timer() - start
 
 
 def run_cycle(p: "Partition", now: int) -> tuple[int, int]:
@@ -96,12 +110,16 @@ def run_cycle(p: "Partition", now: int) -> tuple[int, int]:
     if root.max is None or not p.nodes.nodes:
         return 0, 0  # no nodes: nothing to schedule on (YuniKorn skips the partition)
     c = _Cycle(p, now)
-    n = try_reserved(c) if p.reservations else 0
-    if root.pending.is_zero():
+    try:
+        n = try_reserved(c) if p.reservations else 0
+        if root.pending.is_zero():
+            return n, c.visited
+        while _try_queue(c, root) is not None:
+            n += 1
         return n, c.visited
-    while _try_queue(c, root) is not None:
-        n += 1
-    return n, c.visited
+    finally:
+        if c.timer is not None:
+            p.last_cycle_stages = dict(c.stages)
 
 
 # ------------------------------------------------------------------------------ queues
@@ -172,8 +190,8 @@ def _try_queue(c: _Cycle, q: Queue) -> "Allocation | None":
     prio = q.priority_enabled
     lst = c.kids.get(q)
     if lst is None:
-        lst = sorted((_queue_key(c, ch, prio), ch) for ch in q.children.values()
-                     if ch.schedulable and not ch.pending.is_zero())
+        lst = _timed(c, "queue", sorted, [(_queue_key(c, ch, prio), ch) for ch in q.children.values()
+                                           if ch.schedulable and not ch.pending.is_zero()])
         c.kids[q] = lst
     while lst:
         ch = lst[0][1]
@@ -233,7 +251,7 @@ def _try_leaf(c: _Cycle, q: Queue) -> "Allocation | None":
     order = c.fifo.get(q)
     if pol is AppSortPolicy.STATEAWARE:
         if order is None:
-            order = _stateaware_order(q)
+            order = _timed(c, "app", _stateaware_order, q)
             c.fifo[q] = order
             c.fifo_cursor[q] = 0
             c.sa_version[q] = q.sa_epoch
@@ -243,8 +261,8 @@ def _try_leaf(c: _Cycle, q: Queue) -> "Allocation | None":
             _stateaware_admit(c, q, order)
     elif order is None:
         # fifo order does not change within a cycle: sort once, then walk with a cursor
-        order = sorted((a for a in q.apps.values() if a.has_pending()),
-                       key=_fifo_key(q.priority_enabled))
+        order = _timed(c, "app", lambda: sorted((a for a in q.apps.values() if a.has_pending()),
+                                                key=_fifo_key(q.priority_enabled)))
         c.fifo[q] = order
         c.fifo_cursor[q] = 0
     blocked = c.blocked
@@ -308,7 +326,7 @@ def _try_leaf_fair(c: _Cycle, q: Queue) -> "Allocation | None":
     prio = q.priority_enabled
     lst = c.fair.get(q)
     if lst is None:
-        lst = sorted((_fair_key(a, g, prio), a) for a in q.apps.values() if a.has_pending())
+        lst = _timed(c, "app", sorted, [(_fair_key(a, g, prio), a) for a in q.apps.values() if a.has_pending()])
         c.fair[q] = lst
     blocked = c.blocked
     while lst:
@@ -406,7 +424,7 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
                 blocker = None  # root's max is the cluster size: no node fits (see below)
                 node = None
             elif blocker is None:
-                node = find_node(c, ask)
+                node = _timed(c, "node", find_node, c, ask)
             else:
                 node = None
             if node is not None:

@@ -33,3 +33,7 @@ class CoreSettings:
     # None: YuniKorn v1.2's default, the user's own name as the only group. The worker shell
     # injects the OS lookup; the core never calls it except through this setting.
     group_lookup: Callable[[str], tuple[str, ...] | None] | None = None
+    # A monotonic seconds clock for timing a cycle's stages (queue sorting, app sorting, node
+    # selection) as YuniKorn's sorting-latency metrics do. None: nothing is timed. Injected by
+    # the worker shell (time.perf_counter); the core only reads it and records per-cycle totals.
+    stage_timer: Callable[[], float] | None = None

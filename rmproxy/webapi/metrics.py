@@ -61,6 +61,11 @@ class ClusterCollector:
         latency = HistogramMetricFamily("yunikorn_scheduler_scheduling_latency_milliseconds",
                                         "Latency of the main scheduling routine (one worker step), ms",
                                         labels=pl)
+        sorting = HistogramMetricFamily(
+            "yunikorn_scheduler_node_sorting_latency_milliseconds",
+            "Time per scheduling cycle spent ordering queues (level=queue), ordering apps (level=app) "
+            "and selecting nodes from the incrementally kept node order (level=node), ms",
+            labels=pl + ["level"])
         usage: dict[str, GaugeMetricFamily] = {}
         for t, m in self.partitions:
             lv = [t.rm_id, t.partition]
@@ -71,6 +76,9 @@ class ClusterCollector:
                 for result, n in obs["appSubmissions"].items():
                     submissions.add_metric(lv + [result], n)
                 latency.add_metric(lv, _buckets(obs), obs["stepSecondsSum"] * 1000)
+                for level, counts in (obs.get("stageBuckets") or {}).items():
+                    sorting.add_metric(lv + [level], _buckets(obs, counts=counts),
+                                       obs["stageSecondsSum"][level] * 1000)
             for label, states in _APP_TOTAL_STATES.items():
                 apps.add_metric(lv + [label], sum(m["apps"].get(s, 0) for s in states))
             for state in ("active", "draining", "unhealthy"):
@@ -83,7 +91,7 @@ class ClusterCollector:
                                                           labels=pl + ["range"])
                 for rng, n in zip(_USAGE_RANGES, counts):
                     fam.add_metric(lv + [rng], n)
-        yield from (attempts, submissions, apps, nodes, latency)
+        yield from (attempts, submissions, apps, nodes, latency, sorting)
         yield from usage.values()
 
     def _queues(self) -> Iterable:
@@ -184,13 +192,15 @@ def _counter(name: str, doc: str, labels: list[str], rows) -> CounterMetricFamil
     return fam
 
 
-def _buckets(obs: dict, seconds: bool = False) -> list[tuple[str, int]]:
-    """Cumulative histogram buckets from the worker's per-bucket counts (bounds in ms)."""
+def _buckets(obs: dict, seconds: bool = False, counts: list[int] | None = None) -> list[tuple[str, int]]:
+    """Cumulative histogram buckets from the worker's per-bucket counts (bounds in ms);
+    ``counts`` defaults to the step latency's."""
+    counts = obs["stepBuckets"] if counts is None else counts
     out, total = [], 0
-    for bound, n in zip(obs["stepBucketsMs"], obs["stepBuckets"]):
+    for bound, n in zip(obs["stepBucketsMs"], counts):
         total += n
         out.append((repr(bound / 1000 if seconds else float(bound)), total))
-    total += obs["stepBuckets"][-1]
+    total += counts[-1]
     out.append(("+Inf", total))
     return out
 

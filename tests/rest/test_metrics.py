@@ -76,3 +76,20 @@ def test_metrics_move_when_an_allocation_happens_and_is_released(loaded: Loaded)
         time.sleep(0.1)
     assert value(after, "yunikorn_root_b_queue_resource", partition="default", state="allocated",
                  resource="memory") == allocated
+
+
+def test_sorting_latency_per_level_counts_scheduling_cycles(loaded: Loaded) -> None:
+    def cycles_by_level(fams: dict) -> dict[str, float]:
+        return {s.labels["level"]: s.value for s in fams["yunikorn_scheduler_node_sorting_latency_milliseconds"]
+                if s.name.endswith("_count") and s.labels.get("partition") == "default"}
+
+    before = cycles_by_level(scrape(loaded))
+    assert set(before) == {"queue", "app", "node"}
+    add_ask(loaded.rm, "b1-sorting", "app-b1", memory=30, vcore=1)
+    new = loaded.rm.wait_for("allocation", lambda r: any(a.allocationKey == "b1-sorting" for a in r.new))
+    uuid = next(a.UUID for a in new.new if a.allocationKey == "b1-sorting")
+    after = cycles_by_level(scrape(loaded))
+    assert all(after[level] > before[level] for level in before)  # the cycle that allocated was timed
+    loaded.rm.streams["allocation"].send(si_pb2.AllocationRequest(rmID="rm-rest", releases=si_pb2.AllocationReleasesRequest(
+        allocationsToRelease=[si_pb2.AllocationRelease(partitionName="default", applicationID="app-b1", UUID=uuid,
+                                                        terminationType=si_pb2.STOPPED_BY_RM)])))

@@ -1,0 +1,38 @@
+"""With a stage timer injected, a scheduling cycle records its time per stage; without, nothing."""
+
+from __future__ import annotations
+
+import itertools
+
+from common import si_pb2
+from common.config import load_config
+from partition_worker.core.settings import CoreSettings
+from partition_worker.session import PartitionSession
+
+CONFIG = "partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: a}]}]}]"
+
+
+def _run(settings: CoreSettings | None) -> PartitionSession:
+    s = PartitionSession("rm", "default", load_config(CONFIG).partitions[0], settings)
+    node = si_pb2.NodeInfo(nodeID="n1", action=si_pb2.NodeInfo.CREATE)
+    node.schedulableResource.resources["memory"].value = 100
+    s.apply_node_request(si_pb2.NodeRequest(nodes=[node]), 1)
+    s.apply_application_request(si_pb2.ApplicationRequest(new=[si_pb2.AddApplicationRequest(
+        applicationID="app", queueName="root.a", ugi=si_pb2.UserGroupInformation(user="u"))]), 1)
+    ask = si_pb2.AllocationAsk(allocationKey="k", applicationID="app", maxAllocations=1)
+    ask.resourceAsk.resources["memory"].value = 10
+    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask]), 2)
+    assert len(s.step(3).allocation.new) == 1
+    return s
+
+
+def test_stages_are_timed_with_the_injected_clock():
+    ticks = itertools.count()
+    s = _run(CoreSettings(stage_timer=lambda: float(next(ticks))))  # every reading 1 s later
+    stages = s.core.last_cycle_stages
+    assert set(stages) == {"queue", "app", "node"}
+    assert all(seconds >= 1.0 for seconds in stages.values())
+
+
+def test_without_a_timer_nothing_is_recorded():
+    assert _run(None).core.last_cycle_stages is None
