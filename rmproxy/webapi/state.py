@@ -164,8 +164,7 @@ class StateApi:
                 errors.append(f"Redis unavailable for RM {rm_id}: {exc}")
         apps: list = []
         for _, d in answers:
-            apps.extend(d["applications"])
-            _restore_node_allocations(d)
+            apps.extend(RawJSON(text.decode()) for text in d["applicationsJson"])
         cluster = [cluster_info(t, d["partition"], regs[t.rm_id].build_info if regs.get(t.rm_id) else None,
                                 regs[t.rm_id].registered_at_ns if regs.get(t.rm_id) else 0)
                    for t, d in answers]
@@ -174,7 +173,8 @@ class StateApi:
             "Partitions": [d["partition"] | {"rmID": t.rm_id} for t, d in answers],
             "Applications": apps,
             "AppHistory": [{"timestamp": t, "totalApplications": str(a)} for t, a, _ in self.history.records],
-            "Nodes": [{"partitionName": t.partition, "rmID": t.rm_id, "nodesInfo": d["nodes"]}
+            "Nodes": [RawJSON('{"partitionName":%s,"rmID":%s,"nodesInfo":[%s]}' % (
+                          _COMPACT.encode(t.partition), _COMPACT.encode(t.rm_id), b",".join(d["nodesJson"]).decode()))
                       for t, d in answers],
             "ClusterInfo": cluster,
             "ContainerHistory": [{"timestamp": t, "totalContainers": str(c)}
@@ -221,12 +221,11 @@ def _parse_rm_dump(value: Any) -> Any:
         return text
 
 
-def _restore_node_allocations(d: dict) -> None:
-    """Put each node's allocation views back (the worker sends them once, in the apps)."""
-    by_uuid = {al["uuid"]: al for a in d["applications"] for al in a["allocations"]}
-    by_uuid.update(d.get("orphanAllocations") or {})
-    for n in d["nodes"]:
-        n["allocations"] = [by_uuid[u] for u in n["allocations"] if u in by_uuid]
+class RawJSON(str):
+    """JSON text a worker already encoded (orjson, UTF-8): spliced into the dump as it is."""
+
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
 def pretty_dump(doc: dict) -> str:
@@ -236,12 +235,12 @@ def pretty_dump(doc: dict) -> str:
     pure Python); this keeps the dump readable and greppable at the C encoder's speed. The
     cyclic GC is paused meanwhile: encoding creates many short-lived objects and each
     collection would rescan the (large) heap."""
-    enc = json.JSONEncoder(separators=(",", ":")).encode
+    enc = _COMPACT.encode
     with gc_paused():
         parts = []
         for key, value in doc.items():
             if isinstance(value, list) and value:
-                body = ",\n    ".join(enc(v) for v in value)
+                body = ",\n    ".join(v if isinstance(v, RawJSON) else enc(v) for v in value)
                 parts.append(f"  {enc(key)}: [\n    {body}\n  ]")
             else:
                 parts.append(f"  {enc(key)}: {enc(value)}")

@@ -121,11 +121,15 @@ def test_pages_are_bounded_by_work_not_only_by_count(s, monkeypatch) -> None:
     assert [a["applicationID"] for a in second["items"]] == ["app2"] and second["next"] == 2 == second["total"]
 
 
-def test_the_dump_renders_each_allocation_once(s) -> None:
+def test_the_dump_carries_apps_and_nodes_as_json_with_the_same_allocations(s) -> None:
+    import json
+
     d = answer(s, {"what": "dump"})
-    uuids = {al["uuid"] for a in d["applications"] for al in a["allocations"]}
-    on_nodes = [u for n in d["nodes"] for u in n["allocations"]]
-    assert sorted(on_nodes) == sorted(uuids) and d["orphanAllocations"] == {}
+    apps = [json.loads(text) for text in d["applicationsJson"]]  # UTF-8 bytes
+    nodes = [json.loads(text) for text in d["nodesJson"]]
+    by_app = sorted((al["uuid"], json.dumps(al, sort_keys=True)) for a in apps for al in a["allocations"])
+    by_node = sorted((al["uuid"], json.dumps(al, sort_keys=True)) for n in nodes for al in n["allocations"])
+    assert by_app == by_node and by_app  # every allocation once per side, the same view
 
 
 def test_a_bug_in_an_answer_becomes_a_value_error_not_a_crash(s, monkeypatch) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from rmproxy.webapi.state import StateApi, _restore_node_allocations, config_with_checksum, pretty_dump
+from rmproxy.webapi.state import RawJSON, StateApi, config_with_checksum, pretty_dump
 
 
 class FakeRM:
@@ -55,12 +55,10 @@ def test_pretty_dump_is_json_with_one_element_per_line() -> None:
     assert '\n    {"name":"b"}\n' in text
 
 
-def test_node_allocation_views_are_restored_from_apps_and_orphans() -> None:
-    al = {"uuid": "u1", "nodeId": "n1"}
-    d = {"applications": [{"allocations": [al]}], "orphanAllocations": {"u9": {"uuid": "u9"}},
-         "nodes": [{"nodeID": "n1", "allocations": ["u1", "u9"]}]}
-    _restore_node_allocations(d)
-    assert d["nodes"][0]["allocations"] == [al, {"uuid": "u9"}]
+def test_pre_encoded_json_is_spliced_as_it_is() -> None:
+    doc = {"Applications": [RawJSON('{"applicationID":"a1"}'), {"applicationID": "a2"}], "LogLevel": "INFO"}
+    assert json.loads(pretty_dump(doc)) == {"Applications": [{"applicationID": "a1"}, {"applicationID": "a2"}],
+                                            "LogLevel": "INFO"}
 
 
 def test_config_checksum_line_is_replaced_not_duplicated() -> None:
