@@ -538,7 +538,7 @@ def _dump(s, body: dict) -> dict:
         "reservations": [{"nodeID": r.node_id, "applicationID": r.app_id, "allocationKey": r.ask_key,
                           "created": r.created_ns} for r in p.reservations.values()],
         **dao.usage_dao(p),
-        "health": _health(s, body),
+        **({"health": _health(s, body)} if body.get("health", True) else {}),  # rmproxy may have them
         "events": _events(s, {"limit": len(s.event_ring)})["items"],
     }
 

@@ -63,7 +63,7 @@ def install(app: web.Application, proxy: Any) -> None:
     resyncs.attach(proxy)
     history = History(reader)
     korral = KorralApi(proxy, reader, resyncs)
-    state = StateApi(proxy, reader, korral.stack_view, history)
+    state = StateApi(proxy, reader, korral.stack_view, history, korral.partition_health)
     yk = YuniKornApi(proxy, reader)
 
     async def metrics(request: web.Request) -> web.Response:

@@ -76,11 +76,15 @@ class History:
 
 
 class StateApi:
-    def __init__(self, proxy: Any, reader: ClusterReader, stack_view, history: History) -> None:
+    def __init__(self, proxy: Any, reader: ClusterReader, stack_view, history: History,
+                 partition_health=None) -> None:
         self.proxy = proxy
         self.reader = reader
         self.stack_view = stack_view  # async () -> dict, Korral's process view
         self.history = history
+        # async () -> ([(Target, checks)], errors), cached like the health endpoint's; None: the
+        # workers compute the checks inside the dump
+        self.partition_health = partition_health
         self._dumping = asyncio.Lock()  # YuniKorn serves a single dump at a time
 
     def routes(self) -> list[tuple[str, str, Any]]:
@@ -153,7 +157,12 @@ class StateApi:
                             headers={"Access-Control-Allow-Origin": "*"})
 
     async def build_dump(self) -> dict:
-        answers, errors = await self.reader.query_all_with_errors({"what": "dump"})
+        health: dict[tuple[str, str], Any] = {}
+        if self.partition_health is not None:
+            checked, _ = await self.partition_health()
+            health = {(t.rm_id, t.partition): checks for t, checks in checked}
+        answers, errors = await self.reader.query_all_with_errors(
+            {"what": "dump", "health": self.partition_health is None})
         rm_dumps = await self._rm_state_dumps()
         rm_ids = await self._rm_ids()
         regs = {}
@@ -184,7 +193,8 @@ class StateApi:
                              for t, d in answers],
             "UserUsage": [{"partitionName": t.partition, "rmID": t.rm_id, "users": d["users"],
                            "groups": d["groups"]} for t, d in answers],
-            "HealthChecks": [{"partitionName": t.partition, "rmID": t.rm_id, "checks": d["health"]}
+            "HealthChecks": [{"partitionName": t.partition, "rmID": t.rm_id,
+                              "checks": d["health"] if "health" in d else health.get((t.rm_id, t.partition), [])}
                              for t, d in answers],
             "Events": [e for _, d in answers for e in d["events"]],
             "RMDiagnostics": {rm_id: _registration_dump(reg) | {"stateDump": rm_dumps.get(rm_id)}
