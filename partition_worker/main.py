@@ -27,6 +27,7 @@ from common.config import load_config
 from common.config.errors import ConfigError
 from common.envelope import Envelope, Kind, decode_for, encode
 from common.gcpause import gc_paused
+from common.links import broker_dealer
 from partition_worker.core.settings import CoreSettings
 from partition_worker.queries import answer as answer_query
 from partition_worker.queries import observe_step
@@ -86,13 +87,7 @@ class WorkerLoop:
     def _connect(self) -> None:
         if self.sock is not None:
             self.sock.close(0)
-        self.sock = self.ctx.socket(zmq.DEALER)
-        self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.setsockopt(zmq.SNDHWM, 100_000)
-        self.sock.setsockopt(zmq.RCVHWM, 100_000)
-        self.sock.setsockopt(zmq.IDENTITY, f"{self.name}-{os.urandom(4).hex()}".encode())
-        security.secure_client(self.sock, *self.curve)
-        self.sock.connect(self.broker)
+        self.sock = broker_dealer(self.ctx, self.broker, self.name, self.curve)
         self._announce()
         self.broker_expires = time.monotonic() + EXPIRY
 

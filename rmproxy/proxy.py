@@ -23,11 +23,12 @@ import zmq
 import zmq.asyncio
 
 from broker.table import EXPIRY, INTERVAL
-from common import korral_pb2, registry, security, si_pb2
+from common import korral_pb2, registry, si_pb2
 from common.config import load_config
 from common.config.errors import ConfigError
 from common.envelope import Envelope, Kind, decode_for, encode
 from common.gcpause import gc_paused
+from common.links import broker_dealer
 from rmproxy import split
 from rmproxy.rms import RMSession, RMState
 
@@ -88,13 +89,7 @@ class Proxy:
     def _connect(self) -> None:
         if self.sock is not None:
             self.sock.close(0)
-        self.sock = self.ctx.socket(zmq.DEALER)
-        self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.setsockopt(zmq.SNDHWM, 100_000)
-        self.sock.setsockopt(zmq.RCVHWM, 100_000)
-        self.sock.setsockopt(zmq.IDENTITY, f"proxy-{self.name}-{os.urandom(4).hex()}".encode())
-        security.secure_client(self.sock, *self.curve)
-        self.sock.connect(self.broker_address)
+        self.sock = broker_dealer(self.ctx, self.broker_address, f"proxy-{self.name}", self.curve)
         self.broker_expires = time.monotonic() + EXPIRY
         self.cluster = {}
         self._hello()
