@@ -173,26 +173,22 @@ class LimitTracker:
 
     # ---------------------------------------------------------------- usage hooks
     def on_alloc(self, app: "Application", res: Resource) -> None:
-        if not self.active:
-            return
-        group = self.group_of(app)
-        for q in app.queue.chain():
-            if q.path not in self.by_path:
-                continue
-            self._add((q.path, USER, app.user), app.app_id, res)
-            if group:
-                self._add((q.path, GROUP, group), app.app_id, res)
+        self._track(app, res, self._add)
 
     def on_release(self, app: "Application", res: Resource) -> None:
+        self._track(app, res, self._sub)
+
+    def _track(self, app: "Application", res: Resource, change) -> None:
+        """Apply ``change`` (add or sub) to the app's user and group usage at every limited queue."""
         if not self.active:
             return
         group = self.group_of(app)
         for q in app.queue.chain():
             if q.path not in self.by_path:
                 continue
-            self._sub((q.path, USER, app.user), app.app_id, res)
+            change((q.path, USER, app.user), app.app_id, res)
             if group:
-                self._sub((q.path, GROUP, group), app.app_id, res)
+                change((q.path, GROUP, group), app.app_id, res)
 
     def _add(self, key: tuple[str, str, str], app_id: str, res: Resource) -> None:
         u = self.usage.get(key)
