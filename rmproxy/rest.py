@@ -1,7 +1,7 @@
 """The REST server of rmproxy (YuniKorn's ``/ws/v1`` paths and Korral's own).
 
-This module holds the aiohttp application and Korral's own endpoints; the
-YuniKorn-compatible API is added by ``rmproxy.webapi`` where present.
+This module holds the aiohttp application and Korral's own readiness and stack
+endpoints; ``rmproxy.webapi`` adds the YuniKorn-compatible API, metrics and dashboard.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from rmproxy.proxy import Proxy
+from rmproxy.webapi import install
 
 JSON_TYPE = "application/json; charset=UTF-8"
 
@@ -41,9 +42,5 @@ def build_app(proxy: Proxy) -> web.Application:
 
     app.router.add_get("/ws/v1/korral/ready", ready)
     app.router.add_get("/ws/v1/korral/stack", cluster)
-    try:  # the YuniKorn-compatible API, metrics and the dashboard
-        from rmproxy.webapi import install
-    except ImportError:
-        return app
-    install(app, proxy)
+    install(app, proxy)  # the YuniKorn-compatible API, metrics and the dashboard
     return app

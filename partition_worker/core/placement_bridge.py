@@ -1,9 +1,9 @@
-"""The core's side of placement: uses ``partition_worker.placement`` when it is available.
+"""The core's side of placement, on ``partition_worker.placement``.
 
-Without placement rules (or before the placement package exists) the manager is
-"not initialised" and the core uses the app's queueName verbatim, which must
-name an existing leaf (YuniKorn). Group resolution falls back to YuniKorn's
-default resolver: the groups given, or ``[user]`` when there are none.
+Without placement rules the manager is "not initialised" and the core uses the
+app's queueName verbatim, which must name an existing leaf (YuniKorn). Groups
+come from the injected lookup, else YuniKorn's default resolver: the groups
+given, or ``[user]`` when there are none.
 """
 
 from __future__ import annotations
@@ -15,18 +15,8 @@ from common.config.model import PlacementRuleConfig
 __all__ = ["PlacementBridge", "PlacementError"]
 
 from common.config.errors import ConfigError
-
-try:  # the placement package is built by a teammate in parallel
-    from partition_worker.placement import (AppPlacementInfo, GroupResolver, PlacementError,
-                                            PlacementManager, no_lookup)
-except ImportError:  # pragma: no cover - depends on the build state of the tree
-    PlacementManager = None  # type: ignore[assignment,misc]
-    AppPlacementInfo = None  # type: ignore[assignment,misc]
-    GroupResolver = None  # type: ignore[assignment,misc]
-    no_lookup = None  # type: ignore[assignment]
-
-    class PlacementError(Exception):  # type: ignore[no-redef]
-        """Stand-in so the core can catch placement failures before the package exists."""
+from partition_worker.placement import (AppPlacementInfo, GroupResolver, PlacementError,
+                                        PlacementManager, no_lookup)
 
 
 class PlacementBridge:
@@ -38,9 +28,8 @@ class PlacementBridge:
         self.error = ""  # why the rules at creation could not be built (manager uninitialised)
         # the lookup is injected (the OS lookup lives in the worker shell); without one, YuniKorn
         # v1.2's default resolver knows nobody
-        self._resolver = (GroupResolver(lookup=group_lookup or no_lookup)
-                          if GroupResolver is not None else None)
-        if rules and PlacementManager is not None:
+        self._resolver = GroupResolver(lookup=group_lookup or no_lookup)
+        if rules:
             try:
                 self._manager = PlacementManager(tuple(rules))
             except ConfigError as exc:  # YuniKorn logs it and runs without placement
@@ -53,9 +42,6 @@ class PlacementBridge:
 
     def update_rules(self, rules: Sequence[PlacementRuleConfig]) -> None:
         """Raises ``ConfigError`` (from the manager) and keeps the old rules on a bad set."""
-        if PlacementManager is None:
-            self._rules = tuple(rules)
-            return
         if self._manager is None:
             if rules:
                 self._manager = PlacementManager(tuple(rules))
@@ -64,9 +50,7 @@ class PlacementBridge:
         self._rules = tuple(rules)
 
     def resolve_groups(self, user: str, groups: Sequence[str], now: int) -> tuple[str, ...]:
-        if self._resolver is not None:
-            return tuple(self._resolver.resolve(user, groups, now))
-        return tuple(groups) if groups else (user,)
+        return tuple(self._resolver.resolve(user, groups, now))
 
     def place(self, cmd, groups: tuple[str, ...], queues) -> str:
         """Full lower-case queue path; raises PlacementError with YuniKorn's message."""
