@@ -17,22 +17,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     sub.required = True
     for name, (module_name, help_text) in BENCHES.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue  # not in this build; run() says so
-        module.configure(p)
+        importlib.import_module(module_name).configure(p)
 
 
 def run(args: argparse.Namespace) -> int:
-    module_name = BENCHES[args.bench][0]
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name != module_name:
-            raise
-        print(f"korral bench {args.bench}: not available in this build")
-        return 2
-    return int(module.run(args) or 0)
+    return int(importlib.import_module(BENCHES[args.bench][0]).run(args) or 0)

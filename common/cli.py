@@ -44,30 +44,16 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(_module=module_name, _name=name)
         if name == wanted:
-            module = _load(module_name, name)
-            if module is not None:
-                module.configure(p)  # a module serving several commands reads args._name in run()
+            # a module serving several commands reads args._name in run()
+            importlib.import_module(module_name).configure(p)
     return parser
-
-
-def _load(module_name: str, command: str):
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and module_name.startswith(exc.name):
-            return None  # not built yet; run() reports it
-        raise
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
-    module = _load(args._module, args._name)
-    if module is None:
-        print(f"korral {args._name}: not available in this build", file=sys.stderr)
-        return 2
-    return int(module.run(args) or 0)
+    return int(importlib.import_module(args._module).run(args) or 0)
 
 
 if __name__ == "__main__":
