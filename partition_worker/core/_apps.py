@@ -84,6 +84,7 @@ class AppOps:
             self._move_app(existing, queue, now)
             existing.user, existing.groups, existing.tags = cmd.user, groups, dict(cmd.tags)
             existing.execution_timeout_ms = cmd.execution_timeout_ms
+            existing.ph_timeout_ns = self.placeholder_timeout_ns(cmd, now)
             existing.placeholder_ask, existing.gang_style = cmd.placeholder_ask, _gang(cmd.gang_style)
             existing.recovered_only = False
             self.limits.forget_app(app_id)
@@ -93,6 +94,7 @@ class AppOps:
         app = Application(app_id=app_id, queue=queue, user=cmd.user, groups=groups,
                           tags=dict(cmd.tags), submission_time_ns=now, seq=self.next_seq(),
                           execution_timeout_ms=cmd.execution_timeout_ms,
+                          ph_timeout_ns=self.placeholder_timeout_ns(cmd, now),
                           placeholder_ask=cmd.placeholder_ask, gang_style=_gang(cmd.gang_style),
                           state_time_ns=now)
         self.apps[app_id] = app

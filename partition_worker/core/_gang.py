@@ -7,7 +7,9 @@ Contract:
 - A placeholder ask (``placeholder`` + ``taskGroupName``) is scheduled like any ask. Its
   allocation is kept per task group on the app (``Application.placeholders``); the first one
   starts the app's placeholder timer (app ``executionTimeoutMilliSeconds``, <= 0 -> the
-  ``CoreSettings.placeholder_timeout_ns`` default of 15 min). Once the allocated placeholders
+  ``CoreSettings.placeholder_timeout_ns`` default of 15 min), shortened by the time since the
+  app tag ``yunikorn.apache.org/creationTime`` (unix seconds), so an app re-added after a
+  restart keeps its original deadline; an expired one times out at once. Once the allocated placeholders
   cover the app's ``placeholderAsk`` the app goes Accepted -> Starting.
 - A real ask of a task group with an allocated placeholder replaces the oldest one on that
   placeholder's node, in one step (``replace_placeholder``): the placeholder is released
@@ -31,10 +33,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .app_state import AppEvent, AppState
+from .objects import TAG_APP_CREATION_TIME
 from .outcomes import AskRejected, AskReleased, EventType, Termination
 
 if TYPE_CHECKING:  # pragma: no cover
     from .application import Application
+    from .commands import AddApp
     from .objects import Allocation, Ask
     from .partition import Partition
 
@@ -51,11 +55,22 @@ _STARTED = (AppState.STARTING, AppState.RUNNING, AppState.COMPLETING)
 
 class GangOps:
     # ---------------------------------------------------------------- placeholders placed
+    def placeholder_timeout_ns(self: "Partition", cmd: "AddApp", now: int) -> int:
+        """The app's placeholder timeout: its executionTimeoutMilliSeconds (<= 0: the default)
+        minus the time since its ``yunikorn.apache.org/creationTime`` tag, at least 1 ms.
+        A creation time in the future (clock skew) or not a number is ignored."""
+        ms = cmd.execution_timeout_ms
+        timeout = ms * 1_000_000 if ms > 0 else self.settings.placeholder_timeout_ns
+        try:
+            created_ns = int(cmd.tags.get(TAG_APP_CREATION_TIME, "")) * 1_000_000_000
+        except ValueError:
+            return timeout
+        return max(timeout - max(0, now - created_ns), 1_000_000)
+
     def start_placeholder_timer(self: "Partition", app: "Application", now: int) -> None:
         if app.ph_timeout_at:
             return
-        ms = app.execution_timeout_ms
-        at = now + (ms * 1_000_000 if ms > 0 else self.settings.placeholder_timeout_ns)
+        at = now + (app.ph_timeout_ns or self.settings.placeholder_timeout_ns)
         app.ph_timeout_at = at
         self._timer(at, T_PLACEHOLDER, app.app_id, app.seq)
 

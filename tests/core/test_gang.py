@@ -164,3 +164,44 @@ def test_real_ask_added_before_its_placeholders_is_rejected_when_too_big():
     assert "larger than the placeholders of task group tg" in h.rejected_ask_reasons()["early"]
     assert not h.allocs_of("early") and len(h.allocs_of("ph")) == 2
     assert "early" not in h.p.apps["app1"].asks and h.p.root.pending.is_zero()
+
+
+def _creation_tagged(h: Harness, created_s: int, style: str, timeout_ms: int) -> None:
+    h.do(AddApp("app1", "root.default", "alice", placeholder_ask=res(memory=30, vcore=3),
+                gang_style=style, execution_timeout_ms=timeout_ms,
+                tags={"yunikorn.apache.org/creationTime": str(created_s)}))
+    h.ask("app1-ph", "app1", memory=10, vcore=1, repeat=3, placeholder=True, task_group="tg")
+
+
+def test_creation_time_tag_shortens_the_placeholder_timeout_of_a_readded_app():
+    """An app re-added after a restart keeps the deadline it had: 60 s timeout, created 45 s ago."""
+    h = Harness()
+    h.node("n1", memory=25)  # 2 of 3 placeholders: the gang never completes
+    _creation_tagged(h, h.now // SECOND - 45, "Hard", 60_000)
+    h.step()
+    assert len(h.allocs_of("app1-ph")) == 2
+    h.step(14 * SECOND)
+    assert h.app_state("app1") == "Accepted"
+    h.step(1 * SECOND)  # 15 s after the first placeholder, 60 s after creation
+    assert h.states("app1")[-2:] == ["Failing", "Failed"]
+
+
+def test_creation_time_past_the_timeout_times_out_at_once_and_bad_tags_are_ignored():
+    h = Harness()
+    h.node("n1", memory=25)
+    _creation_tagged(h, h.now // SECOND - 3600, "Soft", 60_000)  # created an hour ago
+    h.step()
+    h.step(SECOND // 100)
+    assert h.states("app1")[-2:] == ["Resuming", "Accepted"]
+    for tag in ("yesterday", str(h.now // SECOND + 3600)):  # not a number; in the future
+        g = Harness()
+        g.node("n1", memory=25)
+        g.do(AddApp("app1", "root.default", "alice", placeholder_ask=res(memory=30, vcore=3),
+                    gang_style="Hard", execution_timeout_ms=60_000,
+                    tags={"yunikorn.apache.org/creationTime": tag}))
+        g.ask("app1-ph", "app1", memory=10, vcore=1, repeat=3, placeholder=True, task_group="tg")
+        g.step()
+        g.step(59 * SECOND)
+        assert g.app_state("app1") == "Accepted", tag
+        g.step(SECOND)
+        assert g.states("app1")[-1] == "Failed", tag
