@@ -4,6 +4,16 @@ The loop owns the ZeroMQ socket, the clock and Redis; all scheduling happens in
 ``partition_worker.session.PartitionSession`` (pure, time passed in). Each turn:
 handle everything that arrived (a 10,000-ask request is one turn), then
 ``step(now)`` once — timers and one scheduling cycle — and send the outcomes.
+
+Liveness does not depend on the length of a turn: applying a 200,000-ask request
+or the first cycle over it can take seconds, longer than the broker's ``EXPIRY``.
+The loop beats between turns; a heartbeat thread beats while the loop is busy in a
+handler or a step, so a slow turn is not taken for a dead worker. A hung loop must
+still look dead: the thread stops beating once the loop has made no turn for
+``STALL_SECONDS``, and the broker's ordinary expiry reassigns the partition.
+ZeroMQ sockets are not thread safe, so every use of the socket (poll, recv, send,
+close/reconnect) happens under one lock; the loop never holds it while it runs a
+handler or a step, only while it polls (at most ``CYCLE_INTERVAL``).
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -36,6 +47,9 @@ from partition_worker.placement.groups import os_lookup
 log = logging.getLogger("korral.worker")
 
 CYCLE_INTERVAL = 0.1  # seconds: a cycle runs at least this often even when nothing arrived
+# A loop that made no turn for this long is hung, not slow: the heartbeat thread stops so the
+# broker declares the worker dead. Far above the slowest honest turn (seconds), far below "never".
+STALL_SECONDS = 60.0
 
 _REQUEST_TYPES = {
     Kind.SI_ALLOCATION: (si_pb2.AllocationRequest, "apply_allocation_request"),
@@ -64,6 +78,7 @@ class WorkerLoop:
         session_factory: Callable[..., Any] | None = None,
         curve: tuple[str | None, str | None] = (None, None),
         group_lookup: Callable[[str], tuple[str, ...] | None] | None = os_lookup,
+        stall_seconds: float = STALL_SECONDS,
     ) -> None:
         if session_factory is None:
             from partition_worker.session import PartitionSession as session_factory  # noqa: N813
@@ -81,13 +96,21 @@ class WorkerLoop:
         self.sock: zmq.Socket | None = None
         self.broker_expires = 0.0
         self._unsent_logged = 0.0
+        self.stall_seconds = stall_seconds
+        self._sock_lock = threading.Lock()  # every use of self.sock, from either thread
+        self._beat_at = 0.0  # monotonic time of the last heartbeat sent, by either thread
+        self._turn_at = 0.0  # monotonic time the loop last started a turn: its sign of progress
 
     # -- socket ---------------------------------------------------------------------
 
     def _connect(self) -> None:
-        if self.sock is not None:
-            self.sock.close(0)
-        self.sock = broker_dealer(self.ctx, self.broker, self.name, self.curve)
+        with self._sock_lock:  # the heartbeat thread must not send on a socket being replaced
+            if self.sock is not None:
+                self.sock.close(0)
+            self.sock = broker_dealer(self.ctx, self.broker, self.name, self.curve)
+            # no heartbeat before the announcement: from a new identity the broker would answer
+            # it with "reannounce", a second announcement for nothing
+            self._beat_at = time.monotonic()
         self._announce()
         self.broker_expires = time.monotonic() + EXPIRY
 
@@ -99,48 +122,87 @@ class WorkerLoop:
             "name": self.name, "host": socket.gethostname(), "pid": os.getpid(), "pin": self.pin, "owns": owns}))
 
     def _send(self, env: Envelope) -> None:
-        assert self.sock is not None
-        try:
-            self.sock.send(encode(env), zmq.NOBLOCK)
-        except zmq.Again:  # no connection to the broker: unreachable, or it refused our CURVE key
-            self.dropped += 1
-            now = time.monotonic()
-            if now - self._unsent_logged > 10:
-                self._unsent_logged = now
-                log.warning("cannot reach the broker at %s (unreachable, or it refused this worker's "
-                            "CURVE key); dropped %s, retrying", self.broker, env.kind)
+        raw = encode(env)  # outside the lock: a large body must not delay the heartbeat thread
+        with self._sock_lock:
+            assert self.sock is not None
+            try:
+                self.sock.send(raw, zmq.NOBLOCK)
+            except zmq.Again:  # no connection to the broker: unreachable, or it refused our CURVE key
+                self.dropped += 1
+                now = time.monotonic()
+                if now - self._unsent_logged > 10:
+                    self._unsent_logged = now
+                    log.warning("cannot reach the broker at %s (unreachable, or it refused this worker's "
+                                "CURVE key); dropped %s, retrying", self.broker, env.kind)
+                return
+            if env.kind is Kind.HEARTBEAT:
+                self._beat_at = time.monotonic()
 
     # -- loop -----------------------------------------------------------------------
 
     def run(self) -> None:
+        """Turns until ``running`` is False; the heartbeat thread lives exactly as long."""
+        self._turn_at = time.monotonic()
         self._connect()
-        next_beat = time.monotonic() + INTERVAL
-        while self.running:
-            wake = time.monotonic() + CYCLE_INTERVAL
-            if self.owned is not None:
-                deadline = self.owned.session.next_wakeup_ns()
-                if deadline is not None:
-                    wake = min(wake, time.monotonic() + (deadline - time.time_ns()) / 1e9)
-            timeout_ms = max(0, int((min(wake, next_beat) - time.monotonic()) * 1000))
+        beater = threading.Thread(target=self._beat_while_busy, name=f"korral-beat-{self.name}", daemon=True)
+        beater.start()
+        try:
+            while self.running:
+                self._turn()
+        finally:
+            self.running = False
+            beater.join()  # after this the caller may close the socket safely
+
+    def _turn(self) -> None:
+        self._turn_at = time.monotonic()
+        wake = self._turn_at + CYCLE_INTERVAL
+        if self.owned is not None:
+            deadline = self.owned.session.next_wakeup_ns()
+            if deadline is not None:
+                wake = min(wake, time.monotonic() + (deadline - time.time_ns()) / 1e9)
+        timeout_ms = max(0, int((min(wake, self._beat_at + INTERVAL) - time.monotonic()) * 1000))
+        with self._sock_lock:  # held while polling only: at most CYCLE_INTERVAL
             assert self.sock is not None
-            if self.sock.poll(timeout_ms, zmq.POLLIN):
-                self._drain()
-            self._step()
+            arrived = self.sock.poll(timeout_ms, zmq.POLLIN)
+        if arrived:
+            self._drain()
+        # Only now, with everything queued read: a long previous turn left the broker's
+        # heartbeats waiting in the socket, which is not silence.
+        if time.monotonic() > self.broker_expires:  # broker silent: reconnect and announce again
+            log.warning("broker silent for %.0fs, reconnecting to %s", EXPIRY, self.broker)
+            self._connect()
+        self._step()
+        if time.monotonic() >= self._beat_at + INTERVAL:
+            self._send(Envelope(Kind.HEARTBEAT))
+
+    def _beat_while_busy(self) -> None:
+        """Heartbeat thread: beat whenever a beat is due and the loop has not, stop while the
+        loop is stalled (no turn for ``stall_seconds``). Ends when ``running`` goes False."""
+        stalled = False
+        while self.running:
+            time.sleep(INTERVAL / 5)
             now = time.monotonic()
-            if now >= next_beat:
-                self._send(Envelope(Kind.HEARTBEAT))
-                next_beat = now + INTERVAL
-                if now > self.broker_expires:  # broker silent: reconnect and announce again
-                    log.warning("broker silent for %.0fs, reconnecting to %s", EXPIRY, self.broker)
-                    self._connect()
+            idle = now - self._turn_at
+            if idle > self.stall_seconds:
+                if not stalled:
+                    stalled = True
+                    log.error("worker loop made no progress for %.0fs (stuck in a handler or a cycle): "
+                              "heartbeats stop so the broker reassigns the partition", idle)
+                continue
+            if stalled:
+                stalled = False
+                log.warning("worker loop is making progress again; heartbeats resume")
+            if now >= self._beat_at + INTERVAL:
+                self._send(Envelope(Kind.HEARTBEAT))  # waits at most one poll for the lock
 
     def _drain(self) -> None:
-        assert self.sock is not None
         for _ in range(10_000):
-            try:
-                raw = self.sock.recv(zmq.NOBLOCK)
-            except zmq.Again:
-                return
+            with self._sock_lock:  # released before the handler runs, so the thread can beat
+                assert self.sock is not None
+                try:
+                    raw = self.sock.recv(zmq.NOBLOCK)
+                except zmq.Again:
+                    return
             self.broker_expires = time.monotonic() + EXPIRY
             got = decode_for(raw, self._HANDLERS, f"worker {self.name}")
             if got is None:
