@@ -13,7 +13,8 @@ younger first, smaller first; taken until the node has room, only if enough can 
 
 Queue preemption (partition ``preemption.enabled``): an ask with ``allowPreemptOther`` that
 fits no node, older than its leaf's ``preemption.delay`` (default 30 s; then retried at most
-once per delay), whose queue and every ancestor with a guarantee stay within the guarantee
+once per delay, or next cycle when every node it could use was reserved by another
+preemptor), whose queue and every ancestor with a guarantee stay within the guarantee
 once it is placed (at least one guarantee on the path). Victims:
 - only allocations whose ask allows it (``allowPreemptSelf`` and the ``allowPreemption``
   tag), no placeholders, no required-node allocations, effective priority (``priority.offset``
@@ -47,7 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .objects import Allocation, Ask
     from .queue import Queue
 
-__all__ = ["try_queue_preemption", "try_required_node_preemption", "effective_priority",
+__all__ = ["preemption_due", "try_queue_preemption", "try_required_node_preemption", "effective_priority",
            "parse_delay_ns", "PREEMPTION_CANDIDATE_NODES", "MSG_DAEMONSET"]
 
 PROP_PREEMPTION_POLICY = "preemption.policy"
@@ -160,13 +161,20 @@ def _within_guarantee(q: "Queue", res: Resource) -> bool:
     return any_g
 
 
+def preemption_due(p, app: "Application", ask: "Ask", now: int) -> bool:
+    """``ask`` is old enough to preempt (its leaf's ``preemption.delay``) and not waiting
+    after a failed attempt."""
+    delay = parse_delay_ns(app.queue.properties.get("preemption.delay"), p.settings.preemption_delay_ns)
+    return now >= ask.create_time_ns + delay and now >= ask.preempt_after_ns
+
+
 def try_queue_preemption(p, app: "Application", ask: "Ask", now: int) -> bool:
-    """Queue preemption for ``ask`` (see the module contract). True if victims were released
-    and a node reserved for the ask."""
+    """Queue preemption for a due ``ask`` (see the module contract). True if victims were
+    released and a node reserved for the ask. A failure waits one delay before the next
+    attempt, except when every node that could hold the ask is reserved by another ask (a
+    preemptor about to be placed): that is retried next cycle, once the node is free."""
     leaf = app.queue
     delay = parse_delay_ns(leaf.properties.get("preemption.delay"), p.settings.preemption_delay_ns)
-    if now < ask.create_time_ns + delay or now < ask.preempt_after_ns:
-        return False
     ask.preempt_after_ns = now + max(delay, 1)  # rate limit: one attempt per delay
     if not _within_guarantee(leaf, ask.resource):
         return False
@@ -177,17 +185,18 @@ def try_queue_preemption(p, app: "Application", ask: "Ask", now: int) -> bool:
             fence = x
     prio = effective_priority(leaf, ask.priority)
     best = None
-    seen = 0
+    seen = reserved_by_others = 0
     res = ask.resource
     for node in p.nodes.nodes.values():
         if not node.usable:
             continue
-        r = node.reservation
-        if r is not None and (r.app_id != app.app_id or r.ask_key != ask.key):
-            continue
         if ask.selector and not selector_ok(node, ask):
             continue
         if not res.fits_in(node.capacity.sub(node.occupied)):
+            continue
+        r = node.reservation
+        if r is not None and (r.app_id != app.app_id or r.ask_key != ask.key):
+            reserved_by_others += 1
             continue
         seen += 1
         found = _victims_on(p, node, res, prio, mine, fence)
@@ -198,6 +207,8 @@ def try_queue_preemption(p, app: "Application", ask: "Ask", now: int) -> bool:
         if seen >= PREEMPTION_CANDIDATE_NODES:
             break
     if best is None:
+        if reserved_by_others and not seen:
+            ask.preempt_after_ns = 0
         return False
     _, node, victims = best
     msg = f"preempted by scheduler to free up resources for ask {ask.key} of application {app.app_id}"

@@ -34,7 +34,7 @@ from .app_state import AppState
 from .limits import describe as describe_limit
 from .outcomes import EventType, SchedState
 from .predicates import find_node
-from .preemption import try_queue_preemption
+from .preemption import preemption_due, try_queue_preemption
 from .reservations import NO_NODE, NOT_RESERVED, RESERVED, maybe_reserve, try_reserved
 from .queue import AppSortPolicy, Queue
 
@@ -46,8 +46,9 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["run_cycle", "usage_share", "WAITING_FOR_CLUSTER"]
 
 WAITING_FOR_CLUSTER = "request is waiting for cluster resources become available"
-# queue preemption attempts per cycle (each scans up to PREEMPTION_CANDIDATE_NODES nodes)
-MAX_PREEMPTIONS_PER_CYCLE = 8
+# queue preemption attempts per cycle, failed ones included (each scans the nodes once and
+# examines victims on up to PREEMPTION_CANDIDATE_NODES of them)
+MAX_PREEMPTION_ATTEMPTS_PER_CYCLE = 32
 _SCHEDULABLE_APP_STATES = frozenset({AppState.ACCEPTED, AppState.STARTING, AppState.RUNNING,
                                      AppState.COMPLETING})
 # REQUEST events are a diagnosis aid; a cycle over 200k quota-blocked asks must not emit 200k
@@ -76,7 +77,7 @@ class _Cycle:
         self.qkey: dict[object, tuple] = {}  # queue -> (allocated it was computed for, key)
         self.event_budget = MAX_REQUEST_EVENTS_PER_CYCLE
         self.no_reserve = False  # the partition's reservation limit is reached
-        self.preempt_budget = MAX_PREEMPTIONS_PER_CYCLE
+        self.preempt_budget = MAX_PREEMPTION_ATTEMPTS_PER_CYCLE
         self.visited = 0  # ask positions looked at: the cost of this cycle
         self.fair: dict[object, list] = {}
         self.sa_version: dict[object, int] = {}
@@ -441,9 +442,12 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
             _headroom_blocked(c, app, ask, blocker)
         else:
             # no node fits now; root's headroom (the cluster size) may be what is missing
+            preempted = False
             if p.preemption_enabled and ask.allow_preempt_other and not ask.required_node \
-                    and c.preempt_budget > 0 and try_queue_preemption(p, app, ask, c.now):
+                    and c.preempt_budget > 0 and preemption_due(p, app, ask, c.now):
                 c.preempt_budget -= 1
+                preempted = try_queue_preemption(p, app, ask, c.now)
+            if preempted:
                 verdict = RESERVED
             elif not c.no_reserve and not (plain and res == no_reserve_res):
                 verdict = maybe_reserve(c, app, ask)

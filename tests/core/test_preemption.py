@@ -198,3 +198,28 @@ def test_preemption_policy_disabled_and_fence():
         h.step(SECOND)
     assert {r.uuid for r in _preempted(h)} == {b.uuid for b in bs}
     assert lows and len(h.allocs_of("a1")) == 2
+
+
+def test_preemptors_waiting_for_reserved_nodes_retry_next_cycle_not_after_a_delay():
+    """30 preemptors, 4 nodes: a node holds one preemptor's reservation at a time. The others
+    must not be penalised a whole preemption.delay for finding every node reserved: the
+    guarantee is reclaimed in consecutive cycles, and not one victim beyond it."""
+    root = q("root", q("high", guaranteed={"memory": 300}, props={"priority.offset": "100"}),
+             q("low", guaranteed={"memory": 100}), submitacl="*")
+    h = Harness(config=replace(partition_config(root), preemption=PreemptionConfig(enabled=True)))
+    for i in range(4):
+        h.node(f"n{i}", memory=250, vcore=25)
+    h.app("lo", "root.low", "bob")
+    h.ask("lo", "lo", memory=10, vcore=1, repeat=100)
+    h.step(1)
+    h.app("hi", "root.high", "alice")
+    for i in range(30):  # one ask per pod, as the k8s shim sends them
+        h.ask(f"hi-{i}", "hi", memory=10, vcore=1)
+    h.step(DELAY)
+    assert len(_preempted(h)) == 4  # one per node
+    for cycle in range(1, 8):
+        h.step(1)  # 1 ns later: far less than the delay
+        assert len(_preempted(h)) == min(30, 4 + 4 * cycle)
+    h.step(1)
+    assert sum(len(h.allocs_of(f"hi-{i}")) for i in range(30)) == 30 and len(_preempted(h)) == 30
+    assert h.p.queues.find("root.low").allocated.get("memory") == 700
