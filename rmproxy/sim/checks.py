@@ -11,6 +11,16 @@ is checked against the RM's own truth:
   ``max`` (YuniKorn's FitInMaxUndef: resources missing from max are unlimited).
   The app's queue is the one it asked for, so this check assumes the
   ``provided`` placement rule (the sim's default config).
+
+Gang scheduling and preemption, per response of the scheduler:
+
+* ``replacement-not-atomic``: a placeholder released ``PLACEHOLDER_REPLACED`` without the
+  real allocation it names (``replacing uuid: <uuid>``) in the same response, so the room
+  was briefly free or counted twice;
+* ``replacement-elsewhere``: the real allocation is not on its placeholder's node;
+* ``preempted-opted-out``: a victim whose ask said ``allowPreemptSelf: false``;
+* ``preempted-placeholder``: a placeholder taken as a victim (it is a gang's reservation);
+* ``preemption-loop``: a task's re-submission preempted the task that had preempted it.
 """
 
 from __future__ import annotations
@@ -67,6 +77,7 @@ class Validator:
     asks: dict[str, int] = field(default_factory=dict)  # key -> maxAllocations
     allocated: dict[str, int] = field(default_factory=dict)  # key -> allocations seen
     violations: list[Violation] = field(default_factory=list)
+    preempted_by: dict[str, str] = field(default_factory=dict)  # victim task -> preemptor task (origins)
 
     def ask_added(self, key: str, max_allocations: int = 1) -> None:
         self.asks[key] = max_allocations
@@ -121,3 +132,40 @@ class Validator:
             partition, path = queue
             for ancestor in _ancestors(path):
                 _add(self.queue_used.setdefault((partition, ancestor), {}), res, -1)
+
+    def placeholder_replaced(self, ph_key: str, ph_node: str, real_uuid: str,
+                             real: tuple[str, str] | None, now: float) -> list[Violation]:
+        """Check one ``PLACEHOLDER_REPLACED`` release against the real allocation it names:
+        ``real`` is (allocationKey, nodeID) of that allocation in the same response, or None."""
+        found: list[Violation] = []
+        if real is None:
+            found.append(Violation("replacement-not-atomic",
+                                   f"placeholder {ph_key} on node {ph_node} released PLACEHOLDER_REPLACED "
+                                   f"but real allocation {real_uuid or '(no uuid)'} is not in the same response",
+                                   now))
+        elif real[1] != ph_node:
+            found.append(Violation("replacement-elsewhere",
+                                   f"{real[0]} replaced placeholder {ph_key} of node {ph_node} on node {real[1]}",
+                                   now))
+        self.violations.extend(found)
+        return found
+
+    def preempted(self, victim: str, victim_origin: str, preemptor_origin: str | None, *,
+                  opted_out: bool, placeholder: bool, now: float) -> list[Violation]:
+        """Check one ``PREEMPTED_BY_SCHEDULER`` release. Origins are the first key of a task
+        (a re-submission keeps its origin); ``preemptor_origin`` is None when the release
+        does not name its preemptor."""
+        found: list[Violation] = []
+        if opted_out:
+            found.append(Violation("preempted-opted-out",
+                                   f"{victim} was preempted but its ask has allowPreemptSelf: false", now))
+        if placeholder:
+            found.append(Violation("preempted-placeholder", f"placeholder {victim} was preempted", now))
+        if preemptor_origin is not None:
+            if self.preempted_by.get(preemptor_origin) == victim_origin:
+                found.append(Violation("preemption-loop",
+                                       f"{victim} (task {victim_origin}) preempted by task {preemptor_origin}, "
+                                       f"which it had preempted before", now))
+            self.preempted_by[victim_origin] = preemptor_origin
+        self.violations.extend(found)
+        return found

@@ -10,13 +10,23 @@ Life of a task: planned -> asked (the app's asks go out in one request right
 after the app is accepted) -> running (allocation received, checked by the
 ``Validator``) -> done (its duration elapsed; released ``STOPPED_BY_RM``).
 An app whose tasks are all over is removed from the scheduler.
+
+A gang app behaves as YuniKorn's k8s shim: one task group named after its template;
+its placeholder asks go out first, its real asks (``taskGroupName`` set) once every
+placeholder is allocated, or when the scheduler falls back (Soft: Resuming). A
+placeholder released ``PLACEHOLDER_REPLACED`` is confirmed back with the same type, as
+the shim does when it deletes the placeholder pod. A task preempted
+(``PREEMPTED_BY_SCHEDULER``) is re-submitted under a new key (``<key>-r1``...) as a
+controller would re-create its pod, or ends the app as Failed (``on_preempted: fail``).
 """
 
 from __future__ import annotations
 
 import heapq
 import json
+import re
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -31,6 +41,11 @@ __all__ = ["SimCluster"]
 # Requests are split so that none nears gRPC's default 4 MiB message limit.
 NODES_PER_REQUEST = 1000
 ASKS_PER_REQUEST = 5000
+TAG_APP_CREATION_TIME = "yunikorn.apache.org/creationTime"  # unix seconds; keeps a gang's deadline on replay
+TAG_TASK_GROUPS = "yunikorn.apache.org/task-groups"
+REPLACING = "replacing uuid: "
+# the preemptor's key in a PREEMPTED_BY_SCHEDULER release (queue and daemon-set preemption)
+_PREEMPTOR = re.compile(r"(?:for ask|daemon set ask:) (\S+)")
 
 
 class Sender(Protocol):
@@ -48,7 +63,12 @@ class _Task:
     key: str
     app: "_App"
     duration: float
-    state: str = "planned"  # planned | asked | running | done | rejected | killed
+    origin: str = ""  # the task's first key: a re-submission keeps it
+    attempt: int = 0
+    placeholder: bool = False
+    # tasks: planned | asked | running | done | rejected | killed | preempted | failed
+    # placeholders: asked | running | replaced | timedout | released | rejected
+    state: str = "planned"
     asked_at: float = 0.0
     alloc: si_pb2.Allocation | None = None
 
@@ -63,6 +83,14 @@ class _App:
     open_tasks: int = 0
     scheduler_state: str = ""
     reason: str = ""
+    placeholders: list[_Task] = field(default_factory=list)
+    reals_sent: bool = False  # a gang's real asks went out
+    failed: bool = False  # a task was lost for good (preempted with on_preempted: fail)
+    submitted_wall: float = 0.0  # unix seconds: the creationTime tag
+
+    @property
+    def task_group(self) -> str:
+        return self.plan.template.name
 
     @property
     def queue(self) -> tuple[str, str]:
@@ -85,13 +113,18 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         self.nodes_rejected: dict[str, str] = {}
         self.apps: dict[str, _App] = {}
         self.tasks: dict[str, _Task] = {}
+        self.placeholders: dict[str, _Task] = {}
         for ap in plan.apps:
             app = _App(ap)
-            app.tasks = [_Task(t.key, app, t.duration) for t in ap.tasks]
+            app.tasks = [_Task(t.key, app, t.duration, origin=t.key) for t in ap.tasks]
+            app.placeholders = [_Task(f"{ap.app_id}-ph{j:04d}", app, 0.0, placeholder=True)
+                                for j in range(ap.members)]
             app.open_tasks = len(app.tasks)
             self.apps[ap.app_id] = app
             for t in app.tasks:
                 self.tasks[t.key] = t
+            for ph in app.placeholders:
+                self.placeholders[ph.key] = ph
         self._next_app = 0
         self._ends: list[tuple[float, str]] = []  # (end time, task key) of running tasks
         self._removable: list[_App] = []
@@ -115,7 +148,7 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             while self._next_app < len(self.plan.apps) and self.plan.apps[self._next_app].submit_at <= elapsed:
                 app = self.apps[self.plan.apps[self._next_app].app_id]
                 self._next_app += 1
-                app.state = "submitted"
+                app.state, app.submitted_wall = "submitted", time.time()
                 new.append(self._app_request(app))
             if new:
                 self.sender.update_application(si_pb2.ApplicationRequest(new=new))
@@ -159,13 +192,8 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                 app.state = "accepted"
                 if not app.asks_sent:
                     app.asks_sent = True
-                    now = self.clock()
-                    for task in app.tasks:
-                        task.state, task.asked_at = "asked", now
-                        self.validator.ask_added(task.key, 1)
-                        asks.append(self._ask(task))
-            for i in range(0, len(asks), ASKS_PER_REQUEST):
-                self.sender.update_allocation(si_pb2.AllocationRequest(asks=asks[i : i + ASKS_PER_REQUEST]))
+                    asks += self._send_asks(app.placeholders or app.tasks)
+                    app.reals_sent = not app.placeholders
             for r in response.rejected:
                 app = self.apps.get(r.applicationID)
                 if app is not None and not app.outcome:
@@ -175,14 +203,27 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                             self._close(task, "rejected")
             for u in response.updated:
                 app = self.apps.get(u.applicationID)
-                if app is not None:
-                    app.scheduler_state = u.state
+                if app is None:
+                    continue
+                app.scheduler_state = u.state
+                if u.state == "Resuming" and not app.reals_sent:  # Soft gang: scheduled normally now
+                    app.reals_sent = True
+                    asks += self._send_asks(app.tasks)
+                elif u.state in ("Failing", "Failed"):  # Hard gang timeout, partition removed, ...
+                    self._fail_unsent(app)
+            self._send_in_chunks(asks)
 
     def update_allocation(self, response: si_pb2.AllocationResponse) -> None:
+        """Replacements first (they free the placeholders' room for the real allocations of
+        the same response), then new allocations, then every other release."""
         with self.lock:
             now = self.clock()
+            asks: list[si_pb2.AllocationAsk] = []
+            replaced = [r for r in response.released if r.terminationType == si_pb2.PLACEHOLDER_REPLACED]
+            if replaced:
+                self._replaced(replaced, {a.UUID: a for a in response.new}, now)
             for alloc in response.new:
-                task = self.tasks.get(alloc.allocationKey)
+                task = self._task(alloc.allocationKey)
                 app = self.apps.get(alloc.applicationID)
                 queue = app.queue if app is not None else None
                 res = {k: q.value for k, q in alloc.resourcePerAlloc.resources.items()}
@@ -191,25 +232,92 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                 if task is None or task.state != "asked":
                     continue  # reported by the validator; nothing to run
                 task.state, task.alloc = "running", alloc
+                if task.placeholder:
+                    self.stats.placeholder("allocated")
+                    gang = task.app
+                    if not gang.reals_sent and all(p.state != "asked" for p in gang.placeholders):
+                        gang.reals_sent = True  # the whole gang is placed: the real tasks go
+                        asks += self._send_asks(gang.tasks)
+                    continue
                 self.stats.allocated(now, now - task.asked_at, queue_label(*task.app.queue))
                 heapq.heappush(self._ends, (now + task.duration, task.key))
             for rel in response.released:
-                task = self.tasks.get(rel.allocationKey)
+                if rel.terminationType == si_pb2.PLACEHOLDER_REPLACED:
+                    continue
+                task = self._task(rel.allocationKey)
                 if task is None or task.state != "running" or task.alloc.UUID != rel.UUID:
                     continue  # the echo of our own release, or of an allocation already over
                 self._unbook(task)
-                self._close(task, "killed")
+                if rel.terminationType == si_pb2.PREEMPTED_BY_SCHEDULER:
+                    asks += self._preempted(task, rel.message, now)
+                elif task.placeholder:
+                    task.state = "timedout" if rel.terminationType == si_pb2.TIMEOUT else "released"
+                    self.stats.placeholder(task.state)
+                else:
+                    self._close(task, "killed")
             for rej in response.rejected:
-                task = self.tasks.get(rej.allocationKey)
+                task = self._task(rej.allocationKey)
                 if task is not None and task.state == "asked":
                     self.validator.ask_removed(task.key)
                     self._close(task, "rejected")
                     task.app.reason = rej.reason
             for rel in response.releasedAsks:
-                task = self.tasks.get(rel.allocationKey)
+                task = self._task(rel.allocationKey)
                 if task is not None and task.state == "asked":
                     self.validator.ask_removed(task.key)
-                    self._close(task, "killed")
+                    self._close(task, "timedout" if task.placeholder else "killed")
+                    if task.placeholder:
+                        self.stats.placeholder("timedout")
+            self._send_in_chunks(asks)
+
+    def _replaced(self, releases: list[si_pb2.AllocationRelease], new: dict[str, si_pb2.Allocation],
+                  now: float) -> None:
+        """Check and unbook placeholders swapped for real allocations, and confirm each swap."""
+        confirms = []
+        for rel in releases:
+            ph = self.placeholders.get(rel.allocationKey)
+            if ph is None or ph.state != "running" or ph.alloc.UUID != rel.UUID:
+                continue
+            real_uuid = rel.message[len(REPLACING):] if rel.message.startswith(REPLACING) else ""
+            real = new.get(real_uuid)
+            self.stats.violation(self.validator.placeholder_replaced(
+                ph.key, ph.alloc.nodeID, real_uuid, (real.allocationKey, real.nodeID) if real else None, now))
+            self._unbook(ph)
+            ph.state = "replaced"
+            self.stats.placeholder("replaced")
+            confirms.append(si_pb2.AllocationRelease(
+                partitionName=ph.app.plan.template.partition, applicationID=ph.app.plan.app_id,
+                UUID=rel.UUID, allocationKey=ph.key, terminationType=si_pb2.PLACEHOLDER_REPLACED,
+                message="placeholder replaced"))
+        if confirms:
+            self.sender.update_allocation(si_pb2.AllocationRequest(
+                releases=si_pb2.AllocationReleasesRequest(allocationsToRelease=confirms)))
+
+    def _preempted(self, task: _Task, message: str, now: float) -> list[si_pb2.AllocationAsk]:
+        """A victim of preemption: check it, then re-submit it (or fail its app)."""
+        match = _PREEMPTOR.search(message)
+        preemptor = self._task(match.group(1)) if match else None
+        preemptor_origin = (preemptor.origin or preemptor.key) if preemptor else (match.group(1) if match else None)
+        t = task.app.plan.template
+        self.stats.violation(self.validator.preempted(
+            task.key, task.origin or task.key, preemptor_origin, opted_out=t.preempt_self is False,
+            placeholder=task.placeholder, now=now))
+        self.stats.preempted(queue_label(*task.app.queue))
+        if task.placeholder:
+            task.state = "released"
+            return []
+        asks = []
+        if t.on_preempted == "resubmit":
+            again = _Task(f"{task.origin}-r{task.attempt + 1}", task.app, task.duration, origin=task.origin,
+                          attempt=task.attempt + 1)
+            task.app.tasks.append(again)
+            task.app.open_tasks += 1
+            self.tasks[again.key] = again
+            asks = self._send_asks([again])
+        else:
+            task.app.failed = True
+        self._close(task, "preempted")
+        return asks
 
     # ------------------------------------------------------------------ replay hook, dump
     def recoverable_state(self) -> RecoverySnapshot:
@@ -219,7 +327,7 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             snap.applications = [self._app_request(a) for a in live]
             by_node: dict[str, list[si_pb2.Allocation]] = {}
             for app in live:
-                for task in app.tasks:
+                for task in app.placeholders + app.tasks:
                     if task.state == "running":
                         by_node.setdefault(task.alloc.nodeID, []).append(self._existing(task))
                     elif task.state == "asked":
@@ -247,7 +355,8 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
     # ------------------------------------------------------------------ views for stats/report
     def counts(self) -> dict[str, int]:
         with self.lock:
-            states: dict[str, int] = {"planned": 0, "asked": 0, "running": 0, "done": 0, "rejected": 0, "killed": 0}
+            states: dict[str, int] = {"planned": 0, "asked": 0, "running": 0, "done": 0, "rejected": 0,
+                                      "killed": 0, "preempted": 0, "failed": 0}
             for t in self.tasks.values():
                 states[t.state] += 1
             return states
@@ -272,8 +381,33 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             return out
 
     # ------------------------------------------------------------------ helpers
+    def _task(self, key: str) -> _Task | None:
+        return self.tasks.get(key) or self.placeholders.get(key)
+
+    def _send_asks(self, tasks: list[_Task]) -> list[si_pb2.AllocationAsk]:
+        """Mark the tasks that were never asked as asked; their asks, to be sent."""
+        now, asks = self.clock(), []
+        for task in tasks:
+            if task.state == "planned":
+                task.state, task.asked_at = "asked", now
+                self.validator.ask_added(task.key, 1)
+                asks.append(self._ask(task))
+        return asks
+
+    def _send_in_chunks(self, asks: list[si_pb2.AllocationAsk]) -> None:
+        for i in range(0, len(asks), ASKS_PER_REQUEST):
+            self.sender.update_allocation(si_pb2.AllocationRequest(asks=asks[i : i + ASKS_PER_REQUEST]))
+
+    def _fail_unsent(self, app: _App) -> None:
+        """The scheduler failed the app: tasks never asked will not be."""
+        for task in app.tasks:
+            if task.state == "planned":
+                self._close(task, "failed")
+
     def _close(self, task: _Task, state: str) -> None:
         task.state = state
+        if task.placeholder:
+            return
         task.app.open_tasks -= 1
         if task.app.open_tasks == 0 and task.app.state != "rejected":
             self._removable.append(task.app)
@@ -287,7 +421,7 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             return
         removes = []
         for app in self._removable:
-            clean = all(t.state == "done" for t in app.tasks)
+            clean = not app.failed and all(t.state in ("done", "preempted") for t in app.tasks)
             app.outcome = "Completed" if clean else "Failed"
             app.state = "removed"
             removes.append(si_pb2.RemoveApplicationRequest(applicationID=app.plan.app_id,
@@ -302,21 +436,41 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
 
     def _app_request(self, app: _App) -> si_pb2.AddApplicationRequest:
         t = app.plan.template
-        return si_pb2.AddApplicationRequest(
+        req = si_pb2.AddApplicationRequest(
             applicationID=app.plan.app_id, queueName=t.queue, partitionName=t.partition,
             ugi=si_pb2.UserGroupInformation(user=t.user, groups=list(t.groups)),
-            tags={"namespace": t.namespace})
+            tags={"namespace": t.namespace, TAG_APP_CREATION_TIME: str(int(app.submitted_wall))})
+        if t.gang is not None:  # as the k8s shim: the sum of the task groups, their timeout and style
+            members, each = app.plan.members, self._placeholder_resources(app)
+            req.placeholderAsk.CopyFrom(_resource({k: v * members for k, v in each.items()}))
+            req.executionTimeoutMilliSeconds = int(t.gang.timeout * 1000)
+            req.gangSchedulingStyle = t.gang.style
+            req.tags[TAG_TASK_GROUPS] = json.dumps(
+                [{"name": app.task_group, "minMember": members, "minResource": each}])
+        return req
+
+    @staticmethod
+    def _placeholder_resources(app: _App) -> dict[str, int]:
+        t = app.plan.template
+        return t.gang.resources or t.resources
 
     def _ask(self, task: _Task) -> si_pb2.AllocationAsk:
         t = task.app.plan.template
-        return si_pb2.AllocationAsk(
+        res = self._placeholder_resources(task.app) if task.placeholder else t.resources
+        ask = si_pb2.AllocationAsk(
             allocationKey=task.key, applicationID=task.app.plan.app_id, partitionName=t.partition,
-            resourceAsk=_resource(t.resources), maxAllocations=1, priority=t.priority,
-            tags={"kubernetes.io/meta/namespace": t.namespace, "kubernetes.io/meta/podName": task.key})
+            resourceAsk=_resource(res), maxAllocations=1, priority=t.priority,
+            tags={"kubernetes.io/meta/namespace": t.namespace, "kubernetes.io/meta/podName": task.key},
+            placeholder=task.placeholder, taskGroupName=task.app.task_group if t.gang else "")
+        if t.preempt_self is not None:
+            ask.preemptionPolicy.allowPreemptSelf = t.preempt_self
+            ask.preemptionPolicy.allowPreemptOther = t.preempt_other
+        return ask
 
     def _existing(self, task: _Task) -> si_pb2.Allocation:
         a = task.alloc
+        t = task.app.plan.template
         return si_pb2.Allocation(
             allocationKey=task.key, UUID=a.UUID, nodeID=a.nodeID, applicationID=task.app.plan.app_id,
-            partitionName=task.app.plan.template.partition, resourcePerAlloc=a.resourcePerAlloc,
-            priority=task.app.plan.template.priority)
+            partitionName=t.partition, resourcePerAlloc=a.resourcePerAlloc, priority=t.priority,
+            placeholder=task.placeholder, taskGroupName=task.app.task_group if t.gang else "")

@@ -73,8 +73,67 @@ apps:
      resources: {vcore: 1, memory: 1Gi}, duration: [2, 5]}
 """
 
+_GANG = """
+name: gang-on-a-busy-cluster
+seed: 5
+duration: 90
+config: |
+  partitions:
+    - name: default
+      placementrules: [{name: provided, create: true}]
+      queues:
+        - name: root
+          submitacl: '*'
+          queues:
+            - name: batch
+            - name: train
+              properties: {application.sort.policy: fifo}
+nodes:
+  - {name: n, count: 10, resources: {vcore: 8, memory: 16Gi}}
+apps:
+  # 80 slots; batch keeps arriving and keeps the cluster full while the gang assembles
+  - {name: busy, count: 8, queue: root.batch, arrival: {interval: 0.5}, tasks: 20,
+     resources: {vcore: 1, memory: 1Gi}, duration: [1, 3]}
+  - {name: train, count: 1, queue: root.train, arrival: {start: 0.5}, tasks: 50,
+     resources: {vcore: 1, memory: 1Gi}, duration: [1, 2],
+     gang: {members: 50, style: Hard, timeout: 60, resources: {vcore: 1, memory: 1Gi}}}
+"""
+
+_PREEMPTION = """
+name: reclaim-guarantee
+seed: 9
+duration: 90
+config: |
+  partitions:
+    - name: default
+      placementrules: [{name: provided, create: true}]
+      preemption: {enabled: true}
+      queues:
+        - name: root
+          submitacl: '*'
+          queues:
+            - name: high
+              resources: {guaranteed: {vcore: 30, memory: 30Gi}}
+              properties: {preemption.delay: 1s, priority.offset: "100"}
+            - name: low
+              resources: {guaranteed: {vcore: 10, memory: 10Gi}}
+nodes:
+  - {name: n, count: 4, resources: {vcore: 25, memory: 25Gi}}
+apps:
+  # low fills all 100 slots with long tasks; high arrives later and needs its guarantee of 30
+  - {name: low, count: 1, queue: root.low, tasks: 100, resources: {vcore: 1, memory: 1Gi},
+     duration: [6, 8]}
+  - {name: high, count: 1, queue: root.high, arrival: {start: 1.5}, tasks: 30,
+     resources: {vcore: 1, memory: 1Gi}, duration: 2}
+"""
+
+
 PRESETS: dict[str, tuple[str, str]] = {
     "demo": (_DEMO, "~3,600 tasks, 90 apps, queues root.a/root.b, partitions default/edge, ~30 s"),
     "small": (_SMALL, "6 apps, ~36 tasks on 4 nodes; a few seconds (smoke test)"),
     "burst": (_BURST, "10,000 tasks submitted at once into root.a/root.b on 200 nodes"),
+    "gang": (_GANG, "a Hard gang of 50 (placeholders, then in-place replacement) on a cluster kept busy "
+                    "by 160 batch tasks; ~10 s"),
+    "preemption": (_PREEMPTION, "root.low fills the cluster; root.high (priority.offset 100) reclaims its "
+                                "guarantee of 30 slots by preemption; victims re-submitted; ~13 s"),
 }

@@ -30,10 +30,11 @@ class LiveView:
 
     def renderable(self, cluster: "SimCluster", stats: "Stats", now: float) -> Group:
         counts = cluster.counts()
-        over = counts["done"] + counts["rejected"] + counts["killed"]
+        over = sum(counts[k] for k in ("done", "rejected", "killed", "preempted", "failed"))
         info = (f"alloc/s {stats.rate(now):7.0f}  pending {counts['asked']:5d}  running {counts['running']:5d}"
                 f"  violations {len(stats.violations)}")
-        self.progress.update(self.task_id, completed=over, info=info)
+        # re-submitted victims of preemption add tasks: the total grows
+        self.progress.update(self.task_id, completed=over, total=sum(counts.values()), info=info)
         table = Table(box=None, pad_edge=False)
         for col in ("queue", "running", "share", "allocations"):
             table.add_column(col, justify="left" if col == "queue" else "right")
@@ -70,13 +71,19 @@ def print_summary(summary: dict, console: Console, rest_address: str = "") -> No
     head.add_row("ask→allocation p50 / p99 / max",
                  f"{_fmt(summary['latency_p50_ms'], ' ms')} / {_fmt(summary['latency_p99_ms'], ' ms')}"
                  f" / {_fmt(summary['latency_max_ms'], ' ms')}")
+    ph = summary["placeholders"]
+    if any(ph.values()):
+        head.add_row("gang placeholders", ", ".join(f"{k} {v}" for k, v in ph.items()))
+    if summary["preempted"]:
+        head.add_row("tasks preempted", str(summary["preempted"]))
     head.add_row("violations", str(len(summary["violations"])))
     console.print(head)
     queues = Table(title="per queue (share = dominant share of the partition, sampled each second)")
-    for col in ("queue", "allocations", "mean share", "max share"):
+    for col in ("queue", "allocations", "preempted", "mean share", "max share"):
         queues.add_column(col, justify="left" if col == "queue" else "right")
     for q, e in summary["queues"].items():
-        queues.add_row(q, str(e["allocations"]), f"{e['mean_share']:.1%}", f"{e['max_share']:.1%}")
+        queues.add_row(q, str(e["allocations"]), str(e["preempted"]), f"{e['mean_share']:.1%}",
+                       f"{e['max_share']:.1%}")
     console.print(queues)
     if summary["violations"]:
         console.print(f"[bold red]{len(summary['violations'])} violation(s):[/]")
@@ -86,7 +93,8 @@ def print_summary(summary: dict, console: Console, rest_address: str = "") -> No
             console.print(f"  ... and {len(summary['violations']) - 50} more (see --json)")
     else:
         console.print("[green]no violations: no node over-committed, no unknown ask, no key beyond "
-                      "maxAllocations, no queue over its max[/]")
+                      "maxAllocations, no queue over its max, every placeholder replaced atomically on "
+                      "its node, no protected victim, no preemption loop[/]")
     if rest_address:
         console.print(f"scheduler state: http://{rest_address}/ws/v1/partitions  (web UI: http://{rest_address}/)")
 

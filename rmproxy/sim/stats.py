@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["Stats", "percentile"]
 
 SAMPLE_EVERY = 1.0
+PLACEHOLDER_COUNTS = ("allocated", "replaced", "timedout", "released")
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -39,6 +40,8 @@ class Stats:
     latencies: list[float] = field(default_factory=list)  # seconds, ask -> allocation
     alloc_times: list[float] = field(default_factory=list)
     per_queue_allocations: dict[str, int] = field(default_factory=dict)
+    per_queue_preempted: dict[str, int] = field(default_factory=dict)  # victims per queue
+    placeholders: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PLACEHOLDER_COUNTS, 0))
     violations: list[Violation] = field(default_factory=list)
     timeline: list[dict] = field(default_factory=list)
     end: float = 0.0
@@ -52,6 +55,13 @@ class Stats:
         self.latencies.append(latency)
         self.alloc_times.append(now)
         self.per_queue_allocations[queue] = self.per_queue_allocations.get(queue, 0) + 1
+
+    def placeholder(self, what: str) -> None:
+        """A gang placeholder was allocated, replaced, timed out or released."""
+        self.placeholders[what] += 1
+
+    def preempted(self, queue: str) -> None:
+        self.per_queue_preempted[queue] = self.per_queue_preempted.get(queue, 0) + 1
 
     def violation(self, found: list[Violation]) -> None:
         self.violations.extend(found)
@@ -113,9 +123,12 @@ class Stats:
             "latency_max_ms": _round(max(lat_ms) if lat_ms else None),
             "allocations_per_second": round(len(self.latencies) / span, 1) if span > 0 else None,
             "queues": {q: {"allocations": self.per_queue_allocations.get(q, 0),
+                           "preempted": self.per_queue_preempted.get(q, 0),
                            "mean_share": round(queues.get(q, {}).get("share_sum", 0.0) / n, 4),
                            "max_share": round(queues.get(q, {}).get("share_max", 0.0), 4)}
                        for q in sorted(set(queues) | set(self.per_queue_allocations))},
+            "placeholders": dict(self.placeholders),
+            "preempted": sum(self.per_queue_preempted.values()),
             "violations": [{"kind": v.kind, "message": v.message, "t": round(v.at - self.start, 3)}
                            for v in self.violations],
         }

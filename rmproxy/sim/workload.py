@@ -30,6 +30,13 @@ Format (every key but ``nodes`` and ``apps`` optional)::
         resources: {vcore: 500m, memory: 1Gi}
         priority: 0
         duration: [1, 3]     # seconds per task; a number or [min, max]
+        gang:                # optional: the app is a gang (one task group named after the template)
+          members: 50        # placeholders (task group minMember); default: the app's task count
+          style: Hard        # Hard | Soft (default Soft, as YuniKorn)
+          timeout: 60        # placeholder timeout, seconds; default: the scheduler's (15 min)
+          resources: {...}   # per placeholder (task group minResource); default: the task's
+        preemption: {self: true, other: true}  # SI preemptionPolicy of every ask (default: unset)
+        on_preempted: resubmit   # resubmit (default: a controller re-creates the task) | fail
 
 Errors are ``WorkloadError`` with one message per fault, each naming the node
 group or app template and key at fault.
@@ -45,7 +52,7 @@ import yaml
 
 from common.config.quantity import parse_resources
 
-__all__ = ["AppPlan", "AppTemplate", "NodeGroup", "NodePlan", "Plan", "TaskPlan", "Workload",
+__all__ = ["AppPlan", "AppTemplate", "GangSpec", "NodeGroup", "NodePlan", "Plan", "TaskPlan", "Workload",
            "WorkloadError", "default_config_text", "parse_workload", "plan"]
 
 
@@ -65,6 +72,14 @@ class NodeGroup:
 
 
 @dataclass(frozen=True, slots=True)
+class GangSpec:
+    members: int | None  # None: one placeholder per task
+    style: str  # Hard | Soft
+    timeout: float  # seconds; 0: the scheduler's default
+    resources: dict[str, int] | None  # None: the task's resources
+
+
+@dataclass(frozen=True, slots=True)
 class AppTemplate:
     name: str
     count: int
@@ -80,6 +95,10 @@ class AppTemplate:
     resources: dict[str, int]
     priority: int
     duration: tuple[float, float]
+    gang: GangSpec | None = None
+    preempt_self: bool | None = None  # SI preemptionPolicy; None: not sent
+    preempt_other: bool | None = None
+    on_preempted: str = "resubmit"  # resubmit | fail
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +131,7 @@ class AppPlan:
     template: AppTemplate
     submit_at: float
     tasks: tuple[TaskPlan, ...]
+    members: int = 0  # gang placeholders (0: not a gang)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +148,9 @@ class Plan:
 
 _NODE_KEYS = {"name", "count", "partition", "resources", "attributes"}
 _APP_KEYS = {"name", "count", "queue", "partition", "user", "groups", "namespace", "arrival", "tasks",
-             "resources", "priority", "duration"}
+             "resources", "priority", "duration", "gang", "preemption", "on_preempted"}
+_GANG_KEYS = {"members", "style", "timeout", "resources"}
+_GANG_STYLES = ("Hard", "Soft")
 _TOP_KEYS = {"name", "seed", "duration", "config", "nodes", "apps"}
 
 
@@ -268,6 +290,11 @@ def _app_template(r: _Reader, index: int, a: dict) -> AppTemplate:
     queue = r.text(f"{where}: queue", a.get("queue"), "root.default").lower()
     if not queue.startswith("root"):
         queue = f"root.{queue}"
+    preemption = _preemption(r, where, a.get("preemption"))
+    on_preempted = a.get("on_preempted", "resubmit")
+    if on_preempted not in ("resubmit", "fail"):
+        r.errors.append(f"{where}: on_preempted must be resubmit or fail, got {on_preempted!r}")
+        on_preempted = "resubmit"
     priority = a.get("priority", 0)
     if not isinstance(priority, int) or isinstance(priority, bool) or not -(2**31) <= priority < 2**31:
         r.errors.append(f"{where}: priority must be an int32, got {priority!r}")
@@ -287,7 +314,49 @@ def _app_template(r: _Reader, index: int, a: dict) -> AppTemplate:
         resources=r.resources(f"{where}: resources", a.get("resources")),
         priority=priority,
         duration=tuple(float(x) for x in r.span(f"{where}: duration", a.get("duration", 1.0))),
+        gang=_gang(r, where, a.get("gang")),
+        preempt_self=preemption.get("self"),
+        preempt_other=preemption.get("other"),
+        on_preempted=on_preempted,
     )
+
+
+def _gang(r: _Reader, where: str, raw: Any) -> GangSpec | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        r.errors.append(f"{where}: gang must be a map with members, style, timeout, resources")
+        return None
+    r.keys(f"{where}: gang", raw, _GANG_KEYS)
+    style = raw.get("style", "Soft")
+    if style not in _GANG_STYLES:
+        r.errors.append(f"{where}: gang.style must be Hard or Soft, got {style!r}")
+        style = "Soft"
+    members = raw.get("members")
+    if members is not None:
+        members = int(r.number(f"{where}: gang.members", members, integer=True, minimum=1))
+    resources = raw.get("resources")
+    return GangSpec(
+        members=members, style=style,
+        timeout=float(r.number(f"{where}: gang.timeout", raw.get("timeout", 0))),
+        resources=None if resources is None else r.resources(f"{where}: gang.resources", resources))
+
+
+def _preemption(r: _Reader, where: str, raw: Any) -> dict[str, bool]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        r.errors.append(f"{where}: preemption must be a map like {{self: true, other: false}}")
+        return {}
+    r.keys(f"{where}: preemption", raw, {"self", "other"})
+    out = {}
+    for key in ("self", "other"):
+        value = raw.get(key, True)
+        if not isinstance(value, bool):
+            r.errors.append(f"{where}: preemption.{key} must be true or false, got {value!r}")
+            value = True
+        out[key] = value
+    return out
 
 
 def default_config_text(workload: Workload) -> str:
@@ -322,6 +391,7 @@ def plan(workload: Workload, seed: int | None = None) -> Plan:
             at = t.arrival_start + i * t.arrival_interval + (rng.uniform(0, t.arrival_jitter) if t.arrival_jitter else 0)
             n_tasks = rng.randint(*t.tasks)
             tasks = tuple(TaskPlan(f"{app_id}-t{j:04d}", round(rng.uniform(*t.duration), 3)) for j in range(n_tasks))
-            apps.append(AppPlan(app_id, t, at, tasks))
+            members = 0 if t.gang is None else (t.gang.members or n_tasks)
+            apps.append(AppPlan(app_id, t, at, tasks, members))
     apps.sort(key=lambda a: (a.submit_at, a.app_id))
     return Plan(workload, seed, tuple(nodes), tuple(apps))
