@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from common.resources import Resource
 
-from ._gang import MSG_APP_COMPLETE
+from ._gang import MSG_APP_COMPLETE, gang_style
 from .app_state import RUNNING_STATES, AppEvent, AppState, IllegalTransition, next_state
 from .application import TAG_NAMESPACE_QUOTA, Application
 from .commands import AddApp, RemoveApp
@@ -35,10 +35,6 @@ class _Reject(Exception):
         super().__init__(reason)
         self.reason = reason
         self.detail = detail
-
-
-def _gang(style: str) -> str:
-    return style if style in ("Soft", "Hard") else "Soft"
 
 
 class AppOps:
@@ -85,7 +81,7 @@ class AppOps:
             existing.user, existing.groups, existing.tags = cmd.user, groups, dict(cmd.tags)
             existing.execution_timeout_ms = cmd.execution_timeout_ms
             existing.ph_timeout_ns = self.placeholder_timeout_ns(cmd, now)
-            existing.placeholder_ask, existing.gang_style = cmd.placeholder_ask, _gang(cmd.gang_style)
+            existing.placeholder_ask, existing.gang_style = cmd.placeholder_ask, gang_style(cmd)
             existing.recovered_only = False
             self.limits.forget_app(app_id)
             self.limits.rebuild(self.apps.values())  # its usage now counts for its real user
@@ -95,7 +91,7 @@ class AppOps:
                           tags=dict(cmd.tags), submission_time_ns=now, seq=self.next_seq(),
                           execution_timeout_ms=cmd.execution_timeout_ms,
                           ph_timeout_ns=self.placeholder_timeout_ns(cmd, now),
-                          placeholder_ask=cmd.placeholder_ask, gang_style=_gang(cmd.gang_style),
+                          placeholder_ask=cmd.placeholder_ask, gang_style=gang_style(cmd),
                           state_time_ns=now)
         self.apps[app_id] = app
         queue.apps[app_id] = app

@@ -9,7 +9,10 @@ Contract:
   starts the app's placeholder timer (app ``executionTimeoutMilliSeconds``, <= 0 -> the
   ``CoreSettings.placeholder_timeout_ns`` default of 15 min), shortened by the time since the
   app tag ``yunikorn.apache.org/creationTime`` (unix seconds), so an app re-added after a
-  restart keeps its original deadline; an expired one times out at once. Once the allocated placeholders
+  restart keeps its original deadline; an expired one times out at once. An RM that passes
+  the k8s shim's annotation ``yunikorn.apache.org/schedulingPolicyParameters``
+  (``placeholderTimeoutInSeconds=60 gangSchedulingStyle=Hard``) as an app tag instead of the
+  SI fields gets the same: the SI fields win when set. Once the allocated placeholders
   cover the app's ``placeholderAsk`` the app goes Accepted -> Starting.
 - A real ask of a task group with an allocated placeholder replaces the oldest one on that
   placeholder's node, in one step (``replace_placeholder``): the placeholder is released
@@ -49,8 +52,25 @@ T_PLACEHOLDER = "placeholder"
 MSG_TIMEOUT_ALLOCS = "releasing allocated placeholders on placeholder timeout"
 MSG_TIMEOUT_ASKS = "releasing placeholders asks on placeholder timeout"
 MSG_APP_COMPLETE = "releasing placeholders on app complete"
+TAG_POLICY_PARAMETERS = "yunikorn.apache.org/schedulingPolicyParameters"
 REASON_RESERVATION_TIMEOUT = "ResourceReservationTimeout"
 _STARTED = (AppState.STARTING, AppState.RUNNING, AppState.COMPLETING)
+
+
+def policy_parameters(tags: dict[str, str]) -> dict[str, str]:
+    """``key=value`` pairs of the ``schedulingPolicyParameters`` tag, separated by spaces."""
+    out = {}
+    for item in tags.get(TAG_POLICY_PARAMETERS, "").split():
+        key, sep, value = item.partition("=")
+        if sep:
+            out[key] = value
+    return out
+
+
+def gang_style(cmd: "AddApp") -> str:
+    """``Hard`` or ``Soft`` (anything else is Soft, as YuniKorn): the SI field, else the tag."""
+    style = cmd.gang_style or policy_parameters(cmd.tags).get("gangSchedulingStyle", "")
+    return style if style in ("Soft", "Hard") else "Soft"
 
 
 class GangOps:
@@ -60,6 +80,11 @@ class GangOps:
         minus the time since its ``yunikorn.apache.org/creationTime`` tag, at least 1 ms.
         A creation time in the future (clock skew) or not a number is ignored."""
         ms = cmd.execution_timeout_ms
+        if ms <= 0:
+            try:
+                ms = int(policy_parameters(cmd.tags).get("placeholderTimeoutInSeconds", "")) * 1000
+            except ValueError:
+                ms = 0
         timeout = ms * 1_000_000 if ms > 0 else self.settings.placeholder_timeout_ns
         try:
             created_ns = int(cmd.tags.get(TAG_APP_CREATION_TIME, "")) * 1_000_000_000

@@ -25,7 +25,7 @@ class AddApp:
     tags: dict[str, str] = field(default_factory=dict)
     execution_timeout_ms: int = 0
     placeholder_ask: Resource = ZERO
-    gang_style: str = "Soft"
+    gang_style: str = ""  # Hard | Soft; "" = unset (the policy tag, else Soft)
 
 
 @dataclass(frozen=True, slots=True)

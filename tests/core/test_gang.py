@@ -205,3 +205,29 @@ def test_creation_time_past_the_timeout_times_out_at_once_and_bad_tags_are_ignor
         assert g.app_state("app1") == "Accepted", tag
         g.step(SECOND)
         assert g.states("app1")[-1] == "Failed", tag
+
+
+def test_the_shims_scheduling_policy_parameters_tag_sets_timeout_and_style_when_the_si_fields_do_not():
+    h = Harness()
+    h.node("n1", memory=25)
+    h.do(AddApp("app1", "root.default", "alice", placeholder_ask=res(memory=30, vcore=3),
+                tags={"yunikorn.apache.org/schedulingPolicyParameters":
+                      "placeholderTimeoutInSeconds=20 gangSchedulingStyle=Hard"}))
+    h.ask("app1-ph", "app1", memory=10, vcore=1, repeat=3, placeholder=True, task_group="tg")
+    h.step()
+    assert h.p.apps["app1"].gang_style == "Hard"
+    h.step(19 * SECOND)
+    assert h.app_state("app1") == "Accepted"
+    h.step(SECOND)
+    assert h.states("app1")[-1] == "Failed"
+    # the SI fields win over the tag
+    g = Harness()
+    g.node("n1", memory=25)
+    g.do(AddApp("app1", "root.default", "alice", placeholder_ask=res(memory=30, vcore=3),
+                gang_style="Soft", execution_timeout_ms=5000,
+                tags={"yunikorn.apache.org/schedulingPolicyParameters":
+                      "placeholderTimeoutInSeconds=20 gangSchedulingStyle=Hard"}))
+    g.ask("app1-ph", "app1", memory=10, vcore=1, repeat=3, placeholder=True, task_group="tg")
+    g.step()
+    g.step(5 * SECOND)
+    assert g.states("app1")[-2:] == ["Resuming", "Accepted"]
