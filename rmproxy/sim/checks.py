@@ -12,6 +12,16 @@ is checked against the RM's own truth:
   The app's queue is the one it asked for, so this check assumes the
   ``provided`` placement rule (the sim's default config).
 
+* ``user-limit-exceeded`` / ``group-limit-exceeded``: the allocations of one user (group)
+  in a queue (its subtree) exceed a ``limits`` entry of that queue: ``maxresources`` (types
+  the entry defines) or ``maxapplications`` (apps with a running allocation). The entry of
+  a user is the one naming it, else the ``*`` one; the group of an app is the first of its
+  groups named in a group limit on its queue path, else its first group if a ``*`` group
+  limit is on the path (YuniKorn v1.3). Apps without groups are not checked against group
+  limits (the scheduler may resolve their groups from the OS). The RM's usage is never
+  above the scheduler's (it releases before the scheduler hears of it), so a violation is
+  real, never a race.
+
 Gang scheduling and preemption, per response of the scheduler:
 
 * ``replacement-not-atomic``: a placeholder released ``PLACEHOLDER_REPLACED`` without the
@@ -28,11 +38,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from common.config.loader import load_config
-from common.config.model import QueueConfig
+from common.config.model import LimitConfig, QueueConfig
 
-__all__ = ["Validator", "Violation", "queue_limits"]
+__all__ = ["Owner", "Validator", "Violation", "queue_limits", "ugm_limits"]
 
 QueueRef = tuple[str, str]  # (partition, queue path)
+WILDCARD = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """Whose an allocation is: its app, user and groups (for the user/group limits)."""
+
+    app_id: str
+    user: str
+    groups: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +78,34 @@ def queue_limits(config_text: str) -> dict[QueueRef, dict[str, int]]:
     return limits
 
 
+def ugm_limits(config_text: str) -> dict[QueueRef, tuple[LimitConfig, ...]]:
+    """Every queue with user/group ``limits``: (partition, path) -> entries. A partition's own
+    ``limits`` belong to its root, as in YuniKorn. Raises ConfigError."""
+    out: dict[QueueRef, tuple[LimitConfig, ...]] = {}
+
+    def walk(partition: str, queue: QueueConfig, prefix: str, extra: tuple[LimitConfig, ...]) -> None:
+        path = f"{prefix}.{queue.name}" if prefix else queue.name
+        if queue.limits or extra:
+            out[(partition, path)] = tuple(queue.limits) + extra
+        for child in queue.queues:
+            walk(partition, child, path, ())
+
+    for p in load_config(config_text).partitions:
+        walk(p.name, p.root, "", tuple(p.limits))
+    return out
+
+
+def _entry(limits: tuple[LimitConfig, ...], kind: str, name: str) -> LimitConfig | None:
+    named = wild = None
+    for lim in limits:
+        names = lim.users if kind == "user" else lim.groups
+        if name in names and named is None:
+            named = lim
+        elif WILDCARD in names and wild is None:
+            wild = lim
+    return named or wild
+
+
 def _add(target: dict[str, int], res: dict[str, int], sign: int) -> None:
     for k, v in res.items():
         target[k] = target.get(k, 0) + sign * v
@@ -78,6 +126,11 @@ class Validator:
     allocated: dict[str, int] = field(default_factory=dict)  # key -> allocations seen
     violations: list[Violation] = field(default_factory=list)
     preempted_by: dict[str, str] = field(default_factory=dict)  # victim task -> preemptor task (origins)
+    ugm: dict[QueueRef, tuple[LimitConfig, ...]] = field(default_factory=dict)
+    # (queue, "user"|"group", name) -> resources, running allocations per app, peak resources
+    ugm_used: dict[tuple, dict[str, int]] = field(default_factory=dict)
+    ugm_apps: dict[tuple, dict[str, int]] = field(default_factory=dict)
+    ugm_peak: dict[tuple, dict[str, int]] = field(default_factory=dict)
 
     def ask_added(self, key: str, max_allocations: int = 1) -> None:
         self.asks[key] = max_allocations
@@ -86,9 +139,11 @@ class Validator:
         self.asks.pop(key, None)
 
     def allocated_to(self, key: str, node_id: str, queue: QueueRef | None, res: dict[str, int],
-                     now: float) -> list[Violation]:
+                     now: float, owner: Owner | None = None) -> list[Violation]:
         """Check one new allocation and book it; returns the violations it caused."""
         found: list[Violation] = []
+        if owner is not None and queue is not None and self.ugm:
+            found += self._ugm_book(key, queue, res, owner, +1, now)
         if key not in self.asks:
             found.append(Violation("unknown-ask", f"allocation for unknown ask {key} on node {node_id}", now))
         else:
@@ -124,8 +179,11 @@ class Validator:
         self.violations.extend(found)
         return found
 
-    def released(self, key: str, node_id: str, queue: QueueRef | None, res: dict[str, int]) -> None:
+    def released(self, key: str, node_id: str, queue: QueueRef | None, res: dict[str, int],
+                 owner: Owner | None = None) -> None:
         """Unbook an allocation the RM released or the scheduler took back."""
+        if owner is not None and queue is not None and self.ugm:
+            self._ugm_book(key, queue, res, owner, -1, 0.0)
         if node_id in self.node_used:
             _add(self.node_used[node_id], res, -1)
         if queue is not None:
@@ -169,3 +227,56 @@ class Validator:
             self.preempted_by[victim_origin] = preemptor_origin
         self.violations.extend(found)
         return found
+
+    # ------------------------------------------------------------------ user/group limits
+    def _group(self, partition: str, path: str, groups: tuple[str, ...]) -> str | None:
+        entries = [lim for a in _ancestors(path) for lim in self.ugm.get((partition, a), ())]
+        named = {g for lim in entries for g in lim.groups if g != WILDCARD}
+        for g in groups:
+            if g in named:
+                return g
+        if groups and any(WILDCARD in lim.groups for lim in entries):
+            return groups[0]
+        return None
+
+    def _ugm_book(self, key: str, queue: QueueRef, res: dict[str, int], owner: Owner, sign: int,
+                  now: float) -> list[Violation]:
+        partition, path = queue
+        group = self._group(partition, path, owner.groups)
+        found: list[Violation] = []
+        for ancestor in _ancestors(path):
+            limits = self.ugm.get((partition, ancestor))
+            if not limits:
+                continue
+            for kind, name in (("user", owner.user), ("group", group)):
+                lim = _entry(limits, kind, name) if name else None
+                if lim is None:
+                    continue
+                ref = ((partition, ancestor), kind, name)
+                used = self.ugm_used.setdefault(ref, {})
+                _add(used, res, sign)
+                apps = self.ugm_apps.setdefault(ref, {})
+                apps[owner.app_id] = apps.get(owner.app_id, 0) + sign
+                if apps[owner.app_id] <= 0:
+                    del apps[owner.app_id]
+                if sign < 0:
+                    continue
+                peak = self.ugm_peak.setdefault(ref, {})
+                for k, v in used.items():
+                    peak[k] = max(peak.get(k, 0), v)
+                over = {k: (used.get(k, 0), m) for k, m in lim.maxresources.items() if used.get(k, 0) > m}
+                if over:
+                    detail = ", ".join(f"{k} {u} > {m}" for k, (u, m) in sorted(over.items()))
+                    found.append(Violation(f"{kind}-limit-exceeded",
+                                           f"{kind} {name} over its limit in queue {ancestor} of partition "
+                                           f"{partition} after {key}: {detail}", now))
+                if lim.maxapplications and len(apps) > lim.maxapplications:
+                    found.append(Violation(f"{kind}-limit-exceeded",
+                                           f"{kind} {name} runs {len(apps)} apps in queue {ancestor} of partition "
+                                           f"{partition} (maxapplications {lim.maxapplications}) after {key}", now))
+        return found
+
+    def limit_peaks(self) -> dict[str, dict[str, int]]:
+        """Peak usage of every limited user/group per queue: ``"<partition>:<queue> user <name>"``."""
+        return {f"{q[0]}:{q[1]} {kind} {name}": dict(peak)
+                for (q, kind, name), peak in sorted(self.ugm_peak.items())}

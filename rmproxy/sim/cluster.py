@@ -32,7 +32,7 @@ from typing import Callable, Protocol
 
 from common import si_pb2
 from rmproxy.client import RecoverableState, RecoverySnapshot, ResourceManagerCallback, StateDumpPlugin
-from rmproxy.sim.checks import Validator, Violation
+from rmproxy.sim.checks import Owner, Validator, Violation
 from rmproxy.sim.stats import Stats, queue_label
 from rmproxy.sim.workload import AppPlan, Plan
 
@@ -87,6 +87,11 @@ class _App:
     reals_sent: bool = False  # a gang's real asks went out
     failed: bool = False  # a task was lost for good (preempted with on_preempted: fail)
     submitted_wall: float = 0.0  # unix seconds: the creationTime tag
+
+    @property
+    def owner(self) -> Owner:
+        t = self.plan.template
+        return Owner(self.plan.app_id, t.user, t.groups)
 
     @property
     def task_group(self) -> str:
@@ -227,7 +232,8 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                 app = self.apps.get(alloc.applicationID)
                 queue = app.queue if app is not None else None
                 res = {k: q.value for k, q in alloc.resourcePerAlloc.resources.items()}
-                found = self.validator.allocated_to(alloc.allocationKey, alloc.nodeID, queue, res, now)
+                found = self.validator.allocated_to(alloc.allocationKey, alloc.nodeID, queue, res, now,
+                                                    app.owner if app is not None else None)
                 self.stats.violation(found)
                 if task is None or task.state != "asked":
                     continue  # reported by the validator; nothing to run
@@ -414,7 +420,7 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
 
     def _unbook(self, task: _Task) -> None:
         res = {k: q.value for k, q in task.alloc.resourcePerAlloc.resources.items()}
-        self.validator.released(task.key, task.alloc.nodeID, task.app.queue, res)
+        self.validator.released(task.key, task.alloc.nodeID, task.app.queue, res, task.app.owner)
 
     def _remove_finished(self) -> None:
         if not self._removable:

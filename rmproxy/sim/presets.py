@@ -128,6 +128,39 @@ apps:
 """
 
 
+_LIMITS = """
+name: user-limits
+seed: 4
+duration: 60
+config: |
+  partitions:
+    - name: default
+      placementrules: [{name: provided, create: true}]
+      queues:
+        - name: root
+          submitacl: '*'
+          queues:
+            - name: shared
+              limits:
+                - {limit: alice, users: [alice], maxresources: {vcore: 4}}
+                - {limit: everyone else, users: ["*"], maxresources: {vcore: 2}}
+                - {limit: data team, groups: [data], maxapplications: 1}
+nodes:
+  - {name: n, count: 4, resources: {vcore: 8, memory: 16Gi}}
+apps:
+  # the cluster has room for 32 tasks; the limits allow alice 4, bob 2, carol 2 at a time,
+  # and one running app at a time of the data group (dave's two apps run one after the other)
+  - {name: alice, count: 2, queue: root.shared, user: alice, groups: [ml], tasks: 10,
+     resources: {vcore: 1, memory: 1Gi}, duration: 0.5}
+  - {name: bob, count: 1, queue: root.shared, user: bob, groups: [ml], tasks: 8,
+     resources: {vcore: 1, memory: 1Gi}, duration: 0.5}
+  - {name: carol, count: 1, queue: root.shared, user: carol, groups: [ml], tasks: 8,
+     resources: {vcore: 1, memory: 1Gi}, duration: 0.5}
+  - {name: dave, count: 2, queue: root.shared, user: dave, groups: [data], tasks: 2,
+     resources: {vcore: 1, memory: 1Gi}, duration: 0.5}
+"""
+
+
 PRESETS: dict[str, tuple[str, str]] = {
     "demo": (_DEMO, "~3,600 tasks, 90 apps, queues root.a/root.b, partitions default/edge, ~30 s"),
     "small": (_SMALL, "6 apps, ~36 tasks on 4 nodes; a few seconds (smoke test)"),
@@ -136,4 +169,6 @@ PRESETS: dict[str, tuple[str, str]] = {
                     "by 160 batch tasks; ~10 s"),
     "preemption": (_PREEMPTION, "root.low fills the cluster; root.high (priority.offset 100) reclaims its "
                                 "guarantee of 30 slots by preemption; victims re-submitted; ~13 s"),
+    "limits": (_LIMITS, "user and group limits in one queue (alice 4 vcore, others 2, the data group one "
+                        "running app); the summary shows each limit's peak; ~5 s"),
 }

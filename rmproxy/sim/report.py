@@ -85,6 +85,13 @@ def print_summary(summary: dict, console: Console, rest_address: str = "") -> No
         queues.add_row(q, str(e["allocations"]), str(e["preempted"]), f"{e['mean_share']:.1%}",
                        f"{e['max_share']:.1%}")
     console.print(queues)
+    if summary["limit_peaks"]:
+        peaks = Table(title="user/group limits: peak usage of each limited user or group per queue")
+        peaks.add_column("queue, user or group")
+        peaks.add_column("peak", justify="right")
+        for who, peak in summary["limit_peaks"].items():
+            peaks.add_row(who, ", ".join(f"{k} {v:,}" for k, v in sorted(peak.items())))
+        console.print(peaks)
     if summary["violations"]:
         console.print(f"[bold red]{len(summary['violations'])} violation(s):[/]")
         for v in summary["violations"][:50]:
@@ -93,8 +100,9 @@ def print_summary(summary: dict, console: Console, rest_address: str = "") -> No
             console.print(f"  ... and {len(summary['violations']) - 50} more (see --json)")
     else:
         console.print("[green]no violations: no node over-committed, no unknown ask, no key beyond "
-                      "maxAllocations, no queue over its max, every placeholder replaced atomically on "
-                      "its node, no protected victim, no preemption loop[/]")
+                      "maxAllocations, no queue over its max, no user or group over its limit, every "
+                      "placeholder replaced atomically on its node, no protected victim, no preemption "
+                      "loop[/]")
     if rest_address:
         console.print(f"scheduler state: http://{rest_address}/ws/v1/partitions  (web UI: http://{rest_address}/)")
 

@@ -16,7 +16,7 @@ from rich.live import Live
 
 from common import si_pb2
 from rmproxy.client import SchedulerAPI
-from rmproxy.sim.checks import Validator, queue_limits
+from rmproxy.sim.checks import Validator, queue_limits, ugm_limits
 from rmproxy.sim.cluster import SimCluster
 from rmproxy.sim.report import LiveView
 from rmproxy.sim.stats import Stats
@@ -63,7 +63,8 @@ def simulate(plan: Plan, options: SimOptions, console: Console | None = None,
     """
     console = console or Console()
     config = plan.workload.config or default_config_text(plan.workload)
-    validator = Validator({n.node_id: dict(n.resources) for n in plan.nodes}, queue_limits(config))
+    validator = Validator({n.node_id: dict(n.resources) for n in plan.nodes}, queue_limits(config),
+                          ugm=ugm_limits(config))
     stats = Stats(_capacity(plan))
     api = SchedulerAPI(options.si_address)
     cluster = SimCluster(plan, api, clock, validator, stats)

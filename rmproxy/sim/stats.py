@@ -128,6 +128,7 @@ class Stats:
                            "max_share": round(queues.get(q, {}).get("share_max", 0.0), 4)}
                        for q in sorted(set(queues) | set(self.per_queue_allocations))},
             "placeholders": dict(self.placeholders),
+            "limit_peaks": cluster.validator.limit_peaks(),
             "preempted": sum(self.per_queue_preempted.values()),
             "violations": [{"kind": v.kind, "message": v.message, "t": round(v.at - self.start, 3)}
                            for v in self.violations],

@@ -167,3 +167,17 @@ def test_high_priority_queue_reclaims_its_guarantee(stack_factory):
         assert len(victims) == 30 and all(r.applicationID == "lo" for r in victims)
     finally:
         rm.close()
+
+
+def test_sim_user_and_group_limits_hold_and_are_used_to_the_full(stack_factory):
+    stack = stack_factory(workers=1)
+    the_plan = plan(parse_workload(PRESETS["limits"][0]))
+    s = simulate(the_plan, SimOptions(si_address=stack.si_address, progress=False), QUIET).summary
+    assert s["violations"] == []  # the sim checked every allocation against every limit
+    assert s["apps"] == {"Completed": 6} and s["tasks"]["done"] == the_plan.task_count
+    peaks = s["limit_peaks"]
+    # each limit was reached, never passed: the tasks waited for their own user's releases
+    assert peaks["default:root.shared user alice"]["vcore"] == 4000
+    assert peaks["default:root.shared user bob"]["vcore"] == 2000
+    assert peaks["default:root.shared user carol"]["vcore"] == 2000
+    assert "default:root.shared group data" in peaks

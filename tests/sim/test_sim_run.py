@@ -150,3 +150,13 @@ def test_killing_rmproxy_mid_run_on_a_real_stack_is_recovered_without_violations
     assert result.reconnects >= 1
     assert result.summary["violations"] == []
     assert result.summary["apps"] == {"Completed": 10}
+
+
+def test_a_scheduler_that_ignores_user_and_group_limits_is_caught(fake):
+    """The fake scheduler knows no limits: the sim must see every user and group limit broken."""
+    result = simulate(small_plan(PRESETS["limits"][0]), SimOptions(si_address=fake.address, progress=False), QUIET)
+    kinds = {v["kind"] for v in result.summary["violations"]}
+    assert kinds == {"user-limit-exceeded", "group-limit-exceeded"}
+    messages = " ".join(v["message"] for v in result.summary["violations"])
+    assert "user alice over its limit in queue root.shared" in messages
+    assert "group data runs 2 apps in queue root.shared" in messages
