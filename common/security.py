@@ -145,3 +145,34 @@ def grpc_server_credentials(cert: str | None, key: str | None, client_ca: str | 
         return grpc.ssl_server_credentials(pair, root_certificates=read(client_ca, "--tls-client-ca"),
                                            require_client_auth=True)
     return grpc.ssl_server_credentials(pair)
+
+
+def add_tls_client_flags(parser: argparse.ArgumentParser) -> None:
+    """Flags of an RM-side client (``korral sim``) for rmproxy's TLS."""
+    _env_flag(parser, "--tls-ca", "KORRAL_TLS_CA", "PEM CA that signed rmproxy's certificate; turns TLS on")
+    _env_flag(parser, "--tls-client-cert", "KORRAL_TLS_CLIENT_CERT",
+              "PEM certificate of this RM, for mutual TLS")
+    _env_flag(parser, "--tls-client-key", "KORRAL_TLS_CLIENT_KEY", "PEM private key of this RM, for mutual TLS")
+
+
+def grpc_channel_credentials(ca: str | None, cert: str | None, key: str | None):
+    """grpc ChannelCredentials for --tls-ca / --tls-client-*, or None for plaintext."""
+    if not ca:
+        if cert or key:
+            raise SecurityError("--tls-client-cert/--tls-client-key need --tls-ca (the CA of rmproxy's certificate)")
+        return None
+    if bool(cert) != bool(key):
+        raise SecurityError("mutual TLS needs both --tls-client-cert and --tls-client-key")
+    import grpc
+
+    def read(path: str | None, flag: str) -> bytes | None:
+        if path is None:
+            return None
+        try:
+            return pathlib.Path(path).read_bytes()
+        except OSError as exc:
+            raise SecurityError(f"{flag} {path}: {exc.strerror}") from None
+
+    return grpc.ssl_channel_credentials(root_certificates=read(ca, "--tls-ca"),
+                                        private_key=read(key, "--tls-client-key"),
+                                        certificate_chain=read(cert, "--tls-client-cert"))

@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
-from common import netutil
+from common import netutil, security
 from common.redis_server import RedisNotInstalled, find_redis_server, ping, redis_command
+from common.stack_security import StackSecurity, ensure_curve_keys, keys_dir, program_flags, validate_tls
 from common.stack_down import (
     NoStack,
     ProcId,
@@ -68,6 +69,7 @@ class UpOptions:
     broker_backend: str
     log_level: str
     timeout: float
+    security: StackSecurity = StackSecurity()
 
 
 def _env(name: str, default: str | None) -> str | None:
@@ -99,6 +101,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="seconds to wait for the stack to be ready [$KORRAL_UP_TIMEOUT, 60]")
     parser.add_argument("--detach", action="store_true",
                         help="return once ready and leave the stack running (stop it with `korral down`)")
+    parser.add_argument("--curve", action="store_true", default=_env("KORRAL_UP_CURVE", "") == "1",
+                        help="CURVE-encrypt and authenticate the broker's links: key pairs for the broker, "
+                             "rmproxy and workers are made in STATE_DIR/keys (kept across restarts) and the "
+                             "broker accepts only those [$KORRAL_UP_CURVE=1]")
+    security.add_tls_flags(parser)
 
 
 def resolve_options(args: argparse.Namespace) -> UpOptions:
@@ -136,6 +143,10 @@ def resolve_options(args: argparse.Namespace) -> UpOptions:
         problem = netutil.bind_error(host, port)
         if problem is not None:
             raise StackError(f"{flag}: cannot listen on {host}:{port}: {problem}")
+    try:
+        tls = validate_tls(args.tls_cert, args.tls_key, args.tls_client_ca)
+    except security.SecurityError as exc:
+        raise StackError(str(exc)) from None
     state_dir = Path(args.state_dir).resolve()
     if "%" in str(state_dir):
         # supervisord expands some path options twice, so no escaping of '%' survives in all of them.
@@ -146,6 +157,7 @@ def resolve_options(args: argparse.Namespace) -> UpOptions:
         redis_url=args.redis_url, redis_port=redis_port,
         broker_frontend=frontend, broker_backend=backend,
         log_level=args.log_level, timeout=args.timeout,
+        security=StackSecurity(args.curve, *tls),
     )
 
 
@@ -183,6 +195,7 @@ def render_config(opts: UpOptions, info: StackInfo, python: str = sys.executable
         "si_address": opts.si_address, "rest_address": opts.rest_address,
         "broker_frontend": opts.broker_frontend, "broker_backend": opts.broker_backend,
         "redis_url": shlex.quote(redis_url), "redis_program": "",
+        **{f"{name}_security": flags for name, flags in program_flags(opts.state_dir, opts.security).items()},
     }
     if not opts.redis_url:
         redis_dir = opts.state_dir / "redis"
@@ -242,6 +255,8 @@ def start_stack(opts: UpOptions) -> StackInfo:
     logs = state_dir / "logs"
     logs.mkdir(exist_ok=True)
     (state_dir / "redis").mkdir(exist_ok=True)
+    if opts.security.curve:
+        ensure_curve_keys(state_dir)
     redis_url = opts.redis_url or f"redis://127.0.0.1:{opts.redis_port}/0"
     info = StackInfo(
         state_dir=str(state_dir), config_path=str(state_dir / "supervisord.conf"),
@@ -250,7 +265,7 @@ def start_stack(opts: UpOptions) -> StackInfo:
         addresses={"si": opts.si_address, "rest": opts.rest_address,
                    "broker_frontend": opts.broker_frontend, "broker_backend": opts.broker_backend,
                    "redis_url": redis_url},
-        started_at=time.time(),
+        started_at=time.time(), security=opts.security.describe(),
     )
     for stale in (info.pidfile, info.socket_path):
         Path(stale).unlink(missing_ok=True)  # left by a stack that died without `korral down`
@@ -372,6 +387,7 @@ def _summary(info: StackInfo, ready: dict) -> str:
          ", ".join(f"{w} pid {info.processes[w].pid}" for w in workers) or "-"),
         ("Redis", a["redis_url"], f"{redis_kind}" + (f", pid {_pid(info, 'redis')}" if info.redis_embedded else "")),
         ("state dir", info.state_dir, f"logs in {info.logs_dir}"),
+        ("security", info.security, f"keys in {keys_dir(Path(info.state_dir))}" if "CURVE" in info.security else "-"),
     ]
     width = max(len(r[0]) for r in rows)
     lines = [f"Korral is up ({info.workers} workers, supervisord pid {info.supervisord.pid if info.supervisord else '?'}):"]

@@ -123,6 +123,7 @@ class StackInfo:
     processes: dict[str, ProcId] = field(default_factory=dict)
     state: str = "starting"
     started_at: float = 0.0
+    security: str = ""  # what protects the links (``StackSecurity.describe``)
     version: int = STACK_FILE_VERSION
 
     def to_json(self) -> dict[str, Any]:

@@ -14,6 +14,8 @@ import argparse
 import os
 import sys
 
+from common import security
+
 __all__ = ["configure", "run"]
 
 
@@ -36,6 +38,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--csv", metavar="FILE", help="write the per-second timeline as CSV")
     parser.add_argument("--json", metavar="FILE", help="write the summary and timeline as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no live progress view")
+    security.add_tls_client_flags(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,8 +74,13 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"korral sim: workload [bold]{workload.name}[/] seed {the_plan.seed}: "
                   f"{len(the_plan.nodes)} nodes, {len(the_plan.apps)} apps, {the_plan.task_count} tasks "
                   f"-> {args.si_address} as RM {args.rm_id}")
+    try:
+        credentials = security.grpc_channel_credentials(args.tls_ca, args.tls_client_cert, args.tls_client_key)
+    except security.SecurityError as exc:
+        err.print(f"korral sim: {exc}", markup=False)
+        return 2
     options = SimOptions(si_address=args.si_address, rm_id=args.rm_id, duration=args.duration,
-                         progress=not args.no_progress and console.is_terminal)
+                         progress=not args.no_progress and console.is_terminal, credentials=credentials)
     try:
         result = simulate(the_plan, options, console)
     except ConfigError as exc:

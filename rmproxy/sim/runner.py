@@ -9,7 +9,9 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
+
+import grpc
 
 from rich.console import Console
 from rich.live import Live
@@ -36,6 +38,7 @@ class SimOptions:
     duration: float | None = None  # None: the workload's
     progress: bool = True
     drain: float = 5.0  # after the last task is over, wait this long for stragglers
+    credentials: Any = None  # grpc.ChannelCredentials for rmproxy's TLS; None: plaintext
 
 
 @dataclass(slots=True)
@@ -66,7 +69,11 @@ def simulate(plan: Plan, options: SimOptions, console: Console | None = None,
     validator = Validator({n.node_id: dict(n.resources) for n in plan.nodes}, queue_limits(config),
                           ugm=ugm_limits(config))
     stats = Stats(_capacity(plan))
-    api = SchedulerAPI(options.si_address)
+    channel = None
+    if options.credentials is not None:
+        channel = grpc.secure_channel(options.si_address, options.credentials,
+                                      options=[("grpc.max_receive_message_length", 64 << 20)])
+    api = SchedulerAPI(options.si_address, channel=channel)
     cluster = SimCluster(plan, api, clock, validator, stats)
     duration = options.duration if options.duration is not None else plan.workload.duration
     try:
