@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +39,24 @@ def run_korral(*args: str, timeout: float = 90.0, env: dict[str, str] | None = N
     """Run ``korral ARGS`` with this interpreter; returns the completed process (text output)."""
     return subprocess.run([sys.executable, "-m", "common.cli", *args], capture_output=True, text=True,
                           timeout=timeout, env=korral_env(env), stdin=subprocess.DEVNULL)
+
+
+def wait_until(predicate, timeout: float, what: str, context=None, *, interval: float = 0.05):
+    """Poll ``predicate`` until it returns something truthy, and return that. At ``timeout``:
+    AssertionError naming ``what``, the last value (an OSError counts as "not yet", e.g. a
+    server still starting) and ``context()`` if given (e.g. the processes' logs)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+            if last:
+                return last
+        except OSError as exc:
+            last = exc
+        time.sleep(interval)
+    extra = f"\n{context()}" if context is not None else ""
+    raise AssertionError(f"{what} not reached in {timeout}s (last: {last}){extra}")
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ import pytest
 
 from rmproxy.bench_recovery import TWO_PARTITIONS
 from rmproxy.testrm import ClusterRM, scheduler_view
+from tests.conftest import wait_until
 
 
 
@@ -45,18 +46,6 @@ def registration_in_redis(url: str, rm_id: str) -> bool:
         return False
 
 
-def wait_until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-            if last:
-                return last
-        except OSError as exc:  # the REST server itself may be restarting
-            last = exc
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not reached in {timeout}s (last: {last})")
 
 
 class Workload:

@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from common import si_pb2
+from tests.conftest import wait_until
 from tests.e2e.netns import NetLab, NsRM, unavailable_reason
 from tests.e2e.sirm import app, ask, node
 
@@ -49,16 +50,10 @@ partitions:
 FRONTEND_PORT, BACKEND_PORT, REDIS_PORT, SI_PORT, REST_PORT = 5555, 5556, 6379, 9090, 9080
 
 
-def wait_until(predicate, timeout: float, what: str, procs=()):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(0.2)
-    logs = "\n".join(f"--- {p.name} (alive={p.alive()}) ---\n{p.tail()}" for p in procs)
-    raise AssertionError(f"{what} not reached in {timeout}s (last: {last})\n{logs}")
+def _tails(procs) -> str:
+    return "\n".join(f"--- {p.name} (alive={p.alive()}) ---\n{p.tail()}" for p in procs)
+
+
 
 
 @pytest.fixture
@@ -203,7 +198,7 @@ def running(lab, korral, tmp_path) -> Stack:
     s = Stack(lab, keys)
     s.start(tmp_path / "redis")
     wait_until(lambda: set(s.workers()) == {"wa", "wb", "standby"}, 30,
-               "three workers joined the broker over CURVE", list(s.procs.values()))
+               "three workers joined the broker over CURVE", lambda: _tails(s.procs.values()), interval=0.2)
     return s
 
 
@@ -231,7 +226,7 @@ def assert_in_sync(s: Stack, held: dict[str, si_pb2.Allocation], procs) -> None:
     assert len(set(uuids)) == len(uuids), "duplicate allocation UUIDs"
     for part in ("pa", "pb"):
         rm_view = {k: (a.UUID, a.nodeID) for k, a in held.items() if a.partitionName == part}
-        wait_until(lambda: s.nodes_view(part) == rm_view, 15, f"{part} holds the RM's allocations", procs)
+        wait_until(lambda: s.nodes_view(part) == rm_view, 15, f"{part} holds the RM's allocations", lambda: _tails(procs), interval=0.2)
 
 
 def assert_resync_requested(rm: NsRM) -> None:
@@ -251,7 +246,7 @@ def test_two_hosts_schedule_and_a_cut_host_fails_over_to_the_standby(lab, runnin
         cut_at = time.monotonic()
         lab.link_down(s.host_a)
         assert_resync_requested(rm)
-        owner = wait_until(lambda: s.owner("pa"), 20, "pa owned again", procs)
+        owner = wait_until(lambda: s.owner("pa"), 20, "pa owned again", lambda: _tails(procs), interval=0.2)
         assert owner["name"] == "standby", owner
         assert owner["epoch"] > before["wa"]["epoch"]
         assert s.owner("pb")["name"] == "wb"
@@ -274,18 +269,18 @@ def test_two_hosts_schedule_and_a_cut_host_fails_over_to_the_standby(lab, runnin
         # host-a comes back: its worker still believes it owns pa under the old epoch. The broker
         # tells it to release pa (no split brain), it rejoins as a spare, and pa stays where it is.
         settled = wait_until(lambda: (o := s.owner("pa")) and o["epoch"] > owner["epoch"] and o, 5,
-                             "pa in the epoch of the re-registration", procs)  # re-registering bumps epochs
+                             "pa in the epoch of the re-registration", lambda: _tails(procs), interval=0.2)  # re-registering bumps epochs
         assert settled["name"] == "standby"
         lab.link_up(s.host_a)
         rejoined = wait_until(lambda: (w := s.workers()).get("wa", {}).get("partition", "?") is None and w, 20,
-                              "wa rejoined as a spare", procs)
+                              "wa rejoined as a spare", lambda: _tails(procs), interval=0.2)
         assert rejoined["standby"]["partition"] == f"{RM_ID}/pa" and rejoined["standby"]["epoch"] == settled["epoch"]
         last = [ask(f"a-last-{i}", "app-a", "pa", memory=100, vcore=100) for i in range(3)]
         rm.asks(*last)
         final = collect_allocations(rm, {a.allocationKey for a in last}, 20)
         held.update(final)
         rm_view = {k: (a.UUID, a.nodeID) for k, a in held.items() if a.partitionName == "pa"}
-        wait_until(lambda: s.nodes_view("pa") == rm_view, 15, "pa holds the RM's allocations after the rejoin", procs)
+        wait_until(lambda: s.nodes_view("pa") == rm_view, 15, "pa holds the RM's allocations after the rejoin", lambda: _tails(procs), interval=0.2)
         for name, proc in s.procs.items():
             assert proc.alive(), f"{name} died:\n{proc.tail()}"
     finally:
@@ -307,7 +302,7 @@ def test_broker_killed_on_its_host_workers_on_other_hosts_keep_their_partitions(
         # No partition moved: the same workers own them again, re-announced across hosts.
         expected = {"wa": f"{RM_ID}/pa", "wb": f"{RM_ID}/pb", "standby": None}
         wait_until(lambda: {n: x["partition"] for n, x in s.workers().items()} == expected, 20,
-                   f"ownership {expected} after the broker restart", procs)
+                   f"ownership {expected} after the broker restart", lambda: _tails(procs), interval=0.2)
         assert {n: x["pid"] for n, x in s.workers().items()} == {n: x["pid"] for n, x in before.items()}
 
         rm.register(CONFIG)

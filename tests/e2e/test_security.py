@@ -20,23 +20,11 @@ import pytest
 
 from common import si_pb2, si_pb2_grpc
 from common.netutil import free_ports, http_get_json
-from tests.conftest import korral_env, run_korral
+from tests.conftest import korral_env, run_korral, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def wait_until(predicate, timeout: float, what: str, stack: "Stack | None" = None):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-            if last:
-                return last
-        except OSError as exc:  # not listening yet
-            last = exc
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not reached in {timeout}s (last: {last})\n{stack.logs() if stack else ''}")
 
 
 class Stack:
@@ -138,9 +126,9 @@ def test_worker_with_unknown_curve_key_cannot_join(stack, tmp_path):
     stack.worker("intruder", "--curve-secret", str(rogue / "intruder.key_secret"), *server)
     stack.worker("plaintext")  # no CURVE at all: the handshake cannot even start
 
-    wait_until(lambda: "good" in stack.workers(), 20, "the worker with an allowed key joined", stack)
+    wait_until(lambda: "good" in stack.workers(), 20, "the worker with an allowed key joined", stack.logs)
     intruder_key = public_key(rogue / "intruder.key")
-    wait_until(lambda: intruder_key in stack.log("broker"), 10, "the broker logged the refused key", stack)
+    wait_until(lambda: intruder_key in stack.log("broker"), 10, "the broker logged the refused key", stack.logs)
     line = next(ln for ln in stack.log("broker").splitlines() if intruder_key in ln)
     assert "refused" in line and str(allowed) in line, line
     time.sleep(1.5)  # three heartbeat intervals: a refused worker would have announced itself by now
@@ -158,8 +146,8 @@ def test_rmproxy_with_unknown_curve_key_is_refused_and_not_ready(stack, tmp_path
     stack.broker("--curve-secret", str(keys / "broker.key_secret"), "--curve-allowed", str(allowed))
     stack.rmproxy("--curve-secret", str(rogue / "rmproxy.key_secret"), "--curve-server", str(keys / "broker.key"))
     rogue_key = public_key(rogue / "rmproxy.key")
-    wait_until(lambda: rogue_key in stack.log("broker"), 10, "the broker logged the refused rmproxy key", stack)
-    answer = wait_until(lambda: http_get_json(f"http://{stack.rest}/ws/v1/korral/ready"), 10, "rmproxy REST up", stack)
+    wait_until(lambda: rogue_key in stack.log("broker"), 10, "the broker logged the refused rmproxy key", stack.logs)
+    answer = wait_until(lambda: http_get_json(f"http://{stack.rest}/ws/v1/korral/ready"), 10, "rmproxy REST up", stack.logs)
     assert answer.status == 503 and answer.body["broker"] is False, answer
     assert stack.procs["rmproxy"].poll() is None, stack.log("rmproxy")
 
@@ -175,7 +163,7 @@ def test_refused_worker_stays_up_and_says_why(stack, tmp_path):
     stack.worker("intruder", "--curve-secret", str(rogue / "intruder.key_secret"),
                  "--curve-server", str(keys / "broker.key"))
     intruder_key = public_key(rogue / "intruder.key")
-    wait_until(lambda: intruder_key in stack.log("broker"), 10, "the broker logged the refused key", stack)
+    wait_until(lambda: intruder_key in stack.log("broker"), 10, "the broker logged the refused key", stack.logs)
     time.sleep(2.0)
     assert stack.procs["intruder"].poll() is None, stack.log("intruder")
     assert "Traceback" not in stack.log("intruder")
@@ -246,7 +234,7 @@ def test_mutual_tls_refuses_rm_without_client_certificate(stack, pki):
     stack.rmproxy("--tls-cert", str(pki / "server.crt"), "--tls-key", str(pki / "server.key"),
                   "--tls-client-ca", str(pki / "ca.crt"))
     wait_until(lambda: http_get_json(f"http://{stack.rest}/ws/v1/korral/ready").body.get("ready"), 20,
-               "rmproxy ready", stack)
+               "rmproxy ready", stack.logs)
     ca = (pki / "ca.crt").read_bytes()
 
     # An RM holding a certificate of the trusted CA registers.
@@ -273,7 +261,7 @@ def test_tls_without_client_ca_accepts_any_rm_that_trusts_the_server(stack, pki)
     stack.worker("w1")
     stack.rmproxy("--tls-cert", str(pki / "server.crt"), "--tls-key", str(pki / "server.key"))
     wait_until(lambda: http_get_json(f"http://{stack.rest}/ws/v1/korral/ready").body.get("ready"), 20,
-               "rmproxy ready", stack)
+               "rmproxy ready", stack.logs)
     register(stack.si, grpc.ssl_channel_credentials(root_certificates=(pki / "ca.crt").read_bytes()), "rm-tls")
     # An RM that does not trust the server's CA refuses the server.
     with pytest.raises(grpc.RpcError) as err:

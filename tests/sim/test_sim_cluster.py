@@ -9,6 +9,7 @@ from rmproxy.sim.checks import Validator
 from rmproxy.sim.cluster import SimCluster
 from rmproxy.sim.stats import Stats
 from rmproxy.sim.workload import parse_workload, plan
+from tests.sim.doubles import Clock, Sender
 
 WORKLOAD = """
 nodes:
@@ -18,28 +19,6 @@ apps:
   - {name: a, count: 1, queue: root.a, user: alice, groups: [dev], namespace: ns1, tasks: 2,
      resources: {vcore: 1, memory: 1Gi}, duration: 5, priority: 4, arrival: {start: 1}}
 """
-
-
-class Clock:
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self):
-        return self.now
-
-
-class Sender:
-    def __init__(self):
-        self.sent = []
-
-    def update_allocation(self, r):
-        self.sent.append(("allocation", r))
-
-    def update_application(self, r):
-        self.sent.append(("application", r))
-
-    def update_node(self, r):
-        self.sent.append(("node", r))
 
 
 def make():

@@ -11,6 +11,7 @@ from rmproxy.sim.checks import Validator
 from rmproxy.sim.cluster import SimCluster
 from rmproxy.sim.stats import Stats
 from rmproxy.sim.workload import WorkloadError, parse_workload, plan
+from tests.sim.doubles import Clock, Sender
 
 WORKLOAD = """
 nodes:
@@ -24,34 +25,6 @@ apps:
      arrival: {start: 1}}
 """
 GB = 2**30
-
-
-class Clock:
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self):
-        return self.now
-
-
-class Sender:
-    def __init__(self):
-        self.sent = []
-
-    def update_allocation(self, r):
-        self.sent.append(("allocation", r))
-
-    def update_application(self, r):
-        self.sent.append(("application", r))
-
-    def update_node(self, r):
-        self.sent.append(("node", r))
-
-    def asks(self) -> list[str]:
-        return [a.allocationKey for k, r in self.sent if k == "allocation" for a in r.asks]
-
-    def releases(self) -> list:
-        return [x for k, r in self.sent if k == "allocation" for x in r.releases.allocationsToRelease]
 
 
 def make(text=WORKLOAD):

@@ -6,7 +6,6 @@ import argparse
 import json
 import threading
 
-import pytest
 from rich.console import Console
 
 import rmproxy.sim as sim_cli

@@ -22,6 +22,7 @@ from common import registry
 from common.cluster_status import from_broker
 from partition_worker.main import WorkerLoop
 from partition_worker.session import PartitionSession
+from tests.conftest import wait_until
 from tests.e2e.sirm import SIRM
 
 PARTITION = "default"
@@ -99,26 +100,17 @@ def partition_row(doc: dict, rm_id: str) -> dict | None:
     return next((p for p in doc.get("partitions") or [] if (p["rmID"], p["partition"]) == (rm_id, PARTITION)), None)
 
 
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"{what} not reached within {timeout}s (last: {last})")
 
 
 def owned_by(stack, rm_id: str, name: str) -> dict:
     """Register the RM (our pinned worker must get its partition) and wait until it is loaded there."""
-    wait_for(lambda: any(w["name"] == name for w in status(stack)["workers"]), 10, f"worker {name} known")
+    wait_until(lambda: any(w["name"] == name for w in status(stack)["workers"]), 10, f"worker {name} known")
     rm = SIRM(stack.si_address, rm_id)
     try:
         rm.register()  # empty config: the default partition
     finally:
         rm.close()
-    return wait_for(lambda: (row := partition_row(status(stack), rm_id)) and row["worker"] == name
+    return wait_until(lambda: (row := partition_row(status(stack), rm_id)) and row["worker"] == name
                     and row["loaded"] and row, 10, f"partition owned and loaded by {name}")
 
 
@@ -169,7 +161,7 @@ def test_a_stalled_loop_stops_heartbeats_and_is_declared_dead(stack_factory, cap
         burn.armed.set()
         assert burn.started.wait(5), "the worker never ran a step after arming"
         t0 = time.monotonic()
-        row = wait_for(lambda: (r := partition_row(status(stack), rm_id)) and r["worker"] != name and r,
+        row = wait_until(lambda: (r := partition_row(status(stack), rm_id)) and r["worker"] != name and r,
                        burn.seconds, "the partition leaving the stalled worker")
         lost_after = time.monotonic() - t0
         assert not burn.done.is_set(), "declared dead only after the step ended, not for the stall"
