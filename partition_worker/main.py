@@ -361,18 +361,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="groups of a user whose application names none: 'os' looks them up on this host "
                              "(pwd/grp, NSS), 'none' uses the user name as the only group, as YuniKorn v1.2 does "
                              "[$KORRAL_GROUP_LOOKUP, default os]")
+    parser.add_argument("--stall-seconds", type=float,
+                        default=float(os.environ.get("KORRAL_WORKER_STALL_SECONDS", STALL_SECONDS)),
+                        help="stop heartbeating when the loop has made no progress for this long, so a hung "
+                             "worker is declared dead; keep it above the slowest honest request or cycle "
+                             f"[$KORRAL_WORKER_STALL_SECONDS, {STALL_SECONDS:g}]")
     security.add_curve_client_flags(parser)
     addresses.add_log_level(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     addresses.setup_logging(args.log_level, "worker")
+    if args.stall_seconds <= 0:
+        log.error("--stall-seconds must be positive, got %g", args.stall_seconds)
+        return 2
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
     store = registry.RegistryStore(registry.connect(args.redis_url))
     ctx = zmq.Context()
     loop = WorkerLoop(ctx, args.broker_backend, store, name, pin=args.partition,
                       curve=(args.curve_secret, args.curve_server),
-                      group_lookup=os_lookup if args.group_lookup == "os" else None)
+                      group_lookup=os_lookup if args.group_lookup == "os" else None,
+                      stall_seconds=args.stall_seconds)
 
     def stop(signum, frame):  # noqa: ARG001
         loop.running = False
