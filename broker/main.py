@@ -3,6 +3,11 @@
 The socket loop is here; every decision is in ``broker.table.RoutingTable``.
 Each loop turn handles what arrived, then purges dead peers and sends
 heartbeats (Majordomo's shape). Bad frames are counted, logged and dropped.
+
+Routed traffic (SI requests, queries and config changes one way; outcomes and answers the
+other) is read header-only (``decode_header``) and forwarded as the very frame received: a
+42 MB query answer is neither copied, decoded nor re-encoded here. Everything the broker acts
+on itself (hello, registration, heartbeats, status, partition loaded) is decoded fully.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from broker.table import INTERVAL, RoutingTable, Send
 from common import addresses, registry, security
-from common.envelope import Envelope, EnvelopeError, Kind, decode, encode
+from common.envelope import Envelope, EnvelopeError, Kind, RawEnvelope, decode, decode_header, encode
 
 log = logging.getLogger("korral.broker")
 
@@ -76,9 +81,9 @@ class Broker:
             events = dict(poller.poll(timeout_ms))
             self.table.queue_depth = 0
             if self.frontend in events:
-                self._drain(self.frontend, self._from_proxy)
+                self._drain(self.frontend, self._from_proxy, _PROXY_ROUTED)
             if self.backend in events:
-                self._drain(self.backend, self._from_worker)
+                self._drain(self.backend, self._from_worker, _WORKER_OUTCOMES)
             for mon in self.monitors:
                 if mon in events:
                     self._on_monitor(mon)
@@ -91,8 +96,9 @@ class Broker:
                 self._send(self.table.heartbeats(now))
                 next_beat = now + INTERVAL
 
-    def _drain(self, sock: zmq.Socket, handle) -> None:
-        """Handle everything queued on sock (bounded, so one side cannot starve the other)."""
+    def _drain(self, sock: zmq.Socket, handle, forwarded: set[Kind]) -> None:
+        """Handle everything queued on sock (bounded, so one side cannot starve the other);
+        envelopes of the ``forwarded`` kinds are handled undecoded (RawEnvelope)."""
         for _ in range(10_000):
             try:
                 frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
@@ -105,9 +111,11 @@ class Broker:
                 self.table.bad_frames += 1
                 log.warning("dropped a message of %d frames (expected identity + envelope)", len(frames))
                 continue
-            raw = frames[1].bytes
+            frame = frames[1]
             try:
-                env = decode(raw)
+                env: Envelope | RawEnvelope = decode_header(frame)
+                if env.kind not in forwarded:
+                    env = decode(frame)
             except EnvelopeError as exc:
                 self.table.bad_frames += 1
                 log.warning("dropped from %r: %s", identity, exc)
@@ -185,8 +193,10 @@ class Broker:
             if env.kind is Kind.PARTITION_ASSIGN:
                 log.info("assigning [%s]%s epoch %d to %s", env.rm_id, env.partition, env.epoch,
                          self.table.workers[ident].name)
+            # a forwarded frame goes out as received (ZeroMQ shares its buffer, no copy)
+            payload = env.frame if isinstance(env, RawEnvelope) else encode(env)
             try:
-                sock.send_multipart([ident, encode(env)], zmq.NOBLOCK)
+                sock.send_multipart([ident, payload], zmq.NOBLOCK, copy=False)
             except zmq.ZMQError as exc:
                 log.warning("could not send %s to %r: %s", env.kind, ident, exc)
 

@@ -4,15 +4,22 @@ Every method takes ``now`` (monotonic seconds) and returns the envelopes to send
 as ``(destination identity, Envelope)`` pairs; the socket loop in ``broker.main``
 does the sending. Epochs come from an injected ``next_epoch(rm_id, partition)``
 (Redis ``INCR`` in production), so two brokers or a test can run in one process.
+
+Routing reads only an envelope's header and its request id (``Envelope`` or ``RawEnvelope``,
+the same fields): a routed envelope goes out as it came in, its body never decoded, except
+to quote it back in an UNROUTABLE answer.
 """
 
 from __future__ import annotations
 
 import collections
+import logging
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from common.envelope import Envelope, Kind
+from common.envelope import Envelope, EnvelopeError, Kind, RawEnvelope
+
+log = logging.getLogger("korral.broker")
 
 INTERVAL = 0.5  # seconds between heartbeats, both ways
 LIVENESS = 5  # heartbeats a peer may miss before it counts as dead (purged within EXPIRY + INTERVAL = 3 s)
@@ -23,7 +30,8 @@ _ASKED = {Kind.QUERY, Kind.CONFIG_UPDATE, Kind.PARTITION_REMOVE}
 _ANSWERS = {Kind.QUERY_RESULT, Kind.CONFIG_RESULT}
 
 PartitionKey = tuple[str, str]  # (rm_id, partition short name)
-Send = tuple[bytes, Envelope]
+Routed = Envelope | RawEnvelope  # routed traffic arrives undecoded (RawEnvelope) from the broker loop
+Send = tuple[bytes, Routed]
 
 
 @dataclass(slots=True)
@@ -224,42 +232,47 @@ class RoutingTable:
 
     # -- routing ------------------------------------------------------------------
 
-    def route(self, proxy: bytes, env: Envelope) -> list[Send]:
-        """Forward an envelope from an rmproxy to the partition's owner."""
+    def route(self, proxy: bytes, env: Routed) -> list[Send]:
+        """Forward an envelope from an rmproxy to the partition's owner (unchanged)."""
         if env.kind in _ASKED:
-            self._remember_asker(env, proxy)
+            self._remember_asker(env.request_id, proxy)
         else:
             self.rm_proxy.setdefault(env.rm_id, proxy)
         own = self.owners.get((env.rm_id, env.partition))
         if own is None or own.worker not in self.workers:
+            try:
+                body = env.decoded().body  # the rmproxy answers the request from it
+            except EnvelopeError as exc:
+                self.bad_frames += 1
+                log.warning("dropped %s from rmproxy %r: %s", env.kind, proxy, exc)
+                return []
             reason = (f"partition [{env.rm_id}]{env.partition} has no worker: "
                       "start more workers (korral up --workers N, or korral worker on another host)")
-            return [(proxy, env.reply(Kind.UNROUTABLE, {"reason": reason, "kind": env.kind.value,
-                                                   "body": env.body}))]
+            return [(proxy, Envelope(Kind.UNROUTABLE, env.rm_id, env.partition, env.epoch, env.seq,
+                                     {"reason": reason, "kind": env.kind.value, "body": body}))]
         self.routed += 1
         return [(own.worker, env)]
 
-    def to_proxy(self, worker: bytes, env: Envelope) -> list[Send]:
+    def to_proxy(self, worker: bytes, env: Routed) -> list[Send]:
         """Forward an outcome from a worker to the rmproxy holding the RM's streams (an answer:
         to the rmproxy that asked)."""
         own = self.owners.get((env.rm_id, env.partition))
         if own is None or own.worker != worker:
             return []  # the worker lost this partition; its outcomes are stale
         self.routed += 1
-        if env.kind in _ANSWERS and isinstance(env.body, dict):
-            asker = self.askers.pop(env.body.get("id"), None)
+        if env.kind in _ANSWERS and env.request_id is not None:
+            asker = self.askers.pop(env.request_id, None)
             if asker is not None and asker in self.proxies:
                 return [(asker, env)]
         return self._to_proxy(env.rm_id, env)
 
-    def _remember_asker(self, env: Envelope, proxy: bytes) -> None:
-        qid = env.body.get("id") if isinstance(env.body, dict) else None
-        if isinstance(qid, int):
+    def _remember_asker(self, qid: int | None, proxy: bytes) -> None:
+        if qid is not None:
             self.askers[qid] = proxy
             while len(self.askers) > MAX_ASKERS:
                 self.askers.popitem(last=False)
 
-    def _to_proxy(self, rm_id: str, env: Envelope) -> list[Send]:
+    def _to_proxy(self, rm_id: str, env: Routed) -> list[Send]:
         proxy = self.rm_proxy.get(rm_id)
         return [(proxy, env)] if proxy is not None else []
 

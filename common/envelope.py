@@ -7,6 +7,12 @@ one envelope per partition, and neither side converts protobuf to dicts.
 
 Decoding never raises anything but ``EnvelopeError``; callers log, count and
 drop those, so a malformed frame never crashes a process.
+
+A router needs only the header: ``decode_header`` reads the six header fields (and the
+body's request ``id`` when the body is a map), leaves the body undecoded and keeps the
+frame, so a 42 MB answer is forwarded as received, not decoded and re-encoded. It checks
+the header exactly as ``decode`` does; a frame whose header is valid but whose body is not
+is forwarded, and the receiver's ``decode`` drops it.
 """
 
 from __future__ import annotations
@@ -85,6 +91,34 @@ class Envelope:
         """An envelope about the same (rm_id, partition, epoch, seq)."""
         return Envelope(kind, self.rm_id, self.partition, self.epoch, self.seq, body)
 
+    @property
+    def request_id(self) -> int | None:
+        """The body's integer ``"id"`` (queries, config updates and their answers), else None."""
+        qid = self.body.get("id") if isinstance(self.body, dict) else None
+        return qid if type(qid) is int else None
+
+    def decoded(self) -> "Envelope":
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class RawEnvelope:
+    """An envelope whose body was not decoded (``decode_header``): the header fields, the
+    body's request id, and ``frame``, the frame exactly as received (bytes, memoryview or a
+    ZeroMQ frame), to forward unchanged."""
+
+    kind: Kind
+    rm_id: str
+    partition: str
+    epoch: int
+    seq: int
+    frame: Any
+    request_id: int | None = None
+
+    def decoded(self) -> Envelope:
+        """The whole envelope, body included; EnvelopeError if the body is not msgpack."""
+        return decode(self.frame)
+
 
 def encode(env: Envelope) -> bytes:
     """Encode; a malformed envelope is a bug of the sender, so it raises here, not at the receiver."""
@@ -97,15 +131,88 @@ def encode(env: Envelope) -> bytes:
     )
 
 
-def decode(raw: bytes) -> Envelope:
-    """Decode one frame; raise EnvelopeError for anything that is not a valid envelope."""
+def decode(raw: Any) -> Envelope:
+    """Decode one frame (any bytes-like object); raise EnvelopeError for anything that is not
+    a valid envelope."""
     try:
         fields = msgpack.unpackb(raw, raw=False, strict_map_key=False)
     except Exception as exc:  # msgpack raises several types; all mean "not an envelope"
         raise EnvelopeError(f"not msgpack: {exc}", raw) from None
     if not isinstance(fields, list) or len(fields) != 7:
         raise EnvelopeError("expected a 7-element array", raw)
-    version, kind, rm_id, partition, epoch, seq, body = fields
+    k = _checked_header(fields[:6], raw)
+    return Envelope(k, fields[2], fields[3], fields[4], fields[5], fields[6])
+
+
+# Bytes read first by decode_header: the header and a body's leading "id" fit easily; a longer
+# header (or an "id" behind a large value) makes it read the whole frame instead.
+_PEEK = 4096
+_MAP_MARKERS = frozenset(range(0x80, 0x90)) | {0xDE, 0xDF}  # fixmap, map 16, map 32
+
+
+def decode_header(raw: Any) -> RawEnvelope:
+    """Decode the header of one frame, not its body (see the module doc); raise EnvelopeError
+    for a frame whose header ``decode`` would reject, or that has no body at all."""
+    view = memoryview(raw)
+    try:
+        try:
+            return _header(view, view[:_PEEK], raw)
+        except msgpack.OutOfData:
+            if len(view) <= _PEEK:
+                raise
+            return _header(view, view, raw)
+    except EnvelopeError:
+        raise
+    except msgpack.OutOfData:
+        raise EnvelopeError("not msgpack: truncated", raw) from None
+    except Exception as exc:  # msgpack raises several types; all mean "not an envelope"
+        raise EnvelopeError(f"not msgpack: {exc}", raw) from None
+
+
+def _header(view: memoryview, head: memoryview, raw: Any) -> RawEnvelope:
+    # limits from the whole frame's size: a large body is skipped by length, never refused
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(view), 1))
+    unpacker.feed(head)
+    try:
+        size = unpacker.read_array_header()
+    except ValueError:  # not an array at all
+        raise EnvelopeError("expected a 7-element array", raw) from None
+    if size != 7:
+        raise EnvelopeError("expected a 7-element array", raw)
+    fields = [unpacker.unpack() for _ in range(6)]
+    kind = _checked_header(fields, raw)
+    body_at = unpacker.tell()
+    if body_at >= len(view):
+        raise EnvelopeError("expected a 7-element array (the body is missing)", raw)
+    qid = None
+    if view[body_at] in _MAP_MARKERS:
+        qid = _request_id(unpacker, view, body_at)
+    return RawEnvelope(kind, fields[2], fields[3], fields[4], fields[5], raw, qid)
+
+
+def _request_id(unpacker: msgpack.Unpacker, view: memoryview, body_at: int) -> int | None:
+    """The integer value of the body map's "id" key; values before it are skipped, not built."""
+    try:
+        return _find_id(unpacker)
+    except msgpack.OutOfData:  # "id" lies behind a value longer than the peek: read the body
+        unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(view), 1))
+        unpacker.feed(view[body_at:])
+        return _find_id(unpacker)
+
+
+def _find_id(unpacker: msgpack.Unpacker) -> int | None:
+    for _ in range(unpacker.read_map_header()):
+        key = unpacker.unpack()
+        if key == "id":
+            qid = unpacker.unpack()
+            return qid if type(qid) is int else None
+        unpacker.skip()
+    return None
+
+
+def _checked_header(fields: list, raw: Any) -> Kind:
+    """The Kind of a valid header ``[version, kind, rm_id, partition, epoch, seq]``."""
+    version, kind, rm_id, partition, epoch, seq = fields
     if version != VERSION:
         raise EnvelopeError(f"unsupported version {version!r} (this build speaks {VERSION})", raw)
     k = _KINDS.get(kind) if isinstance(kind, str) else None
@@ -115,7 +222,7 @@ def decode(raw: bytes) -> Envelope:
         raise EnvelopeError("rm_id and partition must be strings", raw)
     if not isinstance(epoch, int) or not isinstance(seq, int) or epoch < 0 or seq < 0:
         raise EnvelopeError("epoch and seq must be non-negative integers", raw)
-    return Envelope(k, rm_id, partition, epoch, seq, body)
+    return k
 
 
 def decode_for(raw: bytes, handlers: Mapping[Kind, Any], receiver: str) -> tuple[Envelope, Any] | None:

@@ -520,20 +520,17 @@ def _dump(s, body: dict) -> dict:
     shared by its app and its node."""
     p = s.core
     part = s.partition_name
-    def encode(value: dict) -> bytes:
-        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
-
     apps = [app_dao(a, part) for a in _all_apps(p)]
     views = {al["uuid"]: al for a in apps for al in a["allocations"]}
     nodes = []
     for n in p.nodes.nodes.values():
         d = node_dao_shell(n, part)
         d["allocations"] = [views.get(uuid) or dao.alloc_dao(al, part) for uuid, al in n.allocations.items()]
-        nodes.append(encode(d))
+        nodes.append(_encode(d))
     return {
         "partition": _partition(s, body),
         "queues": _queues(s, body),
-        "applicationsJson": [encode(a) for a in apps],
+        "applicationsJson": [_encode(a) for a in apps],
         "nodesJson": nodes,
         "reservations": [{"nodeID": r.node_id, "applicationID": r.app_id, "allocationKey": r.ask_key,
                           "created": r.created_ns} for r in p.reservations.values()],
@@ -541,6 +538,16 @@ def _dump(s, body: dict) -> dict:
         **({"health": _health(s, body)} if body.get("health", True) else {}),  # rmproxy may have them
         "events": _events(s, {"limit": len(s.event_ring)})["items"],
     }
+
+
+def _encode(value: dict) -> bytes:
+    """Compact JSON as UTF-8 bytes. Every key of a view is a string, and orjson is ~10% faster
+    without ``OPT_NON_STR_KEYS``; a view with another key (json.dumps would turn it into a
+    string) is encoded again with it, so the text is the same either way."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
 
 
 def node_dao_shell(n, part: str) -> dict:

@@ -124,9 +124,10 @@ class Proxy:
             timeout = max(0.0, next_beat - time.monotonic())
             if await self.sock.poll(timeout * 1000, zmq.POLLIN):
                 while self.sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-                    raw = await self.sock.recv()
+                    # a ZeroMQ frame, decoded in place: a 42 MB answer is not copied into bytes first
+                    frame = await self.sock.recv(copy=False)
                     self.broker_expires = time.monotonic() + EXPIRY
-                    self._on_broker(raw)
+                    self._on_broker(frame)
             now = time.monotonic()
             if now >= next_beat:
                 self.send(Envelope(Kind.HEARTBEAT, body={"rms": {
@@ -137,7 +138,8 @@ class Proxy:
                     self._connect()
                     self._broker_reset("the broker stopped answering")
 
-    def _on_broker(self, raw: bytes) -> None:
+    def _on_broker(self, raw: Any) -> None:
+        """One frame from the broker (bytes or a ZeroMQ frame): decode, then its handler."""
         got = decode_for(raw, self._HANDLERS, f"rmproxy {self.name}")
         if got is None:
             self.dropped += 1

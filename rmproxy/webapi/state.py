@@ -152,9 +152,20 @@ class StateApi:
         # allocations.
         async with self._dumping:
             with gc_paused():
-                text = pretty_dump(await self.build_dump())
-        return web.Response(text=text, content_type="application/json", charset="UTF-8",
-                            headers={"Access-Control-Allow-Origin": "*"})
+                parts = dump_parts(await self.build_dump())
+        headers = {"Content-Type": "application/json; charset=UTF-8", "Access-Control-Allow-Origin": "*"}
+        if request.method == "HEAD":
+            return web.Response(body=b"".join(parts), headers=headers)
+        # Written in ~1 MB pieces, each sent as far as the socket takes it: one 42 MB write would
+        # be joined with the headers, then copied again into the transport's buffer for the part
+        # the socket did not take at once (asyncio on Python 3.11).
+        resp = web.StreamResponse(headers=headers)
+        resp.content_length = sum(map(len, parts))
+        await resp.prepare(request)
+        for chunk in _chunks(parts, WRITE_CHUNK):
+            await resp.write(chunk)
+        await resp.write_eof()
+        return resp
 
     async def build_dump(self) -> dict:
         health: dict[tuple[str, str], Any] = {}
@@ -173,7 +184,7 @@ class StateApi:
                 errors.append(f"Redis unavailable for RM {rm_id}: {exc}")
         apps: list = []
         for _, d in answers:
-            apps.extend(RawJSON(text.decode()) for text in d["applicationsJson"])
+            apps.extend(RawJSON(text) for text in d["applicationsJson"])
         cluster = [cluster_info(t, d["partition"], regs[t.rm_id].build_info if regs.get(t.rm_id) else None,
                                 regs[t.rm_id].registered_at_ns if regs.get(t.rm_id) else 0)
                    for t, d in answers]
@@ -182,8 +193,8 @@ class StateApi:
             "Partitions": [d["partition"] | {"rmID": t.rm_id} for t, d in answers],
             "Applications": apps,
             "AppHistory": [{"timestamp": t, "totalApplications": str(a)} for t, a, _ in self.history.records],
-            "Nodes": [RawJSON('{"partitionName":%s,"rmID":%s,"nodesInfo":[%s]}' % (
-                          _COMPACT.encode(t.partition), _COMPACT.encode(t.rm_id), b",".join(d["nodesJson"]).decode()))
+            "Nodes": [RawJSON(b'{"partitionName":', _COMPACT.encode(t.partition), b',"rmID":',
+                              _COMPACT.encode(t.rm_id), b',"nodesInfo":[', *_commas(d["nodesJson"]), b"]}")
                       for t, d in answers],
             "ClusterInfo": cluster,
             "ContainerHistory": [{"timestamp": t, "totalContainers": str(c)}
@@ -231,30 +242,76 @@ def _parse_rm_dump(value: Any) -> Any:
         return text
 
 
-class RawJSON(str):
-    """JSON text a worker already encoded (orjson, UTF-8): spliced into the dump as it is."""
+class RawJSON:
+    """JSON text already encoded (a worker's orjson output: UTF-8), spliced into the dump as it
+    is: the concatenation of ``parts`` (bytes; str parts are encoded as UTF-8)."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, *parts: bytes | str) -> None:
+        self.parts = [p.encode() if isinstance(p, str) else p for p in parts]
+
+
+def _commas(items: list[bytes]) -> list[bytes]:
+    """``items`` with b"," between them: the parts of their JSON list, without joining them."""
+    out = [b","] * (2 * len(items) - 1) if items else []
+    out[::2] = items
+    return out
 
 
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
-def pretty_dump(doc: dict) -> str:
-    """Indented JSON down to the elements of each top-level list, each element on one line.
+def pretty_dump(doc: dict) -> bytes:
+    """``dump_parts`` joined: the whole document as UTF-8 bytes."""
+    return b"".join(dump_parts(doc))
+
+
+def dump_parts(doc: dict) -> list[bytes]:
+    """Indented JSON down to the elements of each top-level list, each element on one line, as
+    a list of UTF-8 pieces to write one after the other.
 
     Fully indenting a 50,000-allocation dump takes seconds in Python (the indenting encoder is
     pure Python); this keeps the dump readable and greppable at the C encoder's speed. The
-    cyclic GC is paused meanwhile: encoding creates many short-lived objects and each
-    collection would rescan the (large) heap."""
-    enc = _COMPACT.encode
+    workers' pre-encoded texts are pieces as they arrived: the 42 MB of a 50,000-allocation
+    dump are not copied here at all. The cyclic GC is paused meanwhile: encoding creates many
+    short-lived objects and each collection would rescan the (large) heap."""
+    enc = _COMPACT.encode  # ensure_ascii: its output is ASCII, so str.encode() is exact
     with gc_paused():
-        parts = []
-        for key, value in doc.items():
+        out: list[bytes] = [b"{\n"]
+        for n, (key, value) in enumerate(doc.items()):
+            out.append(b'%s  %s: ' % (b",\n" if n else b"", enc(key).encode()))
             if isinstance(value, list) and value:
-                body = ",\n    ".join(v if isinstance(v, RawJSON) else enc(v) for v in value)
-                parts.append(f"  {enc(key)}: [\n    {body}\n  ]")
+                out.append(b"[\n    ")
+                for i, v in enumerate(value):
+                    if i:
+                        out.append(b",\n    ")
+                    if isinstance(v, RawJSON):
+                        out.extend(v.parts)
+                    else:
+                        out.append(enc(v).encode())
+                out.append(b"\n  ]")
             else:
-                parts.append(f"  {enc(key)}: {enc(value)}")
-        return "{\n" + ",\n".join(parts) + "\n}\n"
+                out.append(enc(value).encode())
+        out.append(b"\n}\n")
+        return out
+
+
+WRITE_CHUNK = 1 << 20  # bytes per write of a large answer
+
+
+def _chunks(parts: list[bytes], size: int):
+    """The concatenation of ``parts`` in pieces of about ``size`` bytes (at least one part each)."""
+    group: list[bytes] = []
+    held = 0
+    for part in parts:
+        group.append(part)
+        held += len(part)
+        if held >= size:
+            yield group[0] if len(group) == 1 else b"".join(group)
+            group, held = [], 0
+    if group:
+        yield b"".join(group)
 
 
 def _registration_dump(reg) -> dict | None:

@@ -52,13 +52,41 @@ def test_pretty_dump_is_json_with_one_element_per_line() -> None:
     doc = {"Timestamp": 1, "Partitions": [{"name": "a"}, {"name": "b"}], "Applications": [], "LogLevel": "INFO"}
     text = pretty_dump(doc)
     assert json.loads(text) == doc
-    assert '\n    {"name":"b"}\n' in text
+    assert b'\n    {"name":"b"}\n' in text
 
 
 def test_pre_encoded_json_is_spliced_as_it_is() -> None:
     doc = {"Applications": [RawJSON('{"applicationID":"a1"}'), {"applicationID": "a2"}], "LogLevel": "INFO"}
     assert json.loads(pretty_dump(doc)) == {"Applications": [{"applicationID": "a1"}, {"applicationID": "a2"}],
                                             "LogLevel": "INFO"}
+
+
+def _str_pretty_dump(doc: dict) -> str:
+    """The layout as it was built before the dump became bytes (str pieces joined per level)."""
+    enc = json.JSONEncoder(separators=(",", ":")).encode
+    parts = []
+    for key, value in doc.items():
+        if isinstance(value, list) and value:
+            body = ",\n    ".join(b"".join(v.parts).decode() if isinstance(v, RawJSON) else enc(v) for v in value)
+            parts.append(f"  {enc(key)}: [\n    {body}\n  ]")
+        else:
+            parts.append(f"  {enc(key)}: {enc(value)}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
+def test_bytes_dump_is_byte_for_byte_the_former_text_layout() -> None:
+    import orjson
+
+    node = {"nodeID": "n\u00e9", "attributes": {"k": "\u2603"}, "allocations": [{"uuid": "u1"}]}
+    doc = {"Timestamp": 1, "Partitions": [{"name": "d\u00e9faut"}],
+           "Applications": [RawJSON(orjson.dumps({"applicationID": "a\u00ef"})), {"applicationID": "a2"}],
+           "Nodes": [RawJSON(b'{"partitionName":', '"default"', b',"nodesInfo":[',
+                             *[orjson.dumps(node), b",", orjson.dumps(node)], b"]}")],
+           "Empty": [], "RMDiagnostics": {"rm": {"config": "queues: \u00e9"}}, "LogLevel": "INFO"}
+    got = pretty_dump(doc)
+    assert isinstance(got, bytes)
+    assert got == _str_pretty_dump(doc).encode("utf-8")  # what web.Response(text=...) sent before
+    assert json.loads(got)["Nodes"][0]["nodesInfo"][1]["attributes"] == {"k": "\u2603"}
 
 
 def test_config_checksum_line_is_replaced_not_duplicated() -> None:
