@@ -44,6 +44,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "(default 2, the benchmark's)")
     parser.add_argument("--app-policy", choices=("fifo", "fair", "stateaware"), default="fifo",
                         help="application.sort.policy of root.a and root.b (default fifo)")
+    parser.add_argument("--preemption", action="store_true",
+                        help="queue preemption on full clusters instead: 2,000 preemptors of a high-priority "
+                             "queue against the nodes of --nodes (default 500 and 5000) filled by a low one "
+                             "(partition_worker/bench_preemption.py)")
     parser.add_argument("--session", action="store_true",
                         help="drive the SI adapter (PartitionSession, protobuf in and out) "
                              "instead of the core commands")
@@ -62,6 +66,17 @@ def run(args: argparse.Namespace) -> int:
     if args.profile:
         return _profile(nodes[0], args.asks, args.policy, args.apps, args.app_policy)
     ctx = multiprocessing.get_context("spawn")
+    if args.preemption:
+        from partition_worker.bench_preemption import HIGH_TASKS, PER_NODE, preemption_row
+        small = [n for n in args.nodes or () if n * PER_NODE * 9 // 10 < HIGH_TASKS]
+        if small:
+            print(f"korral bench core: --preemption needs at least {-(-HIGH_TASKS * 10 // (PER_NODE * 9))} "
+                  f"nodes for its {HIGH_TASKS} preemptors, got --nodes {small[0]}", file=sys.stderr)
+            return 2
+        rows = [_in_subprocess(ctx, preemption_row, n) for n in (args.nodes or [500, 5000])]
+        for r in rows:
+            print(json.dumps(r) if args.json else _preemption_line(r), flush=True)
+        return 0 if all(r["victims_only_from_low"] and r["low_kept_its_guarantee"] for r in rows) else 1
     if args.memory:
         fn = memory_session_row if args.session else memory_row
         rows = [_in_subprocess(ctx, fn, MEMORY_NODES, MEMORY_ASKS, args.policy)]
@@ -281,6 +296,15 @@ def _print_table(rows: list[dict], memory: bool) -> None:
         if memory:
             line += f" {r['pending']:>8} {r['cycle_seconds']:>8.3f}"
         print(line, flush=True)
+
+
+def _preemption_line(r: dict) -> str:
+    checks = "ok" if r["victims_only_from_low"] and r["low_kept_its_guarantee"] else "VIOLATED"
+    return (f"{r['nodes']:>6} nodes, {r['low_allocations']} low allocations, {r['preemptors']} preemptors: "
+            f"{r['placed']} placed, {r['victims']} victims in {r['cycles']} cycles; cycle median "
+            f"{r['cycle_ms_median']} ms, p99 {r['cycle_ms_p99']} ms, max {r['cycle_ms_max']} ms; "
+            f"scheduler time {r['scheduler_seconds']} s; victims only from root.low and root.low kept its "
+            f"guarantee: {checks}")
 
 
 def _profile(nodes: int, asks: int, policy: str, apps: int = 2, app_policy: str = "fifo") -> int:

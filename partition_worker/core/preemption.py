@@ -26,7 +26,8 @@ once it is placed (at least one guarantee on the path). Victims:
   path (the outermost fenced queue counts), only from inside that queue's subtree;
 - lowest priority first, youngest first; on a single node; the set is then minimised (a
   victim not needed for the fit is put back) and the node with the fewest victims (then the
-  lowest top priority) wins.
+  lowest top priority) wins, among the first ``PREEMPTION_FEASIBLE_NODES`` (16) nodes that
+  have a victim set (bounded cost on big clusters).
 No loops: once the preemptor is placed its queue is within its guarantee and the victim's
 queue at or above its own, so the victim's re-submission cannot satisfy the preemptor rule
 against it.
@@ -53,6 +54,10 @@ __all__ = ["preemption_due", "try_queue_preemption", "try_required_node_preempti
 
 PROP_PREEMPTION_POLICY = "preemption.policy"
 PREEMPTION_CANDIDATE_NODES = 1000  # nodes examined per attempt (bounded cost)
+# nodes with a victim set compared per attempt: the best of them wins. Comparing every node of
+# a big cluster made each attempt cost ~30 ms at 5,000 busy nodes (one cycle ~1 s while 32
+# preemptors waited); a handful of feasible nodes gives the same choice on a uniform cluster.
+PREEMPTION_FEASIBLE_NODES = 16
 MSG_DAEMONSET = "preempting allocations to free up resources to run daemon set ask: {key}"
 _UNITS = {"ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000, "h": 3_600_000_000_000}
 
@@ -185,7 +190,7 @@ def try_queue_preemption(p, app: "Application", ask: "Ask", now: int) -> bool:
             fence = x
     prio = effective_priority(leaf, ask.priority)
     best = None
-    seen = reserved_by_others = 0
+    seen = feasible = reserved_by_others = 0
     res = ask.resource
     for node in p.nodes.nodes.values():
         if not node.usable:
@@ -201,9 +206,12 @@ def try_queue_preemption(p, app: "Application", ask: "Ask", now: int) -> bool:
         seen += 1
         found = _victims_on(p, node, res, prio, mine, fence)
         if found is not None:
+            feasible += 1
             key = (len(found[0]), found[1])
             if best is None or key < best[0]:
                 best = (key, node, found[0])
+            if feasible >= PREEMPTION_FEASIBLE_NODES:
+                break
         if seen >= PREEMPTION_CANDIDATE_NODES:
             break
     if best is None:

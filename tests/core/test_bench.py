@@ -49,3 +49,13 @@ def test_rows_with_many_apps_allocate_everything(app_policy) -> None:
 def test_memory_row_through_the_session_keeps_every_ask_pending() -> None:
     r = bench.memory_session_row(30, 500)
     assert r["pending"] == 500 and r["scheduling_states"] == 500 and KEYS <= set(r)
+
+
+def test_preemption_row_places_every_preemptor_with_victims_only_from_low() -> None:
+    from partition_worker.bench_preemption import preemption_row
+    r = preemption_row(30, preemptors=100)
+    assert (r["placed"], r["victims"]) == (100, 100)
+    assert r["victims_only_from_low"] and r["low_kept_its_guarantee"]
+    assert r["cycle_ms_median"] > 0 and r["cycles"] >= 100 // 32
+    with pytest.raises(ValueError, match="do not fit in 90% of 30 nodes"):
+        preemption_row(30, preemptors=271)
