@@ -22,7 +22,7 @@ KEEP ?= 0
 help:
 	@echo "make demo    set up, start the local stack, run the demo workload, print a summary, stop the stack"
 	@echo "make test    set up and run the tests (not the slow soaks or benchmarks)"
-	@echo "make bench   set up and run the benchmarks (korral bench core, and e2e when built)"
+	@echo "make bench   set up and run the benchmarks (korral bench core, core --preemption, e2e, recovery)"
 	@echo "make soak    set up and run the slow soak tests (pytest -m slow)"
 	@echo "make setup   only the set-up: .venv, pip install -e '.[test]', redis-server"
 
@@ -80,6 +80,7 @@ test: setup
 
 bench: setup
 	@$(KORRAL) bench core
+	$(KORRAL) bench core --preemption
 	$(KORRAL) bench e2e
 	$(KORRAL) bench recovery
 
