@@ -152,7 +152,8 @@ _MAP_MARKERS = frozenset(range(0x80, 0x90)) | {0xDE, 0xDF}  # fixmap, map 16, ma
 
 def decode_header(raw: Any) -> RawEnvelope:
     """Decode the header of one frame, not its body (see the module doc); raise EnvelopeError
-    for a frame whose header ``decode`` would reject, or that has no body at all."""
+    for a frame whose header ``decode`` would reject, that has no body at all, or whose body is
+    a map that cannot be read as far as its "id"."""
     view = memoryview(raw)
     try:
         try:
@@ -171,7 +172,8 @@ def decode_header(raw: Any) -> RawEnvelope:
 
 def _header(view: memoryview, head: memoryview, raw: Any) -> RawEnvelope:
     # limits from the whole frame's size: a large body is skipped by length, never refused
-    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(view), 1))
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(view), 1),
+                                read_size=max(len(head), 1))  # its buffer: the peek, not 1 MiB
     unpacker.feed(head)
     try:
         size = unpacker.read_array_header()
@@ -195,7 +197,8 @@ def _request_id(unpacker: msgpack.Unpacker, view: memoryview, body_at: int) -> i
     try:
         return _find_id(unpacker)
     except msgpack.OutOfData:  # "id" lies behind a value longer than the peek: read the body
-        unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(view), 1))
+        unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(view), 1),
+                                    read_size=max(len(view) - body_at, 1))
         unpacker.feed(view[body_at:])
         return _find_id(unpacker)
 

@@ -170,3 +170,31 @@ def test_answers_go_to_the_rmproxy_that_asked_not_the_one_holding_the_rm():
     assert t.to_proxy(b"w1", answer) == [(b"asker", answer)]
     response = Envelope(Kind.SI_NODE_RESPONSE, "rm", "default", 1, 0, b"r")
     assert t.to_proxy(b"w1", response) == [(b"holder", response)]
+
+
+def test_undecoded_envelopes_route_by_header_and_request_id_and_go_out_unchanged():
+    from common.envelope import decode_header, encode
+
+    t = make_table()
+    t.worker_ready(b"w1", {"name": "w1"}, now=0)
+    t.rm_register(b"holder", "rm", ["default"], now=0)
+    t.proxy_hello(b"asker", {"name": "asker"}, now=0)
+    query = decode_header(encode(Envelope(Kind.QUERY, "rm", "default", 1, 0, {"what": "dump", "id": 77})))
+    assert t.route(b"asker", query) == [(b"w1", query)]
+    answer = decode_header(encode(Envelope(Kind.QUERY_RESULT, "rm", "default", 1, 0,
+                                           {"id": 77, "packed": b"x" * 100_000})))
+    [(dest, out)] = t.to_proxy(b"w1", answer)
+    assert dest == b"asker" and out is answer
+    response = decode_header(encode(Envelope(Kind.SI_NODE_RESPONSE, "rm", "default", 1, 0, b"r")))
+    assert t.to_proxy(b"w1", response) == [(b"holder", response)]
+
+
+def test_an_undecoded_request_without_a_worker_is_answered_unroutable_with_its_body():
+    from common.envelope import decode_header, encode
+
+    t = make_table()
+    t.proxy_hello(b"p1", {"name": "p1"}, now=0)
+    raw = decode_header(encode(Envelope(Kind.SI_NODE, "rm", "default", 1, 4, b"payload")))
+    [(dest, reply)] = t.route(b"p1", raw)
+    assert dest == b"p1" and reply.kind is Kind.UNROUTABLE and reply.seq == 4
+    assert reply.body["body"] == b"payload" and reply.body["kind"] == "si.node"

@@ -141,3 +141,14 @@ def test_a_bug_in_an_answer_becomes_a_value_error_not_a_crash(s, monkeypatch) ->
     monkeypatch.setitem(q.QUERIES, "nodes", broken)
     with pytest.raises(ValueError, match="internal error: AttributeError: no such field"):
         answer(s, {"what": "nodes"})
+
+
+def test_the_dump_encoder_writes_what_json_dumps_writes_even_for_a_non_string_key() -> None:
+    import json
+
+    from partition_worker.queries import _encode
+
+    plain = {"nodeID": "n\u00e9", "attributes": {"si/hostname": "h"}, "capacity": {"memory": 10}}
+    odd = {"tags": {1: "one"}, "ok": True}  # no view has such a key; encoded as json.dumps would
+    for value in (plain, odd):
+        assert _encode(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()

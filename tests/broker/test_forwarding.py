@@ -1,0 +1,139 @@
+"""The broker loop on real ZeroMQ sockets: routed frames go through byte for byte without being
+decoded, bad frames are counted and dropped, and a frame whose header is valid but whose body is
+not is forwarded and dropped (logged, counted) by the receiving worker or rmproxy."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+
+import msgpack
+import pytest
+import zmq
+
+from broker.main import Broker
+from broker.table import RoutingTable
+from common.envelope import VERSION, Envelope, Kind, decode, encode
+
+RM, PART = "rm", "default"
+WAIT = 5.0
+
+
+def _with_body(kind: Kind, epoch: int, body: bytes) -> bytes:
+    """An envelope whose header is valid and whose body is the raw bytes ``body``."""
+    return b"\x97" + msgpack.packb([VERSION, kind.value, RM, PART, epoch, 1])[1:] + body
+
+
+def _recv(sock: zmq.Socket, kind: Kind) -> bytes:
+    """The next frame of ``kind``, heartbeats and status skipped."""
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        if sock.poll(100):
+            raw = sock.recv()
+            if decode(raw).kind is kind:
+                return raw
+    raise AssertionError(f"no {kind.value} within {WAIT}s")
+
+
+def _until(cond) -> None:
+    deadline = time.monotonic() + WAIT
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def stack():
+    """A broker in a thread, a worker that owns [rm]default, and an rmproxy holding the RM."""
+    ctx = zmq.Context()
+    counter = itertools.count(1)
+    table = RoutingTable(lambda rm, p, floor: max(next(counter), floor + 1))
+    broker = Broker(ctx, "tcp://127.0.0.1:*", "tcp://127.0.0.1:*", table)
+    thread = threading.Thread(target=broker.run, daemon=True)
+    thread.start()
+    worker = ctx.socket(zmq.DEALER)
+    proxy = ctx.socket(zmq.DEALER)
+    for sock, ident, bound in ((worker, b"w1", broker.backend), (proxy, b"p1", broker.frontend)):
+        sock.setsockopt(zmq.IDENTITY, ident)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.RCVTIMEO, int(WAIT * 1000))  # a lost frame fails the test, not hangs it
+        sock.connect(bound.getsockopt(zmq.LAST_ENDPOINT).decode())
+    worker.send(encode(Envelope(Kind.WORKER_READY, body={"name": "w1"})))
+    proxy.send(encode(Envelope(Kind.PROXY_HELLO, body={"name": "p1", "rms": {}})))
+    proxy.send(encode(Envelope(Kind.RM_REGISTER, RM, body={"partitions": [PART]})))
+    epoch = decode(_recv(worker, Kind.PARTITION_ASSIGN)).epoch
+    worker.send(encode(Envelope(Kind.PARTITION_LOADED, RM, PART, epoch, 0, {"error": None})))
+    _recv(proxy, Kind.PARTITION_OWNED)
+    try:
+        yield ctx, broker, worker, proxy, epoch
+    finally:
+        broker.running = False
+        thread.join(5)
+        worker.close(0)
+        proxy.close(0)
+        broker.close()
+        ctx.term()
+
+
+def test_a_query_and_its_42mb_answer_pass_through_byte_for_byte(stack):
+    _, broker, worker, proxy, epoch = stack
+    query = encode(Envelope(Kind.QUERY, RM, PART, epoch, 0, {"what": "dump", "id": 41}))
+    proxy.send(query)
+    assert _recv(worker, Kind.QUERY) == query
+    answer = encode(Envelope(Kind.QUERY_RESULT, RM, PART, epoch, 0, {"id": 41, "packed": b"x" * 42_000_000}))
+    worker.send(answer)
+    assert _recv(proxy, Kind.QUERY_RESULT) == answer
+    assert broker.table.bad_frames == 0 and broker.table.routed >= 2
+
+
+def test_bad_frames_are_counted_and_dropped_and_routing_goes_on(stack):
+    _, broker, worker, proxy, epoch = stack
+    worker.send(b"\xc1not msgpack")
+    proxy.send(msgpack.packb([VERSION, "query", RM, PART, epoch]))  # a 5-element array
+    proxy.send(_with_body(Kind.SI_NODE, epoch, b"\xc1")[:-1])  # no body at all
+    _until(lambda: broker.table.bad_frames == 3)
+    # a bad body for a partition without a worker: the UNROUTABLE answer would quote it; dropped
+    proxy.send(b"\x97" + msgpack.packb([VERSION, "si.node", RM, "nowhere", 1, 1])[1:] + b"\xc1")
+    _until(lambda: broker.table.bad_frames == 4)
+    query = encode(Envelope(Kind.QUERY, RM, PART, epoch, 0, {"what": "partition", "id": 42}))
+    proxy.send(query)
+    assert _recv(worker, Kind.QUERY) == query
+    time.sleep(0.2)
+    while proxy.poll(0):  # nothing came back for the dropped frames (status heartbeats aside)
+        assert decode(proxy.recv()).kind is Kind.STATUS
+
+
+def test_a_bad_body_is_forwarded_and_the_worker_drops_it(stack, caplog):
+    from partition_worker.main import WorkerLoop
+
+    ctx, broker, worker, proxy, epoch = stack
+    bad = _with_body(Kind.SI_NODE, epoch, b"\xc1")
+    proxy.send(bad)
+    loop = WorkerLoop(ctx, "unused", store=None, name="w1", session_factory=object)
+    loop.sock = worker  # the worker's own receive path (broker heartbeats are handled, not dropped)
+    with caplog.at_level(logging.WARNING):
+        _until(lambda: loop._drain() or loop.dropped)
+    assert loop.dropped == 1
+    assert "worker w1 dropped a frame" in caplog.text and "not msgpack" in caplog.text
+    assert broker.table.bad_frames == 0  # the broker routed it by its header
+
+
+def test_a_bad_answer_body_is_forwarded_and_rmproxy_drops_it(stack, caplog):
+    from rmproxy.proxy import Proxy
+
+    _, broker, worker, proxy, epoch = stack
+    bad = _with_body(Kind.QUERY_RESULT, epoch, b"\xc6\x00\x00\xff\xff")  # a bin cut short
+    worker.send(bad)
+    deadline = time.monotonic() + WAIT
+    while (frame := proxy.recv(copy=False)).bytes != bad:  # status heartbeats skipped
+        assert time.monotonic() < deadline
+    rmproxy = Proxy("unused", store=None, name="p1")
+    try:
+        with caplog.at_level(logging.WARNING):
+            rmproxy._on_broker(frame)  # a ZeroMQ frame, as rmproxy's link receives it
+    finally:
+        rmproxy.ctx.term()
+    assert rmproxy.dropped == 1
+    assert "rmproxy p1 dropped a frame" in caplog.text
