@@ -208,6 +208,16 @@ def test_full_state_dump_holds_everything(loaded: Loaded) -> None:
     assert allocs == sum(len(a["allocations"]) for a in d["Applications"]) == 4
 
 
+def test_full_state_dump_headers_and_head(loaded: Loaded) -> None:
+    r = loaded.get("/ws/v1/fullstatedump")
+    assert r.headers["Content-Type"] == "application/json; charset=UTF-8"
+    assert r.headers["Access-Control-Allow-Origin"] == "*"
+    assert int(r.headers["Content-Length"]) == len(r.body) and "Transfer-Encoding" not in r.headers
+    head = loaded.get("/ws/v1/fullstatedump", method="HEAD")
+    assert head.status == 200 and head.body == b""
+    assert head.headers["Content-Type"] == "application/json; charset=UTF-8"
+
+
 def test_config_as_yaml_with_checksum_and_as_json(loaded: Loaded) -> None:
     r = loaded.get("/ws/v1/config")
     assert r.status == 200 and r.headers["Content-Type"].startswith("application/x-yaml")

@@ -147,3 +147,13 @@ def test_resync_observer_counts_and_times_until_re_registration() -> None:
     assert obs.history[-1]["durationSeconds"] is not None and obs.seconds >= 0 and not obs.started
     obs.registered("rm-2")  # a first registration is no resync
     assert obs.count == 1 and len(obs.history) == 1
+
+
+def test_the_dump_is_written_in_pieces_that_add_up_to_the_document() -> None:
+    from rmproxy.webapi.state import _chunks
+
+    parts = [b"a" * 700, b"b" * 10, b"c" * 3000, b"", b"d" * 5]
+    pieces = list(_chunks(parts, 1000))
+    assert b"".join(pieces) == b"".join(parts)
+    assert [len(p) for p in pieces] == [3710, 5]  # each piece at least the size, but the last
+    assert list(_chunks([], 1000)) == []
