@@ -40,6 +40,7 @@ RM_TIMEOUT = 300.0  # seconds an RM may stay Paused (no stream open) before it i
 MAINTAIN_INTERVAL = 1.0
 QUERY_TIMEOUT = 5.0
 RESYNC_DETAILS = "korral: re-register: "
+LARGE_FRAME = 1 << 20  # bytes; a frame this large is decoded with the cyclic GC paused
 
 _KIND_OF_STREAM = {"allocation": Kind.SI_ALLOCATION, "application": Kind.SI_APPLICATION, "node": Kind.SI_NODE}
 _STREAM_OF_RESPONSE = {
@@ -140,7 +141,11 @@ class Proxy:
 
     def _on_broker(self, raw: Any) -> None:
         """One frame from the broker (bytes or a ZeroMQ frame): decode, then its handler."""
-        got = decode_for(raw, self._HANDLERS, f"rmproxy {self.name}")
+        if len(raw) > LARGE_FRAME:  # a worker's large answer: thousands of objects, nothing cyclic
+            with gc_paused():
+                got = decode_for(raw, self._HANDLERS, f"rmproxy {self.name}")
+        else:
+            got = decode_for(raw, self._HANDLERS, f"rmproxy {self.name}")
         if got is None:
             self.dropped += 1
             return

@@ -168,20 +168,31 @@ class StateApi:
         return resp
 
     async def build_dump(self) -> dict:
-        health: dict[tuple[str, str], Any] = {}
-        if self.partition_health is not None:
-            checked, _ = await self.partition_health()
-            health = {(t.rm_id, t.partition): checks for t, checks in checked}
-        answers, errors = await self.reader.query_all_with_errors(
-            {"what": "dump", "health": self.partition_health is None})
-        rm_dumps = await self._rm_state_dumps()
-        rm_ids = await self._rm_ids()
-        regs = {}
-        for rm_id in rm_ids:
-            try:
-                regs[rm_id] = await self.proxy.store.load(rm_id)
-            except Exception as exc:
-                errors.append(f"Redis unavailable for RM {rm_id}: {exc}")
+        # The workers' answers take longest (~0.3 s at 50,000 allocations): the health checks
+        # (when the cache is stale: asked first, so each worker answers them first), the RMs'
+        # own dumps and the registrations are read meanwhile, not after.
+        checking = (asyncio.ensure_future(self.partition_health())
+                    if self.partition_health is not None else None)
+        dumping = asyncio.ensure_future(self.reader.query_all_with_errors(
+            {"what": "dump", "health": self.partition_health is None}))
+        try:
+            rm_dumps = await self._rm_state_dumps()
+            regs, redis_errors = {}, []
+            for rm_id in await self._rm_ids():
+                try:
+                    regs[rm_id] = await self.proxy.store.load(rm_id)
+                except Exception as exc:
+                    redis_errors.append(f"Redis unavailable for RM {rm_id}: {exc}")
+            health: dict[tuple[str, str], Any] = {}
+            if checking is not None:
+                checked, _ = await checking
+                health = {(t.rm_id, t.partition): checks for t, checks in checked}
+            answers, errors = await dumping
+        finally:  # the request was cancelled (client gone): stop waiting for the workers
+            for task in (checking, dumping):
+                if task is not None and not task.done():
+                    task.cancel()
+        errors = errors + redis_errors
         apps: list = []
         for _, d in answers:
             apps.extend(RawJSON(text) for text in d["applicationsJson"])
