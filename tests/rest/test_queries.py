@@ -152,3 +152,20 @@ def test_the_dump_encoder_writes_what_json_dumps_writes_even_for_a_non_string_ke
     odd = {"tags": {1: "one"}, "ok": True}  # no view has such a key; encoded as json.dumps would
     for value in (plain, odd):
         assert _encode(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def test_the_dump_views_are_freed_at_the_next_step_not_before_the_answer_leaves(s) -> None:
+    import weakref
+
+    from partition_worker import queries
+
+    class View(dict):  # a dict that can be watched
+        pass
+
+    data = answer(s, {"what": "dump"})
+    assert data["applicationsJson"] and queries._LEFTOVERS  # held past the answer
+    queries._LEFTOVERS.append(watched := View())
+    ref = weakref.ref(watched)
+    del watched
+    observe_step(s, s.step(START + 10**9), 0.001)
+    assert not queries._LEFTOVERS and ref() is None
