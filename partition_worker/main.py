@@ -28,7 +28,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import msgpack
 import redis
 import zmq
 
@@ -126,7 +125,7 @@ class WorkerLoop:
         with self._sock_lock:
             assert self.sock is not None
             try:
-                self.sock.send(raw, zmq.NOBLOCK)
+                self.sock.send(raw, zmq.NOBLOCK, copy=False)
             except zmq.Again:  # no connection to the broker: unreachable, or it refused our CURVE key
                 self.dropped += 1
                 now = time.monotonic()
@@ -321,21 +320,22 @@ class WorkerLoop:
         self._send(env.reply(Kind.CONFIG_RESULT, {"id": (env.body or {}).get("id"), "error": None}))
 
     def _on_query(self, env: Envelope) -> None:
-        """A read for REST/status: answered between cycles, so it is consistent for the partition."""
+        """A read for REST/status: answered between cycles, so it is consistent for the partition.
+        The answer goes as plain msgpack data: the broker forwards the frame without decoding it."""
         o = self._current(env)
         body = env.body if isinstance(env.body, dict) else {}
+        qid = body.get("id")  # first key of the reply: the broker finds the asker by it
         if o is None:
-            reply = {"id": body.get("id"), "error": f"partition [{env.rm_id}]{env.partition} is not owned "
-                                                     f"by worker {self.name} in epoch {env.epoch}"}
-        else:
+            self._send(env.reply(Kind.QUERY_RESULT, {"id": qid, "error": f"partition [{env.rm_id}]{env.partition} "
+                                                                         f"is not owned by worker {self.name} "
+                                                                         f"in epoch {env.epoch}"}))
+            return
+        with gc_paused():  # a large answer: no GC pass walks it while it is built and packed
             try:
-                # packed here, so the broker forwards bytes instead of walking a large structure
-                with gc_paused():
-                    packed = msgpack.packb(answer_query(o.session, body), use_bin_type=True)
-                reply = {"id": body.get("id"), "packed": packed}
+                reply = {"id": qid, "data": answer_query(o.session, body)}
             except (KeyError, ValueError) as exc:
-                reply = {"id": body.get("id"), "error": f"bad query {body.get('what')!r}: {exc}"}
-        self._send(env.reply(Kind.QUERY_RESULT, reply))
+                reply = {"id": qid, "error": f"bad query {body.get('what')!r}: {exc}"}
+            self._send(env.reply(Kind.QUERY_RESULT, reply))
 
     _HANDLERS: dict[Kind, Callable[["WorkerLoop", Envelope], None]] = {
         Kind.HEARTBEAT: _on_heartbeat,
