@@ -40,7 +40,7 @@ from common.gcpause import gc_paused
 from common.links import broker_dealer
 from partition_worker.core.settings import CoreSettings
 from partition_worker.queries import answer as answer_query
-from partition_worker.queries import observe_step
+from partition_worker.step_stats import observe_step
 from partition_worker.placement.groups import os_lookup
 
 log = logging.getLogger("korral.worker")

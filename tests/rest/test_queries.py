@@ -6,7 +6,8 @@ import msgpack
 import pytest
 
 from common import si_pb2
-from partition_worker.queries import INT32_MIN, answer, observe_step
+from partition_worker.queries import INT32_MIN, answer
+from partition_worker.step_stats import observe_step
 from tests.core.test_session import START, add_app, add_node, ask, session
 
 
@@ -157,15 +158,15 @@ def test_the_dump_encoder_writes_what_json_dumps_writes_even_for_a_non_string_ke
 def test_the_dump_views_are_freed_at_the_next_step_not_before_the_answer_leaves(s) -> None:
     import weakref
 
-    from partition_worker import queries
+    from partition_worker import step_stats
 
     class View(dict):  # a dict that can be watched
         pass
 
     data = answer(s, {"what": "dump"})
-    assert data["applicationsJson"] and queries._LEFTOVERS  # held past the answer
-    queries._LEFTOVERS.append(watched := View())
+    assert data["applicationsJson"] and step_stats._DEFERRED  # held past the answer
+    step_stats._DEFERRED.append(watched := View())
     ref = weakref.ref(watched)
     del watched
     observe_step(s, s.step(START + 10**9), 0.001)
-    assert not queries._LEFTOVERS and ref() is None
+    assert not step_stats._DEFERRED and ref() is None
