@@ -29,6 +29,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "queues": ("common.restcli", "list the queues of a partition (REST client)"),
     "apps": ("common.restcli", "list applications (REST client)"),
     "nodes": ("common.restcli", "list nodes (REST client)"),
+    "explain": ("common.explain", "why an application's asks wait (REST client)"),
 }
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from common import addresses
 
-__all__ = ["configure", "run", "RestClient", "RestError", "format_table"]
+__all__ = ["configure", "run", "RestClient", "RestError", "format_table", "path_part"]
 
 TIMEOUT = 30.0
 
@@ -118,7 +118,7 @@ def _queue_rows(q: dict, depth: int, rows: list) -> None:
 
 
 def _queues(client: RestClient, args, part: dict) -> tuple[Any, str]:
-    tree = client.get(f"/ws/v1/partition/{_q(part['name'])}/queues", rmID=part.get("rmID", ""))
+    tree = client.get(f"/ws/v1/partition/{path_part(part['name'])}/queues", rmID=part.get("rmID", ""))
     rows: list = []
     _queue_rows(tree, 0, rows)
     return tree, format_table(["QUEUE", "STATE", "GUARANTEED", "MAX", "ALLOCATED", "PENDING", "USED",
@@ -126,9 +126,9 @@ def _queues(client: RestClient, args, part: dict) -> tuple[Any, str]:
 
 
 def _apps(client: RestClient, args, part: dict) -> tuple[Any, str]:
-    base = f"/ws/v1/partition/{_q(part['name'])}"
+    base = f"/ws/v1/partition/{path_part(part['name'])}"
     if args.queue:
-        apps = client.get(f"{base}/queue/{_q(args.queue)}/applications", rmID=part.get("rmID", ""))
+        apps = client.get(f"{base}/queue/{path_part(args.queue)}/applications", rmID=part.get("rmID", ""))
     else:
         apps = client.get(f"{base}/applications", rmID=part.get("rmID", ""))
     if args.state:
@@ -142,14 +142,15 @@ def _apps(client: RestClient, args, part: dict) -> tuple[Any, str]:
 
 
 def _nodes(client: RestClient, args, part: dict) -> tuple[Any, str]:
-    nodes = client.get(f"/ws/v1/partition/{_q(part['name'])}/nodes", rmID=part.get("rmID", ""))
+    nodes = client.get(f"/ws/v1/partition/{path_part(part['name'])}/nodes", rmID=part.get("rmID", ""))
     rows = [[n["nodeID"], "yes" if n["schedulable"] else "no", _res(n["capacity"]), _res(n["allocated"]),
              _res(n["available"]), _pct(n["utilized"]), len(n["allocations"])] for n in nodes]
     return nodes, format_table(["NODE", "SCHEDULABLE", "CAPACITY", "ALLOCATED", "AVAILABLE", "UTILISED",
                                 "ALLOCS"], rows)
 
 
-def _q(s: str) -> str:
+def path_part(s: str) -> str:
+    """One path segment of a URL, quoted (a queue, app or key may hold any character)."""
     return urllib.parse.quote(s, safe="")
 
 

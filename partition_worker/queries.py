@@ -214,6 +214,18 @@ def _app(s, body: dict) -> dict:
     return app_dao(a, s.partition_name)
 
 
+def _explain(s, body: dict) -> dict:
+    """Why one pending ask waits (``PartitionSession.explain``): its scheduling state, the node
+    pipeline's rejections counted by stage, and the queue or user/group limit that holds it."""
+    app_id, key = str(body.get("app", "")), str(body.get("key", ""))
+    if app_id not in s.core.apps:  # a finished app has no pending asks
+        return _missing("application", "Application not found")
+    try:
+        return s.explain(app_id, key)
+    except LookupError:
+        return _missing("ask", "Allocation ask not found")
+
+
 # --------------------------------------------------------------------------- nodes
 
 def node_dao(n, part: str) -> dict:
@@ -489,6 +501,7 @@ QUERIES: dict[str, Callable[[Any, dict], Any]] = {
     "health": _health,
     "metrics": _metrics,
     "dump": _dump,
+    "explain": _explain,
 }
 
 

@@ -112,7 +112,8 @@ class ClusterReader:
             raise ApiError(503, f"partition {target.full_name}: {reply['error']}")
         data = reply.get("data")
         if isinstance(data, dict) and "missing" in data and len(data) == 2:
-            status = 404 if data.get("object") == "node" else 400  # YuniKorn's codes, see REST_API.md
+            # YuniKorn's codes (REST_API.md); an ask is only looked up by Korral's explain path
+            status = 404 if data.get("object") in ("node", "ask") else 400
             raise ApiError(status, str(data["missing"]),
                            f"{data['missing']} in partition {target.full_name}")
         return data

@@ -66,6 +66,8 @@ class KorralApi:
             ("GET", "/ws/v1/korral/processes", self.processes),
             ("GET", "/ws/v1/korral/partition/{partition}/heatmap", self.heatmap),
             ("GET", "/ws/v1/korral/partition/{partition}/applications", self.app_summaries),
+            ("GET", "/ws/v1/korral/partition/{partition}/application/{application}/allocation/{key}/explain",
+             self.explain),
             ("GET", "/ws/v1/scheduler/healthcheck", self.healthcheck),
         ]
 
@@ -124,6 +126,14 @@ class KorralApi:
         """Every node as ``[nodeID, utilisation %, schedulable, ready]`` (the dashboard's heat map)."""
         target = self.reader.resolve(request.match_info["partition"], request.query.get("rmID"))
         return json_response(await self.reader.query(target, {"what": "heatmap"}))
+
+    async def explain(self, request: web.Request) -> web.Response:
+        """Why a pending ask waits: ``{state, reason, reservedNode, queueHeadroomBlockedBy,
+        limitBlockedBy, nodes: {rejection stage: node count}}`` (``PartitionSession.explain``)."""
+        m = request.match_info
+        target = self.reader.resolve(m["partition"], request.query.get("rmID"))
+        return json_response(await self.reader.query(target, {"what": "explain", "app": m["application"],
+                                                              "key": m["key"]}))
 
     async def app_summaries(self, request: web.Request) -> web.Response:
         """One small row per application, ``?offset=&limit=`` (default 1,000): ``{total, items}``."""

@@ -77,3 +77,24 @@ def test_dump_to_an_unwritable_place_fails_cleanly(loaded: Loaded, capsys, tmp_p
     code, _, err = korral(capsys, "dump", "--rest-address", addr(loaded), "--output",
                           str(tmp_path / "no" / "such" / "dir" / "d.json"))
     assert code == 1 and "cannot write" in err
+
+
+def test_explain_says_what_holds_each_pending_ask(loaded: Loaded, capsys) -> None:
+    code, out, _ = korral(capsys, "explain", "app-a1", "--rest-address", addr(loaded))
+    assert code == 0
+    assert out.splitlines()[0].startswith("ask a1-huge of app-a1: 1 pending")
+    assert "held by the headroom of queue root.a" in out  # 200 used + 900 > max 1000
+    code, out, _ = korral(capsys, "explain", "app-a1", "a1-huge", "--rest-address", addr(loaded), "--json")
+    assert code == 0
+    (e,) = json.loads(out)
+    assert (e["allocationKey"], e["queueHeadroomBlockedBy"], e["limitBlockedBy"]) == ("a1-huge", "root.a", "")
+    assert sum(e["nodes"].values()) == 2  # both nodes of the partition were examined
+
+
+def test_explain_names_a_missing_ask_or_application(loaded: Loaded, capsys) -> None:
+    code, _, err = korral(capsys, "explain", "app-a1", "nope", "--rest-address", addr(loaded))
+    assert code == 1 and "404 Allocation ask not found" in err
+    code, _, err = korral(capsys, "explain", "app-zz", "k", "--rest-address", addr(loaded))
+    assert code == 1 and "400 Application not found" in err
+    code, out, _ = korral(capsys, "explain", "app-b1", "--rest-address", addr(loaded))
+    assert code == 0 and out.strip() == "application app-b1 has no pending asks"

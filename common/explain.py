@@ -1,0 +1,75 @@
+"""``korral explain APP [KEY]``: why an application's asks wait (a REST client).
+
+For each pending ask (or the one named): its scheduling state and reason, the queue whose
+headroom or the user/group limit that holds it, and how many nodes the node selection rejected
+at each stage (drained, not ready, reserved by another ask, not the required node, selector
+mismatch, insufficient free resources) or found fitting. Reads
+``/ws/v1/korral/partition/{p}/application/{app}/allocation/{key}/explain``.
+
+Exit status: 0 on success, 1 when the REST API cannot be reached or answers an error (the
+application or ask does not exist: its message is printed), 2 for bad flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from common import addresses
+from common.restcli import RestClient, RestError, path_part
+
+__all__ = ["configure", "run"]
+
+MAX_ASKS = 50  # pending asks explained when no KEY is given
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("application", help="application ID")
+    parser.add_argument("key", nargs="?", help="allocation key of one ask (default: every pending ask, "
+                                               f"at most {MAX_ASKS})")
+    addresses.add_flag(parser, "--rest-address", "rest_address", "REST address of any rmproxy (host:port)")
+    parser.add_argument("--partition", default="default",
+                        help="partition of the application: name or [rmID]name (default: default)")
+    parser.add_argument("--json", action="store_true", help="print the API's JSON instead of text")
+
+
+def _pending_keys(client: RestClient, base: str, rm_id: str, app_id: str) -> list[str]:
+    app = client.get(f"{base}/application/{path_part(app_id)}", rmID=rm_id)
+    return [r["allocationKey"] for r in app.get("requests", []) if r.get("pendingCount", 0) > 0][:MAX_ASKS]
+
+
+def format_explanation(e: dict[str, Any]) -> str:
+    lines = [f"ask {e['allocationKey']} of {e['applicationID']}: {e['pending']} pending, "
+             f"state {e['state'] or '-'}" + (f" ({e['reason']})" if e.get("reason") else "")]
+    if e.get("queueHeadroomBlockedBy"):
+        lines.append(f"  held by the headroom of queue {e['queueHeadroomBlockedBy']}")
+    if e.get("limitBlockedBy"):
+        lines.append(f"  held by a limit: {e['limitBlockedBy']}")
+    if e.get("reservedNode"):
+        lines.append(f"  has node {e['reservedNode']} reserved")
+    nodes = e.get("nodes") or {}
+    lines.append("  nodes: " + (", ".join(f"{stage} {n}" for stage, n in nodes.items()) or "none registered"))
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    client = RestClient(args.rest_address)
+    try:
+        part = client.partitions(args.partition)[0]
+        base = f"/ws/v1/partition/{path_part(part['name'])}"
+        rm_id = part.get("rmID", "")
+        keys = [args.key] if args.key else _pending_keys(client, base, rm_id, args.application)
+        answers = [client.get(f"/ws/v1/korral/partition/{path_part(part['name'])}/application/{path_part(args.application)}"
+                              f"/allocation/{path_part(k)}/explain", rmID=rm_id) for k in keys]
+    except RestError as exc:
+        print(f"korral explain: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(answers, indent=2))
+    elif not answers:
+        print(f"application {args.application} has no pending asks")
+    else:
+        print("\n".join(format_explanation(e) for e in answers))
+    return 0
