@@ -16,7 +16,7 @@ from common.cli import build_parser
 from tests.deploy.compose import COMPOSE_FILE, DEPLOY, REPO, env_var_is_read
 
 DOCS = [REPO / "docs" / "operations.md", DEPLOY / "README.md"]
-COMMANDS = ["broker", "rmproxy", "worker", "keys", "status", "up", "down"]
+COMMANDS = ["broker", "rmproxy", "worker", "keys", "status", "up", "down", "sim"]
 OTHER_TOOLS = {"--build", "--scale", "--no-deps", "--restart",  # docker / docker compose
                "--bind", "--requirepass"}  # redis-server
 
