@@ -181,3 +181,32 @@ def test_sim_user_and_group_limits_hold_and_are_used_to_the_full(stack_factory):
     assert peaks["default:root.shared user bob"]["vcore"] == 2000
     assert peaks["default:root.shared user carol"]["vcore"] == 2000
     assert "default:root.shared group data" in peaks
+
+
+GANG_TIMEOUTS = """
+name: gang-timeouts
+seed: 8
+duration: 60
+nodes:
+  # each gang asks for 8 placeholders in a partition with room for fewer: it is never placed
+  - {name: s, count: 3, partition: default, resources: {vcore: 2, memory: 4Gi}}
+  - {name: h, count: 2, partition: hard, resources: {vcore: 2, memory: 4Gi}}
+apps:
+  - {name: soft, partition: default, queue: root.gang, tasks: 8, resources: {vcore: 1, memory: 1Gi},
+     duration: 0.3, gang: {style: Soft, timeout: 2}}
+  - {name: hard, partition: hard, queue: root.gang, tasks: 8, resources: {vcore: 1, memory: 1Gi},
+     duration: 0.3, gang: {style: Hard, timeout: 2}}
+"""
+
+
+def test_sim_gang_timeouts_soft_falls_back_to_normal_scheduling_hard_fails(stack_factory):
+    stack = stack_factory(workers=2)  # one per partition
+    result = simulate(plan(parse_workload(GANG_TIMEOUTS)), SimOptions(si_address=stack.si_address,
+                                                                      progress=False), QUIET)
+    s = result.summary
+    assert s["violations"] == []
+    assert s["apps"] == {"Completed": 1, "Failed": 1}
+    # soft: 6 placeholders placed then released on timeout, 2 asks timed out; its 8 tasks then ran
+    # normally (6 at a time); hard: 4 placed, all 8 released, the app failed, its tasks never sent
+    assert s["placeholders"] == {"allocated": 10, "replaced": 0, "timedout": 16, "released": 0}
+    assert s["tasks"]["done"] == 8 and s["tasks"]["failed"] == 8
