@@ -164,7 +164,24 @@ class Proxy:
                 self.resync(rm, reason)
 
     def _on_status(self, env: Envelope) -> None:
-        self.cluster = env.body if isinstance(env.body, dict) else {}
+        self.cluster = self._without_stopped_rms(env.body if isinstance(env.body, dict) else {})
+
+    def _without_stopped_rms(self, cluster: dict[str, Any]) -> dict[str, Any]:
+        """The broker's view, less the RMs this rmproxy reported but holds no more. They stopped
+        here, and the broker released their partitions at once; its view shows that only a
+        heartbeat later, and status must not show a stopped RM as Running in between."""
+        mine = next((rp for rp in cluster.get("rmproxies", []) if isinstance(rp, dict)
+                     and rp.get("name") == self.name), None)
+        gone = {rm_id for rm_id in (mine or {}).get("rms") or {} if rm_id not in self.rms}
+        if not gone:
+            return cluster
+        return {**cluster,
+                "rmproxies": [{**rp, "rms": {k: v for k, v in rp["rms"].items() if k not in gone}}
+                              if rp is mine else rp for rp in cluster.get("rmproxies", [])],
+                "partitions": [p for p in cluster.get("partitions", []) if p.get("rmID") not in gone],
+                "workers": [{**w, "partition": None, "epoch": None}
+                            if str(w.get("partition") or "").rsplit("/", 1)[0] in gone else w
+                            for w in cluster.get("workers", [])]}
 
     def _on_owned(self, env: Envelope) -> None:
         rm = self.rms.get(env.rm_id)
@@ -445,6 +462,7 @@ class Proxy:
     async def _stop_rm(self, rm_id: str, reason: str) -> None:
         rm = self.rms.pop(rm_id, None)
         self.send(Envelope(Kind.RM_UNREGISTER, rm_id, body={"reason": reason}))
+        self.cluster = self._without_stopped_rms(self.cluster)
         if rm is not None:
             rm.state = RMState.STOPPED
             rm.close_streams(None, f"RM stopped: {reason}")  # None: end the streams normally

@@ -43,3 +43,34 @@ def test_status_shows_workers_partitions_and_rms_from_any_entry_point(stack):
 def test_status_of_an_unreachable_broker_is_a_clear_error():
     r = run_korral("status", "--broker", "tcp://127.0.0.1:1")
     assert r.returncode == 1 and "did not answer" in r.stderr
+
+
+def test_an_rm_that_shut_down_leaves_the_status_at_once(stack):
+    """The broker's view reaches rmproxy a heartbeat later; an RM this rmproxy just stopped must
+    not show as Running, nor its partitions as owned, in the meantime."""
+    import grpc
+
+    from common import korral_pb2, korral_pb2_grpc
+
+    def rms_and_partitions() -> tuple[set, set, set]:
+        doc = _status("--rest-address", stack.rest_address)
+        rms = {rm_id for p in doc.get("rmproxies", []) for rm_id in p["rms"]}
+        owned = {w["partition"] for w in doc["workers"] if w["partition"]}
+        return rms, {p["rmID"] for p in doc["partitions"]}, owned
+
+    rm = SIRM(stack.si_address, "rm-bye")
+    try:
+        rm.register()
+        rm.open()
+        rm.nodes(node("n1", memory=10))
+        rm.wait_for("node", lambda r: r.accepted)
+        deadline = time.monotonic() + 10
+        while "rm-bye" not in rms_and_partitions()[0]:
+            assert time.monotonic() < deadline, "the RM never showed in the status"
+            time.sleep(0.2)
+        with grpc.insecure_channel(stack.si_address) as channel:
+            korral_pb2_grpc.KorralStub(channel).Shutdown(korral_pb2.ShutdownRequest(rmID="rm-bye"), timeout=10)
+        rms, partitions, owned = rms_and_partitions()
+        assert "rm-bye" not in rms and "rm-bye" not in partitions and "rm-bye/default" not in owned
+    finally:
+        rm.close()
