@@ -5,7 +5,8 @@
 const REFRESH_MS = 2000;
 const APPS_SHOWN = 1000; // application rows per partition (small summary rows)
 const NODES_LISTED = 200; // node table rows (the heat map shows every node)
-const state = { view: "overview", partition: null, partitions: [], timer: null };
+const WHY_ASKS = 10; // pending asks explained for the selected application (each costs O(nodes))
+const state = { view: "overview", partition: null, partitions: [], timer: null, why: null };
 
 function esc(v) {
   return String(v === undefined || v === null ? "" : v)
@@ -117,7 +118,9 @@ function renderApps(page) {
     const done = a.allocations;
     const pending = a.pendingCount;
     const pct = done + pending ? Math.round((100 * done) / (done + pending)) : 100;
-    return `<tr data-app="${esc(a.applicationID)}"><td>${esc(a.applicationID)}</td><td>${esc(a.queueName)}</td>
+    return `<tr data-app="${esc(a.applicationID)}" class="${pending ? "waits" : ""}"
+      ${pending ? `onclick="location.hash='apps/'+encodeURIComponent(this.dataset.app)"` : ""}>
+      <td>${esc(a.applicationID)}</td><td>${esc(a.queueName)}</td>
       <td>${esc(a.user)}</td><td>${stateTag(a.applicationState)}</td>
       <td><span class="progress" title="${pct}%"><span style="width:${pct}%"></span></span> ${pct}%</td>
       <td>${done}</td><td>${pending}</td><td>${esc(fmtRes(a.usedResource))}</td>
@@ -127,6 +130,28 @@ function renderApps(page) {
     ? `<tr><td colspan="9" class="muted">showing ${page.items.length} of ${page.total} applications</td></tr>` : "";
   document.querySelector("#apps-table tbody").innerHTML =
     (rows.join("") + more) || `<tr><td colspan="9" class="muted">no applications</td></tr>`;
+}
+
+// Why the selected application's asks wait (``/ws/v1/korral/.../explain``), on demand only.
+async function renderWhy(base, kbase) {
+  const box = document.getElementById("why");
+  if (!state.why || !base) { box.innerHTML = ""; return; }
+  const app = await getJSON(`${base}/application/${encodeURIComponent(state.why)}${rmParam()}`);
+  const keys = (app.requests || []).filter((r) => r.pendingCount > 0).slice(0, WHY_ASKS).map((r) => r.allocationKey);
+  const answers = await Promise.all(keys.map((k) => getJSON(
+    `${kbase}/application/${encodeURIComponent(state.why)}/allocation/${encodeURIComponent(k)}/explain${rmParam()}`)));
+  const rows = answers.map((e) => {
+    const held = [e.queueHeadroomBlockedBy && `headroom of queue ${e.queueHeadroomBlockedBy}`,
+      e.limitBlockedBy && `limit: ${e.limitBlockedBy}`, e.reservedNode && `node ${e.reservedNode} reserved`]
+      .filter(Boolean).join("; ");
+    const nodes = Object.entries(e.nodes || {}).map(([stage, n]) => `${stage} ${n}`).join(", ");
+    return `<tr data-ask="${esc(e.allocationKey)}"><td>${esc(e.allocationKey)}</td><td>${esc(e.pending)}</td>
+      <td>${esc(e.state)}${e.reason ? ` <span class="muted">${esc(e.reason)}</span>` : ""}</td>
+      <td>${esc(held) || '<span class="muted">–</span>'}</td><td>${esc(nodes)}</td></tr>`;
+  });
+  box.innerHTML = `<h2>Why ${esc(state.why)} waits</h2><table id="why-table"><thead><tr><th>Ask</th><th>Pending</th>
+    <th>State</th><th>Held by</th><th>Nodes (by rejection stage)</th></tr></thead>
+    <tbody>${rows.join("") || '<tr><td colspan="5" class="muted">no pending asks</td></tr>'}</tbody></table>`;
 }
 
 function heatColour(pct) {
@@ -218,6 +243,7 @@ async function refresh() {
       const kbase = base && base.replace("/ws/v1/", "/ws/v1/korral/");
       renderApps(kbase ? await getJSON(`${kbase}/applications${rmParam({ limit: APPS_SHOWN })}`)
         : { total: 0, items: [] });
+      await renderWhy(base, kbase);
     } else if (state.view === "nodes") {
       const kbase = base && base.replace("/ws/v1/", "/ws/v1/korral/");
       if (kbase) {
@@ -239,7 +265,10 @@ async function refresh() {
   }
 }
 
-function show(view) {
+function show(hash) {
+  // "#apps/<application>" selects an application whose waiting asks are explained
+  const [view, app] = hash.split("/");
+  state.why = view === "apps" && app ? decodeURIComponent(app) : null;
   state.view = ["overview", "queues", "apps", "nodes", "stack"].includes(view) ? view : "overview";
   document.querySelectorAll(".view").forEach((v) => v.classList.toggle("active", v.id === `view-${state.view}`));
   document.querySelectorAll("#tabs a").forEach((a) => a.classList.toggle("active", a.dataset.view === state.view));

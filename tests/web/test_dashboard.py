@@ -51,6 +51,19 @@ VIEWS = {
 }
 
 
+def test_the_apps_view_explains_why_a_selected_application_waits(chromium: str, loaded: Loaded,
+                                                                 tmp_path: Path) -> None:
+    shot = tmp_path / "dashboard-why.png"
+    dom = render(chromium, f"{loaded.base}/#apps/app-a1", shot, tmp_path / "profile")
+    print(f"screenshot: {shot}")
+    assert 'class="error"' not in dom, re.search(r'id="status"[^>]*>[^<]*', dom)
+    assert re.search(r"Why app-a1 waits", dom)
+    row = re.search(r'<tr data-ask="a1-huge">.*?</tr>', dom, re.S)
+    assert row, "the waiting ask a1-huge is not explained"
+    assert "headroom of queue root.a" in row.group(0)  # 200 used + 900 > max 1000
+    assert re.search(r"(fits|insufficient free resources) \d", row.group(0))  # the node stages
+
+
 @pytest.mark.parametrize("view", list(VIEWS))
 def test_each_view_renders_the_stack_data(chromium: str, loaded: Loaded, tmp_path: Path, view: str) -> None:
     shot = tmp_path / f"dashboard-{view}.png"
