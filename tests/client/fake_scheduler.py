@@ -44,6 +44,19 @@ def _next(out: queue.SimpleQueue, context):
                 return _END
 
 
+def _stream(out: queue.SimpleQueue, context):
+    """Yield what ``out`` holds until its end or an abort (whose code ends the call)."""
+    while True:
+        item = _next(out, context)
+        if item is _END:
+            return
+        if isinstance(item, _Abort):
+            context.set_code(item.code)
+            context.set_details(item.details)
+            return
+        yield item
+
+
 def _res(r: si_pb2.Resource) -> dict[str, int]:
     return {k: q.value for k, q in r.resources.items()}
 
@@ -164,15 +177,7 @@ class FakeScheduler(si_pb2_grpc.SchedulerServicer, korral_pb2_grpc.KorralService
             out.put(_END)
 
         threading.Thread(target=read, daemon=True).start()
-        while True:
-            item = _next(out, context)
-            if item is _END:
-                return
-            if isinstance(item, _Abort):
-                context.set_code(item.code)
-                context.set_details(item.details)
-                return
-            yield item
+        yield from _stream(out, context)
 
     def _emit(self, rm_id: str, kind: str, response) -> None:
         out = self._outs.get((rm_id, kind))
@@ -287,15 +292,7 @@ class FakeScheduler(si_pb2_grpc.SchedulerServicer, korral_pb2_grpc.KorralService
         out: queue.SimpleQueue = queue.SimpleQueue()
         with self.lock:
             self._notices[request.rmID] = out
-        while True:
-            item = _next(out, context)
-            if item is _END:
-                return
-            if isinstance(item, _Abort):
-                context.set_code(item.code)
-                context.set_details(item.details)
-                return
-            yield item
+        yield from _stream(out, context)
 
     def ProvideStateDump(self, request, context):
         self.dumps.append(request)
