@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.rest.workload import Loaded, start_loaded, stop_loaded
+from tests.rest.workload import Loaded, loaded_fixture
 
 
 @pytest.fixture(scope="package")
 def loaded(tmp_path_factory) -> Loaded:
-    handle = start_loaded(tmp_path_factory.mktemp("rest-stack") / "state")
-    yield handle
-    problems = stop_loaded(handle)
-    if problems:
-        pytest.fail("\n".join(problems))
+    yield from loaded_fixture(tmp_path_factory, "rest-stack")

@@ -126,3 +126,14 @@ def start_loaded(state_dir: Path) -> Loaded:
 def stop_loaded(loaded: Loaded) -> list[str]:
     loaded.rm.close()
     return stop_and_verify(loaded.handle)
+
+
+def loaded_fixture(tmp_path_factory, name: str):
+    """The body of a ``loaded`` fixture: a loaded stack, stopped and checked after its tests."""
+    import pytest
+
+    handle = start_loaded(tmp_path_factory.mktemp(name) / "state")
+    yield handle
+    problems = stop_loaded(handle)
+    if problems:
+        pytest.fail("\n".join(problems))

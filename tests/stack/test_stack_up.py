@@ -70,13 +70,18 @@ def test_a_stack_killed_without_down_can_be_started_again(tmp_path):
         assert not stop_and_verify(second)
 
 
-def test_ctrl_c_on_a_foreground_up_stops_everything(tmp_path):
-    state = tmp_path / "state"
+def foreground_up(state: Path) -> subprocess.Popen:
+    """``korral up`` in the foreground (one worker, free ports), its output on a pipe."""
     si, rest = free_ports(2)
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-m", "common.cli", "up", "--state-dir", str(state), "--workers", "1",
          "--si-address", f"127.0.0.1:{si}", "--rest-address", f"127.0.0.1:{rest}"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=korral_env())
+
+
+def test_ctrl_c_on_a_foreground_up_stops_everything(tmp_path):
+    state = tmp_path / "state"
+    proc = foreground_up(state)
     output = []
     try:
         for line in proc.stdout:
@@ -150,11 +155,7 @@ def _pids_in_supervisord_log(state: Path) -> list[int]:
 @pytest.mark.parametrize("when", ["record written", "supervisord running"])
 def test_ctrl_c_while_starting_stops_what_had_started(tmp_path, when):
     state = tmp_path / "state"
-    si, rest = free_ports(2)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "common.cli", "up", "--state-dir", str(state), "--workers", "1",
-         "--si-address", f"127.0.0.1:{si}", "--rest-address", f"127.0.0.1:{rest}"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=korral_env())
+    proc = foreground_up(state)
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -181,11 +182,7 @@ def test_ctrl_c_while_starting_stops_what_had_started(tmp_path, when):
 
 def test_korral_down_ends_a_foreground_up_cleanly(tmp_path):
     state = tmp_path / "state"
-    si, rest = free_ports(2)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "common.cli", "up", "--state-dir", str(state), "--workers", "1",
-         "--si-address", f"127.0.0.1:{si}", "--rest-address", f"127.0.0.1:{rest}"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=korral_env())
+    proc = foreground_up(state)
     try:
         for line in proc.stdout:
             if "Ctrl-C stops the whole stack" in line:

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from tests.rest.workload import Loaded, start_loaded, stop_loaded
+from tests.rest.workload import Loaded, loaded_fixture
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +24,4 @@ def chromium() -> str:
 
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory) -> Loaded:
-    handle = start_loaded(tmp_path_factory.mktemp("web-stack") / "state")
-    yield handle
-    problems = stop_loaded(handle)
-    if problems:
-        pytest.fail("\n".join(problems))
+    yield from loaded_fixture(tmp_path_factory, "web-stack")
