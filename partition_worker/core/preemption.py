@@ -49,7 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .objects import Allocation, Ask
     from .queue import Queue
 
-__all__ = ["preemption_due", "try_queue_preemption", "try_required_node_preemption", "effective_priority",
+__all__ = ["budgeted_queue_preemption", "preemption_due", "try_queue_preemption", "try_required_node_preemption", "effective_priority",
            "parse_delay_ns", "PREEMPTION_CANDIDATE_NODES", "MSG_DAEMONSET"]
 
 PROP_PREEMPTION_POLICY = "preemption.policy"
@@ -166,20 +166,34 @@ def _within_guarantee(q: "Queue", res: Resource) -> bool:
     return any_g
 
 
-def preemption_due(p, app: "Application", ask: "Ask", now: int) -> bool:
-    """``ask`` is old enough to preempt (its leaf's ``preemption.delay``) and not waiting
-    after a failed attempt."""
+def preemption_due(p, app: "Application", ask: "Ask", now: int) -> int | None:
+    """The leaf's ``preemption.delay`` when ``ask`` is older than it and not waiting after a
+    failed attempt; None when it may not preempt yet."""
     delay = parse_delay_ns(app.queue.properties.get("preemption.delay"), p.settings.preemption_delay_ns)
-    return now >= ask.create_time_ns + delay and now >= ask.preempt_after_ns
+    return delay if now >= ask.create_time_ns + delay and now >= ask.preempt_after_ns else None
 
 
-def try_queue_preemption(p, app: "Application", ask: "Ask", now: int) -> bool:
-    """Queue preemption for a due ``ask`` (see the module contract). True if victims were
+def budgeted_queue_preemption(p, c, app: "Application", ask: "Ask") -> bool:
+    """One queue preemption attempt for ``ask`` in cycle ``c`` (either pass: reserved asks or
+    the rest), if the partition and the ask allow it, the ask is due, and the cycle's attempt
+    budget (``c.preempt_budget``) is not spent. True if victims were released."""
+    if not (p.preemption_enabled and ask.allow_preempt_other and not ask.required_node
+            and c.preempt_budget > 0):
+        return False
+    delay = preemption_due(p, app, ask, c.now)
+    if delay is None:
+        return False
+    c.preempt_budget -= 1
+    return try_queue_preemption(p, app, ask, c.now, delay)
+
+
+def try_queue_preemption(p, app: "Application", ask: "Ask", now: int, delay: int) -> bool:
+    """Queue preemption for an ``ask`` that ``preemption_due`` (which gave ``delay``) allows
+    (see the module contract). True if victims were
     released and a node reserved for the ask. A failure waits one delay before the next
     attempt, except when every node that could hold the ask is reserved by another ask (a
     preemptor about to be placed): that is retried next cycle, once the node is free."""
     leaf = app.queue
-    delay = parse_delay_ns(leaf.properties.get("preemption.delay"), p.settings.preemption_delay_ns)
     ask.preempt_after_ns = now + max(delay, 1)  # rate limit: one attempt per delay
     if not _within_guarantee(leaf, ask.resource):
         return False

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from .app_state import AppState
 from .predicates import MAX_SHAPES, find_node, fits, selector_ok
-from .preemption import try_queue_preemption, try_required_node_preemption
+from .preemption import budgeted_queue_preemption, try_required_node_preemption
 
 if TYPE_CHECKING:  # pragma: no cover
     from .application import Application
@@ -120,9 +120,8 @@ def try_reserved(c) -> int:
             if ask.required_node:
                 if node.node_id == ask.required_node:
                     try_required_node_preemption(p, app, ask, node, c.now)
-            elif p.preemption_enabled and ask.allow_preempt_other and c.preempt_budget > 0 \
-                    and try_queue_preemption(p, app, ask, c.now):
-                c.preempt_budget -= 1  # a reserved ask may still preempt (its node or another)
+            else:  # a reserved ask may still preempt (its node or another), once due
+                budgeted_queue_preemption(p, c, app, ask)
             continue
         p.unreserve(res)
         p.allocate(app, ask, target, c.now)

@@ -34,7 +34,7 @@ from .app_state import AppState
 from .limits import describe as describe_limit
 from .outcomes import EventType, SchedState
 from .predicates import find_node
-from .preemption import preemption_due, try_queue_preemption
+from .preemption import budgeted_queue_preemption
 from .reservations import NO_NODE, NOT_RESERVED, RESERVED, maybe_reserve, try_reserved
 from .queue import AppSortPolicy, Queue
 
@@ -442,12 +442,7 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
             _headroom_blocked(c, app, ask, blocker)
         else:
             # no node fits now; root's headroom (the cluster size) may be what is missing
-            preempted = False
-            if p.preemption_enabled and ask.allow_preempt_other and not ask.required_node \
-                    and c.preempt_budget > 0 and preemption_due(p, app, ask, c.now):
-                c.preempt_budget -= 1
-                preempted = try_queue_preemption(p, app, ask, c.now)
-            if preempted:
+            if budgeted_queue_preemption(p, c, app, ask):
                 verdict = RESERVED
             elif not c.no_reserve and not (plain and res == no_reserve_res):
                 verdict = maybe_reserve(c, app, ask)

@@ -223,3 +223,19 @@ def test_preemptors_waiting_for_reserved_nodes_retry_next_cycle_not_after_a_dela
     h.step(1)
     assert sum(len(h.allocs_of(f"hi-{i}")) for i in range(30)) == 30 and len(_preempted(h)) == 30
     assert h.p.queues.find("root.low").allocated.get("memory") == 700
+
+
+def test_a_reserved_ask_waits_for_the_preemption_delay_too():
+    """An ask that reserved a node (after the 2 s reservation delay) is tried first each cycle
+    by the reserved pass; it must not preempt before its preemption.delay either."""
+    h = _h()
+    _fill_low(h)
+    h.app("hi", "root.high", "alice")
+    h.ask("h1", "hi", memory=10)
+    h.step(3 * SECOND)
+    assert h.p.nodes.get("n1").reservation is not None  # reserved: the reserved pass owns it now
+    for _ in range(5):
+        h.step(5 * SECOND)  # 28 s after the ask: still inside the 30 s delay
+    assert not _preempted(h)
+    h.step(3 * SECOND)
+    assert len(_preempted(h)) == 1
