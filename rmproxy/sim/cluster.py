@@ -85,13 +85,17 @@ class _App:
     reason: str = ""
     placeholders: list[_Task] = field(default_factory=list)
     reals_sent: bool = False  # a gang's real asks went out
+    ph_asked: int = 0  # placeholders asked and not yet allocated, rejected or timed out
     failed: bool = False  # a task was lost for good (preempted with on_preempted: fail)
     submitted_wall: float = 0.0  # unix seconds: the creationTime tag
+    _owner: Owner | None = None
 
     @property
     def owner(self) -> Owner:
-        t = self.plan.template
-        return Owner(self.plan.app_id, t.user, t.groups)
+        if self._owner is None:  # built once: it is read for every allocation and release
+            t = self.plan.template
+            self._owner = Owner(self.plan.app_id, t.user, t.groups)
+        return self._owner
 
     @property
     def task_group(self) -> str:
@@ -241,7 +245,8 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                 if task.placeholder:
                     self.stats.placeholder("allocated")
                     gang = task.app
-                    if not gang.reals_sent and all(p.state != "asked" for p in gang.placeholders):
+                    gang.ph_asked -= 1
+                    if not gang.reals_sent and gang.ph_asked == 0:
                         gang.reals_sent = True  # the whole gang is placed: the real tasks go
                         asks += self._send_asks(gang.tasks)
                     continue
@@ -396,6 +401,7 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         for task in tasks:
             if task.state == "planned":
                 task.state, task.asked_at = "asked", now
+                task.app.ph_asked += task.placeholder
                 self.validator.ask_added(task.key, 1)
                 asks.append(self._ask(task))
         return asks
@@ -411,8 +417,9 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                 self._close(task, "failed")
 
     def _close(self, task: _Task, state: str) -> None:
-        task.state = state
+        was, task.state = task.state, state
         if task.placeholder:
+            task.app.ph_asked -= was == "asked"
             return
         task.app.open_tasks -= 1
         if task.app.open_tasks == 0 and task.app.state != "rejected":
