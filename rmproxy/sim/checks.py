@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from common.config.loader import load_config
 from common.config.model import LimitConfig, QueueConfig
 
-__all__ = ["Owner", "Validator", "Violation", "queue_limits", "ugm_limits"]
+__all__ = ["Owner", "Validator", "Violation", "config_limits", "queue_limits", "ugm_limits"]
 
 QueueRef = tuple[str, str]  # (partition, queue path)
 WILDCARD = "*"
@@ -62,37 +62,36 @@ class Violation:
     at: float
 
 
-def queue_limits(config_text: str) -> dict[QueueRef, dict[str, int]]:
-    """Every queue with a ``max`` in the config: (partition, path) -> max. Raises ConfigError."""
-    limits: dict[QueueRef, dict[str, int]] = {}
-
-    def walk(partition: str, queue: QueueConfig, prefix: str) -> None:
-        path = f"{prefix}.{queue.name}" if prefix else queue.name
-        if queue.resources.max:
-            limits[(partition, path)] = dict(queue.resources.max)
-        for child in queue.queues:
-            walk(partition, child, path)
-
-    for p in load_config(config_text).partitions:
-        walk(p.name, p.root, "")
-    return limits
-
-
-def ugm_limits(config_text: str) -> dict[QueueRef, tuple[LimitConfig, ...]]:
-    """Every queue with user/group ``limits``: (partition, path) -> entries. A partition's own
-    ``limits`` belong to its root, as in YuniKorn. Raises ConfigError."""
-    out: dict[QueueRef, tuple[LimitConfig, ...]] = {}
+def config_limits(config_text: str) -> tuple[dict[QueueRef, dict[str, int]],
+                                              dict[QueueRef, tuple[LimitConfig, ...]]]:
+    """The config's limits, read in one walk: every queue with a ``max`` ((partition, path) ->
+    max) and every queue with user/group ``limits`` ((partition, path) -> entries; a
+    partition's own ``limits`` belong to its root, as in YuniKorn). Raises ConfigError."""
+    maxes: dict[QueueRef, dict[str, int]] = {}
+    ugm: dict[QueueRef, tuple[LimitConfig, ...]] = {}
 
     def walk(partition: str, queue: QueueConfig, prefix: str, extra: tuple[LimitConfig, ...]) -> None:
         path = f"{prefix}.{queue.name}" if prefix else queue.name
+        if queue.resources.max:
+            maxes[(partition, path)] = dict(queue.resources.max)
         if queue.limits or extra:
-            out[(partition, path)] = tuple(queue.limits) + extra
+            ugm[(partition, path)] = tuple(queue.limits) + extra
         for child in queue.queues:
             walk(partition, child, path, ())
 
     for p in load_config(config_text).partitions:
         walk(p.name, p.root, "", tuple(p.limits))
-    return out
+    return maxes, ugm
+
+
+def queue_limits(config_text: str) -> dict[QueueRef, dict[str, int]]:
+    """Every queue with a ``max`` in the config: (partition, path) -> max."""
+    return config_limits(config_text)[0]
+
+
+def ugm_limits(config_text: str) -> dict[QueueRef, tuple[LimitConfig, ...]]:
+    """Every queue with user/group ``limits``: (partition, path) -> entries."""
+    return config_limits(config_text)[1]
 
 
 def _entry(limits: tuple[LimitConfig, ...], kind: str, name: str) -> LimitConfig | None:

@@ -18,7 +18,7 @@ from rich.live import Live
 
 from common import si_pb2
 from rmproxy.client import SchedulerAPI
-from rmproxy.sim.checks import Validator, queue_limits, ugm_limits
+from rmproxy.sim.checks import Validator, config_limits
 from rmproxy.sim.cluster import SimCluster
 from rmproxy.sim.report import LiveView
 from rmproxy.sim.stats import Stats
@@ -66,8 +66,8 @@ def simulate(plan: Plan, options: SimOptions, console: Console | None = None,
     """
     console = console or Console()
     config = plan.workload.config or default_config_text(plan.workload)
-    validator = Validator({n.node_id: dict(n.resources) for n in plan.nodes}, queue_limits(config),
-                          ugm=ugm_limits(config))
+    queue_max, ugm = config_limits(config)
+    validator = Validator({n.node_id: dict(n.resources) for n in plan.nodes}, queue_max, ugm=ugm)
     stats = Stats(_capacity(plan))
     channel = None
     if options.credentials is not None:
