@@ -32,7 +32,7 @@ from typing import Callable, Protocol
 
 from common import si_pb2
 from rmproxy.client import RecoverableState, RecoverySnapshot, ResourceManagerCallback, StateDumpPlugin
-from rmproxy.sim.checks import Owner, Validator, Violation
+from rmproxy.sim.checks import Owner, Validator
 from rmproxy.sim.stats import Stats, queue_label
 from rmproxy.sim.workload import AppPlan, Plan
 

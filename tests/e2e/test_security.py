@@ -185,39 +185,6 @@ def test_broker_refuses_bad_curve_settings(tmp_path, redis_server):
 
 # --- mutual TLS for gRPC -----------------------------------------------------------------------
 
-def openssl(*args: str, cwd: Path) -> None:
-    result = subprocess.run(["openssl", *args], capture_output=True, text=True, timeout=30, cwd=cwd)
-    assert result.returncode == 0, f"openssl {' '.join(args)}: {result.stderr}"
-
-
-def make_ca(d: Path, name: str) -> None:
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={name}",
-            "-keyout", f"{name}.key", "-out", f"{name}.crt", cwd=d)
-
-
-def make_cert(d: Path, ca: str, name: str, san: str | None) -> None:
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}", "-keyout", f"{name}.key",
-            "-out", f"{name}.csr", cwd=d)
-    ext = d / f"{name}.ext"
-    ext.write_text(f"subjectAltName={san}\n" if san else "extendedKeyUsage=clientAuth\n")
-    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key", "-CAcreateserial",
-            "-days", "2", "-out", f"{name}.crt", "-extfile", ext.name, cwd=d)
-
-
-@pytest.fixture
-def pki(tmp_path) -> Path:
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl command line is needed to make test certificates")
-    d = tmp_path / "pki"
-    d.mkdir()
-    make_ca(d, "ca")
-    make_ca(d, "other-ca")
-    make_cert(d, "ca", "server", "IP:127.0.0.1,DNS:localhost")
-    make_cert(d, "ca", "rm", None)
-    make_cert(d, "other-ca", "stranger", None)
-    return d
-
-
 def register(address: str, credentials: grpc.ChannelCredentials | None, rm_id: str) -> None:
     channel = grpc.secure_channel(address, credentials) if credentials else grpc.insecure_channel(address)
     try:

@@ -7,7 +7,6 @@ import subprocess
 import sys
 import time
 
-import pytest
 from rich.console import Console
 
 from common import security
@@ -15,7 +14,7 @@ from rmproxy.sim.presets import PRESETS
 from rmproxy.sim.runner import SimOptions, simulate
 from rmproxy.sim.workload import parse_workload, plan
 from tests.conftest import korral_env, run_korral, start_stack, stop_and_verify
-from tests.e2e.test_security import make_keys, pki  # noqa: F401 (pki is a fixture)
+from tests.e2e.test_security import make_keys
 
 QUIET = Console(file=open("/dev/null", "w"))
 
