@@ -95,6 +95,8 @@ class Broker:
                     log.error("could not reassign partitions, Redis unavailable: %s", exc)
                 self._send(self.table.heartbeats(now))
                 next_beat = now + INTERVAL
+            elif self.table.changed:  # every rmproxy's view follows each change at once
+                self._send(self.table.status_push(now))
 
     def _drain(self, sock: zmq.Socket, handle, forwarded: set[Kind]) -> None:
         """Handle everything queued on sock (bounded, so one side cannot starve the other);
@@ -151,24 +153,16 @@ class Broker:
             return [(ident, Envelope(Kind.STATUS, body=t.status(now)))]
         if env.kind is Kind.PROXY_HELLO:
             return t.proxy_hello(ident, env.body or {}, now)
+        handler = _FROM_PROXY.get(env.kind)
+        if handler is None:
+            t.bad_frames += 1
+            log.warning("dropped %s from rmproxy %r: not a proxy message", env.kind, ident)
+            return []
         sends: list[Send] = []
         if not t.alive(ident, now):  # the broker restarted: learn the proxy's RMs again
             t.proxy_hello(ident, {}, now)
             sends.append((ident, REANNOUNCE))
-        if env.kind is Kind.HEARTBEAT:
-            t.proxy_report(ident, env.body or {})
-            return sends
-        if env.kind is Kind.RM_REGISTER:
-            return sends + t.rm_register(ident, env.rm_id, (env.body or {}).get("partitions", []), now)
-        if env.kind is Kind.RM_UNREGISTER:
-            return sends + t.rm_unregister(env.rm_id)
-        if env.kind is Kind.RM_PARTITIONS:
-            return sends + t.rm_partitions(env.rm_id, (env.body or {}).get("partitions", []))
-        if env.kind in _PROXY_ROUTED:
-            return sends + t.route(ident, env)
-        t.bad_frames += 1
-        log.warning("dropped %s from rmproxy %r: not a proxy message", env.kind, ident)
-        return sends
+        return sends + handler(t, ident, env, now)
 
     def _from_worker(self, ident: bytes, env: Envelope, now: float) -> list[Send]:
         t = self.table
@@ -177,15 +171,12 @@ class Broker:
             return t.worker_ready(ident, env.body or {}, now)
         if not t.alive(ident, now):
             return [(ident, REANNOUNCE)]
-        if env.kind is Kind.HEARTBEAT:
+        handler = _FROM_WORKER.get(env.kind)
+        if handler is None:
+            t.bad_frames += 1
+            log.warning("dropped %s from worker %r: not a worker message", env.kind, ident)
             return []
-        if env.kind is Kind.PARTITION_LOADED:
-            return t.partition_loaded(ident, env)
-        if env.kind in _WORKER_OUTCOMES:
-            return t.to_proxy(ident, env)
-        t.bad_frames += 1
-        log.warning("dropped %s from worker %r: not a worker message", env.kind, ident)
-        return []
+        return handler(t, ident, env, now)
 
     def _send(self, sends: list[Send]) -> None:
         for ident, env in sends:
@@ -199,6 +190,26 @@ class Broker:
                 sock.send_multipart([ident, payload], zmq.NOBLOCK, copy=False)
             except zmq.ZMQError as exc:
                 log.warning("could not send %s to %r: %s", env.kind, ident, exc)
+
+
+def _partitions(env: Envelope) -> list[str]:
+    return list((env.body or {}).get("partitions", []))
+
+
+# What the broker does with each kind of message, once the sender is known to be alive.
+_Handler = Callable[[RoutingTable, bytes, Envelope, float], list[Send]]
+_FROM_PROXY: dict[Kind, _Handler] = {
+    Kind.HEARTBEAT: lambda t, ident, env, now: t.proxy_report(ident, env.body or {}) or [],
+    Kind.RM_REGISTER: lambda t, ident, env, now: t.rm_register(ident, env.rm_id, _partitions(env), now),
+    Kind.RM_UNREGISTER: lambda t, ident, env, now: t.rm_unregister(env.rm_id),
+    Kind.RM_PARTITIONS: lambda t, ident, env, now: t.rm_partitions(env.rm_id, _partitions(env)),
+    **{kind: (lambda t, ident, env, now: t.route(ident, env)) for kind in _PROXY_ROUTED},
+}
+_FROM_WORKER: dict[Kind, _Handler] = {
+    Kind.HEARTBEAT: lambda t, ident, env, now: [],
+    Kind.PARTITION_LOADED: lambda t, ident, env, now: t.partition_loaded(ident, env),
+    **{kind: (lambda t, ident, env, now: t.to_proxy(ident, env)) for kind in _WORKER_OUTCOMES},
+}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -5,6 +5,16 @@ as ``(destination identity, Envelope)`` pairs; the socket loop in ``broker.main`
 does the sending. Epochs come from an injected ``next_epoch(rm_id, partition)``
 (Redis ``INCR`` in production), so two brokers or a test can run in one process.
 
+A wanted partition (one an RM registered) is in one of three states:
+
+- **owned**: ``owners`` names its worker and epoch (``loaded`` once the worker has built it);
+- **awaiting**: registered, re-registered or added by a config update and not assigned since;
+  the next idle worker takes it with a new epoch;
+- **orphaned** (neither): it lost its worker, or a restarted broker learned of it from an
+  rmproxy. Its state is gone with the worker, so only the RM's re-registration (which the
+  rmproxy asks for at once) makes it awaiting again: one recovery, one new epoch. A worker
+  re-announcing it after a broker restart adopts it in its old epoch.
+
 Routing reads only an envelope's header and its request id (``Envelope`` or ``RawEnvelope``,
 the same fields): a routed envelope goes out as it came in, its body never decoded, except
 to quote it back in an UNROUTABLE answer.
@@ -73,10 +83,12 @@ class RoutingTable:
         self.owners: dict[PartitionKey, Ownership] = {}
         self.wanted: dict[str, list[str]] = {}  # rm_id -> partitions it registered
         self.rm_proxy: dict[str, bytes] = {}
-        self.last_epoch: dict[PartitionKey, int] = {}
-        # registered since this broker started but not yet assigned: a worker re-announcing one of
-        # these holds pre-registration state, so it gets a fresh assignment instead of adoption
-        self.pending_reset: set[PartitionKey] = set()  # survives an owner's death, so epochs never repeat
+        self.last_epoch: dict[PartitionKey, int] = {}  # survives an owner's death, so epochs never repeat
+        # registered (or re-registered, or added) and not assigned since: a worker re-announcing
+        # one of these holds pre-registration state, so it gets a fresh assignment, not adoption
+        self.awaiting: set[PartitionKey] = set()
+        self.lost: dict[PartitionKey, str] = {}  # orphaned partitions: why their owner went away
+        self.changed = True  # ownership or membership changed since the last STATUS push
         self.bad_frames = 0
         self.routed = 0
         self.queue_depth = 0  # frames waiting on a socket at the last loop turn (read in one go)
@@ -103,16 +115,18 @@ class RoutingTable:
         if worker.owns is None and isinstance(held, dict):
             sends += self._adopt(worker, (str(held.get("rm_id", "")), str(held.get("partition", ""))),
                                  int(held.get("epoch", 0)))
-        return sends + self._assign_unowned()
+        return sends + self._assign_awaiting()
 
     def _adopt(self, worker: WorkerInfo, key: PartitionKey, epoch: int) -> list[Send]:
         own = self.owners.get(key)
         if own is not None and own.worker != worker.identity:  # given to another worker meanwhile
             return [(worker.identity, Envelope(Kind.PARTITION_RELEASE, key[0], key[1], epoch))]
         self.last_epoch[key] = max(epoch, self.last_epoch.get(key, 0))
-        if key in self.pending_reset:  # the RM re-registered since: its state must start empty
+        if key in self.awaiting:  # the RM re-registered since: its state must start empty
             return [self._assign(key, worker.identity)]
         self.owners[key] = Ownership(worker.identity, epoch, loaded=True)
+        self.lost.pop(key, None)
+        self.changed = True
         worker.owns = key
         if key[1] not in self.wanted.setdefault(key[0], []):
             self.wanted[key[0]].append(key[1])
@@ -124,19 +138,23 @@ class RoutingTable:
         info.host = str(body.get("host", info.host))
         info.pid = int(body.get("pid", info.pid) or 0)
         info.expires_at = now + self.expiry
+        self.changed = True
         rms = body.get("rms") or {}
         for rm_id in rms:
             info.rms.add(rm_id)
             self.rm_proxy[rm_id] = identity
             if isinstance(rms, dict) and rm_id not in self.wanted:
-                self.wanted[rm_id] = list(rms[rm_id])  # the broker restarted: learn what the RM wants
-        return self._assign_unowned() if isinstance(rms, dict) else []
+                # the broker restarted: learn what the RM wants; its partitions stay orphaned
+                # until their workers re-announce them or the RM re-registers (the rmproxy asks)
+                self.wanted[rm_id] = list(rms[rm_id])
+        return []
 
     def proxy_report(self, identity: bytes, body: dict) -> None:
         """An rmproxy's heartbeat carries the connection state of its RMs, for `korral status`."""
         info = self.proxies.get(identity)
-        if info is not None and isinstance(body.get("rms"), dict):
+        if info is not None and isinstance(body.get("rms"), dict) and body["rms"] != info.rm_states:
             info.rm_states = body["rms"]
+            self.changed = True
 
     def alive(self, identity: bytes, now: float) -> bool:
         """Note a sign of life; False if the peer is unknown (it must announce itself)."""
@@ -152,19 +170,24 @@ class RoutingTable:
         """(Re-)register an RM: every partition gets a new epoch; owned ones reload in place."""
         self.proxy_hello(proxy, {"rms": [rm_id]}, now)  # a list: nothing to learn, only who holds it
         wanted = list(dict.fromkeys(partitions))
+        for other in self.proxies.values():  # the RM is Running from now on: status need not
+            other.rm_states.pop(rm_id, None)  # wait for the rmproxy's next heartbeat to say so
+        self.proxies[proxy].rm_states[rm_id] = {"state": "Running", "partitions": wanted}
         sends: list[Send] = []
         for old in self.wanted.get(rm_id, []):
             if old not in wanted:
+                self._forget((rm_id, old))
                 sends += self._release((rm_id, old))
         self.wanted[rm_id] = wanted
         for p in wanted:
             key = (rm_id, p)
+            self.lost.pop(key, None)
             own = self.owners.get(key)
             if own is not None and own.worker in self.workers:
                 sends.append(self._assign(key, own.worker))
             else:
-                self.pending_reset.add(key)
-        return sends + self._assign_unowned()
+                self.awaiting.add(key)
+        return sends + self._assign_awaiting()
 
     def rm_partitions(self, rm_id: str, partitions: Iterable[str]) -> list[Send]:
         """A config update changed the RM's partitions: release removed ones, assign added ones."""
@@ -172,21 +195,29 @@ class RoutingTable:
         sends: list[Send] = []
         for old in self.wanted.get(rm_id, []):
             if old not in wanted:
-                self.pending_reset.discard((rm_id, old))
+                self._forget((rm_id, old))
                 sends += self._release((rm_id, old))
         for p in wanted:
-            if (rm_id, p) not in self.owners:
-                self.pending_reset.add((rm_id, p))
+            if (rm_id, p) not in self.owners and (rm_id, p) not in self.lost:
+                self.awaiting.add((rm_id, p))  # added by the update (a lost one waits for its RM)
         self.wanted[rm_id] = wanted
-        return sends + self._assign_unowned()
+        self.changed = True
+        return sends + self._assign_awaiting()
 
     def rm_unregister(self, rm_id: str) -> list[Send]:
         sends: list[Send] = []
         for p in self.wanted.pop(rm_id, []):
-            self.pending_reset.discard((rm_id, p))
+            self._forget((rm_id, p))
             sends += self._release((rm_id, p))
         self.rm_proxy.pop(rm_id, None)
-        return sends + self._assign_unowned()
+        for info in self.proxies.values():
+            info.rm_states.pop(rm_id, None)
+        self.changed = True
+        return sends + self._assign_awaiting()
+
+    def _forget(self, key: PartitionKey) -> None:
+        self.awaiting.discard(key)
+        self.lost.pop(key, None)
 
     def partition_loaded(self, worker: bytes, env: Envelope) -> list[Send]:
         key = (env.rm_id, env.partition)
@@ -196,6 +227,7 @@ class RoutingTable:
         error = (env.body or {}).get("error")
         own.loaded = error is None
         own.error = error
+        self.changed = True
         return self._to_proxy(
             env.rm_id,
             Envelope(Kind.PARTITION_OWNED, env.rm_id, env.partition, env.epoch, 0,
@@ -205,7 +237,9 @@ class RoutingTable:
     def _assign(self, key: PartitionKey, worker: bytes) -> Send:
         epoch = self._next_epoch(key[0], key[1], self.last_epoch.get(key, 0))
         self.last_epoch[key] = epoch
-        self.pending_reset.discard(key)
+        self.awaiting.discard(key)
+        self.lost.pop(key, None)
+        self.changed = True
         self.owners[key] = Ownership(worker, epoch)
         self.workers[worker].owns = key
         return worker, Envelope(Kind.PARTITION_ASSIGN, key[0], key[1], epoch)
@@ -214,15 +248,19 @@ class RoutingTable:
         own = self.owners.pop(key, None)
         if own is None or own.worker not in self.workers:
             return []
+        self.changed = True
         self.workers[own.worker].owns = None
         return [(own.worker, Envelope(Kind.PARTITION_RELEASE, key[0], key[1], own.epoch))]
 
     def unowned(self) -> list[PartitionKey]:
         return [(rm, p) for rm, ps in self.wanted.items() for p in ps if (rm, p) not in self.owners]
 
-    def _assign_unowned(self) -> list[Send]:
+    def _assign_awaiting(self) -> list[Send]:
+        """Give each awaiting partition (in registration order) to an idle worker, pinned first."""
         sends: list[Send] = []
         for key in self.unowned():
+            if key not in self.awaiting:
+                continue
             idle = [w for w in self.workers.values() if w.owns is None and w.pin in (None, key)]
             if not idle:
                 continue
@@ -288,27 +326,48 @@ class RoutingTable:
         return sends
 
     def proxy_gone(self, identity: bytes) -> None:
-        self.proxies.pop(identity, None)
+        if self.proxies.pop(identity, None) is not None:
+            self.changed = True
         for rm_id in [r for r, p in self.rm_proxy.items() if p == identity]:
             del self.rm_proxy[rm_id]
 
     def worker_gone(self, identity: bytes, reason: str) -> list[Send]:
+        """A worker died: its partition is orphaned (its state died with it) and the rmproxy
+        holding the RM is told, naming the lost epoch; the RM's re-registration assigns it again."""
         worker = self.workers.pop(identity, None)
         if worker is None:
             return []
+        self.changed = True
         sends: list[Send] = []
         if worker.owns is not None:
             key = worker.owns
-            self.owners.pop(key, None)
-            sends += self._to_proxy(key[0], Envelope(
-                Kind.PARTITION_LOST, key[0], key[1],
-                body={"reason": f"worker {worker.name} is gone ({reason})"}))
-        return sends + self._assign_unowned()
+            own = self.owners.pop(key, None)
+            epoch = own.epoch if own is not None else self.last_epoch.get(key, 0)
+            why = f"its worker {worker.name} is gone ({reason})"
+            if key[1] in self.wanted.get(key[0], []):
+                self.lost[key] = f"epoch {epoch} lost: {why}"
+            log.warning("[%s]%s epoch %d lost: %s", key[0], key[1], epoch, why)
+            sends += self._to_proxy(key[0], Envelope(Kind.PARTITION_LOST, key[0], key[1], epoch,
+                                                     body={"reason": why, "worker": worker.name}))
+        return sends + self._assign_awaiting()
 
     def heartbeats(self, now: float = 0.0) -> list[Send]:
+        return [(w, Envelope(Kind.HEARTBEAT)) for w in self.workers] + self.status_push(now)
+
+    def status_push(self, now: float = 0.0) -> list[Send]:
+        """STATUS to every rmproxy (each heartbeat, and at the end of any loop turn that changed
+        ownership or membership, so no rmproxy's view lags a change by a heartbeat)."""
+        self.changed = False
         status = self.status(now)
-        return ([(w, Envelope(Kind.HEARTBEAT)) for w in self.workers]
-                + [(p, Envelope(Kind.STATUS, body=status)) for p in self.proxies])
+        return [(p, Envelope(Kind.STATUS, body=status)) for p in self.proxies]
+
+    def _partition_state(self, key: PartitionKey) -> str:
+        own = self.owners.get(key)
+        if own is not None:
+            return "owned" if own.loaded else ("failed" if own.error else "loading")
+        if key in self.awaiting:
+            return "awaiting a worker"
+        return f"waiting for RM {key[0]} to re-register ({self.lost.get(key, 'learned after a broker restart')})"
 
     def status(self, now: float = 0.0) -> dict:
         return {
@@ -324,7 +383,8 @@ class RoutingTable:
                 {"rmID": rm, "partition": p,
                  "worker": self.workers[self.owners[(rm, p)].worker].name if (rm, p) in self.owners else None,
                  "epoch": self.owners[(rm, p)].epoch if (rm, p) in self.owners else None,
-                 "loaded": self.owners[(rm, p)].loaded if (rm, p) in self.owners else False}
+                 "loaded": self.owners[(rm, p)].loaded if (rm, p) in self.owners else False,
+                 "lastEpoch": self.last_epoch.get((rm, p)), "state": self._partition_state((rm, p))}
                 for rm, ps in self.wanted.items() for p in ps
             ],
             "proxies": len(self.proxies),

@@ -62,7 +62,10 @@ def _age(value: Any) -> str:
 
 
 def format_cluster(doc: dict[str, Any]) -> str:
-    lines = [f"cluster (from {doc.get('source')}; broker {'connected' if doc.get('broker') else 'NOT connected'})"]
+    age = doc.get("viewAgeMs")
+    as_of = f"; as of the broker's message {age} ms ago" if isinstance(age, int) else ""
+    lines = [f"cluster (from {doc.get('source')}; broker {'connected' if doc.get('broker') else 'NOT connected'}"
+             f"{as_of})"]
     workers = doc.get("workers") or []
     lines.append(f" workers: {len(workers)}")
     if workers:
@@ -84,10 +87,10 @@ def format_cluster(doc: dict[str, Any]) -> str:
                          for rm, info, proxy in rms])
     parts = doc.get("partitions") or []
     unowned = [p for p in parts if not p.get("worker")]
-    lines.append(f" partitions: {len(parts)}" + (f", {len(unowned)} WITHOUT A WORKER: start more workers"
-                                                 if unowned else ""))
+    lines.append(f" partitions: {len(parts)}" + (f", {len(unowned)} WITHOUT A WORKER" if unowned else ""))
     if parts:
-        lines += _table(("RM", "PARTITION", "WORKER", "EPOCH", "LOADED"),
+        lines += _table(("RM", "PARTITION", "WORKER", "EPOCH", "STATE"),
                         [(p.get("rmID", ""), p.get("partition", ""), p.get("worker") or "-",
-                          str(p.get("epoch") or "-"), "yes" if p.get("loaded") else "no") for p in parts])
+                          str(p.get("epoch") or "-"),
+                          p.get("state") or ("owned" if p.get("loaded") else "loading")) for p in parts])
     return "\n".join(lines)

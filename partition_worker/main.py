@@ -326,9 +326,12 @@ class WorkerLoop:
         body = env.body if isinstance(env.body, dict) else {}
         qid = body.get("id")  # first key of the reply: the broker finds the asker by it
         if o is None:
-            self._send(env.reply(Kind.QUERY_RESULT, {"id": qid, "error": f"partition [{env.rm_id}]{env.partition} "
-                                                                         f"is not owned by worker {self.name} "
-                                                                         f"in epoch {env.epoch}"}))
+            mine = self.owned is not None and (self.owned.rm_id, self.owned.partition) == (env.rm_id, env.partition)
+            now = f" (it owns epoch {self.owned.epoch})" if mine else ""  # type: ignore[union-attr]
+            self._send(env.reply(Kind.QUERY_RESULT, {
+                "id": qid, "stale": True,
+                "error": f"partition [{env.rm_id}]{env.partition} is not owned by worker {self.name} "
+                         f"in epoch {env.epoch}{now}: its owner is changing, ask again"}))
             return
         with gc_paused():  # a large answer: no GC pass walks it while it is built and packed
             try:

@@ -30,6 +30,7 @@ from common.envelope import Envelope, Kind, decode_for, encode
 from common.gcpause import gc_paused
 from common.links import broker_dealer
 from rmproxy import split
+from rmproxy.cluster_view import ClusterView
 from rmproxy.rms import RMSession, RMState
 
 log = logging.getLogger("korral.rmproxy")
@@ -74,7 +75,7 @@ class Proxy:
         self.sock: zmq.asyncio.Socket | None = None
         self.broker_expires = 0.0
         self._unsent_logged = 0.0
-        self.cluster: dict[str, Any] = {}  # the broker's last STATUS body
+        self.view = ClusterView()  # who owns which partition in which epoch, and the rest of the stack
         self.queries: dict[int, asyncio.Future] = {}
         self.state_dumps: dict[str, dict] = {}
         # observers of RM lifecycle events (metrics, resync history): objects with
@@ -92,7 +93,7 @@ class Proxy:
             self.sock.close(0)
         self.sock = broker_dealer(self.ctx, self.broker_address, f"proxy-{self.name}", self.curve)
         self.broker_expires = time.monotonic() + EXPIRY
-        self.cluster = {}
+        self.view.reset()
         self._hello()
 
     def _hello(self) -> None:
@@ -100,6 +101,18 @@ class Proxy:
             "name": self.name, "host": socket.gethostname(), "pid": os.getpid(),
             "rms": {rm.rm_id: rm.partitions for rm in self.rms.values() if rm.state is not RMState.STOPPED},
         }))
+
+    def rm_report(self) -> dict[str, dict]:
+        """This rmproxy's RMs as it holds them now: rmID -> {"state", "partitions"}."""
+        return {rm.rm_id: {"state": rm.state.value, "partitions": rm.partitions} for rm in self.rms.values()}
+
+    def cluster(self) -> dict[str, Any]:
+        """The stack as ``korral status`` shows it: the broker's view (as of its last message,
+        ``viewAgeMs``) with this rmproxy's own RMs as they are now; {} when not connected."""
+        if not self.broker_connected:
+            return {}
+        return self.view.document({"name": self.name, "host": socket.gethostname(), "pid": os.getpid()},
+                                  self.rm_report())
 
     def send(self, env: Envelope) -> None:
         assert self.sock is not None
@@ -114,7 +127,7 @@ class Proxy:
 
     @property
     def broker_connected(self) -> bool:
-        return bool(self.cluster) and time.monotonic() < self.broker_expires
+        return self.view.known and time.monotonic() < self.broker_expires
 
     async def run_link(self) -> None:
         """Receive from the broker forever; heartbeat and reconnect when it goes silent."""
@@ -131,8 +144,7 @@ class Proxy:
                     self._on_broker(frame)
             now = time.monotonic()
             if now >= next_beat:
-                self.send(Envelope(Kind.HEARTBEAT, body={"rms": {
-                    rm.rm_id: {"state": rm.state.value, "partitions": rm.partitions} for rm in self.rms.values()}}))
+                self.send(Envelope(Kind.HEARTBEAT, body={"rms": self.rm_report()}))
                 next_beat = now + INTERVAL
                 if now > self.broker_expires:
                     log.warning("broker silent for %.0fs, reconnecting to %s", EXPIRY, self.broker_address)
@@ -164,30 +176,16 @@ class Proxy:
                 self.resync(rm, reason)
 
     def _on_status(self, env: Envelope) -> None:
-        self.cluster = self._without_stopped_rms(env.body if isinstance(env.body, dict) else {})
-
-    def _without_stopped_rms(self, cluster: dict[str, Any]) -> dict[str, Any]:
-        """The broker's view, less the RMs this rmproxy reported but holds no more. They stopped
-        here, and the broker released their partitions at once; its view shows that only a
-        heartbeat later, and status must not show a stopped RM as Running in between."""
-        mine = next((rp for rp in cluster.get("rmproxies", []) if isinstance(rp, dict)
-                     and rp.get("name") == self.name), None)
-        gone = {rm_id for rm_id in (mine or {}).get("rms") or {} if rm_id not in self.rms}
-        if not gone:
-            return cluster
-        return {**cluster,
-                "rmproxies": [{**rp, "rms": {k: v for k, v in rp["rms"].items() if k not in gone}}
-                              if rp is mine else rp for rp in cluster.get("rmproxies", [])],
-                "partitions": [p for p in cluster.get("partitions", []) if p.get("rmID") not in gone],
-                "workers": [{**w, "partition": None, "epoch": None}
-                            if str(w.get("partition") or "").rsplit("/", 1)[0] in gone else w
-                            for w in cluster.get("workers", [])]}
+        self.view.on_status(env.body if isinstance(env.body, dict) else {})
 
     def _on_owned(self, env: Envelope) -> None:
+        body = env.body or {}
+        error = body.get("error")
+        if error is None:
+            self.view.on_owned(env.rm_id, env.partition, env.epoch, body.get("worker"))
         rm = self.rms.get(env.rm_id)
         if rm is None:
             return
-        error = (env.body or {}).get("error")
         waiter = rm.owned_waiters.pop(env.partition, None)
         if waiter is not None and not waiter.done():
             if error is None:
@@ -198,14 +196,27 @@ class Proxy:
             else:
                 waiter.set_exception(RegistrationError(grpc.StatusCode.INTERNAL, error))
             return
-        # A new owner the RM did not ask for (its worker died): its state is gone; resync.
-        self.resync(rm, f"partition {env.partition} has a new owner (epoch {env.epoch})")
+        if error is not None or env.partition not in rm.partitions or rm.resync_reason is not None:
+            return  # a failed load is reported by the status; a resync's re-registration reassigns
+        if env.partition not in rm.epochs:
+            # Owned after its registration (or config update) stopped waiting, e.g. no worker was
+            # idle then: a new, empty partition, so the RM's traffic for it can start now.
+            rm.epochs[env.partition] = env.epoch
+            rm.seqs[env.partition] = 0
+            self._flush_held(rm, env.partition)
+        elif rm.epochs[env.partition] != env.epoch:  # the RM's state there is gone
+            self.resync(rm, f"partition [{rm.rm_id}]{env.partition} has a new owner "
+                            f"{body.get('worker')} (epoch {env.epoch})")
 
     def _on_lost(self, env: Envelope) -> None:
+        """The partition's worker died, and its state with it: the RM must re-register, which
+        gives the partition a new owner (the broker does not reassign it before)."""
+        body = env.body or {}
+        reason = str(body.get("reason", "its worker is gone"))
+        self.view.on_lost(env.rm_id, env.partition, env.epoch, reason)
         rm = self.rms.get(env.rm_id)
-        if rm is not None and env.partition in rm.epochs:
-            del rm.epochs[env.partition]
-            log.warning("[%s]%s lost its worker: %s", env.rm_id, env.partition, (env.body or {}).get("reason"))
+        if rm is not None and env.partition in rm.partitions:
+            self.resync(rm, f"partition [{rm.rm_id}]{env.partition} lost epoch {env.epoch}: {reason}")
 
     def _on_response(self, env: Envelope) -> None:
         rm = self.rms.get(env.rm_id)
@@ -354,9 +365,12 @@ class Proxy:
 
     def resync(self, rm: RMSession, reason: str) -> None:
         """Ask the RM to re-register: a notice on Subscribe, then its streams end UNAVAILABLE."""
+        if rm.resync_reason is not None:
+            return  # asked already; the re-registration answers every reason at once
         log.warning("asking RM %s to re-register: %s", rm.rm_id, reason)
         for listener in self.listeners:
             listener.resync_started(rm.rm_id, reason)
+        rm.resync_reason = reason
         rm.epochs.clear()
         rm.notify(korral_pb2.SchedulerNotice(reRegister=korral_pb2.ReRegisterRequest(reason=reason)))
         rm.close_streams(grpc.StatusCode.UNAVAILABLE, RESYNC_DETAILS + reason)
@@ -462,7 +476,6 @@ class Proxy:
     async def _stop_rm(self, rm_id: str, reason: str) -> None:
         rm = self.rms.pop(rm_id, None)
         self.send(Envelope(Kind.RM_UNREGISTER, rm_id, body={"reason": reason}))
-        self.cluster = self._without_stopped_rms(self.cluster)
         if rm is not None:
             rm.state = RMState.STOPPED
             rm.close_streams(None, f"RM stopped: {reason}")  # None: end the streams normally
@@ -472,7 +485,7 @@ class Proxy:
             log.warning("could not delete the registration of RM %s: %s", rm_id, exc)
 
     def ready(self) -> dict:
-        workers = self.cluster.get("workers", []) if self.broker_connected else []
+        workers = self.view.status.get("workers", []) if self.broker_connected else []
         return {"broker": self.broker_connected, "workers": len(workers)}
 
 

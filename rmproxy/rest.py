@@ -35,7 +35,7 @@ def build_app(proxy: Proxy) -> web.Application:
         """The stack as the broker sees it, plus this proxy's RMs."""
         return json_response({
             "broker": proxy.broker_connected,
-            "cluster": proxy.cluster,
+            "cluster": proxy.cluster(),
             "rms": [{"rmID": rm.rm_id, "state": rm.state.value, "partitions": rm.partitions,
                      "epochs": rm.epochs} for rm in proxy.rms.values()],
         })

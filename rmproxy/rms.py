@@ -55,6 +55,9 @@ class RMSession:
     owned_waiters: dict[str, asyncio.Future] = field(default_factory=dict)
     state: RMState = RMState.RUNNING
     registration: Registration | None = None
+    # Set when this rmproxy asked the RM to re-register (its partitions lost their state); a
+    # stream the RM opens before it has registered again is ended at once with the same reason.
+    resync_reason: str | None = None
     paused_since: float = 0.0  # monotonic seconds
     dropped_responses: int = 0
 

@@ -15,7 +15,7 @@ import logging
 import grpc
 
 from common import korral_pb2, korral_pb2_grpc, si_pb2
-from rmproxy.proxy import Proxy, RegistrationError
+from rmproxy.proxy import RESYNC_DETAILS, Proxy, RegistrationError
 from rmproxy.rms import Close
 
 log = logging.getLogger("korral.rmproxy.grpc")
@@ -74,6 +74,8 @@ class SchedulerService:
             rm_id = first.rmID
         if rm_id not in proxy.rms:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, _not_registered(name, rm_id))
+        if proxy.rms[rm_id].resync_reason is not None:  # the RM was asked to re-register first
+            await context.abort(grpc.StatusCode.UNAVAILABLE, RESYNC_DETAILS + proxy.rms[rm_id].resync_reason)
         queue: asyncio.Queue = asyncio.Queue()
         proxy.rms[rm_id].attach(name, queue)
 
@@ -133,6 +135,9 @@ class KorralService(korral_pb2_grpc.KorralServicer):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                 f'received SubscribeRequest, but RmID="{request.rmID}" not registered')
         queue: asyncio.Queue = asyncio.Queue(maxsize=10_000)
+        if rm.resync_reason is not None:  # asked before this subscriber came: it hears it too
+            queue.put_nowait(korral_pb2.SchedulerNotice(
+                reRegister=korral_pb2.ReRegisterRequest(reason=rm.resync_reason)))
         rm.subscribers.append(queue)
         try:
             while True:

@@ -1,11 +1,11 @@
 """Reading the whole cluster through the broker: which partitions exist, and asking their workers.
 
-``proxy.cluster["partitions"]`` (the broker's STATUS) lists every (rmID, partition) with its
-owner's epoch, and the broker routes a QUERY by (rmID, partition) whichever rmproxy sends it;
-but it returns the answer to the rmproxy holding the RM, so partitions of RMs held by other
-rmproxies are listed yet answered only once the broker reports ``replyToAsker`` (see
-``ClusterReader.query``). Queries are sent with ``seq`` 0 so they never consume the RM's
-request sequence (workers check sequence only when it is non-zero).
+``proxy.view`` (``rmproxy.cluster_view``) lists every (rmID, partition) with its owner's epoch,
+kept as new as the broker's last message; the broker routes a QUERY by (rmID, partition)
+whichever rmproxy sends it, and returns the answer to the rmproxy that asked (a broker that
+reports ``replyToAsker``; an older one answered only the rmproxy holding the RM, see
+``ClusterReader.query``). Queries are sent with ``seq`` 0 so they never consume the RM's request
+sequence (workers check sequence only when it is non-zero).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ class Target:
     partition: str
     epoch: int | None
     worker: str | None = None
+    state: str = ""  # why there is no owner, in the broker's words, when epoch is None
 
     @property
     def full_name(self) -> str:
@@ -46,18 +47,15 @@ class ClusterReader:
         self._ids = itertools.count((1 << 48) + int.from_bytes(os.urandom(4), "big"))
 
     def targets(self) -> list[Target]:
-        """Every partition of the stack, sorted by (rmID, partition); this proxy's RMs included
-        even before the broker's next STATUS lists them."""
+        """Every partition of the stack, sorted by (rmID, partition), with its owner as
+        ``proxy.view`` knows it; this rmproxy's RMs are listed even before the view has them."""
         seen: dict[tuple[str, str], Target] = {}
-        for p in self.proxy.cluster.get("partitions", []) if self.proxy.broker_connected else []:
-            key = (str(p.get("rmID", "")), str(p.get("partition", "")))
-            seen[key] = Target(key[0], key[1], p.get("epoch") if p.get("loaded") else None, p.get("worker"))
+        if self.proxy.broker_connected:
+            for o in self.proxy.view.owners():
+                seen[(o.rm_id, o.partition)] = Target(o.rm_id, o.partition, o.epoch, o.worker, o.state)
         for rm in self.proxy.rms.values():
             for name in rm.partitions:
-                epoch = rm.epochs.get(name)
-                old = seen.get((rm.rm_id, name))
-                if old is None or (epoch is not None and old.epoch is None):
-                    seen[(rm.rm_id, name)] = Target(rm.rm_id, name, epoch, old.worker if old else None)
+                seen.setdefault((rm.rm_id, name), Target(rm.rm_id, name, None, None, "registering"))
         return [seen[k] for k in sorted(seen)]
 
     def resolve(self, name: str, rm_id: str | None = None) -> Target:
@@ -79,20 +77,35 @@ class ClusterReader:
         query for another rmproxy's RM would only time out, and (while the broker does not yet
         know the RM's rmproxy) would make this rmproxy the RM's destination. So only this
         rmproxy's RMs are queried, unless the broker announces ``replyToAsker`` in its status."""
-        return rm_id in self.proxy.rms or bool(self.proxy.cluster.get("replyToAsker"))
-
-    def holder(self, rm_id: str) -> str | None:
-        for rp in self.proxy.cluster.get("rmproxies", []):
-            if rm_id in (rp.get("rms") or {}):
-                return rp.get("name")
-        return None
+        return rm_id in self.proxy.rms or bool(self.proxy.view.status.get("replyToAsker"))
 
     async def query(self, target: Target, body: dict) -> Any:
-        """One query answered by the partition's worker; ApiError 503 when it cannot answer."""
+        """One query answered by the partition's worker; ApiError 503 when it cannot answer.
+
+        A worker that no longer owns the partition in the target's epoch says so: the owner
+        changed while the query was on its way (a re-registration); it is asked once more in
+        the epoch the view holds by then."""
+        reply = await self._ask(target, body)
+        if reply.get("stale"):
+            now = self.proxy.view.owner(target.rm_id, target.partition)
+            if now is not None and now.epoch is not None and now.epoch != target.epoch:
+                reply = await self._ask(Target(target.rm_id, target.partition, now.epoch, now.worker), body)
+        if reply.get("error"):
+            raise ApiError(503, f"partition {target.full_name}: {reply['error']}")
+        data = reply.get("data")
+        if isinstance(data, dict) and "missing" in data and len(data) == 2:
+            # YuniKorn's codes (REST_API.md); an ask is only looked up by Korral's explain path
+            status = 404 if data.get("object") in ("node", "ask") else 400
+            raise ApiError(status, str(data["missing"]),
+                           f"{data['missing']} in partition {target.full_name}")
+        return data
+
+    async def _ask(self, target: Target, body: dict) -> dict:
         if target.epoch is None:
-            raise ApiError(503, f"partition {target.full_name} has no worker at the moment")
+            raise ApiError(503, f"partition {target.full_name} has no worker at the moment"
+                                + (f": {target.state}" if target.state else ""))
         if not self._replies_reach_us(target.rm_id):
-            holder = self.holder(target.rm_id)
+            holder = self.proxy.view.holder(target.rm_id)
             raise ApiError(503, f"partition {target.full_name} belongs to RM {target.rm_id}, served by "
                                 f"rmproxy {holder or '(unknown)'}: ask that rmproxy's REST API",
                            "the broker returns a worker's answer to the rmproxy holding the RM")
@@ -108,15 +121,7 @@ class ClusterReader:
                                 f"{QUERY_TIMEOUT:.0f}s") from None
         finally:
             self.proxy.queries.pop(qid, None)
-        if reply.get("error"):
-            raise ApiError(503, f"partition {target.full_name}: {reply['error']}")
-        data = reply.get("data")
-        if isinstance(data, dict) and "missing" in data and len(data) == 2:
-            # YuniKorn's codes (REST_API.md); an ask is only looked up by Korral's explain path
-            status = 404 if data.get("object") in ("node", "ask") else 400
-            raise ApiError(status, str(data["missing"]),
-                           f"{data['missing']} in partition {target.full_name}")
-        return data
+        return reply
 
     async def query_all(self, body: dict) -> list[tuple[Target, Any]]:
         """The same query on every partition at once; partitions that cannot answer are left out

@@ -76,14 +76,13 @@ class KorralApi:
         p = self.proxy
         return {"name": p.name, "pid": os.getpid(), "brokerConnected": p.broker_connected,
                 "dropped": p.dropped, "resyncs": self.resyncs.count, "resyncSeconds": self.resyncs.seconds,
-                "pendingQueries": len(p.queries), "cluster": p.cluster if p.broker_connected else {},
+                "pendingQueries": len(p.queries), "cluster": p.cluster(),
                 "rms": {rm.rm_id: rm.state.value for rm in p.rms.values()}}
 
     def _remote_rms(self) -> dict[str, tuple[str, dict]]:
         """RM states reported by every rmproxy through the broker: rmID -> (rmproxy, info)."""
-        p = self.proxy
-        cluster = p.cluster if p.broker_connected else {}
         out: dict[str, tuple[str, dict]] = {}
+        cluster = self.proxy.cluster()
         for rp in cluster.get("rmproxies", []):
             for rm_id, info in (rp.get("rms") or {}).items():
                 if isinstance(info, dict):
@@ -92,7 +91,7 @@ class KorralApi:
 
     async def stack_view(self) -> dict:
         p = self.proxy
-        cluster = p.cluster if p.broker_connected else {}
+        cluster = p.cluster()
         held = {rm.rm_id: rm for rm in p.rms.values()}
         rms = [{"rmID": rm.rm_id, "state": rm.state.value, "proxy": p.name, "partitions": rm.partitions,
                 "epochs": rm.epochs, "streams": sorted(rm.streams), "subscribers": len(rm.subscribers),
@@ -110,14 +109,14 @@ class KorralApi:
                         "broker": p.broker_address, "dropped": p.dropped, "startTime": p.started_ns},
             "broker": {"connected": p.broker_connected, "routed": cluster.get("routed"),
                        "badFrames": cluster.get("badFrames"), "rmproxies": cluster.get("proxies"),
-                       "queueDepth": cluster.get("queueDepth")},
+                       "queueDepth": cluster.get("queueDepth"), "viewAgeMs": cluster.get("viewAgeMs")},
             "rmproxies": [{"name": rp.get("name"), "host": rp.get("host"), "pid": rp.get("pid"),
                            "heartbeatAge": rp.get("heartbeatAge"), "rms": sorted(rp.get("rms") or {}),
                            "self": rp.get("name") == p.name}
                           for rp in cluster.get("rmproxies", [])],
             "workers": [dict(w) | {"heartbeatAge": w.get("heartbeatAge")} for w in cluster.get("workers", [])],
-            "partitions": [{"rmID": t.rm_id, "partition": t.partition, "worker": t.worker, "epoch": t.epoch}
-                           for t in targets],
+            "partitions": [{"rmID": t.rm_id, "partition": t.partition, "worker": t.worker, "epoch": t.epoch,
+                            "state": t.state} for t in targets],
             "rms": rms,
             "resyncs": list(self.resyncs.history),
         }
@@ -190,7 +189,7 @@ class KorralApi:
             redis_msg = "" if redis_ok else "Redis does not answer PING"
         except Exception as exc:
             redis_msg = f"Redis unreachable: {exc}"
-        workers = p.cluster.get("workers", []) if p.broker_connected else []
+        workers = p.view.status.get("workers", []) if p.broker_connected else []
         late = [f"worker {w['name']} last heartbeat {w['heartbeatAge']:.1f}s ago"
                 for w in workers if (w.get("heartbeatAge") or 0) > EXPIRY]
         no_worker = [f"partition {t.full_name} has no worker" for t in targets if t.epoch is None]

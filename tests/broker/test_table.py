@@ -81,16 +81,30 @@ def test_outcomes_reach_the_proxy_holding_the_rm_and_stale_workers_are_ignored()
     assert t.to_proxy(other, out) == []
 
 
-def test_dead_worker_is_purged_and_its_partition_moves_to_a_standby():
+def test_dead_worker_is_purged_and_its_partition_waits_for_the_rm_to_re_register():
     t = make_table()
     t.worker_ready(b"w1", {"name": "w1"}, now=0)
     t.rm_register(b"p1", "rm", ["default"], now=0)
     t.worker_ready(b"w2", {"name": "w2"}, now=2)
     t.alive(b"p1", now=2)
     sends = t.purge(now=3.5)  # w1 last seen at 0, expiry 3
-    assert (b"p1", Kind.PARTITION_LOST, "rm", "default", 0) in kinds(sends)
-    assert (b"w2", Kind.PARTITION_ASSIGN, "rm", "default", 2) in kinds(sends)
-    assert b"w1" not in t.workers
+    # the holder hears which epoch was lost; nothing is reassigned behind the RM's back
+    assert kinds(sends) == [(b"p1", Kind.PARTITION_LOST, "rm", "default", 1)]
+    assert b"w1" not in t.workers and t.unowned() == [("rm", "default")]
+    [part] = t.status()["partitions"]
+    assert part["epoch"] is None and part["lastEpoch"] == 1
+    assert part["state"].startswith("waiting for RM rm to re-register (epoch 1 lost: its worker w1 is gone")
+    # the RM's re-registration gives it one new epoch, on the standby
+    assert kinds(t.rm_register(b"p1", "rm", ["default"], now=4)) == [(b"w2", Kind.PARTITION_ASSIGN, "rm", "default", 2)]
+
+
+def test_a_lost_partition_is_not_taken_by_a_worker_that_arrives_later():
+    t = make_table()
+    t.worker_ready(b"w1", {"name": "w1"}, now=0)
+    t.rm_register(b"p1", "rm", ["default"], now=0)
+    t.worker_gone(b"w1", "its connection closed")
+    assert t.worker_ready(b"w2", {"name": "w2"}, now=1) == []  # waits for the RM, not for a worker
+    assert t.rm_partitions("rm", ["default", "gpu"]) == [(b"w2", Envelope(Kind.PARTITION_ASSIGN, "rm", "gpu", 2))]
 
 
 def test_broker_restart_is_rebuilt_from_reannouncements():
@@ -101,8 +115,31 @@ def test_broker_restart_is_rebuilt_from_reannouncements():
     assert t.worker_ready(b"w1", {"name": "w1", "owns": {"rm_id": "rm", "partition": "default", "epoch": 7}},
                           now=0) == []
     assert t.owners[("rm", "default")].epoch == 7 and t.owners[("rm", "default")].loaded
-    sends = t.worker_ready(b"w2", {"name": "w2"}, now=0)
-    assert kinds(sends) == [(b"w2", Kind.PARTITION_ASSIGN, "rm", "gpu", 1)]
+    # "gpu" lost its worker while the broker was down: a spare does not take it (its state is
+    # gone); the RM's re-registration, which the rmproxy asks for after a broker restart, does
+    assert t.worker_ready(b"w2", {"name": "w2"}, now=0) == []
+    sends = t.rm_register(b"p1", "rm", ["default", "gpu"], now=1)
+    assert sorted(kinds(sends)) == [(b"w1", Kind.PARTITION_ASSIGN, "rm", "default", 8),
+                                    (b"w2", Kind.PARTITION_ASSIGN, "rm", "gpu", 2)]  # the test counter
+
+
+def test_registration_shows_the_rm_running_at_once_and_every_change_asks_for_a_status_push():
+    t = make_table()
+    t.worker_ready(b"w1", {"name": "w1"}, now=0)
+    t.proxy_hello(b"p1", {"name": "p1"}, now=0)
+    t.status_push()
+    assert not t.changed
+    t.rm_register(b"p1", "rm", ["default"], now=0)
+    assert t.changed
+    [proxy] = t.status()["rmproxies"]
+    assert proxy["rms"] == {"rm": {"state": "Running", "partitions": ["default"]}}
+    pushed = t.status_push()
+    assert [(d, e.kind) for d, e in pushed] == [(b"p1", Kind.STATUS)] and not t.changed
+    t.partition_loaded(b"w1", Envelope(Kind.PARTITION_LOADED, "rm", "default", 1, 0, {"error": None}))
+    assert t.changed
+    t.status_push()
+    t.rm_unregister("rm")
+    assert t.changed and t.status()["rmproxies"][0]["rms"] == {}
 
 
 def test_unregister_releases_partitions():
@@ -126,7 +163,8 @@ def test_worker_reannouncing_a_partition_given_away_is_told_to_release_it():
     t.worker_ready(b"w1", {"name": "w1"}, now=0)
     t.rm_register(b"p1", "rm", ["default"], now=0)
     t.worker_ready(b"w2", {"name": "w2"}, now=0)
-    t.worker_gone(b"w1", "connection closed")  # w2 takes over with epoch 2
+    t.worker_gone(b"w1", "connection closed")
+    t.rm_register(b"p1", "rm", ["default"], now=0)  # the RM re-registered: w2 takes over with epoch 2
     sends = t.worker_ready(b"w1", {"name": "w1", "owns": {"rm_id": "rm", "partition": "default", "epoch": 1}},
                            now=1)
     assert kinds(sends) == [(b"w1", Kind.PARTITION_RELEASE, "rm", "default", 1)]

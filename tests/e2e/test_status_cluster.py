@@ -35,7 +35,8 @@ def test_status_shows_workers_partitions_and_rms_from_any_entry_point(stack):
             assert len(doc["workers"]) == 2  # one owner, one spare
             assert rms["rm-status"] == {"state": "Running", "partitions": ["default"]}
             assert {"rmID": "rm-status", "partition": "default", "worker": owners[0]["name"],
-                    "epoch": owners[0]["epoch"], "loaded": True} in doc["partitions"]
+                    "epoch": owners[0]["epoch"], "loaded": True, "lastEpoch": owners[0]["epoch"],
+                    "state": "owned"} in doc["partitions"]
     finally:
         rm.close()
 

@@ -98,12 +98,14 @@ def test_config_checksum_line_is_replaced_not_duplicated() -> None:
 def test_partitions_of_another_rmproxys_rm_are_not_queried_until_the_broker_routes_replies() -> None:
     from types import SimpleNamespace
 
+    from rmproxy.cluster_view import ClusterView
     from rmproxy.webapi._http import ApiError
     from rmproxy.webapi.cluster import ClusterReader, Target
 
     sent = []
-    proxy = SimpleNamespace(rms={}, queries={}, send=sent.append, broker_connected=True,
-                            cluster={"rmproxies": [{"name": "proxy-b", "rms": {"rm-x": {"state": "Running"}}}]})
+    view = ClusterView()
+    view.on_status({"rmproxies": [{"name": "proxy-b", "rms": {"rm-x": {"state": "Running"}}}]})  # an old broker
+    proxy = SimpleNamespace(rms={}, queries={}, send=sent.append, broker_connected=True, view=view)
     reader = ClusterReader(proxy)
     try:
         asyncio.run(reader.query(Target("rm-x", "default", 3), {"what": "partition"}))
