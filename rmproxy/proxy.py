@@ -291,8 +291,10 @@ class Proxy:
         try:
             config = load_config(req.config)
         except ConfigError as exc:
+            kept = (f"; RM {req.rmID} keeps its current registration and partitions"
+                    if req.rmID in self.rms else "")
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
-                                    f"registration of RM failed: {exc}") from None
+                                    f"registration of RM failed: RM {req.rmID}: {exc}{kept}") from None
         for warning in config.warnings:
             log.warning("RM %s config: %s", req.rmID, warning)
         partitions = [p.name for p in config.partitions]

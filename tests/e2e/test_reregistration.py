@@ -203,3 +203,35 @@ def kill_the_worker_of(stack, s: Session) -> int:
         s.rm.next("node", timeout=10)
     assert err.value.code() == grpc.StatusCode.UNAVAILABLE and err.value.details() == details
     return epoch
+
+
+def test_a_re_registration_with_an_invalid_config_names_the_rm_and_loses_nothing(stack):
+    a = Session(stack.si_address, "rm-bad")
+    try:
+        a.register(CONFIGS[0])
+        a.report(0)
+        with pytest.raises(grpc.RpcError) as err:
+            a.rm.register("partitions:\n  - name: default\n    queues: [{name: root, bogus: 1}]\n")
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        details = err.value.details()
+        assert details.startswith("registration of RM failed: RM rm-bad: ") and "bogus" in details, details
+        assert "rm-bad keeps its current registration and partitions" in details
+        # what was accepted before is all still there, and the RM's streams keep scheduling
+        check_reads(stack, a)
+        a.rm.asks(ask("after-bad-config", a.app, memory=10, vcore=1))
+        a.rm.wait_for("allocation", lambda r: any(x.allocationKey == "after-bad-config" for x in r.new))
+        assert len(ok(stack, f"/ws/v1/partition/default/application/{a.app}?rmID=rm-bad")["allocations"]) == 2
+    finally:
+        a.close()
+
+
+def test_a_stream_for_an_unknown_rm_is_refused_naming_it(stack):
+    rm = SIRM(stack.si_address, "rm-nobody")
+    try:
+        rm.open()
+        with pytest.raises(grpc.RpcError) as err:
+            rm.next("node", timeout=10)
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert err.value.details() == 'received NodeRequest, but RmID="rm-nobody" not registered'
+    finally:
+        rm.close()
