@@ -1,7 +1,8 @@
 """``korral queues | apps | nodes``: thin clients of the REST API (``/ws/v1``).
 
 Each prints readable tables (or the API's JSON with ``--json``) for every partition of the
-stack, or the one named by ``--partition`` (``name``, or ``[rmID]name`` when several RMs have a
+stack, or the one named by ``--partition``. Resources are shown in the dashboard's units
+(``64 GiB``, ``16 cores``); ``--raw`` prints YuniKorn's integers (bytes, millicores) (``name``, or ``[rmID]name`` when several RMs have a
 partition of that name). ``apps --queue root.a`` lists that queue's active applications.
 
 Exit status: 0 on success, 1 when the REST API cannot be reached or answers an error (its
@@ -19,6 +20,7 @@ import urllib.request
 from typing import Any
 
 from common import addresses
+from common.units import human_resource
 
 __all__ = ["configure", "run", "RestClient", "RestError", "format_table", "path_part"]
 
@@ -87,6 +89,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--state", action="append", default=[],
                             help="only applications in this state (repeatable), e.g. Running")
     parser.add_argument("--json", action="store_true", help="print the API's JSON instead of tables")
+    parser.add_argument("--raw", action="store_true",
+                        help="resources as exact integers (bytes, millicores) instead of 64 GiB, 16 cores")
 
 
 def format_table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -98,29 +102,23 @@ def format_table(headers: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
-def _res(r: dict | None) -> str:
-    if not r:
-        return "-"
-    return ",".join(f"{k}={v}" for k, v in sorted(r.items()))
-
-
 def _pct(r: dict | None) -> str:
     return ",".join(f"{k}={v}%" for k, v in sorted((r or {}).items())) or "-"
 
 
-def _queue_rows(q: dict, depth: int, rows: list) -> None:
+def _queue_rows(q: dict, depth: int, rows: list, raw: bool) -> None:
     name = "  " * depth + (q["queuename"].rsplit(".", 1)[-1] if depth else q["queuename"])
-    rows.append([name, q["status"], _res(q.get("guaranteedResource")), _res(q.get("maxResource")),
-                 _res(q.get("allocatedResource")), _res(q.get("pendingResource")),
-                 _pct(q.get("absUsedCapacity")), q.get("runningApps", 0)])
+    rows.append([name, q["status"]] + [human_resource(q.get(f), raw) for f in
+                                       ("guaranteedResource", "maxResource", "allocatedResource", "pendingResource")]
+                + [_pct(q.get("absUsedCapacity")), q.get("runningApps", 0)])
     for c in q.get("children", []):
-        _queue_rows(c, depth + 1, rows)
+        _queue_rows(c, depth + 1, rows, raw)
 
 
 def _queues(client: RestClient, args, part: dict) -> tuple[Any, str]:
     tree = client.get(f"/ws/v1/partition/{path_part(part['name'])}/queues", rmID=part.get("rmID", ""))
     rows: list = []
-    _queue_rows(tree, 0, rows)
+    _queue_rows(tree, 0, rows, args.raw)
     return tree, format_table(["QUEUE", "STATE", "GUARANTEED", "MAX", "ALLOCATED", "PENDING", "USED",
                                "RUNNING"], rows)
 
@@ -135,16 +133,17 @@ def _apps(client: RestClient, args, part: dict) -> tuple[Any, str]:
         wanted = {s.lower() for s in args.state}
         apps = [a for a in apps if a["applicationState"].lower() in wanted]
     rows = [[a["applicationID"], a["queueName"], a["user"], a["applicationState"], len(a["allocations"]),
-             sum(r.get("pendingCount", 0) for r in a["requests"]), _res(a["usedResource"]),
-             _res(a["pendingResource"])] for a in apps]
+             sum(r.get("pendingCount", 0) for r in a["requests"]), human_resource(a["usedResource"], args.raw),
+             human_resource(a["pendingResource"], args.raw)] for a in apps]
     return apps, format_table(["APPLICATION", "QUEUE", "USER", "STATE", "ALLOCS", "PENDING ASKS", "USED",
                                "PENDING"], rows)
 
 
 def _nodes(client: RestClient, args, part: dict) -> tuple[Any, str]:
     nodes = client.get(f"/ws/v1/partition/{path_part(part['name'])}/nodes", rmID=part.get("rmID", ""))
-    rows = [[n["nodeID"], "yes" if n["schedulable"] else "no", _res(n["capacity"]), _res(n["allocated"]),
-             _res(n["available"]), _pct(n["utilized"]), len(n["allocations"])] for n in nodes]
+    rows = [[n["nodeID"], "yes" if n["schedulable"] else "no", human_resource(n["capacity"], args.raw),
+             human_resource(n["allocated"], args.raw), human_resource(n["available"], args.raw),
+             _pct(n["utilized"]), len(n["allocations"])] for n in nodes]
     return nodes, format_table(["NODE", "SCHEDULABLE", "CAPACITY", "ALLOCATED", "AVAILABLE", "UTILISED",
                                 "ALLOCS"], rows)
 

@@ -10,6 +10,7 @@ from rich.console import Console, Group
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from common.units import human_resource
 from rmproxy.sim.stats import queue_label
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ def print_summary(summary: dict, console: Console, rest_address: str = "") -> No
         peaks.add_column("queue, user or group")
         peaks.add_column("peak", justify="right")
         for who, peak in summary["limit_peaks"].items():
-            peaks.add_row(who, ", ".join(f"{k} {v:,}" for k, v in sorted(peak.items())))
+            peaks.add_row(who, human_resource(peak))
         console.print(peaks)
     if summary["violations"]:
         console.print(f"[bold red]{len(summary['violations'])} violation(s):[/]")

@@ -32,9 +32,13 @@ function fmtQty(name, v) {
     const units = ["B", "KiB", "MiB", "GiB", "TiB"];
     let i = 0;
     while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
-    return `${Math.round(v * 10) / 10}${units[i]}`;
+    return `${Math.round(v * 10) / 10} ${units[i]}`;
   }
-  if (name === "vcore") return v >= 1000 ? `${Math.round(v / 100) / 10}` : `${v}m`;
+  if (name === "vcore") {
+    if (v && Math.abs(v) < 1000) return `${v}m`;
+    const cores = Math.round(v / 100) / 10;
+    return `${cores} ${cores === 1 ? "core" : "cores"}`;
+  }
   return String(v);
 }
 

@@ -21,12 +21,20 @@ def addr(loaded: Loaded) -> str:
 
 
 def test_queues_table_shows_the_tree_with_resources(loaded: Loaded, capsys) -> None:
-    code, out, _ = korral(capsys, "queues", "--rest-address", addr(loaded), "--partition", "default")
+    code, out, _ = korral(capsys, "queues", "--rest-address", addr(loaded), "--partition", "default", "--raw")
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == "[rm-rest]default" and lines[1].split()[:3] == ["QUEUE", "STATE", "GUARANTEED"]
     a = next(line for line in lines if line.strip().startswith("a "))
     assert "memory=400" in a and "memory=1000" in a and "memory=200,vcore=20" in a
+
+
+def test_tables_show_the_dashboards_units_unless_raw(loaded: Loaded, capsys) -> None:
+    code, out, _ = korral(capsys, "queues", "--rest-address", addr(loaded), "--partition", "default")
+    a = next(line for line in out.splitlines() if line.strip().startswith("a "))
+    assert code == 0 and "memory: 400 B" in a and "memory: 200 B, vcore: 20m" in a
+    code, out, _ = korral(capsys, "nodes", "--rest-address", addr(loaded), "--partition", "default")
+    assert code == 0 and "vcore: 1 core" in out and ", vcore=" not in out  # utilisation stays in %
 
 
 def test_apps_of_a_queue_as_json(loaded: Loaded, capsys) -> None:
