@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import shutil
 import sys
 
 # name -> (module, one-line help). ``bench`` has its own sub-subcommands.
@@ -31,6 +33,21 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "nodes": ("common.restcli", "list nodes (REST client)"),
     "explain": ("common.explain", "why an application's asks wait (REST client)"),
 }
+
+
+def invocation() -> str:
+    """How to run ``korral`` again from here, for the commands Korral prints: ``korral`` when
+    that is on PATH and is this installation, else the path of this installation's ``korral``
+    script (relative when it is below the working directory, as ``.venv/bin/korral``), else
+    ``python -m common.cli`` with this interpreter."""
+    script = os.path.join(os.path.dirname(sys.executable), "korral")
+    on_path = shutil.which("korral")
+    if on_path and os.path.exists(script) and os.path.samefile(on_path, script):
+        return "korral"
+    if os.path.exists(script):
+        rel = os.path.relpath(script)
+        return rel if not rel.startswith("..") else script
+    return f"{sys.executable} -m common.cli"
 
 
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:

@@ -32,6 +32,7 @@ from pathlib import Path
 from string import Template
 
 from common import netutil, security
+from common.cli import invocation
 from common.redis_server import RedisNotInstalled, find_redis_server, ping, redis_command
 from common.stack_security import StackSecurity, ensure_curve_keys, keys_dir, program_flags, validate_tls
 from common.stack_down import (
@@ -233,7 +234,7 @@ def refuse_if_running(state_dir: Path) -> None:
     if alive:
         listing = ", ".join(f"{name} pid {p.pid}" for name, p in sorted(alive.items()))
         raise StackError(f"a stack is already running in {state_dir} ({listing}); "
-                         f"stop it first with `korral down --state-dir {state_dir}`")
+                         f"stop it first with `{invocation()} down --state-dir {shlex.quote(str(state_dir))}`")
 
 
 def start_stack(opts: UpOptions) -> StackInfo:
@@ -457,7 +458,7 @@ def run(args: argparse.Namespace) -> int:
         save_stack(info)
         print(_summary(info, ready), flush=True)
         if args.detach:
-            print(f"stop it with: korral down --state-dir {info.state_dir}", flush=True)
+            print(f"stop it with: {invocation()} down --state-dir {shlex.quote(str(info.state_dir))}", flush=True)
             return 0
         print("running in the foreground; Ctrl-C stops the whole stack", flush=True)
         while info.supervisord is not None and info.supervisord.alive():

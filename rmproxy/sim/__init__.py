@@ -24,7 +24,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--si-address", default=os.environ.get("KORRAL_SI_ADDRESS", "127.0.0.1:9090"),
                         help="rmproxy gRPC address [$KORRAL_SI_ADDRESS, 127.0.0.1:9090]")
     parser.add_argument("--rest-address", default=os.environ.get("KORRAL_REST_ADDRESS", ""),
-                        help="REST address, only printed as a pointer to the web UI [$KORRAL_REST_ADDRESS]")
+                        help="REST address: the cluster view is printed at the end of the run (read while the sim's "
+                             "RM is still registered), with a pointer to the web UI [$KORRAL_REST_ADDRESS]")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--workload", metavar="FILE", help="workload YAML (format in docs/sim.md)")
     source.add_argument("--preset", choices=sorted(PRESETS), default=None,
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from common.config.errors import ConfigError
     from rmproxy.client import SchedulerError
     from rmproxy.sim.presets import PRESETS
-    from rmproxy.sim.report import print_summary, write_csv, write_json
+    from rmproxy.sim.report import print_final_view, print_summary, write_csv, write_json
     from rmproxy.sim.runner import SimOptions, simulate
     from rmproxy.sim.workload import WorkloadError, parse_workload, plan
 
@@ -79,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
         err.print(f"korral sim: {exc}", markup=False)
         return 2
     options = SimOptions(si_address=args.si_address, rm_id=args.rm_id, duration=args.duration,
-                         progress=not args.no_progress and console.is_terminal, credentials=credentials)
+                         progress=not args.no_progress and console.is_terminal, credentials=credentials,
+                         rest_address=args.rest_address)
     try:
         result = simulate(the_plan, options, console)
     except ConfigError as exc:
@@ -92,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
         err.print("korral sim: interrupted")
         return 130
     print_summary(result.summary, console, args.rest_address)
+    if result.final_view is not None:
+        print_final_view(result.final_view, args.rm_id, console)
     if result.reconnects:
         console.print(f"the client re-registered and replayed {result.reconnects} time(s)")
     if args.json:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.markup import escape
 from rich.table import Table
 
 from common.units import human_resource
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from rmproxy.sim.cluster import SimCluster
     from rmproxy.sim.stats import Stats
 
-__all__ = ["LiveView", "print_summary", "write_csv", "write_json"]
+__all__ = ["LiveView", "print_summary", "print_final_view", "write_csv", "write_json"]
 
 
 class LiveView:
@@ -106,6 +107,44 @@ def print_summary(summary: dict, console: Console, rest_address: str = "") -> No
                       "loop[/]")
     if rest_address:
         console.print(f"scheduler state: http://{rest_address}/ws/v1/partitions  (web UI: http://{rest_address}/)")
+
+
+def print_final_view(views: dict, rm_id: str, console: Console) -> None:
+    """What ran, as the scheduler showed it: the last view read with work running (the queue tree
+    with usage against guaranteed and max), and the partitions at the end of the run, read while
+    the RM was still registered."""
+    busy, end = views.get("busy"), views.get("end") or {}
+    if busy is not None:
+        _print_view(busy, rm_id, console, f"{views['busyAt']:.0f}s into the run, the last view with work running")
+    if "error" in end:
+        console.print(f"[yellow]cluster view at the end: unavailable ({escape(end['error'])})[/]")
+        return
+    for part in end.get("partitions", []):
+        cap = part["capacity"]
+        apps = {k: v for k, v in part["applications"].items() if v and k != "total"}
+        console.print(escape(f"[{rm_id}]{part['name']} at the end, before the RM unregistered: "
+                             f"{human_resource(cap.get('capacity'))} in all, "
+                             f"{human_resource(cap.get('usedCapacity'))} in use; applications: "
+                             + (", ".join(f"{k} {v}" for k, v in sorted(apps.items())) or "none left")))
+
+
+def _print_view(view: dict, rm_id: str, console: Console, when: str) -> None:
+    for part in view.get("partitions", []):
+        table = Table(title=escape(f"[{rm_id}]{part['name']}, {when}: in use "
+                                   f"{human_resource(part['capacity'].get('usedCapacity'))} of "
+                                   f"{human_resource(part['capacity'].get('capacity'))}"))
+        for col in ("queue", "running apps", "allocated", "guaranteed", "max"):
+            table.add_column(col, justify="left" if col == "queue" else "right")
+
+        def rows(q: dict, depth: int) -> None:
+            table.add_row("  " * depth + q["queuename"], str(q.get("runningApps", 0)),
+                          human_resource(q.get("allocatedResource")), human_resource(q.get("guaranteedResource")),
+                          human_resource(q.get("maxResource")))
+            for child in q.get("children") or []:
+                rows(child, depth + 1)
+
+        rows(part["queues"], 0)
+        console.print(table)
 
 
 def _fmt(value, unit: str) -> str:

@@ -7,6 +7,7 @@ returns the summary dict and never exits the process.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -39,6 +40,7 @@ class SimOptions:
     progress: bool = True
     drain: float = 5.0  # after the last task is over, wait this long for stragglers
     credentials: Any = None  # grpc.ChannelCredentials for rmproxy's TLS; None: plaintext
+    rest_address: str = ""  # when set, the cluster view is read at the end, before the RM unregisters
 
 
 @dataclass(slots=True)
@@ -46,6 +48,58 @@ class SimResult:
     summary: dict  # see Stats.summary
     timeline: list[dict]  # one row per second
     reconnects: int  # times the client re-registered and replayed
+    final_view: dict | None = None  # see ViewSampler.result
+
+
+def cluster_view(rest_address: str, rm_id: str) -> dict:
+    """The RM's partitions as the REST API shows them now:
+    ``{"partitions": [{"name", "capacity", "applications", "queues"}]}`` or ``{"error"}``."""
+    from common.restcli import RestClient, RestError, path_part
+
+    client = RestClient(rest_address, timeout=10)
+    try:
+        parts = [p for p in client.get("/ws/v1/partitions") if p.get("rmID") == rm_id]
+        return {"partitions": [
+            {"name": p["name"], "capacity": p.get("capacity") or {}, "applications": p.get("applications") or {},
+             "queues": client.get(f"/ws/v1/partition/{path_part(p['name'])}/queues", rmID=rm_id)}
+            for p in parts]}
+    except RestError as exc:
+        return {"error": str(exc)}
+
+
+class ViewSampler:
+    """Reads the cluster view every ``every`` seconds (two small REST reads) while the sim runs, so that what ran can be
+    shown afterwards: the run ends with every task over, when (dynamic) queues are empty or gone."""
+
+    def __init__(self, rest_address: str, rm_id: str, clock: Callable[[], float], every: float = 0.5) -> None:
+        self.rest_address, self.rm_id, self.clock, self.every = rest_address, rm_id, clock, every
+        self.started = clock()
+        self.busy: tuple[float, dict] | None = None  # (seconds into the run, view) of the last busy view
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sim-view-sampler", daemon=True)
+
+    def start(self) -> "ViewSampler":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self.sample()
+
+    def sample(self) -> dict:
+        view = cluster_view(self.rest_address, self.rm_id)
+        if any((p["capacity"].get("usedCapacity") or {}) for p in view.get("partitions", [])):
+            self.busy = (self.clock() - self.started, view)
+        return view
+
+    def result(self) -> dict:
+        """``{"busy": view with work running (or None), "busyAt": seconds into the run,
+        "end": the view at the end, read while the RM is still registered}``."""
+        self._stop.set()
+        self._thread.join(15)
+        end = self.sample()
+        at, busy = self.busy if self.busy is not None else (None, None)
+        return {"busy": busy, "busyAt": at, "end": end}
 
 
 def _capacity(plan: Plan) -> dict[str, dict[str, int]]:
@@ -83,6 +137,7 @@ def simulate(plan: Plan, options: SimOptions, console: Console | None = None,
                 buildInfo={"buildVersion": "korral-sim", "isPluginVersion": "false"}),
             cluster)
         stats.begin(clock())
+        sampler = ViewSampler(options.rest_address, options.rm_id, clock).start() if options.rest_address else None
         cluster.start()
         view = LiveView(plan.task_count, console) if options.progress else None
         deadline = clock() + duration
@@ -100,7 +155,8 @@ def simulate(plan: Plan, options: SimOptions, console: Console | None = None,
             if view is not None:
                 live.update(view.renderable(cluster, stats, clock()))
         api.flush(options.drain)
-        return SimResult(stats.summary(cluster, clock()), stats.timeline, api.reconnects)
+        views = sampler.result() if sampler is not None else None
+        return SimResult(stats.summary(cluster, clock()), stats.timeline, api.reconnects, views)
     finally:
         api.close()
 

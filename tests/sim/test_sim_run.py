@@ -10,6 +10,7 @@ from rich.console import Console
 
 import rmproxy.sim as sim_cli
 from rmproxy.sim.presets import PRESETS
+from rmproxy.sim.report import print_final_view
 from rmproxy.sim.runner import SimOptions, simulate
 from rmproxy.sim.workload import parse_workload, plan
 
@@ -107,9 +108,23 @@ def test_a_resync_in_the_middle_of_a_run_is_replayed_without_violations(fake):
 
 def test_the_small_preset_on_a_real_stack_has_no_violations(stack_factory):
     stack = stack_factory(workers=1)
-    result = simulate(small_plan(), SimOptions(si_address=stack.si_address, progress=False), QUIET)
+    result = simulate(small_plan(), SimOptions(si_address=stack.si_address, progress=False,
+                                               rest_address=stack.rest_address), QUIET)
     assert result.summary["violations"] == []
     assert result.summary["apps"] == {"Completed": 6}
+    # what ran is shown afterwards: a view read while tasks ran, and the end, read before the RM left
+    views = result.final_view
+    [busy] = views["busy"]["partitions"]
+    assert busy["name"] == "default" and busy["capacity"]["usedCapacity"]
+    assert views["busyAt"] is not None and 0 <= views["busyAt"] <= result.summary["seconds"] + 1
+    [end] = views["end"]["partitions"]
+    assert end["name"] == "default" and end["capacity"]["capacity"]
+    import io
+    buf = io.StringIO()
+    print_final_view(views, "korral-sim", Console(file=buf, width=200))
+    text = buf.getvalue()
+    assert "[korral-sim]default" in text and "the last view with work running" in text
+    assert "before the RM unregistered" in text
 
 
 def test_the_live_view_renders_progress_rate_and_queues(fake):
