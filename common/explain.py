@@ -40,8 +40,19 @@ def _pending_keys(client: RestClient, base: str, rm_id: str, app_id: str) -> lis
     return [r["allocationKey"] for r in app.get("requests", []) if r.get("pendingCount", 0) > 0][:MAX_ASKS]
 
 
-def format_explanation(e: dict[str, Any]) -> str:
-    lines = [f"ask {e['allocationKey']} of {e['applicationID']}: {e['pending']} pending, "
+SHOWN_KEYS = 5  # keys named in the heading of a group of asks that wait for the same reasons
+
+
+def format_explanation(e: dict[str, Any], keys: list[str] | None = None) -> str:
+    """One explanation; ``keys`` (several asks that wait for exactly the same reasons) makes the
+    heading name them and count them instead of the one ask."""
+    keys = keys or [e["allocationKey"]]
+    if len(keys) == 1:
+        who = f"ask {keys[0]}"
+    else:
+        shown = ", ".join(keys[:SHOWN_KEYS]) + (f" and {len(keys) - SHOWN_KEYS} more" if len(keys) > SHOWN_KEYS else "")
+        who = f"{len(keys)} asks ({shown})"
+    lines = [f"{who} of {e['applicationID']}: {e['pending']} pending{' each' if len(keys) > 1 else ''}, "
              f"state {e['state'] or '-'}" + (f" ({e['reason']})" if e.get("reason") else "")]
     if e.get("queueHeadroomBlockedBy"):
         lines.append(f"  held by the headroom of queue {e['queueHeadroomBlockedBy']}")
@@ -52,6 +63,16 @@ def format_explanation(e: dict[str, Any]) -> str:
     nodes = e.get("nodes") or {}
     lines.append("  nodes: " + (", ".join(f"{stage} {n}" for stage, n in nodes.items()) or "none registered"))
     return "\n".join(lines)
+
+
+def format_grouped(answers: list[dict[str, Any]]) -> str:
+    """Explanations, asks that wait for exactly the same reasons shown once with a count (a job
+    of 37 identical pods is one block, not 37), groups in the order of their first ask."""
+    groups: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    for e in answers:
+        same = json.dumps({k: v for k, v in e.items() if k != "allocationKey"}, sort_keys=True, default=str)
+        groups.setdefault(same, (e, []))[1].append(e["allocationKey"])
+    return "\n".join(format_explanation(e, keys) for e, keys in groups.values())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,5 +92,5 @@ def run(args: argparse.Namespace) -> int:
     elif not answers:
         print(f"application {args.application} has no pending asks")
     else:
-        print("\n".join(format_explanation(e) for e in answers))
+        print(format_grouped(answers))
     return 0

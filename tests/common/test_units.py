@@ -30,3 +30,4 @@ def test_a_resource_map_is_sorted_and_raw_keeps_the_integers():
     assert human_resource(r) == "memory: 64 GiB, vcore: 16 cores"
     assert human_resource(r, raw=True) == "memory=68719476736,vcore=16000"
     assert human_resource({}) == "-" and human_resource(None, raw=True) == "-"
+
