@@ -177,10 +177,11 @@ class ResourcesStage(Stage):
 
     @staticmethod
     def can_hold(rv: dict, node: "Node") -> bool:
-        """``rv`` fits the node's capacity − occupied: the node can take it once allocations end."""
+        """``rv`` fits the node's capacity − occupied (YuniKorn's FitIn: a negative room counts
+        as 0): the node can take it once its allocations end."""
         cap, occ = node.capacity._v, node.occupied._v
         for k, v in rv.items():
-            if v > cap.get(k, 0) - occ.get(k, 0):
+            if v > 0 and v > cap.get(k, 0) - occ.get(k, 0):
                 return False
         return True
 

@@ -1,103 +1,116 @@
-"""Node commands of the partition: CREATE (with recovery), UPDATE, drain, undrain, decommission.
+"""The nodes of one partition: CREATE (with recovery of existing allocations), UPDATE, drain,
+undrain and decommission, and the partition's total capacity.
 
-A mixin of ``Partition`` (kept apart to keep files small). Reasons are
-YuniKorn's (YUNIKORN_BEHAVIOUR.md 1.1 S11-S13). Where YuniKorn silently ignores
-a bad UPDATE / DRAIN_TO_SCHEDULABLE, Korral also emits a NODE event saying why.
+What it owns: ``total`` (the sum of node capacities; root's max follows it, as in YuniKorn)
+and the node commands. The nodes themselves and their order live in ``node.NodeCollection``
+(``Partition.nodes``). Who may use it: the partition (node commands, stop). Reasons are
+YuniKorn's (YUNIKORN_BEHAVIOUR.md 1.1 S11-S13). Where YuniKorn silently ignores a bad
+UPDATE / DRAIN_TO_SCHEDULABLE, Korral also emits a NODE event saying why.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from common.resources import Resource
+from common.constants import CREATION_TIME, NODE_READY_ATTRIBUTE
+from common.resources import ZERO, Resource
 
 from .app_state import AppEvent, AppState
-from .application import Application
 from .commands import AddNode, DrainNode, RecoveredAlloc, RemoveNode, UndrainNode, UpdateNode
-from .node import ATTR_READY, Node, parse_ready
-from .objects import TAG_CREATION_TIME, Allocation
+from .feasibility import RESOURCES
+from .node import Node, parse_ready
+from .objects import Allocation
 from .outcomes import EventType, NodeAccepted, NodeRejected, Termination
-from .queue import RECOVERY_QUEUE, ObjectState
+from .queue import ObjectState
 
 if TYPE_CHECKING:  # pragma: no cover
     from .partition import Partition
 
-__all__ = ["NodeOps"]
+__all__ = ["NodeRegistry"]
+
+_REJECTED = "failure while adding new node, node rejected with error: "
+_RECOVERABLE_APP_STATES = (AppState.NEW, AppState.ACCEPTED, AppState.STARTING, AppState.RUNNING,
+                           AppState.COMPLETING)
+_RUN_ON_RECOVERY = (AppState.ACCEPTED, AppState.STARTING, AppState.COMPLETING)
 
 
-class NodeOps:
-    def _node_total_changed(self: "Partition", added: Resource | None = None,
-                            removed: Resource | None = None) -> None:
+class NodeRegistry:
+    """Node commands and the total capacity of one partition (see module doc)."""
+
+    __slots__ = ("p", "total")
+
+    def __init__(self, p: "Partition") -> None:
+        self.p = p
+        self.total = ZERO
+
+    def _total_changed(self, added: Resource | None = None, removed: Resource | None = None) -> None:
         """Root max follows the partition's total capacity (YuniKorn); kept incrementally."""
+        p = self.p
         if added is not None:
             self.total = self.total.add(added)
         if removed is not None:
             self.total = self.total.sub_eliminate_negative(removed)
-        self.root.max = self.total if self.nodes.nodes else None
-        self.changed = True
+        p.root.max = self.total if p.nodes.nodes else None
+        p.changed = True
 
-    def _add_node(self: "Partition", cmd: AddNode, now: int) -> None:
-        out = self.outcomes
+    # ---------------------------------------------------------------- CREATE
+    def add(self, cmd: AddNode, now: int) -> None:
+        """The ``AddNode`` command: a new node, with the allocations it already runs."""
+        p = self.p
+        out = p.outcomes
         nid = cmd.node_id
-        prefix = "failure while adding new node, node rejected with error: "
         if not nid:
-            out.nodes_rejected.append(NodeRejected(nid, prefix + "node ID must not be empty"))
+            out.nodes_rejected.append(NodeRejected(nid, _REJECTED + "node ID must not be empty"))
             return
-        if self.state is not ObjectState.ACTIVE:
-            out.nodes_rejected.append(NodeRejected(nid, prefix + f"partition {self.full_name} is stopped cannot add a new node {nid}"))
+        if p.state is not ObjectState.ACTIVE:
+            out.nodes_rejected.append(NodeRejected(nid, _REJECTED + f"partition {p.full_name} is stopped cannot add a new node {nid}"))
             return
-        if nid in self.nodes.nodes:
-            out.nodes_rejected.append(NodeRejected(nid, prefix + f"failed to add node {nid} to partition {self.full_name}, error: partition {self.full_name} has an existing node {nid}, node name must be unique"))
+        if nid in p.nodes.nodes:
+            out.nodes_rejected.append(NodeRejected(nid, _REJECTED + f"failed to add node {nid} to partition {p.full_name}, error: partition {p.full_name} has an existing node {nid}, node name must be unique"))
             return
         err = _negative(nid, cmd.capacity, cmd.occupied) or self._check_recovered(cmd)
         if err:
-            out.nodes_rejected.append(NodeRejected(nid, prefix + err))
+            out.nodes_rejected.append(NodeRejected(nid, _REJECTED + err))
             return
         node = Node(node_id=nid, attributes=dict(cmd.attributes), capacity=cmd.capacity,
                     occupied=cmd.occupied, ready=parse_ready(cmd.attributes))
-        self.nodes.add(node)
-        self._node_total_changed(added=node.capacity)
+        p.nodes.add(node)
+        self._total_changed(added=node.capacity)
         for ra in cmd.existing:
             self._recover(node, ra, now)
         out.nodes_accepted.append(NodeAccepted(nid))
-        self.event(EventType.NODE, nid, "NodeAdded", f"node {nid} added to partition {self.name}", now)
+        p.event(EventType.NODE, nid, "NodeAdded", f"node {nid} added to partition {p.name}", now)
 
-    def _check_recovered(self: "Partition", cmd: AddNode) -> str:
+    def _check_recovered(self, cmd: AddNode) -> str:
         """Validate every existing allocation before touching anything (all or nothing)."""
+        p = self.p
         seen: set[str] = set()
         for ra in cmd.existing:
             if not ra.uuid:
                 return f"failing to restore allocation {ra.key} for application {ra.app_id}: missing uuid"
-            if ra.uuid in self.allocations or ra.uuid in seen:
+            if ra.uuid in p.allocations or ra.uuid in seen:
                 return f"failing to restore allocation {ra.key} for application {ra.app_id}: duplicate uuid {ra.uuid}"
             seen.add(ra.uuid)
             if ra.node_id and ra.node_id != cmd.node_id:
                 return f"failed to find node {ra.node_id}"
             if not ra.app_id:
                 return f"failed to find application {ra.app_id}"
-            app = self.apps.get(ra.app_id)
-            if app is not None and app.state not in (AppState.NEW, AppState.ACCEPTED, AppState.STARTING,
-                                                     AppState.RUNNING, AppState.COMPLETING):
+            app = p.apps.get(ra.app_id)
+            if app is not None and app.state not in _RECOVERABLE_APP_STATES:
                 return f"cannot allocate resource from application {ra.app_id}: application is {app.state.value}"
             if ra.resource.has_negative() or ra.resource.is_zero():
                 return f"cannot allocate resource from application {ra.app_id}: invalid resource {ra.resource}"
         return ""
 
-    def _recover(self: "Partition", node: Node, ra: RecoveredAlloc, now: int) -> None:
+    def _recover(self, node: Node, ra: RecoveredAlloc, now: int) -> None:
         """Add a recovered allocation to node, app and queues without scheduling and without a
         max check. An app the RM has not added yet is created in ``root.@recovery@`` and moved
         to its placed queue when the RM adds it (Korral's take on YuniKorn >= 1.4 recovery)."""
-        app = self.apps.get(ra.app_id)
-        if app is None:
-            queue, created = self.queues.create_dynamic(RECOVERY_QUEUE, "", (), check_acl=False)
-            self._queues_created(created, now)
-            app = Application(app_id=ra.app_id, queue=queue, user="", groups=(), tags={},
-                              submission_time_ns=now, seq=self.next_seq(), state_time_ns=now,
-                              recovered_only=True)
-            self.apps[ra.app_id] = app
-            queue.apps[ra.app_id] = app
+        p = self.p
+        lifecycle = p.lifecycle
+        app = lifecycle.adopt_recovered(ra.app_id, now)
         created_ns = now
-        ct = ra.tags.get(TAG_CREATION_TIME)
+        ct = ra.tags.get(CREATION_TIME)
         if ct:
             try:
                 created_ns = int(ct) * 1_000_000_000
@@ -107,91 +120,96 @@ class NodeOps:
                            resource=ra.resource, priority=ra.priority, create_time_ns=created_ns,
                            queue_path=app.queue.path, tags=dict(ra.tags), task_group=ra.task_group,
                            placeholder=ra.placeholder, recovered=True)
-        app.allocations[alloc.uuid] = alloc
-        app.add_allocated(ra.resource)
+        p.ledger.book_recovered(app, node, alloc)
         if ra.placeholder:
             app.add_placeholder(alloc)
-            self.start_placeholder_timer(app, now)
-        app.queue.add_allocated(ra.resource)
-        self.limits.on_alloc(app, ra.resource)
-        node.allocations[alloc.uuid] = alloc
-        self.nodes.update_allocated(node, ra.resource, 1)
-        self.allocations[alloc.uuid] = alloc
+            p.gangs.start_timer(app, now)
         if app.state is AppState.NEW:
-            self.app_event(app, AppEvent.RUN, now)
-        if not ra.placeholder and app.state in (AppState.ACCEPTED, AppState.STARTING, AppState.COMPLETING):
-            self.app_event(app, AppEvent.RUN, now)
+            lifecycle.fire(app, AppEvent.RUN, now)
+        if not ra.placeholder and app.state in _RUN_ON_RECOVERY:
+            lifecycle.fire(app, AppEvent.RUN, now)
 
-    def _node_or_event(self: "Partition", node_id: str, action: str, now: int) -> Node | None:
-        node = self.nodes.get(node_id)
+    # ---------------------------------------------------------------- UPDATE, drain, undrain
+    def _node_or_event(self, node_id: str, action: str, now: int) -> Node | None:
+        p = self.p
+        node = p.nodes.get(node_id)
         if node is None:
-            self.event(EventType.NODE, node_id, "NodeNotFound",
-                       f"{action} failed: node {node_id} does not exist in partition {self.name}", now)
+            p.event(EventType.NODE, node_id, "NodeNotFound",
+                    f"{action} failed: node {node_id} does not exist in partition {p.name}", now)
         return node
 
-    def _update_node(self: "Partition", cmd: UpdateNode, now: int) -> None:
+    def update(self, cmd: UpdateNode, now: int) -> None:
+        """The ``UpdateNode`` command: attributes, capacity, occupied (unknown node: an event)."""
+        p = self.p
         node = self._node_or_event(cmd.node_id, "UPDATE", now)
         if node is None:
             return
         err = _negative(cmd.node_id, cmd.capacity, cmd.occupied)
         if err:
-            self.event(EventType.NODE, cmd.node_id, "InvalidNodeUpdate", f"UPDATE ignored: {err}", now)
+            p.event(EventType.NODE, cmd.node_id, "InvalidNodeUpdate", f"UPDATE ignored: {err}", now)
             return
         if cmd.attributes:
             node.attributes.update(cmd.attributes)
             node.labels = None
-            if ATTR_READY in cmd.attributes:
+            if NODE_READY_ATTRIBUTE in cmd.attributes:
                 node.ready = parse_ready(node.attributes)
         old_capacity = node.capacity
         if cmd.capacity is not None:
             node.capacity = cmd.capacity
         if cmd.occupied is not None:
             node.occupied = cmd.occupied
-        self.nodes.update(node)
+        p.nodes.update(node)
         if cmd.capacity is not None:
-            self._node_total_changed(added=node.capacity, removed=old_capacity)
+            self._total_changed(added=node.capacity, removed=old_capacity)
         res = node.reservation
         if res is not None:  # a shrunk node may no longer be able to hold its reserved ask
-            app = self.apps.get(res.app_id)
+            app = p.apps.get(res.app_id)
             ask = app.asks.get(res.ask_key) if app is not None else None
-            if ask is None or not ask.resource.fits_in(node.capacity.sub(node.occupied)):
-                self.unreserve(res)
-        self.changed = True
+            if ask is None or not RESOURCES.can_hold(ask.resource._v, node):
+                p.ledger.unreserve(res)
+        p.changed = True
 
-    def _drain_node(self: "Partition", cmd: DrainNode, now: int) -> None:
+    def drain(self, cmd: DrainNode, now: int) -> None:
+        """The ``DrainNode`` command: no new allocations there; its reservation is dropped."""
+        p = self.p
         node = self._node_or_event(cmd.node_id, "DRAIN_NODE", now)
         if node is not None:
             node.schedulable = False
             if node.reservation is not None:
-                self.unreserve(node.reservation)
-            self.nodes.refresh(node)
-            self.event(EventType.NODE, node.node_id, "NodeDraining", f"node {node.node_id} draining", now)
+                p.ledger.unreserve(node.reservation)
+            p.nodes.refresh(node)
+            p.event(EventType.NODE, node.node_id, "NodeDraining", f"node {node.node_id} draining", now)
 
-    def _undrain_node(self: "Partition", cmd: UndrainNode, now: int) -> None:
+    def undrain(self, cmd: UndrainNode, now: int) -> None:
+        """The ``UndrainNode`` command (DRAIN_TO_SCHEDULABLE): schedulable again."""
+        p = self.p
         node = self._node_or_event(cmd.node_id, "DRAIN_TO_SCHEDULABLE", now)
         if node is None:
             return
         if node.schedulable:
-            self.event(EventType.NODE, node.node_id, "NodeNotDraining",
-                       f"DRAIN_TO_SCHEDULABLE failed: node {node.node_id} is not draining", now)
+            p.event(EventType.NODE, node.node_id, "NodeNotDraining",
+                    f"DRAIN_TO_SCHEDULABLE failed: node {node.node_id} is not draining", now)
             return
         node.schedulable = True
-        self.nodes.refresh(node)
-        self.changed = True
-        self.event(EventType.NODE, node.node_id, "NodeSchedulable", f"node {node.node_id} schedulable", now)
+        p.nodes.refresh(node)
+        p.changed = True
+        p.event(EventType.NODE, node.node_id, "NodeSchedulable", f"node {node.node_id} schedulable", now)
 
-    def _remove_node(self: "Partition", cmd: RemoveNode, now: int) -> None:
-        node = self.nodes.get(cmd.node_id)
+    # ---------------------------------------------------------------- decommission
+    def remove(self, cmd: RemoveNode, now: int) -> None:
+        """The ``RemoveNode`` command (DECOMISSION): its allocations are released (reported)."""
+        p = self.p
+        node = p.nodes.get(cmd.node_id)
         if node is None:
             return  # unknown node: ignored (YuniKorn)
         if node.reservation is not None:
-            self.unreserve(node.reservation)
+            p.ledger.unreserve(node.reservation)
         msg = f"Node {node.node_id} Removed"
         for alloc in list(node.allocations.values()):
-            self._release_alloc(alloc, Termination.STOPPED_BY_RM, msg, now, report=True)
-        self.nodes.remove(node.node_id)
-        self._node_total_changed(removed=node.capacity)
-        self.event(EventType.NODE, node.node_id, "NodeRemoved", f"node {node.node_id} removed from partition {self.name}", now)
+            p.ledger.release(alloc, Termination.STOPPED_BY_RM, msg, now, report=True)
+        p.nodes.remove(node.node_id)
+        self._total_changed(removed=node.capacity)
+        p.event(EventType.NODE, node.node_id, "NodeRemoved", f"node {node.node_id} removed from partition {p.name}", now)
 
 
 def _negative(node_id: str, capacity: Resource | None, occupied: Resource | None) -> str:
