@@ -13,12 +13,29 @@ from typing import TYPE_CHECKING
 from .feasibility import CHAIN, RESOURCES, SELECTOR, Purpose, open_for_asks
 
 if TYPE_CHECKING:  # pragma: no cover
+    from common.resources import Resource
+
     from .node import Node
     from .objects import Ask
 
-__all__ = ["find_node", "MAX_SHAPES"]
+__all__ = ["find_node", "known_to_fail", "remember_failure", "MAX_SHAPES"]
 
 MAX_SHAPES = 32  # sizes remembered per cycle as fitting no node (and no reservation)
+
+
+def known_to_fail(shapes: list["Resource"], res: "Resource") -> bool:
+    """``res`` is at least as large as a size in ``shapes`` (a per-cycle memo of failures):
+    within a cycle nodes only fill up, so it fails too."""
+    for shape in shapes:
+        if shape.fits_in(res):
+            return True
+    return False
+
+
+def remember_failure(shapes: list["Resource"], res: "Resource") -> None:
+    """Add ``res`` to the memo ``shapes`` (bounded by ``MAX_SHAPES``)."""
+    if len(shapes) < MAX_SHAPES:
+        shapes.append(res)
 
 
 def find_node(c, ask: "Ask") -> "Node | None":
@@ -43,10 +60,8 @@ def find_node(c, ask: "Ask") -> "Node | None":
             p.ledger.unreserve(held)  # an ordinary ask's reservation yields to a daemon-set ask
         return node
     plain = not ask.selector
-    if plain:
-        for shape in c.failed_shapes:
-            if shape.fits_in(res):
-                return None
+    if plain and known_to_fail(c.failed_shapes, res):
+        return None
     rv = res._v
     has_room, matches = RESOURCES.has_room, SELECTOR.matches
     byid = nodes.nodes
@@ -58,6 +73,6 @@ def find_node(c, ask: "Ask") -> "Node | None":
         for node in nodes.full_in_order():
             if open_for_asks(node) and has_room(rv, node) and (plain or matches(node, ask)):
                 return node
-    if plain and len(c.failed_shapes) < MAX_SHAPES:
-        c.failed_shapes.append(res)
+    if plain:
+        remember_failure(c.failed_shapes, res)
     return None

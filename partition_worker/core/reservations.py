@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from .app_state import AppState
 from .feasibility import CHAIN, RESOURCES, Purpose
-from .node_choice import MAX_SHAPES, find_node
+from .node_choice import find_node, known_to_fail, remember_failure
 from .preemption import budgeted_queue_preemption, try_required_node_preemption
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,10 +63,8 @@ def maybe_reserve(c, app: "Application", ask: "Ask") -> int:
         p.ledger.reserve(app, ask, node, c.now)
         return RESERVED
     plain = not ask.selector
-    if plain:
-        for shape in c.unreservable:
-            if shape.fits_in(res):
-                return NO_NODE
+    if plain and known_to_fail(c.unreservable, res):
+        return NO_NODE
     best, best_score = None, 0.0
     seen = 0
     for node in p.nodes.nodes.values():
@@ -79,8 +77,8 @@ def maybe_reserve(c, app: "Application", ask: "Ask") -> int:
         if seen >= RESERVE_CANDIDATES:
             break  # bounded cost: the best of the first candidates is good enough
     if best is None:
-        if plain and len(c.unreservable) < MAX_SHAPES:
-            c.unreservable.append(res)
+        if plain:
+            remember_failure(c.unreservable, res)
         return NO_NODE
     p.ledger.reserve(app, ask, best, c.now)
     return RESERVED
