@@ -1,7 +1,7 @@
 """Applications: their asks, allocations, resources and state (the table is in ``app_state``).
 
-The application object only keeps its own books; the partition drives state
-changes (it owns timers and outcomes) through ``Partition._app_event``.
+The application object only keeps its own books; ``lifecycle.AppLifecycle.fire`` drives
+its state changes (timers and outcomes are the partition's).
 """
 
 from __future__ import annotations

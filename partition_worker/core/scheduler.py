@@ -1,5 +1,10 @@
 """One scheduling cycle (seed 003's pseudo code, without YuniKorn's one-allocation-per-cycle cap).
 
+What it owns: the order of work within a cycle (queues, apps, asks) and the cycle's memos.
+Who may use it: the partition (``run_cycle``). It places asks through the partition's public
+parts: ``ledger.allocate``, ``gangs`` (replacement), ``node_choice.find_node`` (the
+feasibility chain), ``reservations``, ``preemption``, ``limits``, ``sched_state``/``event``.
+
 Order of work:
 
 1. Reserved asks first: each tries its reserved node, then any other node.
