@@ -21,8 +21,10 @@ The ``purpose`` of a check says which room counts: ``ALLOCATE`` needs it free no
 (capacity − occupied − allocated); ``RESERVE`` (reservations, preemption) needs the node
 to hold the ask once its allocations end (capacity − occupied).
 
-Speed: ``Chain.bind(ask, purpose, apps)`` compiles the stages that can reject this ask
-into a tuple of bound checks once (a plain ask has no selector or required-node check).
+Speed: each stage is written once, as a condition; ``Chain.bind(ask, purpose, apps)``
+compiles the conditions of the stages that can reject this ask (a plain ask has no selector
+or required-node check) into one function, so a scan over many nodes (reservation,
+preemption, explain) pays one call per node.
 The allocation fast path (``find_node``) walks ``NodeCollection.order``, which holds only
 nodes ``open_for_asks`` (the ``schedulable``, ``ready`` and ``reservation`` stages for an
 ask without a reservation; the collection sets the others aside), and checks the remaining
@@ -33,12 +35,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from string import Formatter
 from typing import TYPE_CHECKING, Callable, Mapping
 
 if TYPE_CHECKING:  # pragma: no cover
     from .application import Application
     from .node import Node
-    from .objects import Ask
+    from .objects import Ask, Reservation
 
 __all__ = ["Purpose", "Rejection", "Stage", "Chain", "BoundChain", "CHAIN", "SCHEDULABLE", "READY",
            "RESERVATION", "REQUIRED_NODE", "SELECTOR", "RESOURCES", "open_for_asks",
@@ -63,41 +66,30 @@ class Rejection:
     retry_can_help: bool
 
 
-Check = Callable[["Node"], "Rejection | None"]
 Apps = Mapping[str, "Application"]
 
 
 class Stage:
-    """One named check. ``bind`` returns the check of a node for one ask, or None when the
-    stage cannot reject that ask (so a compiled chain skips it)."""
+    """One named check. ``condition`` is a Python expression over ``node`` that holds when the
+    node passes; its ``{field}``s name the values ``bind`` gives for one ask (None from
+    ``bind``: the stage cannot reject that ask, so a bound chain leaves it out). ``why`` is the
+    rejection when the condition fails."""
 
-    __slots__ = ("name", "rejection")
+    __slots__ = ("name", "rejection", "condition")
 
-    def __init__(self, name: str, rejection: Rejection) -> None:
+    def __init__(self, name: str, rejection: Rejection, condition: str) -> None:
         self.name = name
         self.rejection = rejection
+        self.condition = condition
 
-    def bind(self, ask: "Ask", purpose: Purpose, apps: Apps) -> Check | None:  # pragma: no cover
-        raise NotImplementedError
+    def bind(self, ask: "Ask", purpose: Purpose, apps: Apps) -> dict[str, object] | None:
+        return {}
+
+    def why(self, node: "Node", values: dict[str, object]) -> Rejection:
+        return self.rejection
 
     def __repr__(self) -> str:
         return f"<stage {self.name}>"
-
-
-class _Schedulable(Stage):
-    __slots__ = ()
-
-    def bind(self, ask, purpose, apps):
-        rej = self.rejection
-        return lambda node: None if node.schedulable else rej
-
-
-class _Ready(Stage):
-    __slots__ = ()
-
-    def bind(self, ask, purpose, apps):
-        rej = self.rejection
-        return lambda node: None if node.ready else rej
 
 
 class ReservationStage(Stage):
@@ -109,31 +101,27 @@ class ReservationStage(Stage):
     __slots__ = ()
 
     def bind(self, ask, purpose, apps):
-        rej = self.rejection
-        app_id, key, required = ask.app_id, ask.key, bool(ask.required_node)
+        app_id, key = ask.app_id, ask.key
+        if not ask.required_node:
+            return {"may_use": lambda r: r.ask_key == key and r.app_id == app_id}
         spare_own_app = purpose is Purpose.RESERVE
 
-        def check(node: "Node") -> Rejection | None:
-            r = node.reservation
-            if r is None or (r.ask_key == key and r.app_id == app_id):
-                return None
-            if not required or (spare_own_app and r.app_id == app_id):
-                return rej
+        def may_use(r: "Reservation") -> bool:
+            if r.ask_key == key and r.app_id == app_id:
+                return True
+            if spare_own_app and r.app_id == app_id:
+                return False
             holder = apps.get(r.app_id)
             held = holder.asks.get(r.ask_key) if holder is not None else None
-            return rej if held is not None and held.required_node else None
-        return check
+            return held is None or not held.required_node
+        return {"may_use": may_use}
 
 
 class _RequiredNode(Stage):
     __slots__ = ()
 
     def bind(self, ask, purpose, apps):
-        want = ask.required_node
-        if not want:
-            return None
-        rej = self.rejection
-        return lambda node: None if node.node_id == want else rej
+        return {"want": ask.required_node} if ask.required_node else None
 
 
 class SelectorStage(Stage):
@@ -150,10 +138,7 @@ class SelectorStage(Stage):
         return True
 
     def bind(self, ask, purpose, apps):
-        if not ask.selector:
-            return None
-        rej, matches = self.rejection, self.matches
-        return lambda node: None if matches(node, ask) else rej
+        return {"matches": self.matches, "ask": ask} if ask.selector else None
 
 
 NO_ROOM_NOW = Rejection("resources", "insufficient free resources", retry_can_help=True)
@@ -186,22 +171,24 @@ class ResourcesStage(Stage):
         return True
 
     def bind(self, ask, purpose, apps):
-        rv = ask.resource._v
-        has_room, can_hold = self.has_room, self.can_hold
-        if purpose is Purpose.RESERVE:
-            return lambda node: None if can_hold(rv, node) else NEVER_FITS
-        return lambda node: None if has_room(rv, node) else (
-            NO_ROOM_NOW if can_hold(rv, node) else NEVER_FITS)
+        fits = self.can_hold if purpose is Purpose.RESERVE else self.has_room
+        return {"fits": fits, "rv": ask.resource._v}
+
+    def why(self, node, values):
+        return NO_ROOM_NOW if self.can_hold(values["rv"], node) else NEVER_FITS
 
 
-SCHEDULABLE = _Schedulable("schedulable", Rejection("schedulable", "node drained", True))
-READY = _Ready("ready", Rejection("ready", "node not ready", True))
+SCHEDULABLE = Stage("schedulable", Rejection("schedulable", "node drained", True), "node.schedulable")
+READY = Stage("ready", Rejection("ready", "node not ready", True), "node.ready")
 RESERVATION = ReservationStage("reservation",
-                               Rejection("reservation", "node reserved by another ask", True))
+                               Rejection("reservation", "node reserved by another ask", True),
+                               "node.reservation is None or {may_use}(node.reservation)")
 REQUIRED_NODE = _RequiredNode("required-node",
-                              Rejection("required-node", "not the required node", False))
-SELECTOR = SelectorStage("selector", Rejection("selector", "node selector does not match", False))
-RESOURCES = ResourcesStage("resources", NO_ROOM_NOW)
+                              Rejection("required-node", "not the required node", False),
+                              "node.node_id == {want}")
+SELECTOR = SelectorStage("selector", Rejection("selector", "node selector does not match", False),
+                         "{matches}(node, {ask})")
+RESOURCES = ResourcesStage("resources", NO_ROOM_NOW, "{fits}({rv}, node)")
 
 
 def open_for_asks(node: "Node") -> bool:
@@ -211,53 +198,78 @@ def open_for_asks(node: "Node") -> bool:
 
 
 class BoundChain:
-    """The stages of a chain that can reject one ask, bound to it (``Chain.bind``)."""
+    """The stages of a chain that can reject one ask, bound to it (``Chain.bind``):
+    ``passes(node) -> bool`` and ``first_rejection(node) -> Rejection | None``."""
 
-    __slots__ = ("checks",)
+    __slots__ = ("stages", "passes", "first_rejection")
 
-    def __init__(self, checks: tuple[Check, ...]) -> None:
-        self.checks = checks
-
-    def first_rejection(self, node: "Node") -> Rejection | None:
-        """The first stage that rejects ``node``, or None when the node passes them all."""
-        for check in self.checks:
-            rej = check(node)
-            if rej is not None:
-                return rej
-        return None
-
-    def passes(self, node: "Node") -> bool:
-        for check in self.checks:
-            if check(node) is not None:
-                return False
-        return True
+    def __init__(self, stages: tuple[Stage, ...], passes: Callable[["Node"], bool],
+                 first_rejection: Callable[["Node"], "Rejection | None"]) -> None:
+        self.stages = stages
+        self.passes = passes
+        self.first_rejection = first_rejection
 
 
 class Chain:
-    """An ordered tuple of stages (``CHAIN`` is the core's one chain)."""
+    """An ordered tuple of stages (``CHAIN`` is the core's one chain).
 
-    __slots__ = ("stages",)
+    ``bind`` compiles the conditions of the stages that can reject an ask into one function
+    (``passes``: their conjunction, in order; ``first_rejection``: the same conditions one by
+    one), built once per set of stages and cached: checking a node then costs one call, as the
+    hand-written predicates did, instead of one call per stage. The values of each ask are
+    bound as closure variables."""
+
+    __slots__ = ("stages", "_compiled")
 
     def __init__(self, stages: tuple[Stage, ...]) -> None:
         self.stages = stages
+        self._compiled: dict[tuple[int, ...], Callable] = {}
 
     def bind(self, ask: "Ask", purpose: Purpose, apps: Apps,
              skip: tuple[Stage, ...] = ()) -> BoundChain:
-        """Compile the chain for ``ask`` once: only the stages that can reject it, in order,
-        minus ``skip``. ``apps`` resolves the holder of a reservation (``ReservationStage``)."""
-        checks = []
-        for stage in self.stages:
+        """The chain for ``ask``: only the stages that can reject it, in order, minus ``skip``.
+        ``apps`` resolves the holder of a reservation (``ReservationStage``)."""
+        used: list[int] = []
+        values: list[dict] = []
+        for i, stage in enumerate(self.stages):
             if stage in skip:
                 continue
-            check = stage.bind(ask, purpose, apps)
-            if check is not None:
-                checks.append(check)
-        return BoundChain(tuple(checks))
+            v = stage.bind(ask, purpose, apps)
+            if v is not None:
+                used.append(i)
+                values.append(v)
+        key = tuple(used)
+        make = self._compiled.get(key)
+        if make is None:
+            make = self._compiled[key] = self._compile(key)
+        passes, first_rejection = make(self.stages, values)
+        return BoundChain(tuple(self.stages[i] for i in key), passes, first_rejection)
 
     def first_rejection(self, node: "Node", ask: "Ask", purpose: Purpose, apps: Apps) -> Rejection | None:
         """One node, one ask: the first stage that rejects, or None (binds the chain each call;
         bind once with ``bind`` to check many nodes)."""
         return self.bind(ask, purpose, apps).first_rejection(node)
+
+    def _compile(self, key: tuple[int, ...]) -> Callable:
+        """Source of ``make(stages, values) -> (passes, first_rejection)`` for the stages ``key``."""
+        setup: list[str] = []
+        conditions: list[str] = []
+        for j, i in enumerate(key):
+            stage = self.stages[i]
+            fields = sorted({f for _, f, _, _ in Formatter().parse(stage.condition) if f})
+            setup += [f"    s{i}_{f} = values[{j}][{f!r}]" for f in fields]
+            setup.append(f"    why{i}, values{i} = stages[{i}].why, values[{j}]")
+            conditions.append(stage.condition.format(**{f: f"s{i}_{f}" for f in fields}))
+        src = ["def make(stages, values):", *setup,
+               "    def passes(node):",
+               "        return " + (" and ".join(f"({c})" for c in conditions) or "True"),
+               "    def first_rejection(node):"]
+        for i, c in zip(key, conditions):
+            src += [f"        if not ({c}):", f"            return why{i}(node, values{i})"]
+        src += ["        return None", "    return passes, first_rejection"]
+        namespace: dict = {}
+        exec(compile("\n".join(src), f"<feasibility chain {key}>", "exec"), namespace)
+        return namespace["make"]
 
 
 CHAIN = Chain((SCHEDULABLE, READY, RESERVATION, REQUIRED_NODE, SELECTOR, RESOURCES))

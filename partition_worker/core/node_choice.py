@@ -60,7 +60,7 @@ def find_node(c, ask: "Ask") -> "Node | None":
             p.ledger.unreserve(held)  # an ordinary ask's reservation yields to a daemon-set ask
         return node
     plain = not ask.selector
-    if plain and known_to_fail(c.failed_shapes, res):
+    if plain and c.failed_shapes and known_to_fail(c.failed_shapes, res):
         return None
     rv = res._v
     has_room, matches = RESOURCES.has_room, SELECTOR.matches

@@ -63,6 +63,7 @@ PREEMPTION_CANDIDATE_NODES = 1000  # nodes examined per attempt (bounded cost)
 # preemptors waited); a handful of feasible nodes gives the same choice on a uniform cluster.
 PREEMPTION_FEASIBLE_NODES = 16
 MSG_DAEMONSET = "preempting allocations to free up resources to run daemon set ask: {key}"
+_ALL_BUT_RESERVATION = tuple(s for s in CHAIN.stages if s is not RESERVATION)
 _UNITS = {"ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000, "h": 3_600_000_000_000}
 
 
@@ -212,12 +213,12 @@ def try_queue_preemption(p, app: "Application", ask: "Ask", now: int, delay: int
     res = ask.resource
     # the chain without its reservation stage first: a node reserved by another ask (a
     # preemptor about to be placed) that could otherwise hold the ask is counted apart
-    could_hold = CHAIN.bind(ask, Purpose.RESERVE, p.apps, skip=(RESERVATION,))
-    reserved_by_other = RESERVATION.bind(ask, Purpose.RESERVE, p.apps)
+    could_hold = CHAIN.bind(ask, Purpose.RESERVE, p.apps, skip=(RESERVATION,)).passes
+    not_reserved = CHAIN.bind(ask, Purpose.RESERVE, p.apps, skip=_ALL_BUT_RESERVATION).passes
     for node in p.nodes.nodes.values():
-        if not could_hold.passes(node):
+        if not could_hold(node):
             continue
-        if reserved_by_other(node) is not None:
+        if not not_reserved(node):
             reserved_by_others += 1
             continue
         seen += 1

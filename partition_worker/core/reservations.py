@@ -63,7 +63,7 @@ def maybe_reserve(c, app: "Application", ask: "Ask") -> int:
         p.ledger.reserve(app, ask, node, c.now)
         return RESERVED
     plain = not ask.selector
-    if plain and known_to_fail(c.unreservable, res):
+    if plain and c.unreservable and known_to_fail(c.unreservable, res):
         return NO_NODE
     best, best_score = None, 0.0
     seen = 0

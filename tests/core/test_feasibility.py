@@ -112,10 +112,10 @@ def test_the_chain_runs_cheap_stages_first_and_resources_last() -> None:
 
 def test_a_bound_chain_keeps_only_the_stages_that_can_reject_the_ask() -> None:
     plain = CHAIN.bind(_ask(), A, {})
-    assert len(plain.checks) == 4  # schedulable, ready, reservation, resources
+    assert len(plain.stages) == 4  # schedulable, ready, reservation, resources
     fancy = CHAIN.bind(_ask(required="n1", selector=ZONE_A), A, {})
-    assert len(fancy.checks) == 6
-    assert len(CHAIN.bind(_ask(), A, {}, skip=(READY, SELECTOR)).checks) == 3
+    assert len(fancy.stages) == 6
+    assert len(CHAIN.bind(_ask(), A, {}, skip=(READY, SELECTOR)).stages) == 3
 
 
 def test_open_for_asks_is_the_node_state_stages_for_an_ask_without_reservation() -> None:
