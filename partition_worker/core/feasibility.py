@@ -251,7 +251,8 @@ class Chain:
         return self.bind(ask, purpose, apps).first_rejection(node)
 
     def _compile(self, key: tuple[int, ...]) -> Callable:
-        """Source of ``make(stages, values) -> (passes, first_rejection)`` for the stages ``key``."""
+        """``make(stages, values) -> (passes, first_rejection)`` for the stages at indexes ``key``,
+        compiled from their conditions (``values[j]`` holds the bound values of the j-th)."""
         setup: list[str] = []
         conditions: list[str] = []
         for j, i in enumerate(key):
