@@ -40,9 +40,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from common.resources import Resource
-
 from common.constants import TAG_REQUIRED_NODE
+from common.resources import Resource
 
 from .feasibility import CHAIN, RESERVATION, RESOURCES, Purpose
 from .outcomes import EventType, Termination
