@@ -10,20 +10,22 @@ UPDATE / DRAIN_TO_SCHEDULABLE, Korral also emits a NODE event saying why.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from common.constants import CREATION_TIME, NODE_READY_ATTRIBUTE
 from common.resources import ZERO, Resource
 
 from .app_state import AppEvent, AppState
 from .commands import AddNode, DrainNode, RecoveredAlloc, RemoveNode, UndrainNode, UpdateNode
-from .feasibility import RESOURCES
+from .feasibility import CHAIN, READY, SCHEDULABLE, Purpose
 from .node import Node, parse_ready
 from .objects import Allocation
 from .outcomes import EventType, NodeAccepted, NodeRejected, Termination
 from .queue import ObjectState
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .application import Application
+    from .objects import Ask
     from .partition import Partition
 
 __all__ = ["NodeRegistry"]
@@ -162,10 +164,10 @@ class NodeRegistry:
         if cmd.capacity is not None:
             self._total_changed(added=node.capacity, removed=old_capacity)
         res = node.reservation
-        if res is not None:  # a shrunk node may no longer be able to hold its reserved ask
+        if res is not None:  # a shrunk or relabelled node may never take its reserved ask now
             app = p.apps.get(res.app_id)
             ask = app.asks.get(res.ask_key) if app is not None else None
-            if ask is None or not RESOURCES.can_hold(ask.resource._v, node):
+            if ask is None or _never_takes(node, ask, p.apps):
                 p.ledger.unreserve(res)
         p.changed = True
 
@@ -210,6 +212,13 @@ class NodeRegistry:
         p.nodes.remove(node.node_id)
         self._total_changed(removed=node.capacity)
         p.event(EventType.NODE, node.node_id, "NodeRemoved", f"node {node.node_id} removed from partition {p.name}", now)
+
+
+def _never_takes(node: Node, ask: "Ask", apps: Mapping[str, "Application"]) -> bool:
+    """The node rejects the ask it holds reserved for good (capacity − occupied too small, its
+    selector no longer matches). Drained or not ready passes by: the reservation stays."""
+    rejection = CHAIN.bind(ask, Purpose.RESERVE, apps, skip=(SCHEDULABLE, READY)).first_rejection(node)
+    return rejection is not None and not rejection.retry_can_help
 
 
 def _negative(node_id: str, capacity: Resource | None, occupied: Resource | None) -> str:

@@ -141,3 +141,16 @@ def test_uuids_and_the_creation_time_are_inputs() -> None:
     p.handle(AddNode("n1", Resource({"memory": 10, "vcore": 1})), START + 6)
     p.stop(START + 9)
     assert partition_dao(p, "default", "rm1")["lastStateTransitionTime"] == START + 9
+
+
+def test_a_relabelled_node_drops_a_reservation_whose_selector_it_no_longer_matches(h: Harness) -> None:
+    h.node("n1", memory=100, vcore=10, attrs={"zone": "a"}).app("app1")
+    h.ask("k1", "app1", memory=80, tags={"korral.io/node-selector/zone": "a"})
+    app = h.p.apps["app1"]
+    h.p.ledger.reserve(app, app.asks["k1"], h.p.nodes.get("n1"), h.now)
+    h.do(UpdateNode("n1", attributes={"ready": "false"}))
+    assert h.p.ledger.reservations  # not ready may pass: the reservation stays
+    h.do(UpdateNode("n1", attributes={"ready": "true", "zone": "b"}))
+    assert h.p.ledger.reservations == {}
+    h.step()
+    assert h.allocs_of("k1") == []
