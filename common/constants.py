@@ -1,4 +1,8 @@
-"""The ``si/...`` constants of the Scheduler Interface spec (seed 000), in one place."""
+"""The ``si/...`` constants of the Scheduler Interface spec (seed 000), in one place, plus the
+tag and attribute names the core reads (YuniKorn's, the k8s shim's, and Korral's own).
+
+No imports of other project packages: the pure core may import this module.
+"""
 
 from __future__ import annotations
 
@@ -28,12 +32,25 @@ KEY_POD_NAME = "podName"
 KEY_NAMESPACE = "namespace"
 KEY_REQUIRED_NODE = "requiredNode"
 KEY_ALLOW_PREEMPTION = "allowPreemption"
-CREATION_TIME = "creationTime"
+KEY_SCHEDULING_POLICY_PARAMETERS = "schedulingPolicyParameters"
+CREATION_TIME = "creationTime"  # allocation tag (recovery): unix seconds
 
 # Composed tag names the core reads
 TAG_REQUIRED_NODE = DOMAIN_YUNIKORN + KEY_REQUIRED_NODE  # yunikorn.apache.org/requiredNode
 TAG_ALLOW_PREEMPTION = DOMAIN_YUNIKORN + KEY_ALLOW_PREEMPTION
 TAG_NAMESPACE = DOMAIN_K8S + GROUP_META + KEY_NAMESPACE  # kubernetes.io/meta/namespace
+TAG_APP_CREATION_TIME = DOMAIN_YUNIKORN + CREATION_TIME  # app tag: unix seconds
+# app tag: the k8s shim's gang annotation ("placeholderTimeoutInSeconds=60 gangSchedulingStyle=Hard")
+TAG_SCHEDULING_POLICY_PARAMETERS = DOMAIN_YUNIKORN + KEY_SCHEDULING_POLICY_PARAMETERS
+# Korral convention (not YuniKorn): an ask tag "korral.io/node-selector/<attr>" = "<value>"
+# only matches nodes whose attribute <attr> (or node label <attr> in NODE_LABELS) equals
+# <value>. Several such tags must all match.
+TAG_NODE_SELECTOR_PREFIX = "korral.io/node-selector/"
+
+# Node attributes the k8s shim sends (si.io/ rather than si/)
+K8S_HOST_NAME = "si.io/hostname"
+K8S_RACK_NAME = "si.io/rackname"
+NODE_LABELS = "si.io/nodelabels"  # the node's k8s labels as a JSON object
 
 # Core and shim
 MEMORY = "memory"

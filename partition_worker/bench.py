@@ -109,9 +109,9 @@ def _partition(policy: str, apps: int = 2, app_policy: str = "fifo"):
     """YuniKorn's two queues; ``apps`` apps alternate between them (2 = the benchmark's)."""
     from partition_worker.bench_scenario import partition_config
     from partition_worker.core import AddApp, Partition
-    p = Partition("default", partition_config(policy, app_policy), rm_id="bench",
-                  new_uuid=lambda: str(uuid.uuid4()))
     now = time.time_ns()
+    p = Partition("default", partition_config(policy, app_policy), rm_id="bench",
+                  new_uuid=lambda: str(uuid.uuid4()), created_ns=now)
     for i in range(apps):
         p.handle(AddApp(_app_id(i, apps), "root.a" if i % 2 == 0 else "root.b", "bench"), now)
     return p

@@ -42,8 +42,9 @@ def preemption_row(nodes: int, preemptors: int = HIGH_TASKS) -> dict:
     from partition_worker.core import AddApp, AddAsk, AddNode, Partition
     from partition_worker.core.outcomes import Termination
 
-    p = Partition("default", _config(nodes, preemptors), rm_id="bench", new_uuid=lambda: str(uuid.uuid4()))
     now = time.time_ns()
+    p = Partition("default", _config(nodes, preemptors), rm_id="bench", new_uuid=lambda: str(uuid.uuid4()),
+                  created_ns=now)
     for i in range(nodes):
         p.handle(AddNode(f"node-{i:06d}", Resource({"memory": 10 * PER_NODE, "vcore": PER_NODE})), now)
     p.handle(AddApp("low", "root.low", "bench"), now)

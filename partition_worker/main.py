@@ -41,7 +41,7 @@ from common.links import broker_dealer
 from partition_worker.core.settings import CoreSettings
 from partition_worker.queries import answer as answer_query
 from partition_worker.step_stats import observe_step
-from partition_worker.placement.groups import os_lookup
+from partition_worker.os_groups import os_lookup
 
 log = logging.getLogger("korral.worker")
 
@@ -261,7 +261,8 @@ class WorkerLoop:
         if config is None:
             raise LookupError(f"the config of RM {rm_id} has no partition {partition}")
         return self.session_factory(rm_id, partition, config,
-                                    CoreSettings(group_lookup=self.group_lookup, stage_timer=time.perf_counter))
+                                    CoreSettings(group_lookup=self.group_lookup, stage_timer=time.perf_counter),
+                                    created_ns=time.time_ns())
 
     def _on_release(self, env: Envelope) -> None:
         if self.owned is not None and (self.owned.rm_id, self.owned.partition) == (env.rm_id, env.partition):

@@ -22,6 +22,7 @@ import logging
 import uuid as _uuid
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Callable
 
 from common import si_pb2
 from common.config.errors import ConfigError
@@ -92,11 +93,17 @@ class PartitionSession:
     """One partition of one RM, as the worker process sees it (see module doc)."""
 
     def __init__(self, rm_id: str, partition: str, config: PartitionConfig,
-                 settings: CoreSettings | None = None) -> None:
+                 settings: CoreSettings | None = None, *, created_ns: int = 0,
+                 new_uuid: Callable[[], str] | None = None) -> None:
+        """``created_ns``: when the partition was created (the worker passes its clock);
+        ``new_uuid``: allocation UUIDs (default: random UUID4 strings)."""
         self.rm_id = rm_id
         self.partition_name = partition
         self.core = Partition(partition, config, settings, rm_id=rm_id,
-                              new_uuid=lambda: str(_uuid.uuid4()))
+                              new_uuid=new_uuid or _uuid4, created_ns=created_ns)
+        if self.core.placement.error:  # YuniKorn logs it and runs without placement rules
+            log.warning("partition %s: placement rules rejected, placing apps by their queue name: %s",
+                        partition, self.core.placement.error)
         self.event_ring: deque[si_pb2.EventRecord] = deque(maxlen=EVENT_RING_SIZE)
 
     # ------------------------------------------------------------------ input
@@ -175,7 +182,12 @@ class PartitionSession:
         """Apply a new config for this partition; raises ConfigError and keeps the old one."""
         if config.name != self.partition_name:
             raise ConfigError([f"config for partition {config.name} given to partition {self.partition_name}"])
-        self.core.update_config(config, now_ns)
+        try:
+            self.core.update_config(config, now_ns)
+        except ConfigError as exc:  # the core does not log; the worker's log says why
+            log.warning("partition %s: new config rejected, the old one stays active: %s",
+                        self.partition_name, exc)
+            raise
 
     def stop(self, now_ns: int, message: str = "PartitionRemoved") -> None:
         """The partition was removed from the config: fail every app (``message`` is YuniKorn's
@@ -272,6 +284,10 @@ class PartitionSession:
                            "groupID": e.groupID, "reason": e.reason, "message": e.message,
                            "timestampNano": e.timestampNano} for e in self.event_ring]
         return snap
+
+
+def _uuid4() -> str:
+    return str(_uuid.uuid4())
 
 
 def _ask_cmd(ask: si_pb2.AllocationAsk) -> C.AddAsk:

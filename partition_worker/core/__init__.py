@@ -1,8 +1,10 @@
 """The pure scheduling core of one partition.
 
 Commands in (``commands``), outcomes out (``outcomes``), time passed in as int
-nanoseconds. No I/O, no clock, no randomness of its own (UUIDs come from an
-injectable ``new_uuid``). The SI adapter is ``partition_worker.session``.
+nanoseconds. No I/O, no clock, no randomness, no logging: UUIDs come from the injected
+``new_uuid``, the creation time from ``created_ns``, the OS group lookup from
+``CoreSettings.group_lookup``. The SI adapter is ``partition_worker.session``; the module
+map is in README.md.
 """
 
 from .app_state import AppEvent, AppState, IllegalTransition

@@ -1,23 +1,22 @@
 """Applications: their asks, allocations, resources and state (the table is in ``app_state``).
 
-The application object only keeps its own books; the partition drives state
-changes (it owns timers and outcomes) through ``Partition._app_event``.
+The application object only keeps its own books; ``lifecycle.AppLifecycle.fire`` drives
+its state changes (timers and outcomes are the partition's).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from common.constants import APP_TAG_STATE_AWARE_DISABLE
 from common.resources import ZERO, Resource
 
 from .app_state import AppState
 from .objects import Allocation, Ask, Reservation
 from .queue import Queue
 
-__all__ = ["Application", "PlaceholderData", "TAG_STATEAWARE_DISABLE", "TAG_NAMESPACE_QUOTA"]
+__all__ = ["Application", "PlaceholderData"]
 
-TAG_STATEAWARE_DISABLE = "application.stateaware.disable"
-TAG_NAMESPACE_QUOTA = "namespace.resourcequota"
 INT32_MIN = -(1 << 31)
 
 
@@ -195,7 +194,7 @@ class Application:
         return self.ph_pending > 0
 
     def stateaware_disabled(self) -> bool:
-        return self.tags.get(TAG_STATEAWARE_DISABLE, "").lower() == "true"
+        return self.tags.get(APP_TAG_STATE_AWARE_DISABLE, "").lower() == "true"
 
 
 def _ask_key(a: Ask) -> tuple[int, int, int]:

@@ -1,47 +1,37 @@
-"""Why an ask waits: the node pipeline run over every node, rejections counted by stage.
+"""Why an ask waits: the feasibility chain run over every node, rejections counted by reason.
 
-For diagnosis on demand (``PartitionSession.explain``); never called by the cycle.
+What it owns: the ``explain`` answer. Who may use it: ``PartitionSession.explain`` (REST
+``korral explain``), on demand only; never called by the cycle. Nodes are judged by the
+same ``feasibility.CHAIN`` the scheduler allocates with (``ALLOCATE``), so the two agree.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .feasibility import CHAIN, Purpose
 from .limits import describe
-from .predicates import fits, selector_ok
 
 if TYPE_CHECKING:  # pragma: no cover
     from .application import Application
     from .objects import Ask
     from .partition import Partition
 
-__all__ = ["explain"]
+__all__ = ["explain", "FITS"]
+
+FITS = "fits"  # the count of nodes that pass every stage
 
 
 def explain(p: "Partition", app: "Application", ask: "Ask") -> dict:
-    """Why ``ask`` waits: the node selection pipeline run over every node with each rejection
-    counted by stage (cheap filters first), plus the queue that blocks it, if any. O(nodes);
-    for diagnosis on demand, never called by the cycle."""
-    stages = {"node drained": 0, "node not ready": 0, "node reserved by another ask": 0,
-              "not the required node": 0, "node selector does not match": 0,
-              "insufficient free resources": 0, "fits": 0}
-    rv = ask.resource._v
+    """Why ``ask`` waits: every node run through the feasibility chain, each rejection counted
+    under its reason (the chain's first rejecting stage), plus the queue headroom or the
+    user/group limit that holds it, if any. O(nodes)."""
+    counts = {stage.rejection.reason: 0 for stage in CHAIN.stages}
+    counts[FITS] = 0
+    chain = CHAIN.bind(ask, Purpose.ALLOCATE, p.apps)
     for node in p.nodes.nodes.values():
-        if not node.schedulable:
-            stages["node drained"] += 1
-        elif not node.ready:
-            stages["node not ready"] += 1
-        elif node.reservation is not None and (node.reservation.app_id, node.reservation.ask_key) \
-                != (app.app_id, ask.key):
-            stages["node reserved by another ask"] += 1
-        elif ask.required_node and node.node_id != ask.required_node:
-            stages["not the required node"] += 1
-        elif ask.selector and not selector_ok(node, ask):
-            stages["node selector does not match"] += 1
-        elif not fits(rv, node):
-            stages["insufficient free resources"] += 1
-        else:
-            stages["fits"] += 1
+        rejection = chain.first_rejection(node)
+        counts[rejection.reason if rejection is not None else FITS] += 1
     blocker = app.queue.fits_headroom(ask.resource)
     held = p.limits.check(app, ask.resource)
     limit = describe(held[0], held[1], app, p.limits.group_of(app))[1] if held is not None else ""
@@ -51,5 +41,5 @@ def explain(p: "Partition", app: "Application", ask: "Ask") -> dict:
         "reason": ask.sched_reason, "reservedNode": ask.reserved_node,
         "queueHeadroomBlockedBy": blocker.path if blocker is not None else "",
         "limitBlockedBy": limit,  # the user/group limit that holds it ("" = none)
-        "nodes": {k: v for k, v in stages.items() if v},
+        "nodes": {k: v for k, v in counts.items() if v},
     }

@@ -18,23 +18,18 @@ from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 
 from common.config.policies import NodeSortPolicy, parse_node_sort_policy
+from common.constants import NODE_LABELS, NODE_READY_ATTRIBUTE
 from common.resources import ZERO, Resource
 
+from .feasibility import open_for_asks
 from .objects import Allocation, Reservation
 
-__all__ = ["Node", "NodeCollection", "NodeSortPolicy", "parse_node_sort_policy",
-           "ATTR_PARTITION", "ATTR_READY", "ATTR_HOSTNAME", "ATTR_RACKNAME", "ATTR_NODE_LABELS"]
-
-ATTR_PARTITION = "si/node-partition"
-ATTR_READY = "ready"
-ATTR_HOSTNAME = "si/hostname"
-ATTR_RACKNAME = "si/rackname"
-ATTR_NODE_LABELS = "si.io/nodelabels"
+__all__ = ["Node", "NodeCollection", "NodeSortPolicy", "parse_node_sort_policy", "parse_ready"]
 
 
 def parse_ready(attrs: dict[str, str]) -> bool:
     """``ready`` attribute: a bool string; missing or unparsable -> True (YuniKorn)."""
-    v = attrs.get(ATTR_READY)
+    v = attrs.get(NODE_READY_ATTRIBUTE)
     if v is None:
         return True
     v = v.strip().lower()
@@ -69,12 +64,12 @@ class Node:
         return self.schedulable and self.ready
 
     def attribute(self, name: str) -> str | None:
-        """An attribute, falling back to the k8s node labels in ``si.io/nodelabels`` (JSON)."""
+        """An attribute, falling back to the k8s node labels in ``NODE_LABELS`` (JSON)."""
         v = self.attributes.get(name)
         if v is not None:
             return v
         if self.labels is None:
-            raw = self.attributes.get(ATTR_NODE_LABELS)
+            raw = self.attributes.get(NODE_LABELS)
             labels: dict[str, str] = {}
             if raw:
                 try:
@@ -145,9 +140,10 @@ class NodeCollection:
         return score
 
     def _is_full(self, node: Node) -> bool:
-        """Set aside: drained, not ready or reserved (never offered to other asks), or a
-        weighted type used up (cannot fit an ask that requests every weighted type)."""
-        if not node.schedulable or not node.ready or node.reservation is not None:
+        """Set aside: not ``open_for_asks`` (drained, not ready or reserved: the feasibility
+        chain rejects it for every ask without a reservation), or a weighted type used up
+        (the chain's resources stage rejects every ask that requests every weighted type)."""
+        if not open_for_asks(node):
             return True
         avail = node.available._v
         for k in self._wkeys:

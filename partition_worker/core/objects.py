@@ -6,17 +6,7 @@ from dataclasses import dataclass, field
 
 from common.resources import Resource
 
-__all__ = ["Ask", "Allocation", "Reservation", "TAG_REQUIRED_NODE", "TAG_ALLOW_PREEMPTION",
-           "TAG_CREATION_TIME", "TAG_APP_CREATION_TIME", "NODE_SELECTOR_PREFIX"]
-
-TAG_REQUIRED_NODE = "yunikorn.apache.org/requiredNode"
-TAG_ALLOW_PREEMPTION = "yunikorn.apache.org/allowPreemption"
-TAG_CREATION_TIME = "creationTime"  # allocation tag (recovery): unix seconds
-TAG_APP_CREATION_TIME = "yunikorn.apache.org/creationTime"  # app tag: unix seconds
-# Korral convention (not YuniKorn): an ask tag "korral.io/node-selector/<attr>" = "<value>"
-# only matches nodes whose attribute <attr> (or node label <attr> in the JSON attribute
-# "si.io/nodelabels") equals <value>. Several such tags must all match.
-NODE_SELECTOR_PREFIX = "korral.io/node-selector/"
+__all__ = ["Ask", "Allocation", "Reservation"]
 
 
 @dataclass(slots=True, eq=False)

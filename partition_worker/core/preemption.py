@@ -1,6 +1,9 @@
 """Preemption: required-node (DaemonSet, YuniKorn v1.2) and queue guarantees (YuniKorn v1.3).
 
-Pure functions over the partition, called from the scheduling cycle. Victims are released
+What it owns: the victim rules below. Who may use it: the ``scheduler`` and ``reservations``.
+Pure functions over the partition, called from the scheduling cycle; nodes are judged by
+``feasibility.CHAIN`` (``RESERVE``), victims released and nodes reserved through the
+``ledger``. Victims are released
 at once (``released`` with ``PREEMPTED_BY_SCHEDULER``) and the node is reserved for the
 preemptor, which is placed there by the reserved-asks pass of the next cycle; a reserved
 node takes no other ask, so the freed room cannot go to someone else.
@@ -37,11 +40,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from common.constants import TAG_REQUIRED_NODE
 from common.resources import Resource
 
-from .objects import TAG_REQUIRED_NODE
+from .feasibility import CHAIN, RESERVATION, RESOURCES, Purpose
 from .outcomes import EventType, Termination
-from .predicates import selector_ok
 
 if TYPE_CHECKING:  # pragma: no cover
     from .application import Application
@@ -59,6 +62,7 @@ PREEMPTION_CANDIDATE_NODES = 1000  # nodes examined per attempt (bounded cost)
 # preemptors waited); a handful of feasible nodes gives the same choice on a uniform cluster.
 PREEMPTION_FEASIBLE_NODES = 16
 MSG_DAEMONSET = "preempting allocations to free up resources to run daemon set ask: {key}"
+_ALL_BUT_RESERVATION = tuple(s for s in CHAIN.stages if s is not RESERVATION)
 _UNITS = {"ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000, "h": 3_600_000_000_000}
 
 
@@ -115,7 +119,7 @@ def _fits_without(res: Resource, node: "Node", chosen: list["Allocation"]) -> bo
 def try_required_node_preemption(p, app: "Application", ask: "Ask", node: "Node", now: int) -> bool:
     """Free room on ``node`` for a required-node ask that holds it reserved. True if victims
     were released (the ask is placed by a later pass)."""
-    if not ask.resource.fits_in(node.capacity.sub(node.occupied)):
+    if not RESOURCES.can_hold(ask.resource._v, node):
         return False
     need = _missing(ask.resource, node)
     if not need:
@@ -135,7 +139,7 @@ def try_required_node_preemption(p, app: "Application", ask: "Ask", node: "Node"
         return False
     msg = MSG_DAEMONSET.format(key=ask.key)
     for a in chosen:
-        p._release_alloc(a, Termination.PREEMPTED_BY_SCHEDULER, msg, now, report=True)
+        p.ledger.release(a, Termination.PREEMPTED_BY_SCHEDULER, msg, now, report=True)
     ask.triggered_preemption = True
     p.event(EventType.REQUEST, ask.key, "Preemption",
             f"preempted {len(chosen)} allocation(s) on node {node.node_id} for daemon set ask {ask.key}",
@@ -206,15 +210,14 @@ def try_queue_preemption(p, app: "Application", ask: "Ask", now: int, delay: int
     best = None
     seen = feasible = reserved_by_others = 0
     res = ask.resource
+    # the chain without its reservation stage first: a node reserved by another ask (a
+    # preemptor about to be placed) that could otherwise hold the ask is counted apart
+    could_hold = CHAIN.bind(ask, Purpose.RESERVE, p.apps, skip=(RESERVATION,)).passes
+    not_reserved = CHAIN.bind(ask, Purpose.RESERVE, p.apps, skip=_ALL_BUT_RESERVATION).passes
     for node in p.nodes.nodes.values():
-        if not node.usable:
+        if not could_hold(node):
             continue
-        if ask.selector and not selector_ok(node, ask):
-            continue
-        if not res.fits_in(node.capacity.sub(node.occupied)):
-            continue
-        r = node.reservation
-        if r is not None and (r.app_id != app.app_id or r.ask_key != ask.key):
+        if not not_reserved(node):
             reserved_by_others += 1
             continue
         seen += 1
@@ -235,11 +238,11 @@ def try_queue_preemption(p, app: "Application", ask: "Ask", now: int, delay: int
     _, node, victims = best
     msg = f"preempted by scheduler to free up resources for ask {ask.key} of application {app.app_id}"
     for a in victims:
-        p._release_alloc(a, Termination.PREEMPTED_BY_SCHEDULER, msg, now, report=True)
+        p.ledger.release(a, Termination.PREEMPTED_BY_SCHEDULER, msg, now, report=True)
     if ask.reserved_node and ask.reserved_node != node.node_id:
-        p._unreserve_ask(app, ask)
+        p.ledger.unreserve_ask(app, ask)
     if node.reservation is None:
-        p.reserve(app, ask, node, now)
+        p.ledger.reserve(app, ask, node, now)
     ask.triggered_preemption = True
     ask.preempt_after_ns = 0  # the next repeat may preempt at once; only failures wait
     p.event(EventType.REQUEST, ask.key, "Preemption",

@@ -1,6 +1,10 @@
 """Reservations in the scheduling cycle: reserving a node for an ask that fits no node now,
 and trying reserved asks first (their node, then any other node).
 
+What it owns: the reservation policy (which node, when, how many). Who may use it: the
+``scheduler``. Nodes are judged by ``feasibility.CHAIN`` (``RESERVE``: the node must be able
+to hold the ask once its allocations end); the books are the ``ledger``'s.
+
 YuniKorn: an ask older than the reservation delay that fits no node reserves the node it
 fits best once it frees up (lowest FitInScore among nodes whose capacity - occupied can
 hold it); one reservation per node; reserved nodes take no other asks.
@@ -11,7 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .app_state import AppState
-from .predicates import MAX_SHAPES, find_node, fits, selector_ok
+from .feasibility import CHAIN, RESOURCES, Purpose
+from .node_choice import find_node, known_to_fail, remember_failure
 from .preemption import budgeted_queue_preemption, try_required_node_preemption
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,64 +47,54 @@ def maybe_reserve(c, app: "Application", ask: "Ask") -> int:
     if ask.reserved_node or c.now - ask.create_time_ns < p.settings.reservation_delay_ns:
         return NOT_RESERVED
     res = ask.resource
+    chain = CHAIN.bind(ask, Purpose.RESERVE, p.apps)
     if ask.required_node:
         node = p.nodes.get(ask.required_node)
-        if node is None or not node.usable:
+        if node is None:
+            return NOT_RESERVED
+        rejection = chain.first_rejection(node)
+        if rejection is not None and rejection.stage != RESOURCES.name:
             return NOT_RESERVED
         if node.reservation is not None:
             # a daemon set ask cancels another app's reservation of an ordinary ask (v1.2)
-            other = node.reservation
-            oapp = p.apps.get(other.app_id)
-            oask = oapp.asks.get(other.ask_key) if oapp is not None else None
-            if other.app_id == app.app_id or (oask is not None and oask.required_node):
-                return NOT_RESERVED
-            p.unreserve(other)
-        if not res.fits_in(node.capacity.sub(node.occupied)):
-            return NO_NODE
-        p.reserve(app, ask, node, c.now)
+            p.ledger.unreserve(node.reservation)
+        if rejection is not None:
+            return NO_NODE  # its node cannot hold it even empty
+        p.ledger.reserve(app, ask, node, c.now)
         return RESERVED
     plain = not ask.selector
-    if plain:
-        for shape in c.unreservable:
-            if shape.fits_in(res):
-                return NO_NODE
+    if plain and c.unreservable and known_to_fail(c.unreservable, res):
+        return NO_NODE
     best, best_score = None, 0.0
-    rv = res._v
     seen = 0
     for node in p.nodes.nodes.values():
-        if not node.usable or node.reservation is not None:
+        if not chain.passes(node):
             continue
-        cap, occ = node.capacity._v, node.occupied._v
-        for k, v in rv.items():
-            if v > cap.get(k, 0) - occ.get(k, 0):
-                break
-        else:
-            if not plain and not selector_ok(node, ask):
-                continue
-            score = res.fit_in_score(node.available)
-            if best is None or score < best_score:
-                best, best_score = node, score
-            seen += 1
-            if seen >= RESERVE_CANDIDATES:
-                break  # bounded cost: the best of the first candidates is good enough
+        score = res.fit_in_score(node.available)
+        if best is None or score < best_score:
+            best, best_score = node, score
+        seen += 1
+        if seen >= RESERVE_CANDIDATES:
+            break  # bounded cost: the best of the first candidates is good enough
     if best is None:
-        if plain and len(c.unreservable) < MAX_SHAPES:
-            c.unreservable.append(res)
+        if plain:
+            remember_failure(c.unreservable, res)
         return NO_NODE
-    p.reserve(app, ask, best, c.now)
+    p.ledger.reserve(app, ask, best, c.now)
     return RESERVED
 
 
 def try_reserved(c) -> int:
     """Reserved asks first: their reserved node, then any other node."""
     p = c.p
+    ledger = p.ledger
     n = 0
     for res in list(p.reservations.values()):
         app = p.apps.get(res.app_id)
         ask = app.asks.get(res.ask_key) if app is not None else None
         node = p.nodes.get(res.node_id)
         if ask is None or ask.pending <= 0 or node is None:
-            p.unreserve(res)
+            ledger.unreserve(res)
             continue
         if app.state not in _SCHEDULABLE_APP_STATES:
             continue
@@ -110,8 +105,7 @@ def try_reserved(c) -> int:
         if blocker is not None and blocker.parent is not None:
             c.blocked.add(ask)
             continue  # a quota blocks it; the reservation stays until the queue has room
-        target = None
-        if node.usable and fits(ask.resource._v, node):
+        if CHAIN.bind(ask, Purpose.ALLOCATE, p.apps).passes(node):
             target = node
         else:
             target = find_node(c, ask)
@@ -123,8 +117,8 @@ def try_reserved(c) -> int:
             else:  # a reserved ask may still preempt (its node or another), once due
                 budgeted_queue_preemption(p, c, app, ask)
             continue
-        p.unreserve(res)
-        p.allocate(app, ask, target, c.now)
+        ledger.unreserve(res)
+        ledger.allocate(app, ask, target, c.now)
         if ask.pending <= 0:
             app.mark_exhausted()
         n += 1

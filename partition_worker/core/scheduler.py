@@ -1,5 +1,10 @@
 """One scheduling cycle (seed 003's pseudo code, without YuniKorn's one-allocation-per-cycle cap).
 
+What it owns: the order of work within a cycle (queues, apps, asks) and the cycle's memos.
+Who may use it: the partition (``run_cycle``). It places asks through the partition's public
+parts: ``ledger.allocate``, ``gangs`` (replacement), ``node_choice.find_node`` (the
+feasibility chain), ``reservations``, ``preemption``, ``limits``, ``sched_state``/``event``.
+
 Order of work:
 
 1. Reserved asks first: each tries its reserved node, then any other node.
@@ -33,7 +38,7 @@ from common.resources import Resource, share_key
 from .app_state import AppState
 from .limits import describe as describe_limit
 from .outcomes import EventType, SchedState
-from .predicates import find_node
+from .node_choice import find_node
 from .preemption import budgeted_queue_preemption
 from .reservations import NO_NODE, NOT_RESERVED, RESERVED, maybe_reserve, try_reserved
 from .queue import AppSortPolicy, Queue
@@ -384,7 +389,7 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
             i += 1
             continue
         res = ask.resource
-        if ask.task_group and not ask.placeholder:  # gang member (see _gang.py)
+        if ask.task_group and not ask.placeholder:  # gang member (see gang.py)
             if app.has_pending_placeholders():  # all or nothing: the whole gang is placed first
                 p.sched_state(ask, SchedState.SKIPPED,
                               f"waiting for the placeholders of application {app.app_id}")
@@ -395,13 +400,13 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
                 i += 1
                 continue
             group = app.placeholders.get(ask.task_group)
-            if group and p.reject_if_too_big(app, ask, next(iter(group.values()))):
+            if group and p.gangs.reject_if_too_big(app, ask, next(iter(group.values()))):
                 i += 1  # (the ask was added before the group's placeholders were known)
                 continue
             if group:  # take the oldest placeholder of the group, on its node
                 c.ask_cursor[app] = cursor
                 c.visited += i - start + 1
-                alloc = p.replace_placeholder(app, ask, next(iter(group.values())), c.now)
+                alloc = p.gangs.replace(app, ask, next(iter(group.values())), c.now)
                 if ask.pending <= 0:
                     app.mark_exhausted()
                     _priority_may_drop(c, app, ask, asks, cursor)
@@ -431,7 +436,7 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
             if node is not None:
                 c.ask_cursor[app] = cursor
                 c.visited += i - start + 1
-                alloc = p.allocate(app, ask, node, c.now)
+                alloc = p.ledger.allocate(app, ask, node, c.now)
                 if ask.pending <= 0:
                     app.mark_exhausted()  # compact at the next cycle
                     _priority_may_drop(c, app, ask, asks, cursor)

@@ -5,12 +5,15 @@ Public surface::
     PlacementManager(rules)            # ConfigError on a bad rule set
     manager.initialised / update_rules(rules) / place(app, queues) -> str
     AppPlacementInfo, QueueTree, QueueNode, PlacementError
-    GroupResolver(lookup=os_lookup, positive_ttl_s=300, negative_ttl_s=30).resolve(user, groups, now_ns)
+    GroupResolver(lookup, positive_ttl_s=300, negative_ttl_s=30).resolve(user, groups, now_ns)
+    no_lookup (YuniKorn v1.2's resolver; the worker injects its OS lookup, ``partition_worker.os_groups``)
+
+No I/O, clock or logging: the package is part of the pure core's import graph.
     RULES (name -> rule class), replace_dot
 """
 
 from .filter import Filter
-from .groups import GroupResolver, no_lookup, os_lookup
+from .groups import GroupResolver, no_lookup
 from .manager import NO_RULE_MATCHED, PlacementManager
 from .registry import RULES, build_rule
 from .rule import Rule, replace_dot
@@ -29,6 +32,5 @@ __all__ = [
     "Rule",
     "build_rule",
     "no_lookup",
-    "os_lookup",
     "replace_dot",
 ]

@@ -1,50 +1,27 @@
 """Group resolution for applications submitted without ``ugi.groups``.
 
 ``GroupResolver.resolve(user, groups, now_ns)``: groups given → used as is;
-none given → looked up (``lookup``, the OS user database by default) and
-cached: a found user for ``positive_ttl_s``, an unknown user for
+none given → looked up (``lookup``, injected: the worker shell passes the OS user
+database, ``partition_worker.os_groups.os_lookup``) and cached: a found user for ``positive_ttl_s``, an unknown user for
 ``negative_ttl_s`` (YuniKorn's 300 s / 30 s). An unknown user resolves to
 ``(user,)``, YuniKorn's default. Time is passed in, so tests need no clock.
 
 Korral departs from YuniKorn v1.2, whose default resolver never looks
-anything up (groups = [user]); the issue asks for an OS lookup by default.
-Pass ``lookup=no_lookup`` for YuniKorn's behaviour.
+anything up (groups = [user]); the worker looks users up in the OS by default.
+Pass ``lookup=no_lookup`` for YuniKorn's behaviour. This module does no I/O of its
+own: the placement package is part of the pure core's import graph.
 """
 
 from __future__ import annotations
 
-import grp
-import os
-import pwd
 from collections import OrderedDict
 from typing import Callable, Sequence
 
-__all__ = ["GroupResolver", "os_lookup", "no_lookup", "Lookup"]
+__all__ = ["GroupResolver", "no_lookup", "Lookup"]
 
 # user -> groups (primary first), or None when the user is unknown
 Lookup = Callable[[str], "Sequence[str] | None"]
 NS_PER_S = 1_000_000_000
-
-
-def os_lookup(user: str) -> tuple[str, ...] | None:
-    """Primary then supplementary groups of ``user`` from the OS (pwd/grp, so NSS too)."""
-    try:
-        entry = pwd.getpwnam(user)
-    except (KeyError, ValueError, OSError):
-        return None
-    try:
-        gids = os.getgrouplist(user, entry.pw_gid)
-    except (OSError, ValueError):
-        gids = [entry.pw_gid]
-    names: list[str] = []
-    for gid in [entry.pw_gid, *gids]:
-        try:
-            name = grp.getgrgid(gid).gr_name
-        except (KeyError, OverflowError):
-            name = str(gid)
-        if name not in names:
-            names.append(name)
-    return tuple(names)
 
 
 def no_lookup(user: str) -> None:
@@ -59,7 +36,7 @@ class GroupResolver:
 
     def __init__(
         self,
-        lookup: Lookup = os_lookup,
+        lookup: Lookup,
         positive_ttl_s: float = 300,
         negative_ttl_s: float = 30,
         max_entries: int = 10_000,

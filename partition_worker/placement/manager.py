@@ -16,7 +16,6 @@ name (e.g. a user name with a space), or in/under a queue that is draining
 
 from __future__ import annotations
 
-import logging
 from typing import Sequence
 
 from common.config.errors import ConfigError
@@ -28,8 +27,6 @@ from .rule import DOT, ROOT, Rule
 from .types import AppPlacementInfo, PlacementError, QueueTree
 
 __all__ = ["PlacementManager", "NO_RULE_MATCHED"]
-
-log = logging.getLogger(__name__)
 
 NO_RULE_MATCHED = "application rejected: no placement rule matched"
 
@@ -57,16 +54,9 @@ class PlacementManager:
     def update_rules(self, rules: Sequence[PlacementRuleConfig]) -> None:
         """Replace the rule set. A bad set raises ``ConfigError`` and changes nothing:
         an initialised manager keeps placing with the old rules, an uninitialised
-        one stays uninitialised. An empty set makes the manager uninitialised."""
-        try:
-            new_rules = _build(rules)
-        except ConfigError as exc:
-            if self._rules:
-                log.warning("new placement rule set ignored, the old rules stay active: %s", exc)
-            else:
-                log.warning("placement rule set rejected, placement manager stays uninitialised: %s", exc)
-            raise
-        self._rules = new_rules
+        one stays uninitialised (the caller reports it: this package does not log).
+        An empty set makes the manager uninitialised."""
+        self._rules = _build(rules)
 
     def place(self, app: AppPlacementInfo, queues: QueueTree) -> str:
         """The full lower-case queue path for ``app``; it may not exist yet (the core creates it).

@@ -52,7 +52,7 @@ class Harness:
     def __post_init__(self) -> None:
         counter = itertools.count(1)
         self.p = Partition("default", self.config, self.settings, rm_id="rm1",
-                           new_uuid=lambda: f"uuid-{next(counter)}")
+                           new_uuid=lambda: f"uuid-{next(counter)}", created_ns=self.now)
 
     # -------------------------------------------------------------- time and commands
     def do(self, *cmds) -> "Harness":

@@ -3,6 +3,7 @@
 Each row runs in a fresh spawned process, as `korral bench core` does, so peak RSS is the row's.
 """
 
+import itertools
 import multiprocessing
 
 import pytest
@@ -55,7 +56,9 @@ def _shaped_rate(leaves: int, apps_per_leaf: int, depth: int, policy: str, prio:
             return QueueConfig(name=f"l{i}", properties={"application.sort.policy": policy})
         return QueueConfig(name=f"p{i}", queues=(chain(i, d - 1),))
     root = QueueConfig(name="root", submitacl="*", queues=tuple(chain(i, depth) for i in range(leaves)))
-    p = Partition("default", PartitionConfig(name="default", queues=(root,)))
+    uuids = itertools.count(1)
+    p = Partition("default", PartitionConfig(name="default", queues=(root,)),
+                  new_uuid=lambda: f"uuid-{next(uuids)}", created_ns=1)
     for i in range(2000):
         p.handle(AddNode(f"n{i}", Resource({"memory": 100_000, "vcore": 1000})), 1)
     apps = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from common.config.model import PreemptionConfig
-from partition_worker.core.objects import TAG_REQUIRED_NODE
+from common.constants import TAG_REQUIRED_NODE
 from partition_worker.core.outcomes import Termination
 from tests.core.harness import SECOND, Harness, partition_config, q
 

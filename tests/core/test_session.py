@@ -248,3 +248,23 @@ def test_explain_counts_node_rejections_by_stage() -> None:
     assert why["state"] == "FAILED" and why["queueHeadroomBlockedBy"] == ""
     with pytest.raises(LookupError, match="allocation ask nope not found for application app1"):
         s.explain("app1", "nope")
+
+
+def test_a_rejected_placement_update_is_logged_by_the_session_and_the_old_rules_stay(caplog) -> None:
+    import logging
+
+    import pytest
+
+    from common.config.errors import ConfigError
+    from common.config.model import PlacementRuleConfig
+    rules = (PlacementRuleConfig("fixed", value="root.a"),)
+    s = PartitionSession("rm1", "default", partition_config(q("root", q("a"), q("b"), submitacl="*"),
+                                                            rules=rules))
+    bad = partition_config(q("root", q("a"), q("b"), submitacl="*"), rules=(PlacementRuleConfig("fixed"),))
+    with caplog.at_level(logging.WARNING), pytest.raises(ConfigError):
+        s.update_config(bad, START)
+    assert "new config rejected, the old one stays active" in caplog.text
+    assert "a fixed queue rule must have a queue name set" in caplog.text
+    add_app(s, "app1", queue="root.b")
+    out = s.step(START)
+    assert out.application.updated[0].message == "placed in queue root.a"

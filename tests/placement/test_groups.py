@@ -1,10 +1,6 @@
 """Group resolution: given groups win, otherwise a cached pluggable lookup; unknown user -> (user,)."""
 
-import grp
-import os
-import pwd
-
-from partition_worker.placement import GroupResolver, no_lookup, os_lookup
+from partition_worker.placement import GroupResolver, no_lookup
 
 S = 1_000_000_000
 
@@ -57,14 +53,3 @@ def test_cache_is_bounded():
 
 def test_no_lookup_is_yunikorns_default():
     assert GroupResolver(no_lookup).resolve("u", (), 0) == ("u",)
-
-
-def test_os_lookup_finds_the_current_user_with_primary_group_first():
-    entry = pwd.getpwuid(os.getuid())
-    groups = os_lookup(entry.pw_name)
-    assert groups is not None
-    assert groups[0] == grp.getgrgid(entry.pw_gid).gr_name
-
-
-def test_os_lookup_unknown_user():
-    assert os_lookup("no-such-user-korral-test") is None

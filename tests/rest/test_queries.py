@@ -104,12 +104,12 @@ def test_metrics_include_observed_step_counters(s) -> None:
 
 
 def test_the_dump_node_shell_matches_the_node_view(s) -> None:
-    from partition_worker.queries import node_dao, node_dao_shell
+    from partition_worker.core.dao import node_dao
 
     for n in s.core.nodes.nodes.values():
         full = node_dao(n, "default")
         full.pop("allocations")
-        assert node_dao_shell(n, "default") == full
+        assert node_dao(n, "default", with_allocations=False) == full
 
 
 def test_pages_are_bounded_by_work_not_only_by_count(s, monkeypatch) -> None:

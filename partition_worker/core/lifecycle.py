@@ -1,0 +1,390 @@
+"""The application lifecycle of one partition: add (placement, ACLs, rejections), remove,
+and the seed 004 state machine with its entry actions and timers.
+
+What it owns: the partition's active ``apps`` and its ``finished_apps`` (Completed, Failed,
+Rejected, kept for REST until they expire), the entry action of each state (``_ENTRY``)
+and the app timers (Starting -> Running, Completing -> Completed, expiry). The transitions are the table in ``app_state``.
+
+Who may use it: the partition (commands ``AddApp`` / ``RemoveApp``, partition stop) and the
+components that move an app on (``ledger``, ``gang``, ``node_registry``), through ``add``,
+``remove``, ``adopt_recovered``, ``fire``, ``fail``, ``maybe_complete``. Reasons are
+YuniKorn's (YUNIKORN_BEHAVIOUR.md 1.1 S4-S7).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Callable
+
+from common.constants import APP_TAG_NAMESPACE_RESOURCE_QUOTA
+from common.resources import Resource
+
+from .app_state import RUNNING_STATES, AppEvent, AppState, IllegalTransition, next_state
+from .application import Application
+from .commands import AddApp, RemoveApp
+from .gang import MSG_APP_COMPLETE, gang_style
+from .outcomes import AppAccepted, AppRejected, AppStateChanged, EventType, Termination
+from .placement_bridge import PlacementError
+from .queue import RECOVERY_QUEUE, ObjectState, Queue, QueueCreateError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .partition import Partition
+    from .timers import Timers
+
+__all__ = ["AppLifecycle", "parse_quota", "T_STARTING", "T_COMPLETING", "T_EXPIRE"]
+
+T_STARTING, T_COMPLETING, T_EXPIRE = "starting", "completing", "expire"
+_COMPLETABLE = (AppState.ACCEPTED, AppState.STARTING, AppState.RUNNING)
+
+
+class _Reject(Exception):
+    """An app rejection: ``reason`` is YuniKorn's exact text, ``detail`` says more (an event)."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class AppLifecycle:
+    """Applications of one partition and their state machine (see module doc)."""
+
+    __slots__ = ("p", "apps", "finished_apps", "_timers")
+
+    def __init__(self, p: "Partition", timers: "Timers") -> None:
+        self.p = p
+        self.apps: dict[str, Application] = {}
+        self.finished_apps: dict[str, Application] = {}  # Completed/Failed/Rejected until expiry
+        self._timers = timers
+        timers.register(T_STARTING, self._on_starting_timer)
+        timers.register(T_COMPLETING, self._on_completing_timer)
+        timers.register(T_EXPIRE, self._on_expire_timer)
+
+    # ---------------------------------------------------------------- add
+    def add(self, cmd: AddApp, now: int) -> None:
+        """The ``AddApp`` command: place the app in a queue and accept it, or reject it."""
+        p = self.p
+        out = p.outcomes
+        app_id = cmd.app_id
+        if not app_id:
+            out.apps_rejected.append(AppRejected(app_id, "application ID must not be empty"))
+            return
+        if p.state is not ObjectState.ACTIVE:
+            self._reject(cmd, f"partition {p.full_name} is stopped cannot add a new application {app_id}", now)
+            return
+        if not cmd.user:
+            self._reject(cmd, "empty user cannot resolve", now)
+            return
+        if cmd.placeholder_ask.has_negative():
+            self._reject(cmd, f"application {app_id}: placeholderAsk {cmd.placeholder_ask} has a negative quantity", now)
+            return
+        existing = self.apps.get(app_id)
+        if existing is not None and not existing.recovered_only:
+            self._reject(cmd, f"adding application {app_id} to partition {p.full_name}, but application already existed", now, store=False)
+            return
+        groups = p.placement.resolve_groups(cmd.user, cmd.groups, now)
+        try:
+            queue, created = self._place(cmd, groups)
+        except _Reject as r:
+            if r.detail:
+                p.event(EventType.APP, cmd.app_id, "QueueCreationFailed", r.detail, now)
+            self._reject(cmd, r.reason, now)
+            return
+        p.queues_created(created, now)
+        if cmd.placeholder_ask.strictly_greater_than_zero():
+            if queue.sort_policy.value == "fair":
+                self._reject(cmd, f"queue {queue.path} cannot run application {app_id} with task group request: unsupported sort type", now)
+                return
+            qmax = queue.effective_max()
+            if not cmd.placeholder_ask.fits_in_max_undef(qmax):
+                self._reject(cmd, f"queue {queue.path} cannot fit application {app_id}: task group request {cmd.placeholder_ask} larger than max queue allocation {qmax}", now)
+                return
+        if queue.dynamic and APP_TAG_NAMESPACE_RESOURCE_QUOTA in cmd.tags:
+            _apply_namespace_quota(queue, cmd.tags[APP_TAG_NAMESPACE_RESOURCE_QUOTA])
+        ph_timeout_ns = p.gangs.timeout_ns(cmd, now)
+        if existing is not None:  # adopt an app first seen through recovered allocations
+            self._move(existing, queue)
+            existing.user, existing.groups, existing.tags = cmd.user, groups, dict(cmd.tags)
+            existing.execution_timeout_ms = cmd.execution_timeout_ms
+            existing.ph_timeout_ns = ph_timeout_ns
+            existing.placeholder_ask, existing.gang_style = cmd.placeholder_ask, gang_style(cmd)
+            existing.recovered_only = False
+            p.limits.forget_app(app_id)
+            p.limits.rebuild(self.apps.values())  # its usage now counts for its real user
+            out.apps_accepted.append(AppAccepted(app_id, queue.path, existing.state.value, now))
+            return
+        app = Application(app_id=app_id, queue=queue, user=cmd.user, groups=groups,
+                          tags=dict(cmd.tags), submission_time_ns=now, seq=p.next_seq(),
+                          execution_timeout_ms=cmd.execution_timeout_ms,
+                          ph_timeout_ns=ph_timeout_ns,
+                          placeholder_ask=cmd.placeholder_ask, gang_style=gang_style(cmd),
+                          state_time_ns=now)
+        self.apps[app_id] = app
+        queue.apps[app_id] = app
+        self.finished_apps.pop(app_id, None)
+        out.apps_accepted.append(AppAccepted(app_id, queue.path, app.state.value, now))
+
+    def _place(self, cmd: AddApp, groups: tuple[str, ...]) -> tuple[Queue, list[str]]:
+        p = self.p
+        app_id = cmd.app_id
+        created: list[str] = []
+        if p.placement.initialised:
+            try:
+                path = p.placement.place(cmd, groups, p.queues)
+            except PlacementError as exc:  # carries YuniKorn's message
+                raise _Reject(f"failed to place application {app_id}: {exc}") from None
+            queue = p.queues.find(path)
+            if queue is None:
+                try:
+                    queue, created = p.queues.create_dynamic(path, cmd.user, groups)
+                except QueueCreateError as exc:
+                    raise _Reject(f"failed to create rule based queue {path} for application {app_id}",
+                                  str(exc)) from None
+        else:
+            queue = p.queues.find(cmd.queue) if cmd.queue else None
+            if queue is None:
+                raise _Reject(f"application '{app_id}' rejected, cannot create queue '{cmd.queue}' without placement rules")
+        if not queue.is_leaf or not queue.check_submit_access(cmd.user, groups):
+            raise _Reject(f"failed to find queue {queue.path} for application {app_id}")
+        if not queue.accepts_new_work:
+            # Korral: a draining queue takes no new applications (v1.2 still accepts them)
+            raise _Reject(f"queue {queue.path} is {queue.state.value.lower()}, cannot add application {app_id}")
+        return queue, created
+
+    def _reject(self, cmd: AddApp, reason: str, now: int, store: bool = True) -> None:
+        p = self.p
+        p.queues_dirty = True  # placement may have created queues that are now empty
+        p.outcomes.apps_rejected.append(AppRejected(cmd.app_id, reason))
+        p.event(EventType.APP, cmd.app_id, "ApplicationRejected", reason, now)
+        if store and cmd.app_id not in self.apps:
+            app = Application(app_id=cmd.app_id, queue=p.root, user=cmd.user, groups=tuple(cmd.groups),
+                              tags=dict(cmd.tags), submission_time_ns=now, seq=p.next_seq(),
+                              state=AppState.REJECTED, state_time_ns=now, message=reason,
+                              finished_ns=now)
+            self._remember_finished(app, now)
+
+    def _remember_finished(self, app: Application, now: int) -> None:
+        fin = self.finished_apps
+        fin.pop(app.app_id, None)
+        fin[app.app_id] = app
+        while len(fin) > self.p.settings.max_completed_apps:
+            fin.pop(next(iter(fin)))
+        self._timers.schedule(now + self.p.settings.expire_timeout_ns, T_EXPIRE, app.app_id, app.state_gen)
+
+    def adopt_recovered(self, app_id: str, now: int) -> Application:
+        """The app of a recovered allocation: the known one, else a new app in
+        ``root.@recovery@``, moved to its placed queue when the RM adds it (``add``)."""
+        app = self.apps.get(app_id)
+        if app is not None:
+            return app
+        p = self.p
+        queue, created = p.queues.create_dynamic(RECOVERY_QUEUE, "", (), check_acl=False)
+        p.queues_created(created, now)
+        app = Application(app_id=app_id, queue=queue, user="", groups=(), tags={},
+                          submission_time_ns=now, seq=p.next_seq(), state_time_ns=now,
+                          recovered_only=True)
+        self.apps[app_id] = app
+        queue.apps[app_id] = app
+        return app
+
+    # ---------------------------------------------------------------- remove
+    def remove(self, cmd: RemoveApp, now: int) -> None:
+        """The ``RemoveApp`` command: release all its work and forget it (unknown: ignored)."""
+        app = self.apps.get(cmd.app_id)
+        if app is None:
+            return  # unknown app: ignored (YuniKorn)
+        self._drop_work(app, Termination.STOPPED_BY_RM, f"Application {app.app_id} Removed", now)
+        self._detach(app)
+        if app.state in RUNNING_STATES or app.counted_running:
+            self._set_running(app, False)
+        app.finished_ns = now
+        self.p.queues_dirty = True
+
+    def _drop_work(self, app: Application, term: Termination, message: str, now: int) -> None:
+        """Release every ask, reservation and allocation of ``app`` (allocations are reported)."""
+        ledger = self.p.ledger
+        for key in list(app.asks):
+            ledger.remove_ask(app, key)
+        for alloc in list(app.allocations.values()):
+            ledger.release(alloc, term, message, now, report=True, check_app=False)
+
+    def _detach(self, app: Application) -> None:
+        if app.state is AppState.STARTING and app.queue.apps.get(app.app_id) is app:
+            app.queue.starting_changed(-1)
+        self.apps.pop(app.app_id, None)
+        app.queue.apps.pop(app.app_id, None)
+        self.p.limits.forget_app(app.app_id)
+
+    def _move(self, app: Application, queue: Queue) -> None:
+        """Move a recovered app (and its usage) to the queue placement chose for it."""
+        if app.queue is queue:
+            return
+        old = app.queue
+        old.sub_pending(app.pending)
+        old.sub_allocated(app.allocated)
+        old.apps.pop(app.app_id, None)
+        running = app.counted_running
+        if running:
+            self._set_running(app, False)
+        if app.state is AppState.STARTING:
+            old.starting_changed(-1)
+            queue.starting_changed(1)
+        app.queue = queue
+        queue.apps[app.app_id] = app
+        queue.add_pending(app.pending)
+        queue.add_allocated(app.allocated)
+        for alloc in app.allocations.values():
+            alloc.queue_path = queue.path
+        self.p.limits.rebuild(self.apps.values())  # usage moves with the app (rare: recovery)
+        if running:
+            self._set_running(app, True)
+        self.p.queues_dirty = True
+
+    # ---------------------------------------------------------------- state machine
+    def fire(self, app: Application, event: AppEvent, now: int, message: str = "") -> bool:
+        """Apply ``event`` to ``app``: the new state's entry action runs and the change is
+        reported. Returns False (and emits an APP event) for an illegal transition."""
+        p = self.p
+        try:
+            new = next_state(app.app_id, app.state, event)
+        except IllegalTransition as exc:
+            p.event(EventType.APP, app.app_id, "IllegalTransition", str(exc), now)
+            return False
+        if new is None:
+            return True
+        if app.state is AppState.STARTING:
+            app.queue.starting_changed(-1)
+        elif new is AppState.STARTING:
+            app.queue.starting_changed(1)
+        app.state = new
+        app.state_time_ns = now
+        app.state_log.append((now, new.value))
+        app.state_gen += 1
+        msg = message or event.value
+        if new is not AppState.REJECTED:
+            p.outcomes.app_states.append(AppStateChanged(app.app_id, new.value, now, msg))
+        p.event(EventType.APP, app.app_id, f"AppState{new.value}", msg, now)
+        _ENTRY[new](self, app, now)
+        return True
+
+    def fail(self, app_id: str, message: str, now: int) -> None:
+        """Fail an app (partition removal, RM): Failing, work released, then Failed."""
+        app = self.apps.get(app_id)
+        if app is None:
+            return
+        if self.fire(app, AppEvent.FAIL, now, message) and app.state is AppState.FAILING:
+            self._drop_work(app, Termination.STOPPED_BY_RM, message, now)
+            if app.state is AppState.FAILING:
+                self.fire(app, AppEvent.FAIL, now, message)
+
+    def maybe_complete(self, app: Application, now: int) -> None:
+        """Move an app with no work left on: Failing -> Failed, or on to Completing."""
+        if app.state is AppState.FAILING and app.is_idle():
+            self.fire(app, AppEvent.FAIL, now)
+        elif app.state in _COMPLETABLE and app.is_idle():
+            self.fire(app, AppEvent.COMPLETE, now)
+
+    def _set_running(self, app: Application, running: bool) -> None:
+        if running == app.counted_running:
+            return
+        app.counted_running = running
+        for q in app.queue.chain():
+            q.running_apps += 1 if running else -1
+
+    # ---------------------------------------------------------------- entry actions
+    def _enter_starting(self, app: Application, now: int) -> None:
+        self._set_running(app, True)
+        timeout = 0 if app.stateaware_disabled() else self.p.settings.starting_timeout_ns
+        self._timers.schedule(now + timeout, T_STARTING, app.app_id, app.state_gen)
+        if timeout == 0:
+            self.fire(app, AppEvent.RUN, now)
+
+    def _enter_running(self, app: Application, now: int) -> None:
+        self._set_running(app, True)
+
+    def _enter_completing(self, app: Application, now: int) -> None:
+        self._set_running(app, False)
+        self._timers.schedule(now + self.p.settings.completing_timeout_ns, T_COMPLETING, app.app_id,
+                              app.state_gen)
+
+    def _enter_final(self, app: Application, now: int) -> None:
+        """Completed / Failed: leave the queue, kept for REST until it expires."""
+        self._set_running(app, False)
+        self._detach(app)
+        app.finished_ns = now
+        self._remember_finished(app, now)
+        self.p.queues_dirty = True
+
+    def _enter_failing(self, app: Application, now: int) -> None:
+        self._set_running(app, False)
+        if app.is_idle():
+            self.fire(app, AppEvent.FAIL, now)
+
+    def _enter_expired(self, app: Application, now: int) -> None:
+        self.finished_apps.pop(app.app_id, None)
+
+    def _no_entry_action(self, app: Application, now: int) -> None:
+        return None
+
+    # ---------------------------------------------------------------- timers
+    def _on_starting_timer(self, app_id: str, gen: int, now: int) -> None:
+        app = self.apps.get(app_id)
+        if app is not None and app.state_gen == gen and app.state is AppState.STARTING:
+            self.fire(app, AppEvent.RUN, now)
+
+    def _on_completing_timer(self, app_id: str, gen: int, now: int) -> None:
+        app = self.apps.get(app_id)
+        if app is not None and app.state_gen == gen and app.state is AppState.COMPLETING:
+            if app.placeholders:  # leftover placeholders go first (YuniKorn, S17)
+                self.p.gangs.release_placeholders(app, MSG_APP_COMPLETE, now, timedout=False)
+            self.fire(app, AppEvent.COMPLETE, now)
+
+    def _on_expire_timer(self, app_id: str, gen: int, now: int) -> None:
+        app = self.finished_apps.get(app_id)
+        if app is not None and app.state_gen == gen:
+            self.fire(app, AppEvent.EXPIRE, now)
+
+
+# the entry action of each state (seed 004); side effects come back as outcomes
+_ENTRY: dict[AppState, Callable[[AppLifecycle, Application, int], None]] = {
+    AppState.NEW: AppLifecycle._no_entry_action,
+    AppState.ACCEPTED: AppLifecycle._no_entry_action,
+    AppState.RESUMING: AppLifecycle._no_entry_action,
+    AppState.STARTING: AppLifecycle._enter_starting,
+    AppState.RUNNING: AppLifecycle._enter_running,
+    AppState.COMPLETING: AppLifecycle._enter_completing,
+    AppState.COMPLETED: AppLifecycle._enter_final,
+    AppState.FAILING: AppLifecycle._enter_failing,
+    AppState.FAILED: AppLifecycle._enter_final,
+    AppState.REJECTED: AppLifecycle._no_entry_action,
+    AppState.EXPIRED: AppLifecycle._enter_expired,
+}
+
+
+def _apply_namespace_quota(queue: Queue, raw: str) -> None:
+    """App tag ``namespace.resourcequota`` (JSON si.Resource, ``{"resources": {"memory":
+    {"value": 1}}}``; a plain ``{"memory": 1}`` map is accepted too) sets the max of a
+    dynamic leaf when strictly > 0. Unparsable values are ignored, as YuniKorn does."""
+    quota = parse_quota(raw)
+    if quota is not None and quota.strictly_greater_than_zero():
+        queue.max = quota
+
+
+def parse_quota(raw: str) -> Resource | None:
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    items = data.get("resources", data)
+    if not isinstance(items, dict):
+        return None
+    values: dict[str, int] = {}
+    for name, v in items.items():
+        if isinstance(v, dict):
+            v = v.get("value")
+        if isinstance(v, bool) or not isinstance(v, int):
+            return None
+        values[str(name)] = v
+    return Resource(values) if values else None
