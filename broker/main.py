@@ -22,9 +22,10 @@ import redis
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from broker.table import INTERVAL, RoutingTable, Send
+from broker.table import RoutingTable, Send
 from common import addresses, registry, security
 from common.envelope import Envelope, EnvelopeError, Kind, RawEnvelope, decode, decode_header, encode
+from common.heartbeat import INTERVAL
 
 log = logging.getLogger("korral.broker")
 

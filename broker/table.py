@@ -28,12 +28,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from common.envelope import Envelope, EnvelopeError, Kind, RawEnvelope
+from common.heartbeat import EXPIRY
 
 log = logging.getLogger("korral.broker")
-
-INTERVAL = 0.5  # seconds between heartbeats, both ways
-LIVENESS = 5  # heartbeats a peer may miss before it counts as dead (purged within EXPIRY + INTERVAL = 3 s)
-EXPIRY = INTERVAL * LIVENESS
 
 MAX_ASKERS = 10_000  # outstanding queries remembered
 _ASKED = {Kind.QUERY, Kind.CONFIG_UPDATE, Kind.PARTITION_REMOVE}

@@ -31,12 +31,12 @@ from typing import Any, Callable
 import redis
 import zmq
 
-from broker.table import EXPIRY, INTERVAL
 from common import addresses, registry, security, si_pb2
 from common.config import load_config
 from common.config.errors import ConfigError
 from common.envelope import Envelope, Kind, decode_for, encode
 from common.gcpause import gc_paused
+from common.heartbeat import EXPIRY, INTERVAL
 from common.links import broker_dealer
 from partition_worker.core.settings import CoreSettings
 from partition_worker.queries import answer as answer_query

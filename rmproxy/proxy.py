@@ -22,12 +22,12 @@ import msgpack
 import zmq
 import zmq.asyncio
 
-from broker.table import EXPIRY, INTERVAL
 from common import korral_pb2, registry, si_pb2
 from common.config import load_config
 from common.config.errors import ConfigError
 from common.envelope import Envelope, Kind, decode_for, encode
 from common.gcpause import gc_paused
+from common.heartbeat import EXPIRY, INTERVAL
 from common.links import broker_dealer
 from rmproxy import split
 from rmproxy.cluster_view import ClusterView

@@ -15,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
-from broker.table import EXPIRY
+from common.heartbeat import EXPIRY
 from rmproxy.webapi._http import int_query, json_response
 from rmproxy.webapi.cluster import ClusterReader
 
