@@ -17,14 +17,12 @@ import urllib.request
 from dataclasses import dataclass, field
 
 from common import si_pb2
+from common.si_resource import fill_si_resource
 from rmproxy.client import RecoverableState, RecoverySnapshot, ResourceManagerCallback, SchedulerAPI
 
 
 def resource(**quantities: int) -> si_pb2.Resource:
-    r = si_pb2.Resource()
-    for name, value in quantities.items():
-        r.resources[name].value = value
-    return r
+    return fill_si_resource(si_pb2.Resource(), quantities)
 
 
 @dataclass

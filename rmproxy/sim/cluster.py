@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from common import si_pb2
+from common.si_resource import fill_si_resource, resource_from_si
 from rmproxy.client import RecoverableState, RecoverySnapshot, ResourceManagerCallback, StateDumpPlugin
 from rmproxy.sim.checks import Owner, Validator
 from rmproxy.sim.stats import Stats, queue_label
@@ -52,10 +53,6 @@ class Sender(Protocol):
     def update_allocation(self, request: si_pb2.AllocationRequest) -> None: ...
     def update_application(self, request: si_pb2.ApplicationRequest) -> None: ...
     def update_node(self, request: si_pb2.NodeRequest) -> None: ...
-
-
-def _resource(res: dict[str, int]) -> si_pb2.Resource:
-    return si_pb2.Resource(resources={k: si_pb2.Quantity(value=v) for k, v in res.items()})
 
 
 @dataclass(slots=True)
@@ -235,7 +232,7 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                 task = self._task(alloc.allocationKey)
                 app = self.apps.get(alloc.applicationID)
                 queue = app.queue if app is not None else None
-                res = {k: q.value for k, q in alloc.resourcePerAlloc.resources.items()}
+                res = resource_from_si(alloc.resourcePerAlloc)
                 found = self.validator.allocated_to(alloc.allocationKey, alloc.nodeID, queue, res, now,
                                                     app.owner if app is not None else None)
                 self.stats.violation(found)
@@ -426,7 +423,7 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             self._removable.append(task.app)
 
     def _unbook(self, task: _Task) -> None:
-        res = {k: q.value for k, q in task.alloc.resourcePerAlloc.resources.items()}
+        res = resource_from_si(task.alloc.resourcePerAlloc)
         self.validator.released(task.key, task.alloc.nodeID, task.app.queue, res, task.app.owner)
 
     def _remove_finished(self) -> None:
@@ -445,7 +442,7 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
     def _node_info(self, node_id: str) -> si_pb2.NodeInfo:
         n = self._node_plans[node_id]
         return si_pb2.NodeInfo(nodeID=node_id, action=si_pb2.NodeInfo.CREATE, attributes=n.attributes,
-                               schedulableResource=_resource(n.resources))
+                               schedulableResource=fill_si_resource(si_pb2.Resource(), n.resources))
 
     def _app_request(self, app: _App) -> si_pb2.AddApplicationRequest:
         t = app.plan.template
@@ -455,7 +452,7 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             tags={"namespace": t.namespace, TAG_APP_CREATION_TIME: str(int(app.submitted_wall))})
         if t.gang is not None:  # as the k8s shim: the sum of the task groups, their timeout and style
             members, each = app.plan.members, self._placeholder_resources(app)
-            req.placeholderAsk.CopyFrom(_resource({k: v * members for k, v in each.items()}))
+            req.placeholderAsk.CopyFrom(fill_si_resource(si_pb2.Resource(), {k: v * members for k, v in each.items()}))
             req.executionTimeoutMilliSeconds = int(t.gang.timeout * 1000)
             req.gangSchedulingStyle = t.gang.style
             req.tags[TAG_TASK_GROUPS] = json.dumps(
@@ -472,7 +469,7 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         res = self._placeholder_resources(task.app) if task.placeholder else t.resources
         ask = si_pb2.AllocationAsk(
             allocationKey=task.key, applicationID=task.app.plan.app_id, partitionName=t.partition,
-            resourceAsk=_resource(res), maxAllocations=1, priority=t.priority,
+            resourceAsk=fill_si_resource(si_pb2.Resource(), res), maxAllocations=1, priority=t.priority,
             tags={"kubernetes.io/meta/namespace": t.namespace, "kubernetes.io/meta/podName": task.key},
             placeholder=task.placeholder, taskGroupName=task.app.task_group if t.gang else "")
         if t.preempt_self is not None:
