@@ -1,4 +1,6 @@
-"""The ``si/...`` constants of the Scheduler Interface spec (seed 000), in one place."""
+"""The Scheduler Interface's names (seed 000) in one place: node and allocation attributes,
+tag domains and the composed tag names, resource names. rmproxy, the broker, ``common``, the
+client and the simulator take every SI attribute and tag name from here."""
 
 from __future__ import annotations
 
@@ -28,12 +30,18 @@ KEY_POD_NAME = "podName"
 KEY_NAMESPACE = "namespace"
 KEY_REQUIRED_NODE = "requiredNode"
 KEY_ALLOW_PREEMPTION = "allowPreemption"
+KEY_TASK_GROUPS = "task-groups"
 CREATION_TIME = "creationTime"
 
 # Composed tag names the core reads
 TAG_REQUIRED_NODE = DOMAIN_YUNIKORN + KEY_REQUIRED_NODE  # yunikorn.apache.org/requiredNode
 TAG_ALLOW_PREEMPTION = DOMAIN_YUNIKORN + KEY_ALLOW_PREEMPTION
 TAG_NAMESPACE = DOMAIN_K8S + GROUP_META + KEY_NAMESPACE  # kubernetes.io/meta/namespace
+TAG_POD_NAME = DOMAIN_K8S + GROUP_META + KEY_POD_NAME  # kubernetes.io/meta/podName
+# Application tags the k8s shim sends
+APP_TAG_NAMESPACE = "namespace"
+APP_TAG_CREATION_TIME = DOMAIN_YUNIKORN + CREATION_TIME  # unix seconds; keeps a gang's deadline on replay
+APP_TAG_TASK_GROUPS = DOMAIN_YUNIKORN + KEY_TASK_GROUPS  # JSON list of the gang's task groups
 
 # Core and shim
 MEMORY = "memory"

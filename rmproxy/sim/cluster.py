@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from common import si_pb2
+from common.constants import (APP_TAG_CREATION_TIME, APP_TAG_NAMESPACE, APP_TAG_TASK_GROUPS, TAG_NAMESPACE,
+                              TAG_POD_NAME)
 from common.si_resource import fill_si_resource, resource_from_si
 from rmproxy.client import RecoverableState, RecoverySnapshot, ResourceManagerCallback, StateDumpPlugin
 from rmproxy.sim.checks import Owner, Validator
@@ -42,8 +44,6 @@ __all__ = ["SimCluster"]
 # Requests are split so that none nears gRPC's default 4 MiB message limit.
 NODES_PER_REQUEST = 1000
 ASKS_PER_REQUEST = 5000
-TAG_APP_CREATION_TIME = "yunikorn.apache.org/creationTime"  # unix seconds; keeps a gang's deadline on replay
-TAG_TASK_GROUPS = "yunikorn.apache.org/task-groups"
 REPLACING = "replacing uuid: "
 # the preemptor's key in a PREEMPTED_BY_SCHEDULER release (queue and daemon-set preemption)
 _PREEMPTOR = re.compile(r"(?:for ask|daemon set ask:) (\S+)")
@@ -449,13 +449,13 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         req = si_pb2.AddApplicationRequest(
             applicationID=app.plan.app_id, queueName=t.queue, partitionName=t.partition,
             ugi=si_pb2.UserGroupInformation(user=t.user, groups=list(t.groups)),
-            tags={"namespace": t.namespace, TAG_APP_CREATION_TIME: str(int(app.submitted_wall))})
+            tags={APP_TAG_NAMESPACE: t.namespace, APP_TAG_CREATION_TIME: str(int(app.submitted_wall))})
         if t.gang is not None:  # as the k8s shim: the sum of the task groups, their timeout and style
             members, each = app.plan.members, self._placeholder_resources(app)
             req.placeholderAsk.CopyFrom(fill_si_resource(si_pb2.Resource(), {k: v * members for k, v in each.items()}))
             req.executionTimeoutMilliSeconds = int(t.gang.timeout * 1000)
             req.gangSchedulingStyle = t.gang.style
-            req.tags[TAG_TASK_GROUPS] = json.dumps(
+            req.tags[APP_TAG_TASK_GROUPS] = json.dumps(
                 [{"name": app.task_group, "minMember": members, "minResource": each}])
         return req
 
@@ -470,7 +470,7 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         ask = si_pb2.AllocationAsk(
             allocationKey=task.key, applicationID=task.app.plan.app_id, partitionName=t.partition,
             resourceAsk=fill_si_resource(si_pb2.Resource(), res), maxAllocations=1, priority=t.priority,
-            tags={"kubernetes.io/meta/namespace": t.namespace, "kubernetes.io/meta/podName": task.key},
+            tags={TAG_NAMESPACE: t.namespace, TAG_POD_NAME: task.key},
             placeholder=task.placeholder, taskGroupName=task.app.task_group if t.gang else "")
         if t.preempt_self is not None:
             ask.preemptionPolicy.allowPreemptSelf = t.preempt_self
