@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
 from common.envelope import Envelope, Kind
+from common.messages import Query, Reply
 from rmproxy.webapi._http import ApiError
 
 __all__ = ["Target", "ClusterReader", "QUERY_TIMEOUT", "PAGE"]
@@ -86,13 +87,13 @@ class ClusterReader:
         changed while the query was on its way (a re-registration); it is asked once more in
         the epoch the view holds by then."""
         reply = await self._ask(target, body)
-        if reply.get("stale"):
+        if reply.stale:
             now = self.proxy.view.owner(target.rm_id, target.partition)
             if now is not None and now.epoch is not None and now.epoch != target.epoch:
                 reply = await self._ask(Target(target.rm_id, target.partition, now.epoch, now.worker), body)
-        if reply.get("error"):
-            raise ApiError(503, f"partition {target.full_name}: {reply['error']}")
-        data = reply.get("data")
+        if reply.error:
+            raise ApiError(503, f"partition {target.full_name}: {reply.error}")
+        data = reply.data
         if isinstance(data, dict) and "missing" in data and len(data) == 2:
             # YuniKorn's codes (REST_API.md); an ask is only looked up by Korral's explain path
             status = 404 if data.get("object") in ("node", "ask") else 400
@@ -100,7 +101,7 @@ class ClusterReader:
                            f"{data['missing']} in partition {target.full_name}")
         return data
 
-    async def _ask(self, target: Target, body: dict) -> dict:
+    async def _ask(self, target: Target, body: dict) -> Reply:
         if target.epoch is None:
             raise ApiError(503, f"partition {target.full_name} has no worker at the moment"
                                 + (f": {target.state}" if target.state else ""))
@@ -114,7 +115,7 @@ class ClusterReader:
         self.proxy.queries[qid] = fut
         try:
             self.proxy.send(Envelope(Kind.QUERY, target.rm_id, target.partition, target.epoch, 0,
-                                     {**body, "id": qid}))
+                                     Query(body, qid).wire()))
             reply = await asyncio.wait_for(fut, QUERY_TIMEOUT)
         except asyncio.TimeoutError:
             raise ApiError(503, f"partition {target.full_name}: no answer from its worker within "
