@@ -9,8 +9,6 @@ responses and are pushed, unparsed, onto the RM's stream.
 from __future__ import annotations
 
 import asyncio
-import itertools
-import secrets
 import logging
 import os
 import socket
@@ -18,7 +16,6 @@ import time
 from typing import Any
 
 import grpc
-import msgpack
 import zmq
 import zmq.asyncio
 
@@ -30,10 +27,11 @@ from common.gcpause import gc_paused
 from common.heartbeat import EXPIRY, INTERVAL
 from common.links import broker_dealer
 from common.messages import (KINDS, ConfigUpdate, Heartbeat, PartitionLost, PartitionOwned, PartitionRemove,
-                             ProxyHello, Reply, RMPartitions, RMUnregister, Status, Unroutable, with_request_id)
+                             ProxyHello, Reply, RMPartitions, RMUnregister, Status, Unroutable)
 from rmproxy import split
 from rmproxy.cluster_view import ClusterView
 from rmproxy.rms import RMSession, RMState
+from rmproxy.worker_requests import NoAnswer, WorkerRequests
 
 log = logging.getLogger("korral.rmproxy")
 
@@ -41,7 +39,6 @@ REGISTER_TIMEOUT = 10.0  # seconds to wait for workers to own an RM's partitions
 HOLD_SECONDS = 30.0  # a request for a partition without a worker waits this long, then is answered
 RM_TIMEOUT = 300.0  # seconds an RM may stay Paused (no stream open) before it is Stopped
 MAINTAIN_INTERVAL = 1.0
-QUERY_TIMEOUT = 5.0
 RESYNC_DETAILS = "korral: re-register: "
 LARGE_FRAME = 1 << 20  # bytes; a frame this large is decoded with the cyclic GC paused
 
@@ -78,13 +75,12 @@ class Proxy:
         self.broker_expires = 0.0
         self._unsent_logged = 0.0
         self.view = ClusterView()  # who owns which partition in which epoch, and the rest of the stack
-        self.queries: dict[int, asyncio.Future] = {}
+        # requests to workers waiting for their replies (config updates, partition removal, REST reads)
+        self.requests = WorkerRequests(lambda env: self.send(env))
         self.state_dumps: dict[str, dict] = {}
         # observers of RM lifecycle events (metrics, resync history): objects with
         # resync_started(rm_id, reason) and registered(rm_id); they must not raise
         self.listeners: list[Any] = []  # rmID -> the RM's last ProvideStateDump {"requestID", "json"}
-        # ids unique across rmproxies: the broker keys the way back to the asker by them
-        self._query_ids = itertools.count(secrets.randbits(40) << 20)
         self.dropped = 0
         self.started_ns = time.time_ns()
 
@@ -241,13 +237,7 @@ class Proxy:
         rm.notify(korral_pb2.SchedulerNotice(schedulingStates=korral_pb2.SchedulingStates(states=states)))
 
     def _on_reply(self, env: Envelope) -> None:
-        reply = Reply.decode(env.body)
-        fut = self.queries.pop(reply.id or 0, None)
-        if fut is not None and not fut.done():
-            if reply.packed is not None:  # a worker's answer, msgpack-encoded once by the worker
-                with gc_paused():
-                    reply = Reply(reply.id, msgpack.unpackb(reply.packed, raw=False, strict_map_key=False))
-            fut.set_result(reply)
+        self.requests.answer(Reply.decode(env.body))
 
     def _on_unroutable(self, env: Envelope) -> None:
         """The broker could not route a request: answer it with the broker's reason."""
@@ -255,7 +245,7 @@ class Proxy:
         reason, original = unroutable.reason, unroutable.body
         log.warning("unroutable %s for [%s]%s: %s", unroutable.kind, env.rm_id, env.partition, reason)
         if isinstance(original, dict):  # a config update or a query waiting for its reply
-            self._on_reply(Envelope(Kind.QUERY_RESULT, body=Reply(unroutable.request_id, error=reason)))
+            self.requests.answer(Reply(unroutable.request_id, error=reason))
             return
         stream = _STREAM_OF_REQUEST.get(KINDS.get(unroutable.kind or ""))  # type: ignore[arg-type]
         rm = self.rms.get(env.rm_id)
@@ -433,22 +423,15 @@ class Proxy:
 
     async def ask_worker(self, rm: RMSession, partition: str, kind: Kind,
                          body: ConfigUpdate | PartitionRemove) -> Reply:
-        """Send a request to a partition's worker and wait for its reply (config, queries)."""
+        """Send a config change to a partition's worker, in the RM's request sequence (it applies
+        after the RM's earlier requests), and wait for its reply; failures are a Reply's error."""
         epoch = rm.epochs.get(partition)
         if epoch is None:
             return Reply(error=f"partition [{rm.rm_id}]{partition} has no worker")
-        qid = next(self._query_ids)
-        fut = asyncio.get_running_loop().create_future()
-        self.queries[qid] = fut
-        self.send(Envelope(kind, rm.rm_id, partition, epoch, rm.next_seq(partition),
-                           with_request_id(body, qid).wire()))
         try:
-            return await asyncio.wait_for(fut, QUERY_TIMEOUT)
-        except asyncio.TimeoutError:
-            return Reply(error=f"partition [{rm.rm_id}]{partition}: no answer from its worker "
-                               f"within {QUERY_TIMEOUT:.0f}s")
-        finally:
-            self.queries.pop(qid, None)
+            return await self.requests.ask(kind, rm.rm_id, partition, epoch, rm.next_seq(partition), body)
+        except NoAnswer as exc:
+            return Reply(error=str(exc))
 
     async def shutdown_rm(self, rm_id: str) -> None:
         """A voluntary shutdown: Running -> Stopped at once."""

@@ -4,25 +4,24 @@
 kept as new as the broker's last message; the broker routes a QUERY by (rmID, partition)
 whichever rmproxy sends it, and returns the answer to the rmproxy that asked (a broker that
 reports ``replyToAsker``; an older one answered only the rmproxy holding the RM, see
-``ClusterReader.query``). Queries are sent with ``seq`` 0 so they never consume the RM's request
-sequence (workers check sequence only when it is non-zero).
+``ClusterReader.query``). Queries go through rmproxy's one request table (``proxy.requests``,
+``rmproxy.worker_requests``) with ``seq`` 0 so they never consume the RM's request sequence
+(workers check sequence only when it is non-zero).
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
-import os
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
-from common.envelope import Envelope, Kind
+from common.envelope import Kind
 from common.messages import Query, Reply
 from rmproxy.webapi._http import ApiError
+from rmproxy.worker_requests import NoAnswer
 
-__all__ = ["Target", "ClusterReader", "QUERY_TIMEOUT", "PAGE"]
+__all__ = ["Target", "ClusterReader", "PAGE"]
 
-QUERY_TIMEOUT = 5.0  # seconds; the same bound as rmproxy's own worker requests
 PAGE = 1000  # items asked per query when paging a list; keeps each worker answer short
 
 
@@ -44,8 +43,6 @@ class Target:
 class ClusterReader:
     def __init__(self, proxy: Any) -> None:
         self.proxy = proxy
-        # Ids far above rmproxy's own counter, so the two never collide in proxy.queries.
-        self._ids = itertools.count((1 << 48) + int.from_bytes(os.urandom(4), "big"))
 
     def targets(self) -> list[Target]:
         """Every partition of the stack, sorted by (rmID, partition), with its owner as
@@ -110,19 +107,11 @@ class ClusterReader:
             raise ApiError(503, f"partition {target.full_name} belongs to RM {target.rm_id}, served by "
                                 f"rmproxy {holder or '(unknown)'}: ask that rmproxy's REST API",
                            "the broker returns a worker's answer to the rmproxy holding the RM")
-        qid = next(self._ids)
-        fut = asyncio.get_running_loop().create_future()
-        self.proxy.queries[qid] = fut
         try:
-            self.proxy.send(Envelope(Kind.QUERY, target.rm_id, target.partition, target.epoch, 0,
-                                     Query(body, qid).wire()))
-            reply = await asyncio.wait_for(fut, QUERY_TIMEOUT)
-        except asyncio.TimeoutError:
-            raise ApiError(503, f"partition {target.full_name}: no answer from its worker within "
-                                f"{QUERY_TIMEOUT:.0f}s") from None
-        finally:
-            self.proxy.queries.pop(qid, None)
-        return reply
+            return await self.proxy.requests.ask(Kind.QUERY, target.rm_id, target.partition, target.epoch, 0,
+                                                 Query(body))
+        except NoAnswer as exc:
+            raise ApiError(503, str(exc)) from None
 
     async def query_all(self, body: dict) -> list[tuple[Target, Any]]:
         """The same query on every partition at once; partitions that cannot answer are left out

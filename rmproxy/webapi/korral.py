@@ -76,7 +76,7 @@ class KorralApi:
         p = self.proxy
         return {"name": p.name, "pid": os.getpid(), "brokerConnected": p.broker_connected,
                 "dropped": p.dropped, "resyncs": self.resyncs.count, "resyncSeconds": self.resyncs.seconds,
-                "pendingQueries": len(p.queries), "cluster": p.cluster(),
+                "pendingQueries": len(p.requests.pending), "cluster": p.cluster(),
                 "rms": {rm.rm_id: rm.state.value for rm in p.rms.values()}}
 
     def _remote_rms(self) -> dict[str, tuple[str, dict]]:
