@@ -13,8 +13,8 @@ from aiohttp import web
 
 from common import addresses, korral_pb2_grpc, registry, security
 from rmproxy.proxy import Proxy
-from rmproxy.rest import build_app
 from rmproxy.service import KorralService, SchedulerService
+from rmproxy.webapi import build_app
 
 log = logging.getLogger("korral.rmproxy")
 

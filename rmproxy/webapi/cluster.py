@@ -41,6 +41,8 @@ class Target:
 
 
 class ClusterReader:
+    """Which partitions the stack has, who owns them, and reads answered by their workers."""
+
     def __init__(self, proxy: Any) -> None:
         self.proxy = proxy
 
@@ -55,6 +57,19 @@ class ClusterReader:
             for name in rm.partitions:
                 seen.setdefault((rm.rm_id, name), Target(rm.rm_id, name, None, None, "registering"))
         return [seen[k] for k in sorted(seen)]
+
+    def rm_ids(self) -> list[str]:
+        """Every RM of the stack (and this rmproxy's), sorted."""
+        return sorted({t.rm_id for t in self.targets()} | set(self.proxy.rms))
+
+    def remote_rms(self) -> dict[str, tuple[str, dict]]:
+        """RM states reported by every rmproxy through the broker: rmID -> (rmproxy, info)."""
+        out: dict[str, tuple[str, dict]] = {}
+        for rp in self.proxy.cluster().get("rmproxies", []):
+            for rm_id, info in (rp.get("rms") or {}).items():
+                if isinstance(info, dict):
+                    out[rm_id] = (rp.get("name", ""), info)
+        return out
 
     def resolve(self, name: str, rm_id: str | None = None) -> Target:
         """The partition named in a REST path: ``default`` (first RM holding it, by rmID) or

@@ -14,13 +14,21 @@ aggregate them with ``max by (rm, partition)``, not ``sum``.
 
 from __future__ import annotations
 
+import os
 import re
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
+from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-__all__ = ["render_metrics", "ClusterCollector", "queue_metric_prefix", "CONTENT_TYPE"]
+from rmproxy.webapi._http import CORS_HEADERS
+from rmproxy.webapi.cluster import ClusterReader
+
+if TYPE_CHECKING:
+    from rmproxy.webapi.korral import ResyncObserver
+
+__all__ = ["MetricsApi", "render_metrics", "ClusterCollector", "queue_metric_prefix", "CONTENT_TYPE"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _NOT_METRIC = re.compile(r"[^a-zA-Z0-9_:]")
@@ -28,6 +36,27 @@ _USAGE_RANGES = ("[0,10%]", "(10%,20%]", "(20%,30%]", "(30%,40%]", "(40%,50%]", 
                  "(60%,70%]", "(70%,80%]", "(80%,90%]", "(90%,100%]")
 _APP_TOTAL_STATES = {"running": ("Starting", "Running", "Completing"), "completed": ("Completed",),
                      "failed": ("Failed", "Rejected")}
+
+
+class MetricsApi:
+    def __init__(self, proxy: Any, reader: ClusterReader, resyncs: ResyncObserver) -> None:
+        self.proxy = proxy
+        self.reader = reader
+        self.resyncs = resyncs
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        """One scrape: every partition's worker asked at once, rendered with this rmproxy's numbers."""
+        answers = await self.reader.query_all({"what": "metrics"})
+        body = render_metrics(answers, self.proxy_view())
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE, **CORS_HEADERS})
+
+    def proxy_view(self) -> dict:
+        """This rmproxy's own numbers (the ``korral_rmproxy_*`` series)."""
+        p = self.proxy
+        return {"name": p.name, "pid": os.getpid(), "brokerConnected": p.broker_connected,
+                "dropped": p.dropped, "resyncs": self.resyncs.count, "resyncSeconds": self.resyncs.seconds,
+                "pendingQueries": len(p.requests.pending), "cluster": p.cluster(),
+                "rms": {rm.rm_id: rm.state.value for rm in p.rms.values()}}
 
 
 def queue_metric_prefix(path: str) -> str:

@@ -41,31 +41,6 @@ class YuniKornApi:
         self.proxy = proxy
         self.reader = reader
 
-    def routes(self) -> list[tuple[str, str, Any]]:
-        p = "/ws/v1"
-        return [
-            ("GET", f"{p}/clusters", self.clusters),
-            ("GET", f"{p}/partitions", self.partitions),
-            ("GET", f"{p}/partition/{{partition}}/queues", self.queues),
-            ("GET", f"{p}/partition/{{partition}}/queue/{{queue}}", self.queue),
-            ("GET", f"{p}/partition/{{partition}}/nodes", self.nodes),
-            ("GET", f"{p}/partition/{{partition}}/node/{{node}}", self.node),
-            ("GET", f"{p}/partition/{{partition}}/applications", self.partition_apps),
-            ("GET", f"{p}/partition/{{partition}}/queue/{{queue}}/applications", self.queue_apps),
-            ("GET", f"{p}/partition/{{partition}}/queue/{{queue}}/application/{{app}}", self.queue_app),
-            ("GET", f"{p}/partition/{{partition}}/application/{{app}}", self.app),
-            ("GET", f"{p}/partition/{{partition}}/usage/users", self.users),
-            ("GET", f"{p}/partition/{{partition}}/usage/user/{{user}}", self.user),
-            ("GET", f"{p}/partition/{{partition}}/usage/groups", self.groups),
-            ("GET", f"{p}/partition/{{partition}}/usage/group/{{group}}", self.group),
-            ("GET", f"{p}/events/batch", self.events),
-            ("GET", f"{p}/loglevel", self.get_loglevel),
-            ("PUT", f"{p}/loglevel/{{level}}", self.set_loglevel),
-            ("POST", f"{p}/loglevel/{{level}}", self.set_loglevel),
-            ("GET", f"{p}/loglevel/{{level}}", self.set_loglevel),
-            ("PUT", f"{p}/periodicstatedump/{{tail:.*}}", self.periodic_dump),
-        ]
-
     def _target(self, request: web.Request) -> Target:
         return self.reader.resolve(request.match_info["partition"], request.query.get("rmID"))
 
