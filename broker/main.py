@@ -28,6 +28,8 @@ from common.envelope import Envelope, EnvelopeError, Kind, RawEnvelope, decode_h
 from common.heartbeat import INTERVAL
 from common.messages import Heartbeat, ProxyHello, RMPartitions, WorkerReady
 
+__all__ = ["Broker", "REANNOUNCE", "configure", "run"]
+
 log = logging.getLogger("korral.broker")
 
 _WORKER_OUTCOMES = {

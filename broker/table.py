@@ -32,6 +32,9 @@ from common.heartbeat import EXPIRY
 from common.messages import (Heartbeat, PartitionLoaded, PartitionLost, PartitionOwned, ProxyHello,
                              Unroutable, WorkerReady)
 
+__all__ = ["RoutingTable", "WorkerInfo", "Ownership", "ProxyInfo", "PartitionKey", "Routed", "Send",
+           "MAX_ASKERS"]
+
 log = logging.getLogger("korral.broker")
 
 MAX_ASKERS = 10_000  # outstanding queries remembered

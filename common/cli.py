@@ -13,6 +13,8 @@ import argparse
 import importlib
 import sys
 
+__all__ = ["SUBCOMMANDS", "build_parser", "main"]
+
 # name -> (module, one-line help). ``bench`` has its own sub-subcommands.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "up": ("common.stack", "start the local stack (Redis, broker, rmproxy, workers) under supervisord"),

@@ -15,6 +15,8 @@ from common import netutil, security
 from common.envelope import Envelope, EnvelopeError, Kind, decode, encode
 from common.messages import Status
 
+__all__ = ["STACK_PATH", "from_broker", "from_rest", "format_cluster"]
+
 STACK_PATH = "/ws/v1/korral/stack"
 
 

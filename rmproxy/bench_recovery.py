@@ -25,6 +25,8 @@ from common.constants import NODE_PARTITION
 from common.localstack import LocalStack
 from rmproxy.testrm import ClusterRM, scheduler_view
 
+__all__ = ["ROUNDS", "TWO_PARTITIONS", "configure", "recovery", "scaling", "run"]
+
 ROUNDS = 3  # interleaved one- and two-partition rounds of the scaling part
 
 TWO_PARTITIONS = """

@@ -16,6 +16,8 @@ from rmproxy.proxy import Proxy
 from rmproxy.service import KorralService, SchedulerService
 from rmproxy.webapi import build_app
 
+__all__ = ["MAX_MESSAGE_BYTES", "configure", "serve", "run"]
+
 log = logging.getLogger("korral.rmproxy")
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024  # a 100,000-node NodeRequest is tens of MB

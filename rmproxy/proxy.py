@@ -33,6 +33,9 @@ from rmproxy.cluster_view import ClusterView
 from rmproxy.rms import RMSession, RMState
 from rmproxy.worker_requests import NoAnswer, WorkerRequests
 
+__all__ = ["Proxy", "RegistrationError", "REGISTER_TIMEOUT", "HOLD_SECONDS", "RM_TIMEOUT",
+           "MAINTAIN_INTERVAL", "RESYNC_DETAILS", "LARGE_FRAME"]
+
 log = logging.getLogger("korral.rmproxy")
 
 REGISTER_TIMEOUT = 10.0  # seconds to wait for workers to own an RM's partitions

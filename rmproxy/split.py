@@ -14,6 +14,9 @@ from common import si_pb2
 from common.constants import NODE_PARTITION
 from common.partitions import short_name
 
+__all__ = ["STREAMS", "split_allocation_request", "split_application_request", "split_node_request",
+           "reject_allocation_request", "reject_application_request", "reject_node_request", "node_partition"]
+
 Split = dict[str, object]  # partition -> request of the same type as the input
 
 

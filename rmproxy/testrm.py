@@ -21,6 +21,8 @@ from common.constants import APP_TAG_NAMESPACE, NODE_PARTITION
 from common.si_resource import fill_si_resource
 from rmproxy.client import RecoverableState, RecoverySnapshot, ResourceManagerCallback, SchedulerAPI
 
+__all__ = ["ClusterRM", "resource", "scheduler_view"]
+
 
 def resource(**quantities: int) -> si_pb2.Resource:
     return fill_si_resource(si_pb2.Resource(), quantities)
