@@ -16,7 +16,7 @@ built in-process, e.g. by a test, with a plain map).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any, Mapping, TypeVar
 
@@ -27,8 +27,6 @@ __all__ = [
 ]
 
 B = TypeVar("B", bound="Body")
-_LOST = "its worker is gone"  # PartitionLost's reason when the broker gave none
-_UNROUTABLE = "unroutable"  # Unroutable's
 
 
 class Kind(StrEnum):
@@ -110,8 +108,30 @@ def _strings(m: Mapping, key: str) -> tuple[str, ...]:
     return tuple(items)
 
 
+# The wire type of each field annotation the body classes use: keys are checked against it
+# (None: any value; "strings": a list of strings).
+_WIRE_TYPES: dict[str, Any] = {
+    "str": str, "str | None": str, "int": int, "int | None": int, "bool": bool, "bytes | None": bytes,
+    "dict": dict, "dict | None": dict, "tuple[str, ...]": "strings", "Any": None,
+}
+
+
+def _read(m: Mapping, f: Field) -> Any:
+    default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+    wire_type = _WIRE_TYPES[f.type]  # type: ignore[index]
+    if wire_type is None:
+        value = m.get(f.name)
+        return default if value is None else value
+    if wire_type == "strings":
+        return _strings(m, f.name)
+    return _get(m, f.name, wire_type, default)
+
+
 class Body:
-    """Base of the body classes: ``decode`` (map -> instance, checked) and ``wire`` (instance -> map)."""
+    """Base of the body classes: ``decode`` (map -> instance, checked) and ``wire`` (instance -> map).
+
+    By default each field is the key of its name, checked against its annotation; a class whose
+    wire form differs (nested or renamed keys, keys left out) overrides ``_from_map``/``wire``."""
 
     __slots__ = ()
 
@@ -132,10 +152,15 @@ class Body:
 
     @classmethod
     def _from_map(cls: type[B], m: dict) -> B:
-        raise NotImplementedError
+        return cls(**{f.name: _read(m, f) for f in fields(cls)})  # type: ignore[arg-type]
 
     def wire(self) -> dict:
-        raise NotImplementedError
+        return {f.name: _listed(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
+
+
+def _listed(value: Any) -> Any:
+    """msgpack sends a tuple as a list; so does ``wire``, so a map sent in-process equals the received one."""
+    return list(value) if isinstance(value, tuple) else value
 
 
 # -- membership and liveness ---------------------------------------------------------------
@@ -202,13 +227,9 @@ class Heartbeat(Body):
     "partitions"}, for ``korral status``)."""
 
     reannounce: bool = False
-    rms: Mapping[str, Any] | None = None
+    rms: dict | None = None  # rmID -> {"state", "partitions"}
 
-    @classmethod
-    def _from_map(cls, m: dict) -> "Heartbeat":
-        return cls(bool(m.get("reannounce")), _get(m, "rms", dict))
-
-    def wire(self) -> dict:
+    def wire(self) -> dict:  # only what is set, as the peers always sent it
         out: dict = {}
         if self.reannounce:
             out["reannounce"] = True
@@ -242,13 +263,6 @@ class RMPartitions(Body):
 
     partitions: tuple[str, ...] = ()
 
-    @classmethod
-    def _from_map(cls, m: dict) -> "RMPartitions":
-        return cls(_strings(m, "partitions"))
-
-    def wire(self) -> dict:
-        return {"partitions": list(self.partitions)}
-
 
 @dataclass(frozen=True, slots=True)
 class RMUnregister(Body):
@@ -256,26 +270,12 @@ class RMUnregister(Body):
 
     reason: str = ""
 
-    @classmethod
-    def _from_map(cls, m: dict) -> "RMUnregister":
-        return cls(_get(m, "reason", str, ""))
-
-    def wire(self) -> dict:
-        return {"reason": self.reason}
-
 
 @dataclass(frozen=True, slots=True)
 class PartitionLoaded(Body):
     """PARTITION_LOADED, worker -> broker: the assigned partition is built (``error`` None) or not."""
 
     error: str | None = None
-
-    @classmethod
-    def _from_map(cls, m: dict) -> "PartitionLoaded":
-        return cls(_get(m, "error", str))
-
-    def wire(self) -> dict:
-        return {"error": self.error}
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,27 +286,13 @@ class PartitionOwned(Body):
     worker: str | None = None
     error: str | None = None
 
-    @classmethod
-    def _from_map(cls, m: dict) -> "PartitionOwned":
-        return cls(_get(m, "worker", str), _get(m, "error", str))
-
-    def wire(self) -> dict:
-        return {"worker": self.worker, "error": self.error}
-
 
 @dataclass(frozen=True, slots=True)
 class PartitionLost(Body):
     """PARTITION_LOST, broker -> rmproxy: the owner of the envelope's epoch is gone, and why."""
 
-    reason: str = _LOST
+    reason: str = "its worker is gone"
     worker: str | None = None
-
-    @classmethod
-    def _from_map(cls, m: dict) -> "PartitionLost":
-        return cls(_get(m, "reason", str, _LOST), _get(m, "worker", str))
-
-    def wire(self) -> dict:
-        return {"reason": self.reason, "worker": self.worker}
 
 
 # -- requests to a partition's worker and their answers -------------------------------------
@@ -319,13 +305,6 @@ class ConfigUpdate(Body):
     config: str = ""
     id: int | None = None
 
-    @classmethod
-    def _from_map(cls, m: dict) -> "ConfigUpdate":
-        return cls(_get(m, "config", str, ""), _get(m, "id", int))
-
-    def wire(self) -> dict:
-        return {"id": self.id, "config": self.config}
-
 
 @dataclass(frozen=True, slots=True)
 class PartitionRemove(Body):
@@ -333,13 +312,6 @@ class PartitionRemove(Body):
     CONFIG_RESULT with the same ``id``."""
 
     id: int | None = None
-
-    @classmethod
-    def _from_map(cls, m: dict) -> "PartitionRemove":
-        return cls(_get(m, "id", int))
-
-    def wire(self) -> dict:
-        return {"id": self.id}
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,27 +348,13 @@ class Reply(Body):
     stale: bool = False
     packed: bytes | None = None
 
-    @classmethod
-    def _from_map(cls, m: dict) -> "Reply":
-        return cls(_get(m, "id", int), m.get("data"), _get(m, "error", str), bool(m.get("stale")),
-                   _get(m, "packed", bytes))
-
-    def wire(self) -> dict:
-        out: dict = {"id": self.id}
-        for key in ("data", "error", "packed"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
-        if self.stale:
-            out["stale"] = True
-        return out
-
 
 @dataclass(frozen=True, slots=True)
 class Unroutable(Body):
     """UNROUTABLE, broker -> rmproxy: a request the broker could not route (``kind``), quoted
     back (``body``: bytes for SI traffic, a map for a config change or a query), and why."""
 
-    reason: str = _UNROUTABLE
+    reason: str = "unroutable"
     kind: str | None = None
     body: Any = None
 
@@ -405,13 +363,6 @@ class Unroutable(Body):
         """The ``id`` of the quoted request (config changes and queries), else None."""
         qid = self.body.get("id") if isinstance(self.body, dict) else None
         return qid if type(qid) is int else None
-
-    @classmethod
-    def _from_map(cls, m: dict) -> "Unroutable":
-        return cls(_get(m, "reason", str, _UNROUTABLE), _get(m, "kind", str), m.get("body"))
-
-    def wire(self) -> dict:
-        return {"reason": self.reason, "kind": self.kind, "body": self.body}
 
 
 def with_request_id(body: B, qid: int) -> B:

@@ -44,7 +44,7 @@ def build_app(proxy: Any) -> web.Application:
     handlers = Handlers(
         yunikorn=YuniKornApi(proxy, reader), config=ConfigApi(proxy, reader),
         state=StateApi(proxy, reader, korral.stack_view, history, health.partition_health),
-        history=history, health=health, metrics=MetricsApi(proxy, reader, resyncs), korral=korral)
+        history=history, health=health, metrics=MetricsApi(reader, korral.proxy_view), korral=korral)
     app = web.Application(middlewares=[errors_middleware])
     add_routes(app, route_table(handlers))
 

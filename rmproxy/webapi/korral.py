@@ -59,6 +59,14 @@ class KorralApi:
         self.reader = reader
         self.resyncs = resyncs
 
+    def proxy_view(self) -> dict:
+        """This rmproxy's own numbers (the metrics' ``korral_rmproxy_*`` series)."""
+        p = self.proxy
+        return {"name": p.name, "pid": os.getpid(), "brokerConnected": p.broker_connected,
+                "dropped": p.dropped, "resyncs": self.resyncs.count, "resyncSeconds": self.resyncs.seconds,
+                "pendingQueries": len(p.requests.pending), "cluster": p.cluster(),
+                "rms": {rm.rm_id: rm.state.value for rm in p.rms.values()}}
+
     async def ready(self, request: web.Request) -> web.Response:
         """200 once connected to the broker and Redis; `korral up` waits on this."""
         state = self.proxy.ready()

@@ -14,9 +14,8 @@ aggregate them with ``max by (rm, partition)``, not ``sum``.
 
 from __future__ import annotations
 
-import os
 import re
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Callable, Iterable
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
@@ -24,9 +23,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from rmproxy.webapi._http import CORS_HEADERS
 from rmproxy.webapi.cluster import ClusterReader
-
-if TYPE_CHECKING:
-    from rmproxy.webapi.korral import ResyncObserver
 
 __all__ = ["MetricsApi", "render_metrics", "ClusterCollector", "queue_metric_prefix", "CONTENT_TYPE"]
 
@@ -39,24 +35,17 @@ _APP_TOTAL_STATES = {"running": ("Starting", "Running", "Completing"), "complete
 
 
 class MetricsApi:
-    def __init__(self, proxy: Any, reader: ClusterReader, resyncs: ResyncObserver) -> None:
-        self.proxy = proxy
+    """``proxy_view``: this rmproxy's own numbers (``KorralApi.proxy_view``), read at each scrape."""
+
+    def __init__(self, reader: ClusterReader, proxy_view: Callable[[], dict]) -> None:
         self.reader = reader
-        self.resyncs = resyncs
+        self.proxy_view = proxy_view
 
     async def metrics(self, request: web.Request) -> web.Response:
         """One scrape: every partition's worker asked at once, rendered with this rmproxy's numbers."""
         answers = await self.reader.query_all({"what": "metrics"})
         body = render_metrics(answers, self.proxy_view())
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE, **CORS_HEADERS})
-
-    def proxy_view(self) -> dict:
-        """This rmproxy's own numbers (the ``korral_rmproxy_*`` series)."""
-        p = self.proxy
-        return {"name": p.name, "pid": os.getpid(), "brokerConnected": p.broker_connected,
-                "dropped": p.dropped, "resyncs": self.resyncs.count, "resyncSeconds": self.resyncs.seconds,
-                "pendingQueries": len(p.requests.pending), "cluster": p.cluster(),
-                "rms": {rm.rm_id: rm.state.value for rm in p.rms.values()}}
 
 
 def queue_metric_prefix(path: str) -> str:
