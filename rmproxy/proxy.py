@@ -80,10 +80,10 @@ class Proxy:
         self.view = ClusterView()  # who owns which partition in which epoch, and the rest of the stack
         # requests to workers waiting for their replies (config updates, partition removal, REST reads)
         self.requests = WorkerRequests(lambda env: self.send(env))
-        self.state_dumps: dict[str, dict] = {}
+        self.state_dumps: dict[str, dict] = {}  # rmID -> the RM's last ProvideStateDump {"requestID", "json"}
         # observers of RM lifecycle events (metrics, resync history): objects with
         # resync_started(rm_id, reason) and registered(rm_id); they must not raise
-        self.listeners: list[Any] = []  # rmID -> the RM's last ProvideStateDump {"requestID", "json"}
+        self.listeners: list[Any] = []
         self.dropped = 0
         self.started_ns = time.time_ns()
 

@@ -15,16 +15,18 @@ from typing import Any, AsyncIterator
 
 from aiohttp import web
 
-__all__ = ["CORS_HEADERS", "json_response", "error_response", "ApiError", "check_queue_path",
-           "stream_json_list", "int_query", "errors_middleware", "preflight"]
+__all__ = ["ALLOW_ORIGIN", "CORS_HEADERS", "JSON_CONTENT_TYPE", "json_response", "error_response", "ApiError",
+           "check_queue_path", "stream_json_list", "int_query", "errors_middleware", "preflight"]
 
 log = logging.getLogger("korral.rmproxy")
 
+ALLOW_ORIGIN = {"Access-Control-Allow-Origin": "*"}  # the CORS header of the config, log level and dump answers
 CORS_HEADERS = {
-    "Access-Control-Allow-Origin": "*",
+    **ALLOW_ORIGIN,
     "Access-Control-Allow-Methods": "GET,POST,PUT,HEAD,OPTIONS",
     "Access-Control-Allow-Headers": "X-Requested-With,Content-Type,Accept,Origin",
 }
+JSON_CONTENT_TYPE = "application/json; charset=UTF-8"
 _QUEUE_PART = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _STREAM_CHUNK = 500  # list items per write when streaming a large answer
 

@@ -16,7 +16,7 @@ from common.config import load_config
 from common.config.default import DEFAULT_CONFIG_TEXT
 from common.config.errors import ConfigError
 from common.config.loader import config_checksum
-from rmproxy.webapi._http import ApiError, json_response
+from rmproxy.webapi._http import ALLOW_ORIGIN, ApiError, json_response
 from rmproxy.webapi.cluster import ClusterReader
 
 __all__ = ["ConfigApi", "config_with_checksum"]
@@ -54,7 +54,7 @@ class ConfigApi:
             doc["rmID"] = rm_id
             return json_response(doc)
         return web.Response(text=text, content_type="application/x-yaml", charset="UTF-8",
-                            headers={"Access-Control-Allow-Origin": "*"})
+                            headers=ALLOW_ORIGIN)
 
     async def validate(self, request: web.Request) -> web.Response:
         raw = await request.read()

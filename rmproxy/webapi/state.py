@@ -15,6 +15,7 @@ from aiohttp import web
 
 from common import korral_pb2
 from common.gcpause import gc_paused
+from rmproxy.webapi._http import ALLOW_ORIGIN, JSON_CONTENT_TYPE
 from rmproxy.webapi.cluster import ClusterReader
 from rmproxy.webapi.history import History
 from rmproxy.webapi.yunikorn import cluster_info
@@ -61,7 +62,7 @@ class StateApi:
         async with self._dumping:
             with gc_paused():
                 parts = dump_parts(await self.build_dump())
-        headers = {"Content-Type": "application/json; charset=UTF-8", "Access-Control-Allow-Origin": "*"}
+        headers = {"Content-Type": JSON_CONTENT_TYPE, **ALLOW_ORIGIN}
         if request.method == "HEAD":
             return web.Response(body=b"".join(parts), headers=headers)
         # Written in ~1 MB pieces, each sent as far as the socket takes it: one 42 MB write would

@@ -12,7 +12,8 @@ from typing import Any
 
 from aiohttp import web
 
-from rmproxy.webapi._http import ApiError, check_queue_path, int_query, json_response, stream_json_list
+from rmproxy.webapi._http import (ALLOW_ORIGIN, ApiError, check_queue_path, int_query, json_response,
+                                  stream_json_list)
 from rmproxy.webapi.cluster import PAGE, ClusterReader, Target
 
 __all__ = ["YuniKornApi", "cluster_info"]
@@ -167,7 +168,7 @@ class YuniKornApi:
     async def get_loglevel(self, request: web.Request) -> web.Response:
         level = logging.getLogger("korral").getEffectiveLevel()
         return web.Response(text=_LEVEL_NAMES.get(level, logging.getLevelName(level)),
-                            content_type="text/plain", headers={"Access-Control-Allow-Origin": "*"})
+                            content_type="text/plain", headers=ALLOW_ORIGIN)
 
     async def set_loglevel(self, request: web.Request) -> web.Response:
         """Set this rmproxy's log level (YuniKorn's names, case-insensitive); 400 on a bad one."""
@@ -176,12 +177,12 @@ class YuniKornApi:
             raise ApiError(400, f"unknown log level {request.match_info['level']!r}",
                            "levels: " + ", ".join(sorted(LOG_LEVELS)).lower())
         logging.getLogger("korral").setLevel(LOG_LEVELS[name])
-        return web.Response(text=name, content_type="text/plain", headers={"Access-Control-Allow-Origin": "*"})
+        return web.Response(text=name, content_type="text/plain", headers=ALLOW_ORIGIN)
 
     async def periodic_dump(self, request: web.Request) -> web.Response:
         """Removed in YuniKorn 1.2: answers 200 with an empty body and logs a deprecation warning."""
         logging.getLogger("korral.rmproxy").warning("periodic state dump is deprecated and ignored")
-        return web.Response(status=200, headers={"Access-Control-Allow-Origin": "*"})
+        return web.Response(status=200, headers=ALLOW_ORIGIN)
 
 
 def _find_queue(tree: dict, path: str) -> dict | None:
