@@ -1,6 +1,4 @@
-"""The Scheduler Interface's names (seed 000) in one place: node and allocation attributes,
-tag domains and the composed tag names, resource names. rmproxy, the broker, ``common``, the
-client and the simulator take every SI attribute and tag name from here."""
+"""The ``si/...`` constants of the Scheduler Interface spec (seed 000), in one place."""
 
 from __future__ import annotations
 
@@ -9,8 +7,8 @@ __all__ = [
     "LOCAL_IMAGES", "NODE_PARTITION", "APPLICATION_ID", "CONTAINER_IMAGE", "CONTAINER_PORTS", "DOMAIN_K8S",
     "DOMAIN_YUNIKORN", "GROUP_META", "GROUP_LABEL", "GROUP_ANNOTATION", "KEY_POD_NAME", "KEY_NAMESPACE",
     "KEY_REQUIRED_NODE", "KEY_ALLOW_PREEMPTION", "KEY_TASK_GROUPS", "CREATION_TIME", "TAG_REQUIRED_NODE",
-    "TAG_ALLOW_PREEMPTION", "TAG_NAMESPACE", "TAG_POD_NAME", "APP_TAG_NAMESPACE", "APP_TAG_CREATION_TIME",
-    "APP_TAG_TASK_GROUPS", "MEMORY", "CPU", "APP_TAG_NAMESPACE_RESOURCE_QUOTA", "APP_TAG_STATE_AWARE_DISABLE",
+    "TAG_ALLOW_PREEMPTION", "TAG_NAMESPACE", "TAG_APP_CREATION_TIME", "TAG_POD_NAME", "TAG_APP_TASK_GROUPS",
+    "APP_TAG_NAMESPACE", "MEMORY", "CPU", "APP_TAG_NAMESPACE_RESOURCE_QUOTA", "APP_TAG_STATE_AWARE_DISABLE",
     "NODE_READY_ATTRIBUTE", "DEFAULT_PARTITION",
 ]
 
@@ -40,18 +38,18 @@ KEY_POD_NAME = "podName"
 KEY_NAMESPACE = "namespace"
 KEY_REQUIRED_NODE = "requiredNode"
 KEY_ALLOW_PREEMPTION = "allowPreemption"
-KEY_TASK_GROUPS = "task-groups"
 CREATION_TIME = "creationTime"
 
 # Composed tag names the core reads
 TAG_REQUIRED_NODE = DOMAIN_YUNIKORN + KEY_REQUIRED_NODE  # yunikorn.apache.org/requiredNode
 TAG_ALLOW_PREEMPTION = DOMAIN_YUNIKORN + KEY_ALLOW_PREEMPTION
 TAG_NAMESPACE = DOMAIN_K8S + GROUP_META + KEY_NAMESPACE  # kubernetes.io/meta/namespace
+TAG_APP_CREATION_TIME = DOMAIN_YUNIKORN + CREATION_TIME  # app tag: unix seconds
+# Tags the k8s shim sends (the client, the simulator and the test RM send them too)
+KEY_TASK_GROUPS = "task-groups"
 TAG_POD_NAME = DOMAIN_K8S + GROUP_META + KEY_POD_NAME  # kubernetes.io/meta/podName
-# Application tags the k8s shim sends
-APP_TAG_NAMESPACE = "namespace"
-APP_TAG_CREATION_TIME = DOMAIN_YUNIKORN + CREATION_TIME  # unix seconds; keeps a gang's deadline on replay
-APP_TAG_TASK_GROUPS = DOMAIN_YUNIKORN + KEY_TASK_GROUPS  # JSON list of the gang's task groups
+TAG_APP_TASK_GROUPS = DOMAIN_YUNIKORN + KEY_TASK_GROUPS  # app tag: the gang's task groups (JSON)
+APP_TAG_NAMESPACE = "namespace"  # app tag: the application's namespace
 
 # Core and shim
 MEMORY = "memory"

@@ -31,8 +31,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from common import si_pb2
-from common.constants import (APP_TAG_CREATION_TIME, APP_TAG_NAMESPACE, APP_TAG_TASK_GROUPS, TAG_NAMESPACE,
-                              TAG_POD_NAME)
+from common.constants import APP_TAG_NAMESPACE, TAG_APP_CREATION_TIME, TAG_APP_TASK_GROUPS, TAG_NAMESPACE, TAG_POD_NAME
 from common.si_resource import fill_si_resource, resource_from_si
 from rmproxy.client import RecoverableState, RecoverySnapshot, ResourceManagerCallback, StateDumpPlugin
 from rmproxy.sim.checks import Owner, Validator
@@ -449,13 +448,13 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         req = si_pb2.AddApplicationRequest(
             applicationID=app.plan.app_id, queueName=t.queue, partitionName=t.partition,
             ugi=si_pb2.UserGroupInformation(user=t.user, groups=list(t.groups)),
-            tags={APP_TAG_NAMESPACE: t.namespace, APP_TAG_CREATION_TIME: str(int(app.submitted_wall))})
+            tags={APP_TAG_NAMESPACE: t.namespace, TAG_APP_CREATION_TIME: str(int(app.submitted_wall))})
         if t.gang is not None:  # as the k8s shim: the sum of the task groups, their timeout and style
             members, each = app.plan.members, self._placeholder_resources(app)
             req.placeholderAsk.CopyFrom(fill_si_resource(si_pb2.Resource(), {k: v * members for k, v in each.items()}))
             req.executionTimeoutMilliSeconds = int(t.gang.timeout * 1000)
             req.gangSchedulingStyle = t.gang.style
-            req.tags[APP_TAG_TASK_GROUPS] = json.dumps(
+            req.tags[TAG_APP_TASK_GROUPS] = json.dumps(
                 [{"name": app.task_group, "minMember": members, "minResource": each}])
         return req
 
