@@ -45,11 +45,6 @@ TAG_REQUIRED_NODE = DOMAIN_YUNIKORN + KEY_REQUIRED_NODE  # yunikorn.apache.org/r
 TAG_ALLOW_PREEMPTION = DOMAIN_YUNIKORN + KEY_ALLOW_PREEMPTION
 TAG_NAMESPACE = DOMAIN_K8S + GROUP_META + KEY_NAMESPACE  # kubernetes.io/meta/namespace
 TAG_APP_CREATION_TIME = DOMAIN_YUNIKORN + CREATION_TIME  # app tag: unix seconds
-# Tags the k8s shim sends (the client, the simulator and the test RM send them too)
-KEY_TASK_GROUPS = "task-groups"
-TAG_POD_NAME = DOMAIN_K8S + GROUP_META + KEY_POD_NAME  # kubernetes.io/meta/podName
-TAG_APP_TASK_GROUPS = DOMAIN_YUNIKORN + KEY_TASK_GROUPS  # app tag: the gang's task groups (JSON)
-APP_TAG_NAMESPACE = "namespace"  # app tag: the application's namespace
 
 # Core and shim
 MEMORY = "memory"
@@ -59,3 +54,9 @@ APP_TAG_STATE_AWARE_DISABLE = "application.stateaware.disable"
 NODE_READY_ATTRIBUTE = "ready"
 
 DEFAULT_PARTITION = "default"
+
+# Tags the k8s shim sends (the client, the simulator and the test RM send them too)
+KEY_TASK_GROUPS = "task-groups"
+TAG_POD_NAME = DOMAIN_K8S + GROUP_META + KEY_POD_NAME  # kubernetes.io/meta/podName
+TAG_APP_TASK_GROUPS = DOMAIN_YUNIKORN + KEY_TASK_GROUPS  # app tag: the gang's task groups (JSON)
+APP_TAG_NAMESPACE = "namespace"  # app tag: the application's namespace
