@@ -22,9 +22,13 @@ import redis
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from broker.table import INTERVAL, RoutingTable, Send
+from broker.table import RoutingTable, Send
 from common import addresses, registry, security
-from common.envelope import Envelope, EnvelopeError, Kind, RawEnvelope, decode, decode_header, encode
+from common.envelope import Envelope, EnvelopeError, Kind, RawEnvelope, decode_header, decode_typed, encode
+from common.heartbeat import INTERVAL
+from common.messages import Heartbeat, ProxyHello, RMPartitions, WorkerReady
+
+__all__ = ["Broker", "REANNOUNCE", "configure", "run"]
 
 log = logging.getLogger("korral.broker")
 
@@ -35,7 +39,7 @@ _WORKER_OUTCOMES = {
 _PROXY_ROUTED = {Kind.SI_ALLOCATION, Kind.SI_APPLICATION, Kind.SI_NODE, Kind.CONFIG_UPDATE,
                  Kind.PARTITION_REMOVE, Kind.QUERY}
 # Tells a peer the broker does not know it (the broker restarted): announce yourself again.
-REANNOUNCE = Envelope(Kind.HEARTBEAT, body={"reannounce": True})
+REANNOUNCE = Envelope(Kind.HEARTBEAT, body=Heartbeat(reannounce=True).wire())
 
 
 class Broker:
@@ -100,7 +104,8 @@ class Broker:
 
     def _drain(self, sock: zmq.Socket, handle, forwarded: set[Kind]) -> None:
         """Handle everything queued on sock (bounded, so one side cannot starve the other);
-        envelopes of the ``forwarded`` kinds are handled undecoded (RawEnvelope)."""
+        envelopes of the ``forwarded`` kinds are handled undecoded (RawEnvelope), the others with
+        their body decoded (a bad body is a bad frame)."""
         for _ in range(10_000):
             try:
                 frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
@@ -117,7 +122,7 @@ class Broker:
             try:
                 env: Envelope | RawEnvelope = decode_header(frame)
                 if env.kind not in forwarded:
-                    env = decode(frame)
+                    env = decode_typed(frame)
             except EnvelopeError as exc:
                 self.table.bad_frames += 1
                 log.warning("dropped from %r: %s", identity, exc)
@@ -152,7 +157,7 @@ class Broker:
         if env.kind is Kind.STATUS:  # a read-only status query (korral status --broker): not a proxy
             return [(ident, Envelope(Kind.STATUS, body=t.status(now)))]
         if env.kind is Kind.PROXY_HELLO:
-            return t.proxy_hello(ident, env.body or {}, now)
+            return t.proxy_hello(ident, env.body, now)
         handler = _FROM_PROXY.get(env.kind)
         if handler is None:
             t.bad_frames += 1
@@ -160,15 +165,16 @@ class Broker:
             return []
         sends: list[Send] = []
         if not t.alive(ident, now):  # the broker restarted: learn the proxy's RMs again
-            t.proxy_hello(ident, {}, now)
+            t.proxy_hello(ident, ProxyHello(), now)
             sends.append((ident, REANNOUNCE))
         return sends + handler(t, ident, env, now)
 
     def _from_worker(self, ident: bytes, env: Envelope, now: float) -> list[Send]:
         t = self.table
         if env.kind is Kind.WORKER_READY:
-            log.info("worker %s ready (%s)", (env.body or {}).get("name"), ident.hex())
-            return t.worker_ready(ident, env.body or {}, now)
+            hello = WorkerReady.decode(env.body)
+            log.info("worker %s ready (%s)", hello.name, ident.hex())
+            return t.worker_ready(ident, hello, now)
         if not t.alive(ident, now):
             return [(ident, REANNOUNCE)]
         handler = _FROM_WORKER.get(env.kind)
@@ -192,14 +198,14 @@ class Broker:
                 log.warning("could not send %s to %r: %s", env.kind, ident, exc)
 
 
-def _partitions(env: Envelope) -> list[str]:
-    return list((env.body or {}).get("partitions", []))
+def _partitions(env: Envelope) -> tuple[str, ...]:
+    return RMPartitions.decode(env.body).partitions
 
 
 # What the broker does with each kind of message, once the sender is known to be alive.
 _Handler = Callable[[RoutingTable, bytes, Envelope, float], list[Send]]
 _FROM_PROXY: dict[Kind, _Handler] = {
-    Kind.HEARTBEAT: lambda t, ident, env, now: t.proxy_report(ident, env.body or {}) or [],
+    Kind.HEARTBEAT: lambda t, ident, env, now: t.proxy_report(ident, env.body) or [],
     Kind.RM_REGISTER: lambda t, ident, env, now: t.rm_register(ident, env.rm_id, _partitions(env), now),
     Kind.RM_UNREGISTER: lambda t, ident, env, now: t.rm_unregister(env.rm_id),
     Kind.RM_PARTITIONS: lambda t, ident, env, now: t.rm_partitions(env.rm_id, _partitions(env)),

@@ -28,12 +28,14 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from common.envelope import Envelope, EnvelopeError, Kind, RawEnvelope
+from common.heartbeat import EXPIRY
+from common.messages import (Heartbeat, PartitionLoaded, PartitionLost, PartitionOwned, ProxyHello,
+                             Unroutable, WorkerReady)
+
+__all__ = ["RoutingTable", "WorkerInfo", "Ownership", "ProxyInfo", "PartitionKey", "Routed", "Send",
+           "MAX_ASKERS"]
 
 log = logging.getLogger("korral.broker")
-
-INTERVAL = 0.5  # seconds between heartbeats, both ways
-LIVENESS = 5  # heartbeats a peer may miss before it counts as dead (purged within EXPIRY + INTERVAL = 3 s)
-EXPIRY = INTERVAL * LIVENESS
 
 MAX_ASKERS = 10_000  # outstanding queries remembered
 _ASKED = {Kind.QUERY, Kind.CONFIG_UPDATE, Kind.PARTITION_REMOVE}
@@ -98,23 +100,16 @@ class RoutingTable:
 
     # -- membership ---------------------------------------------------------------
 
-    def worker_ready(self, identity: bytes, body: dict, now: float) -> list[Send]:
-        pin = body.get("pin")
+    def worker_ready(self, identity: bytes, body: WorkerReady | dict, now: float) -> list[Send]:
+        hello = WorkerReady.decode(body)
         old = self.workers.get(identity)
         worker = self.workers[identity] = WorkerInfo(
-            identity=identity,
-            name=str(body.get("name", "")),
-            host=str(body.get("host", "")),
-            pid=int(body.get("pid", 0) or 0),
-            pin=tuple(pin.split("/", 1)) if isinstance(pin, str) and "/" in pin else None,  # type: ignore[arg-type]
-            expires_at=now + self.expiry,
-            owns=old.owns if old else None,
-        )
-        held = body.get("owns")  # a worker re-announcing after a broker restart keeps its partition
+            identity=identity, name=hello.name, host=hello.host, pid=hello.pid, pin=hello.pin,
+            expires_at=now + self.expiry, owns=old.owns if old else None)
         sends: list[Send] = []
-        if worker.owns is None and isinstance(held, dict):
-            sends += self._adopt(worker, (str(held.get("rm_id", "")), str(held.get("partition", ""))),
-                                 int(held.get("epoch", 0)))
+        if worker.owns is None and hello.owns is not None:  # re-announced after a broker restart
+            rm_id, partition, epoch = hello.owns
+            sends += self._adopt(worker, (rm_id, partition), epoch)
         return sends + self._assign_awaiting()
 
     def _adopt(self, worker: WorkerInfo, key: PartitionKey, epoch: int) -> list[Send]:
@@ -132,28 +127,29 @@ class RoutingTable:
             self.wanted[key[0]].append(key[1])
         return []
 
-    def proxy_hello(self, identity: bytes, body: dict, now: float) -> list[Send]:
+    def proxy_hello(self, identity: bytes, body: ProxyHello | dict, now: float) -> list[Send]:
+        hello = ProxyHello.decode(body)
         info = self.proxies.setdefault(identity, ProxyInfo(identity))
-        info.name = str(body.get("name", info.name))
-        info.host = str(body.get("host", info.host))
-        info.pid = int(body.get("pid", info.pid) or 0)
+        info.name = info.name if hello.name is None else hello.name
+        info.host = info.host if hello.host is None else hello.host
+        info.pid = info.pid if hello.pid is None else hello.pid
         info.expires_at = now + self.expiry
         self.changed = True
-        rms = body.get("rms") or {}
-        for rm_id in rms:
+        for rm_id, wants in hello.rms.items():
             info.rms.add(rm_id)
             self.rm_proxy[rm_id] = identity
-            if isinstance(rms, dict) and rm_id not in self.wanted:
+            if wants is not None and rm_id not in self.wanted:
                 # the broker restarted: learn what the RM wants; its partitions stay orphaned
                 # until their workers re-announce them or the RM re-registers (the rmproxy asks)
-                self.wanted[rm_id] = list(rms[rm_id])
+                self.wanted[rm_id] = list(wants)
         return []
 
-    def proxy_report(self, identity: bytes, body: dict) -> None:
+    def proxy_report(self, identity: bytes, body: Heartbeat | dict) -> None:
         """An rmproxy's heartbeat carries the connection state of its RMs, for `korral status`."""
+        rms = Heartbeat.decode(body).rms
         info = self.proxies.get(identity)
-        if info is not None and isinstance(body.get("rms"), dict) and body["rms"] != info.rm_states:
-            info.rm_states = body["rms"]
+        if info is not None and rms is not None and rms != info.rm_states:
+            info.rm_states = dict(rms)
             self.changed = True
 
     def alive(self, identity: bytes, now: float) -> bool:
@@ -168,7 +164,7 @@ class RoutingTable:
 
     def rm_register(self, proxy: bytes, rm_id: str, partitions: Iterable[str], now: float) -> list[Send]:
         """(Re-)register an RM: every partition gets a new epoch; owned ones reload in place."""
-        self.proxy_hello(proxy, {"rms": [rm_id]}, now)  # a list: nothing to learn, only who holds it
+        self.proxy_hello(proxy, ProxyHello(rms={rm_id: None}), now)  # who holds it; its wants follow
         wanted = list(dict.fromkeys(partitions))
         for other in self.proxies.values():  # the RM is Running from now on: status need not
             other.rm_states.pop(rm_id, None)  # wait for the rmproxy's next heartbeat to say so
@@ -224,14 +220,14 @@ class RoutingTable:
         own = self.owners.get(key)
         if own is None or own.worker != worker or own.epoch != env.epoch:
             return []  # a stale answer to an assignment that was superseded
-        error = (env.body or {}).get("error")
+        error = PartitionLoaded.decode(env.body).error
         own.loaded = error is None
         own.error = error
         self.changed = True
         return self._to_proxy(
             env.rm_id,
             Envelope(Kind.PARTITION_OWNED, env.rm_id, env.partition, env.epoch, 0,
-                     {"worker": self.workers[worker].name, "error": error}),
+                     PartitionOwned(self.workers[worker].name, error).wire()),
         )
 
     def _assign(self, key: PartitionKey, worker: bytes) -> Send:
@@ -287,7 +283,7 @@ class RoutingTable:
             reason = (f"partition [{env.rm_id}]{env.partition} has no worker: "
                       "start more workers (korral up --workers N, or korral worker on another host)")
             return [(proxy, Envelope(Kind.UNROUTABLE, env.rm_id, env.partition, env.epoch, env.seq,
-                                     {"reason": reason, "kind": env.kind.value, "body": body}))]
+                                     Unroutable(reason, env.kind.value, body).wire()))]
         self.routed += 1
         return [(own.worker, env)]
 
@@ -348,7 +344,7 @@ class RoutingTable:
                 self.lost[key] = f"epoch {epoch} lost: {why}"
             log.warning("[%s]%s epoch %d lost: %s", key[0], key[1], epoch, why)
             sends += self._to_proxy(key[0], Envelope(Kind.PARTITION_LOST, key[0], key[1], epoch,
-                                                     body={"reason": why, "worker": worker.name}))
+                                                     body=PartitionLost(why, worker.name).wire()))
         return sends + self._assign_awaiting()
 
     def heartbeats(self, now: float = 0.0) -> list[Send]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import os
 
+__all__ = ["DEFAULTS", "default", "add_flag", "add_log_level", "setup_logging"]
+
 DEFAULTS = {
     "si_address": ("KORRAL_SI_ADDRESS", "127.0.0.1:9090"),
     "rest_address": ("KORRAL_REST_ADDRESS", "127.0.0.1:9080"),

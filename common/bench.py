@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
+__all__ = ["BENCHES", "configure", "run"]
+
 BENCHES = {
     "core": ("partition_worker.bench", "the scheduling core in-process (YuniKorn's core benchmark scenario)"),
     "e2e": ("rmproxy.bench_e2e", "the same scenario through gRPC, rmproxy, broker and a worker"),

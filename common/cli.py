@@ -15,6 +15,8 @@ import os
 import shutil
 import sys
 
+__all__ = ["SUBCOMMANDS", "build_parser", "main"]
+
 # name -> (module, one-line help). ``bench`` has its own sub-subcommands.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "up": ("common.stack", "start the local stack (Redis, broker, rmproxy, workers) under supervisord"),

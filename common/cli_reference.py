@@ -11,6 +11,8 @@ import sys
 
 from common.cli import SUBCOMMANDS, build_parser
 
+__all__ = ["render"]
+
 
 def _rows(parser: argparse.ArgumentParser) -> list[str]:
     rows = []

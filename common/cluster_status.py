@@ -13,6 +13,9 @@ from typing import Any
 
 from common import netutil, security
 from common.envelope import Envelope, EnvelopeError, Kind, decode, encode
+from common.messages import Status
+
+__all__ = ["STACK_PATH", "from_broker", "from_rest", "format_cluster"]
 
 STACK_PATH = "/ws/v1/korral/stack"
 
@@ -30,11 +33,12 @@ def from_broker(address: str, curve_secret: str | None = None, curve_server: str
         sock.send(encode(Envelope(Kind.STATUS)))
         if not sock.poll(int(timeout * 1000)):
             raise OSError(f"the broker at {address} did not answer within {timeout:.0f}s")
+        raw = sock.recv()
         try:
-            env = decode(sock.recv())
+            status = Status.decode(decode(raw).body, raw)
         except EnvelopeError as exc:
             raise OSError(f"the broker at {address} answered with {exc}") from None
-        return {"source": f"broker {address}", "broker": True, **(env.body or {})}
+        return {"source": f"broker {address}", "broker": True, **status.doc}
     finally:
         sock.close(0)
         ctx.term()

@@ -6,6 +6,17 @@ No imports of other project packages: the pure core may import this module.
 
 from __future__ import annotations
 
+__all__ = [
+    "ARCH", "HOST_NAME", "RACK_NAME", "OS", "INSTANCE_TYPE", "FAILURE_DOMAIN_ZONE", "FAILURE_DOMAIN_REGION",
+    "LOCAL_IMAGES", "NODE_PARTITION", "APPLICATION_ID", "CONTAINER_IMAGE", "CONTAINER_PORTS", "DOMAIN_K8S",
+    "DOMAIN_YUNIKORN", "GROUP_META", "GROUP_LABEL", "GROUP_ANNOTATION", "KEY_POD_NAME", "KEY_NAMESPACE",
+    "KEY_REQUIRED_NODE", "KEY_ALLOW_PREEMPTION", "KEY_TASK_GROUPS", "CREATION_TIME", "TAG_REQUIRED_NODE",
+    "TAG_ALLOW_PREEMPTION", "TAG_NAMESPACE", "TAG_APP_CREATION_TIME", "TAG_POD_NAME", "TAG_APP_TASK_GROUPS",
+    "APP_TAG_NAMESPACE", "MEMORY", "CPU", "APP_TAG_NAMESPACE_RESOURCE_QUOTA", "APP_TAG_STATE_AWARE_DISABLE",
+    "NODE_READY_ATTRIBUTE", "DEFAULT_PARTITION", "KEY_SCHEDULING_POLICY_PARAMETERS",
+    "TAG_SCHEDULING_POLICY_PARAMETERS", "TAG_NODE_SELECTOR_PREFIX", "K8S_HOST_NAME", "K8S_RACK_NAME", "NODE_LABELS",
+]
+
 # Node attributes
 ARCH = "si/arch"
 HOST_NAME = "si/hostname"
@@ -60,3 +71,9 @@ APP_TAG_STATE_AWARE_DISABLE = "application.stateaware.disable"
 NODE_READY_ATTRIBUTE = "ready"
 
 DEFAULT_PARTITION = "default"
+
+# Tags the k8s shim sends (the client, the simulator and the test RM send them too)
+KEY_TASK_GROUPS = "task-groups"
+TAG_POD_NAME = DOMAIN_K8S + GROUP_META + KEY_POD_NAME  # kubernetes.io/meta/podName
+TAG_APP_TASK_GROUPS = DOMAIN_YUNIKORN + KEY_TASK_GROUPS  # app tag: the gang's task groups (JSON)
+APP_TAG_NAMESPACE = "namespace"  # app tag: the application's namespace

@@ -3,10 +3,13 @@
 An envelope is a msgpack array ``[version, kind, rm_id, partition, epoch, seq, body]``.
 ``body`` is any msgpack value; SI traffic carries the serialized protobuf of a
 per-partition request or response (bytes), so a 10,000-ask request crosses as
-one envelope per partition, and neither side converts protobuf to dicts.
+one envelope per partition, and neither side converts protobuf to dicts. Every
+other kind's body is a map described by its class in ``common.messages`` (which
+also holds ``Kind`` and ``EnvelopeError``, re-exported here); ``decode_typed`` and
+``decode_for`` give the body as that class.
 
 Decoding never raises anything but ``EnvelopeError``; callers log, count and
-drop those, so a malformed frame never crashes a process.
+drop those, so a malformed frame (or a malformed body) never crashes a process.
 
 A router needs only the header: ``decode_header`` reads the six header fields (and the
 body's request ``id`` when the body is a map), leaves the body undecoded and keeps the
@@ -17,65 +20,20 @@ is forwarded, and the receiver's ``decode`` drops it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import StrEnum
 import logging
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 import msgpack
 
+from common.messages import BODIES, KINDS, EnvelopeError, Kind
+
+__all__ = ["VERSION", "Kind", "EnvelopeError", "Envelope", "RawEnvelope", "encode", "decode", "decode_typed",
+           "decode_header", "decode_for"]
+
 log = logging.getLogger("korral.envelope")
 
 VERSION = 1
-
-
-class Kind(StrEnum):
-    """Every envelope kind. Direction in the comment: P=rmproxy, B=broker, W=worker."""
-
-    # liveness and membership
-    PROXY_HELLO = "proxy.hello"  # P->B: I am an rmproxy; body {"rms": [rmID...]}
-    WORKER_READY = "worker.ready"  # W->B: body {"name", "host", "pid", "pin": "rm/partition"|None}
-    HEARTBEAT = "heartbeat"  # any direction; body {} or a status summary
-    STATUS = "status"  # B->P: body {"workers", "rmproxies", "partitions", ...}; any->B: a status query
-    # RM registration and partition ownership
-    RM_REGISTER = "rm.register"  # P->B: rm_id; body {"partitions": [name...]}
-    RM_UNREGISTER = "rm.unregister"  # P->B: rm_id; body {"reason"}
-    RM_PARTITIONS = "rm.partitions"  # P->B: a config update changed the RM's partitions; body {"partitions"}
-    PARTITION_ASSIGN = "partition.assign"  # B->W: rm_id, partition, epoch
-    PARTITION_RELEASE = "partition.release"  # B->W: stop owning rm_id/partition
-    PARTITION_LOADED = "partition.loaded"  # W->B: rm_id, partition, epoch; body {"error": str|None}
-    PARTITION_OWNED = "partition.owned"  # B->P: rm_id, partition, epoch; body {"worker", "error"}
-    PARTITION_LOST = "partition.lost"  # B->P: the owner of rm_id/partition died; body {"reason"}
-    # SI traffic, P->B->W; body = serialized si.v1 request for this partition only
-    SI_ALLOCATION = "si.allocation"
-    SI_APPLICATION = "si.application"
-    SI_NODE = "si.node"
-    CONFIG_UPDATE = "config.update"  # P->B->W: body {"config": queues.yaml text}
-    PARTITION_REMOVE = "partition.remove"  # P->B->W: the partition left the config; body {"id"}
-    CONFIG_RESULT = "config.result"  # W->B->P: body {"id", "error": str|None}
-    # outcomes, W->B->P; body = serialized si.v1 response
-    SI_ALLOCATION_RESPONSE = "si.allocation.response"
-    SI_APPLICATION_RESPONSE = "si.application.response"
-    SI_NODE_RESPONSE = "si.node.response"
-    EVENTS = "events"  # body [serialized si.v1.EventRecord...]
-    SCHEDULING_STATES = "scheduling.states"  # body [serialized UpdateContainerSchedulingStateRequest...]
-    # read-only queries (REST), P->B->W and back; body {"id", "what"} / {"id", "data"}
-    QUERY = "query"
-    QUERY_RESULT = "query.result"
-    # routing failure, B->P: body {"reason", "kind"}
-    UNROUTABLE = "unroutable"
-
-
-_KINDS = {k.value: k for k in Kind}
-
-
-class EnvelopeError(ValueError):
-    """A frame that is not a valid envelope; ``raw`` holds the bytes received."""
-
-    def __init__(self, reason: str, raw: bytes) -> None:
-        super().__init__(f"bad envelope ({len(raw)} bytes): {reason}")
-        self.reason = reason
-        self.raw = raw
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +52,8 @@ class Envelope:
     @property
     def request_id(self) -> int | None:
         """The body's integer ``"id"`` (queries, config updates and their answers), else None."""
-        qid = self.body.get("id") if isinstance(self.body, dict) else None
+        body = self.body
+        qid = body.get("id") if isinstance(body, dict) else getattr(body, "id", None)
         return qid if type(qid) is int else None
 
     def decoded(self) -> "Envelope":
@@ -142,6 +101,14 @@ def decode(raw: Any) -> Envelope:
         raise EnvelopeError("expected a 7-element array", raw)
     k = _checked_header(fields[:6], raw)
     return Envelope(k, fields[2], fields[3], fields[4], fields[5], fields[6])
+
+
+def decode_typed(raw: Any) -> Envelope:
+    """``decode``, with a control kind's body as its ``common.messages`` class; EnvelopeError
+    (holding ``raw``) for a bad frame or a bad body."""
+    env = decode(raw)
+    cls = BODIES.get(env.kind)
+    return env if cls is None else replace(env, body=cls.decode(env.body, raw))
 
 
 # Bytes read first by decode_header: the header and a body's leading "id" fit easily; a longer
@@ -218,7 +185,7 @@ def _checked_header(fields: list, raw: Any) -> Kind:
     version, kind, rm_id, partition, epoch, seq = fields
     if version != VERSION:
         raise EnvelopeError(f"unsupported version {version!r} (this build speaks {VERSION})", raw)
-    k = _KINDS.get(kind) if isinstance(kind, str) else None
+    k = KINDS.get(kind) if isinstance(kind, str) else None
     if k is None:
         raise EnvelopeError(f"unknown kind {kind!r}", raw)
     if not isinstance(rm_id, str) or not isinstance(partition, str):
@@ -229,10 +196,11 @@ def _checked_header(fields: list, raw: Any) -> Kind:
 
 
 def decode_for(raw: bytes, handlers: Mapping[Kind, Any], receiver: str) -> tuple[Envelope, Any] | None:
-    """Decode a frame and find its handler in ``handlers``; a bad frame, or a kind the receiver
-    does not take, is logged and gives None (the caller counts it as dropped)."""
+    """Decode a frame (``decode_typed``) and find its handler in ``handlers``; a bad frame or
+    body, or a kind the receiver does not take, is logged and gives None (the caller counts it
+    as dropped)."""
     try:
-        env = decode(raw)
+        env = decode_typed(raw)
     except EnvelopeError as exc:
         log.warning("%s dropped a frame: %s", receiver, exc)
         return None

@@ -12,6 +12,8 @@ import contextlib
 import gc
 from typing import Iterator
 
+__all__ = ["gc_paused"]
+
 
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:

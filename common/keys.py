@@ -7,6 +7,8 @@ import pathlib
 
 import zmq.auth
 
+__all__ = ["configure", "run"]
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="keys", metavar="DIR",

@@ -8,6 +8,8 @@ import zmq
 
 from common import security
 
+__all__ = ["HWM", "broker_dealer"]
+
 HWM = 100_000  # messages queued per direction before ZeroMQ drops; batches keep this far off
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from common.netutil import free_ports
 
+__all__ = ["LocalStack"]
+
 
 class LocalStack:
     """``with LocalStack(workers=2) as s:`` -> ``s.si_address``, ``s.rest_address``, ``s.processes()``."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from common.constants import DEFAULT_PARTITION
 
+__all__ = ["short_name", "qualified_name"]
+
 
 def short_name(name: str, rm_id: str = "") -> str:
     """Normalise an RM-supplied partition name: ``""`` -> ``default``, ``[rm]x`` -> ``x``.

@@ -10,6 +10,8 @@ from __future__ import annotations
 import pathlib
 import sys
 
+__all__ = ["PROTOS", "ROOT", "generate", "main"]
+
 PROTOS = ("common/si.proto", "common/korral.proto")
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 

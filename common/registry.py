@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 import redis
 import redis.asyncio as aioredis
 
+__all__ = ["Registration", "RegistryStore", "AsyncRegistryStore", "connect", "connect_async", "rm_key",
+           "epoch_key", "PREFIX", "RMS_SET"]
+
 PREFIX = "korral:"
 RMS_SET = PREFIX + "rms"
 

@@ -18,6 +18,10 @@ import zmq
 import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
+__all__ = ["SecurityError", "add_curve_client_flags", "add_curve_server_flags", "add_tls_flags",
+           "add_tls_client_flags", "client_keys", "secure_client", "secure_server", "grpc_server_credentials",
+           "grpc_channel_credentials"]
+
 log = logging.getLogger("korral.security")
 
 

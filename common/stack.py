@@ -49,7 +49,8 @@ from common.stack_down import (
     supervisord_from_pidfile,
 )
 
-__all__ = ["UpOptions", "configure", "run", "start_stack", "wait_ready", "deploy_dir", "render_config"]
+__all__ = ["UpOptions", "configure", "run", "start_stack", "wait_ready", "deploy_dir", "render_config",
+           "refuse_if_running"]
 
 READY_PATH = "/ws/v1/korral/ready"
 # A unix socket path must fit in sockaddr_un (108 bytes on Linux, NUL included).

@@ -31,13 +31,14 @@ from typing import Any, Callable
 import redis
 import zmq
 
-from broker.table import EXPIRY, INTERVAL
 from common import addresses, registry, security, si_pb2
 from common.config import load_config
 from common.config.errors import ConfigError
 from common.envelope import Envelope, Kind, decode_for, encode
 from common.gcpause import gc_paused
+from common.heartbeat import EXPIRY, INTERVAL
 from common.links import broker_dealer
+from common.messages import ConfigUpdate, Heartbeat, PartitionRemove, Query
 from partition_worker.core.settings import CoreSettings
 from partition_worker.queries import answer as answer_query
 from partition_worker.step_stats import observe_step
@@ -234,7 +235,7 @@ class WorkerLoop:
     # -- handlers -------------------------------------------------------------------
 
     def _on_heartbeat(self, env: Envelope) -> None:
-        if isinstance(env.body, dict) and env.body.get("reannounce"):
+        if Heartbeat.decode(env.body).reannounce:
             self._announce()
 
     def _on_assign(self, env: Envelope) -> None:
@@ -301,15 +302,16 @@ class WorkerLoop:
         o = self._current(env)
         if o is None:
             return
+        update = ConfigUpdate.decode(env.body)
         error = None
         try:
-            config = load_config((env.body or {}).get("config", "")).partition(o.partition)
+            config = load_config(update.config).partition(o.partition)
             if config is None:
                 raise ConfigError(f"partition {o.partition} is not in the new config")
             o.session.update_config(config, time.time_ns())
         except ConfigError as exc:
             error = str(exc)
-        self._send(env.reply(Kind.CONFIG_RESULT, {"id": (env.body or {}).get("id"), "error": error}))
+        self._send(env.reply(Kind.CONFIG_RESULT, {"id": update.id, "error": error}))
 
     def _on_remove(self, env: Envelope) -> None:
         """The partition left the RM's config: fail its apps, release everything, tell the RM."""
@@ -318,14 +320,14 @@ class WorkerLoop:
             return
         o.session.stop(time.time_ns())
         self._step()
-        self._send(env.reply(Kind.CONFIG_RESULT, {"id": (env.body or {}).get("id"), "error": None}))
+        self._send(env.reply(Kind.CONFIG_RESULT, {"id": PartitionRemove.decode(env.body).id, "error": None}))
 
     def _on_query(self, env: Envelope) -> None:
         """A read for REST/status: answered between cycles, so it is consistent for the partition.
         The answer goes as plain msgpack data: the broker forwards the frame without decoding it."""
         o = self._current(env)
-        body = env.body if isinstance(env.body, dict) else {}
-        qid = body.get("id")  # first key of the reply: the broker finds the asker by it
+        query = Query.decode(env.body)
+        qid = query.id  # first key of the reply: the broker finds the asker by it
         if o is None:
             mine = self.owned is not None and (self.owned.rm_id, self.owned.partition) == (env.rm_id, env.partition)
             now = f" (it owns epoch {self.owned.epoch})" if mine else ""  # type: ignore[union-attr]
@@ -336,9 +338,9 @@ class WorkerLoop:
             return
         with gc_paused():  # a large answer: no GC pass walks it while it is built and packed
             try:
-                reply = {"id": qid, "data": answer_query(o.session, body)}
+                reply = {"id": qid, "data": answer_query(o.session, query.params)}
             except (KeyError, ValueError) as exc:
-                reply = {"id": qid, "error": f"bad query {body.get('what')!r}: {exc}"}
+                reply = {"id": qid, "error": f"bad query {query.what!r}: {exc}"}
             self._send(env.reply(Kind.QUERY_RESULT, reply))
 
     _HANDLERS: dict[Kind, Callable[["WorkerLoop", Envelope], None]] = {

@@ -27,7 +27,7 @@ from typing import Callable
 from common import si_pb2
 from common.config.errors import ConfigError
 from common.config.model import PartitionConfig
-from common.resources import Resource
+from common.si_resource import fill_si_resource as _fill_res, resource_from_si as _res
 from partition_worker.core import commands as C
 from partition_worker.core.dao import partition_snapshot
 from partition_worker.core.outcomes import (AppRejected, AskRejected, EventType, NodeRejected,
@@ -74,19 +74,6 @@ class Outbox:
     def is_empty(self) -> bool:
         return (self.allocation is None and self.application is None and self.node is None
                 and not self.events and not self.scheduling_states)
-
-
-def _res(msg: si_pb2.Resource) -> Resource:
-    """Protobuf guarantees str keys and int64 values; only an empty name is invalid."""
-    values = {k: q.value for k, q in msg.resources.items()}
-    if "" in values:
-        raise ValueError("resource name must be a non-empty string")
-    return Resource._trusted(values)
-
-
-def _fill_res(target: si_pb2.Resource, r: Resource) -> None:
-    for k, v in r.items():
-        target.resources[k].value = v
 
 
 class PartitionSession:

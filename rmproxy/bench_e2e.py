@@ -29,7 +29,9 @@ import time
 from dataclasses import dataclass, field
 
 from common import si_pb2
+from common.constants import CPU, MEMORY
 from common.localstack import LocalStack
+from common.si_resource import fill_si_resource
 from partition_worker.bench_scenario import CONFIG_YAML, node_request
 from rmproxy.client.callback import ResourceManagerCallback
 
@@ -115,8 +117,7 @@ class _BenchRM(ResourceManagerCallback):
 
 def _ask(key: str, app: str, memory: int = 10, vcore: int = 1) -> si_pb2.AllocationAsk:
     a = si_pb2.AllocationAsk(allocationKey=key, applicationID=app, partitionName="default", maxAllocations=1)
-    a.resourceAsk.resources["memory"].value = memory
-    a.resourceAsk.resources["vcore"].value = vcore
+    fill_si_resource(a.resourceAsk, {MEMORY: memory, CPU: vcore})
     return a
 
 

@@ -21,8 +21,11 @@ import statistics
 import threading
 import time
 
+from common.constants import NODE_PARTITION
 from common.localstack import LocalStack
 from rmproxy.testrm import ClusterRM, scheduler_view
+
+__all__ = ["ROUNDS", "TWO_PARTITIONS", "configure", "recovery", "scaling", "run"]
 
 ROUNDS = 3  # interleaved one- and two-partition rounds of the scaling part
 
@@ -56,7 +59,7 @@ def _fill(rm: ClusterRM, partition: str, app: str, nodes: int, asks: int) -> flo
     """Add nodes and an app, then asks; return seconds from the asks' send to the last allocation."""
     rm.add_nodes(nodes, partition)
     rm.add_app(app, f"root.{app}", partition)
-    rm.wait(lambda r: sum(1 for n in r.accepted_nodes if r.nodes[n].attributes["si/node-partition"] == partition)
+    rm.wait(lambda r: sum(1 for n in r.accepted_nodes if r.nodes[n].attributes[NODE_PARTITION] == partition)
             == nodes, timeout=120)
     start = time.monotonic()
     rm.submit(app, [f"{app}-{i}" for i in range(asks)])

@@ -13,8 +13,10 @@ from aiohttp import web
 
 from common import addresses, korral_pb2_grpc, registry, security
 from rmproxy.proxy import Proxy
-from rmproxy.rest import build_app
 from rmproxy.service import KorralService, SchedulerService
+from rmproxy.webapi import build_app
+
+__all__ = ["MAX_MESSAGE_BYTES", "configure", "serve", "run"]
 
 log = logging.getLogger("korral.rmproxy")
 

@@ -9,8 +9,6 @@ responses and are pushed, unparsed, onto the RM's stream.
 from __future__ import annotations
 
 import asyncio
-import itertools
-import secrets
 import logging
 import os
 import socket
@@ -18,20 +16,25 @@ import time
 from typing import Any
 
 import grpc
-import msgpack
 import zmq
 import zmq.asyncio
 
-from broker.table import EXPIRY, INTERVAL
 from common import korral_pb2, registry, si_pb2
 from common.config import load_config
 from common.config.errors import ConfigError
 from common.envelope import Envelope, Kind, decode_for, encode
 from common.gcpause import gc_paused
+from common.heartbeat import EXPIRY, INTERVAL
 from common.links import broker_dealer
+from common.messages import (KINDS, ConfigUpdate, Heartbeat, PartitionLost, PartitionOwned, PartitionRemove,
+                             ProxyHello, Reply, RMPartitions, RMUnregister, Status, Unroutable)
 from rmproxy import split
 from rmproxy.cluster_view import ClusterView
 from rmproxy.rms import RMSession, RMState
+from rmproxy.worker_requests import NoAnswer, WorkerRequests
+
+__all__ = ["Proxy", "RegistrationError", "REGISTER_TIMEOUT", "HOLD_SECONDS", "RM_TIMEOUT",
+           "MAINTAIN_INTERVAL", "RESYNC_DETAILS", "LARGE_FRAME"]
 
 log = logging.getLogger("korral.rmproxy")
 
@@ -39,7 +42,6 @@ REGISTER_TIMEOUT = 10.0  # seconds to wait for workers to own an RM's partitions
 HOLD_SECONDS = 30.0  # a request for a partition without a worker waits this long, then is answered
 RM_TIMEOUT = 300.0  # seconds an RM may stay Paused (no stream open) before it is Stopped
 MAINTAIN_INTERVAL = 1.0
-QUERY_TIMEOUT = 5.0
 RESYNC_DETAILS = "korral: re-register: "
 LARGE_FRAME = 1 << 20  # bytes; a frame this large is decoded with the cyclic GC paused
 
@@ -76,13 +78,12 @@ class Proxy:
         self.broker_expires = 0.0
         self._unsent_logged = 0.0
         self.view = ClusterView()  # who owns which partition in which epoch, and the rest of the stack
-        self.queries: dict[int, asyncio.Future] = {}
-        self.state_dumps: dict[str, dict] = {}
+        # requests to workers waiting for their replies (config updates, partition removal, REST reads)
+        self.requests = WorkerRequests(lambda env: self.send(env))
+        self.state_dumps: dict[str, dict] = {}  # rmID -> the RM's last ProvideStateDump {"requestID", "json"}
         # observers of RM lifecycle events (metrics, resync history): objects with
         # resync_started(rm_id, reason) and registered(rm_id); they must not raise
-        self.listeners: list[Any] = []  # rmID -> the RM's last ProvideStateDump {"requestID", "json"}
-        # ids unique across rmproxies: the broker keys the way back to the asker by them
-        self._query_ids = itertools.count(secrets.randbits(40) << 20)
+        self.listeners: list[Any] = []
         self.dropped = 0
         self.started_ns = time.time_ns()
 
@@ -97,10 +98,10 @@ class Proxy:
         self._hello()
 
     def _hello(self) -> None:
-        self.send(Envelope(Kind.PROXY_HELLO, body={
-            "name": self.name, "host": socket.gethostname(), "pid": os.getpid(),
-            "rms": {rm.rm_id: rm.partitions for rm in self.rms.values() if rm.state is not RMState.STOPPED},
-        }))
+        self.send(Envelope(Kind.PROXY_HELLO, body=ProxyHello(
+            self.name, socket.gethostname(), os.getpid(),
+            {rm.rm_id: tuple(rm.partitions) for rm in self.rms.values() if rm.state is not RMState.STOPPED},
+        ).wire()))
 
     def rm_report(self) -> dict[str, dict]:
         """This rmproxy's RMs as it holds them now: rmID -> {"state", "partitions"}."""
@@ -144,7 +145,7 @@ class Proxy:
                     self._on_broker(frame)
             now = time.monotonic()
             if now >= next_beat:
-                self.send(Envelope(Kind.HEARTBEAT, body={"rms": self.rm_report()}))
+                self.send(Envelope(Kind.HEARTBEAT, body=Heartbeat(rms=self.rm_report()).wire()))
                 next_beat = now + INTERVAL
                 if now > self.broker_expires:
                     log.warning("broker silent for %.0fs, reconnecting to %s", EXPIRY, self.broker_address)
@@ -165,7 +166,7 @@ class Proxy:
         handler(self, env)
 
     def _on_heartbeat(self, env: Envelope) -> None:
-        if isinstance(env.body, dict) and env.body.get("reannounce"):
+        if Heartbeat.decode(env.body).reannounce:
             self._hello()
             self._broker_reset("the broker restarted")
 
@@ -176,13 +177,13 @@ class Proxy:
                 self.resync(rm, reason)
 
     def _on_status(self, env: Envelope) -> None:
-        self.view.on_status(env.body if isinstance(env.body, dict) else {})
+        self.view.on_status(Status.decode(env.body).doc)
 
     def _on_owned(self, env: Envelope) -> None:
-        body = env.body or {}
-        error = body.get("error")
+        owned = PartitionOwned.decode(env.body)
+        error = owned.error
         if error is None:
-            self.view.on_owned(env.rm_id, env.partition, env.epoch, body.get("worker"))
+            self.view.on_owned(env.rm_id, env.partition, env.epoch, owned.worker)
         rm = self.rms.get(env.rm_id)
         if rm is None:
             return
@@ -206,13 +207,12 @@ class Proxy:
             self._flush_held(rm, env.partition)
         elif rm.epochs[env.partition] != env.epoch:  # the RM's state there is gone
             self.resync(rm, f"partition [{rm.rm_id}]{env.partition} has a new owner "
-                            f"{body.get('worker')} (epoch {env.epoch})")
+                            f"{owned.worker} (epoch {env.epoch})")
 
     def _on_lost(self, env: Envelope) -> None:
         """The partition's worker died, and its state with it: the RM must re-register, which
         gives the partition a new owner (the broker does not reassign it before)."""
-        body = env.body or {}
-        reason = str(body.get("reason", "its worker is gone"))
+        reason = PartitionLost.decode(env.body).reason
         self.view.on_lost(env.rm_id, env.partition, env.epoch, reason)
         rm = self.rms.get(env.rm_id)
         if rm is not None and env.partition in rm.partitions:
@@ -240,25 +240,17 @@ class Proxy:
         rm.notify(korral_pb2.SchedulerNotice(schedulingStates=korral_pb2.SchedulingStates(states=states)))
 
     def _on_reply(self, env: Envelope) -> None:
-        body = env.body if isinstance(env.body, dict) else {}
-        fut = self.queries.pop(body.get("id") or 0, None)
-        if fut is not None and not fut.done():
-            if "packed" in body:  # a worker's answer, msgpack-encoded once by the worker
-                with gc_paused():
-                    data = msgpack.unpackb(body.pop("packed"), raw=False, strict_map_key=False)
-                body = {"id": body.get("id"), "data": data}
-            fut.set_result(body)
+        self.requests.answer(Reply.decode(env.body))
 
     def _on_unroutable(self, env: Envelope) -> None:
         """The broker could not route a request: answer it with the broker's reason."""
-        body = env.body if isinstance(env.body, dict) else {}
-        reason = str(body.get("reason", "unroutable"))
-        original = body.get("body")
-        log.warning("unroutable %s for [%s]%s: %s", body.get("kind"), env.rm_id, env.partition, reason)
+        unroutable = Unroutable.decode(env.body)
+        reason, original = unroutable.reason, unroutable.body
+        log.warning("unroutable %s for [%s]%s: %s", unroutable.kind, env.rm_id, env.partition, reason)
         if isinstance(original, dict):  # a config update or a query waiting for its reply
-            self._on_reply(Envelope(Kind.QUERY_RESULT, body={"id": original.get("id"), "error": reason}))
+            self.requests.answer(Reply(unroutable.request_id, error=reason))
             return
-        stream = _STREAM_OF_REQUEST.get(_KINDS.get(body.get("kind")))  # type: ignore[arg-type]
+        stream = _STREAM_OF_REQUEST.get(KINDS.get(unroutable.kind or ""))  # type: ignore[arg-type]
         rm = self.rms.get(env.rm_id)
         if rm is not None and stream is not None and isinstance(original, bytes):
             req_type, _, reject, _ = split.STREAMS[stream]
@@ -317,7 +309,7 @@ class Proxy:
         loop = asyncio.get_running_loop()
         waiters = {p: loop.create_future() for p in partitions}
         rm.owned_waiters = dict(waiters)
-        self.send(Envelope(Kind.RM_REGISTER, req.rmID, body={"partitions": partitions}))
+        self.send(Envelope(Kind.RM_REGISTER, req.rmID, body=RMPartitions(tuple(partitions)).wire()))
         done, pending = await asyncio.wait(waiters.values(), timeout=REGISTER_TIMEOUT)
         if pending:
             missing = ", ".join(f"[{req.rmID}]{p}" for p, w in waiters.items() if w in pending)
@@ -398,8 +390,8 @@ class Proxy:
         added = [p for p in names if p not in rm.partitions]
         removed = [p for p in rm.partitions if p not in names]
         results = await asyncio.gather(*(
-            self.ask_worker(rm, p, Kind.CONFIG_UPDATE, {"config": req.config}) for p in kept))
-        errors = [r["error"] for r in results if r.get("error")]
+            self.ask_worker(rm, p, Kind.CONFIG_UPDATE, ConfigUpdate(req.config)) for p in kept))
+        errors = [r.error for r in results if r.error]
         if errors:
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
                                     "update of configuration failed: " + "; ".join(errors))
@@ -414,14 +406,14 @@ class Proxy:
             raise RegistrationError(grpc.StatusCode.UNAVAILABLE,
                                     f"update of configuration failed: Redis unavailable: {exc}") from None
         rm.registration = reg
-        await asyncio.gather(*(self.ask_worker(rm, p, Kind.PARTITION_REMOVE, {}) for p in removed))
+        await asyncio.gather(*(self.ask_worker(rm, p, Kind.PARTITION_REMOVE, PartitionRemove()) for p in removed))
         for p in removed:
             rm.epochs.pop(p, None)
         loop = asyncio.get_running_loop()
         waiters = {p: loop.create_future() for p in added}
         rm.owned_waiters.update(waiters)
         rm.partitions = names
-        self.send(Envelope(Kind.RM_PARTITIONS, req.rmID, body={"partitions": names}))
+        self.send(Envelope(Kind.RM_PARTITIONS, req.rmID, body=RMPartitions(tuple(names)).wire()))
         if waiters:
             done, pending = await asyncio.wait(waiters.values(), timeout=REGISTER_TIMEOUT)
             if pending:
@@ -432,22 +424,17 @@ class Proxy:
                     f"{REGISTER_TIMEOUT:.0f}s: start more workers; they are assigned as soon as one is idle")
         log.info("RM %s: configuration updated (kept %s, added %s, removed %s)", req.rmID, kept, added, removed)
 
-    async def ask_worker(self, rm: RMSession, partition: str, kind: Kind, body: dict) -> dict:
-        """Send a request to a partition's worker and wait for its reply (config, queries)."""
+    async def ask_worker(self, rm: RMSession, partition: str, kind: Kind,
+                         body: ConfigUpdate | PartitionRemove) -> Reply:
+        """Send a config change to a partition's worker, in the RM's request sequence (it applies
+        after the RM's earlier requests), and wait for its reply; failures are a Reply's error."""
         epoch = rm.epochs.get(partition)
         if epoch is None:
-            return {"error": f"partition [{rm.rm_id}]{partition} has no worker"}
-        qid = next(self._query_ids)
-        fut = asyncio.get_running_loop().create_future()
-        self.queries[qid] = fut
-        self.send(Envelope(kind, rm.rm_id, partition, epoch, rm.next_seq(partition), {**body, "id": qid}))
+            return Reply(error=f"partition [{rm.rm_id}]{partition} has no worker")
         try:
-            return await asyncio.wait_for(fut, QUERY_TIMEOUT)
-        except asyncio.TimeoutError:
-            return {"error": f"partition [{rm.rm_id}]{partition}: no answer from its worker "
-                             f"within {QUERY_TIMEOUT:.0f}s"}
-        finally:
-            self.queries.pop(qid, None)
+            return await self.requests.ask(kind, rm.rm_id, partition, epoch, rm.next_seq(partition), body)
+        except NoAnswer as exc:
+            return Reply(error=str(exc))
 
     async def shutdown_rm(self, rm_id: str) -> None:
         """A voluntary shutdown: Running -> Stopped at once."""
@@ -477,7 +464,7 @@ class Proxy:
 
     async def _stop_rm(self, rm_id: str, reason: str) -> None:
         rm = self.rms.pop(rm_id, None)
-        self.send(Envelope(Kind.RM_UNREGISTER, rm_id, body={"reason": reason}))
+        self.send(Envelope(Kind.RM_UNREGISTER, rm_id, body=RMUnregister(reason).wire()))
         if rm is not None:
             rm.state = RMState.STOPPED
             rm.close_streams(None, f"RM stopped: {reason}")  # None: end the streams normally
@@ -490,5 +477,3 @@ class Proxy:
         workers = self.view.status.get("workers", []) if self.broker_connected else []
         return {"broker": self.broker_connected, "workers": len(workers)}
 
-
-_KINDS = {k.value: k for k in Kind}

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 from common.registry import Registration
 
+__all__ = ["RMSession", "RMState", "Close", "BUFFER_LIMIT", "HELD_LIMIT", "STREAM_KINDS"]
+
 BUFFER_LIMIT = 10_000  # responses kept per stream kind while no stream is attached
 HELD_LIMIT = 10_000  # requests kept while their partition has no worker
 STREAM_KINDS = ("allocation", "application", "node")

@@ -18,6 +18,8 @@ from common import korral_pb2, korral_pb2_grpc, si_pb2
 from rmproxy.proxy import RESYNC_DETAILS, Proxy, RegistrationError
 from rmproxy.rms import Close
 
+__all__ = ["SchedulerService", "KorralService"]
+
 log = logging.getLogger("korral.rmproxy.grpc")
 
 _REQUEST_NAMES = {"allocation": "AllocationRequest", "application": "ApplicationRequest", "node": "NodeRequest"}

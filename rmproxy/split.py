@@ -8,74 +8,74 @@ are rejected here with YuniKorn's reasons (YUNIKORN_BEHAVIOUR.md S4, S8, S11).
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from common import si_pb2
 from common.constants import NODE_PARTITION
 from common.partitions import short_name
 
-Split = dict[str, object]  # partition -> request of the same type as the input
+__all__ = ["STREAMS", "split_allocation_request", "split_application_request", "split_node_request",
+           "reject_allocation_request", "reject_application_request", "reject_node_request", "node_partition"]
+
+# One kind of item of a request: (the items, the list they go to in a partition's part, what to
+# do with an item of a partition the RM did not register: add a rejection; None: ignore it, as
+# YuniKorn does)
+Route = tuple[Iterable[Any], Callable[[Any], Any], Callable[[Any, Any, str], None] | None]
+
+
+def _split(routes: list[Route], make_part: Callable[[], Any], rejected: Any,
+           known: Iterable[str]) -> tuple[dict[str, Any], Any]:
+    """Each item (a message with a ``partitionName``) to its partition's part, with its name made
+    short; the parts by partition, and ``rejected`` if it holds any rejection (else None)."""
+    known = set(known)
+    out: dict[str, Any] = {}
+    for items, target, reject in routes:
+        lists: dict[str, Any] = {}  # partition -> the list its items go to, in its part
+        for item in items:
+            p = short_name(item.partitionName)
+            if p not in known:
+                if reject is not None:
+                    reject(rejected, item, p)
+                continue
+            item.partitionName = p
+            got = lists.get(p)
+            if got is None:
+                part = out.get(p)
+                if part is None:
+                    part = out[p] = make_part()
+                got = lists[p] = target(part)
+            got.append(item)
+    return out, (rejected if rejected.rejected else None)
+
+
+def _reject_ask(rejected: si_pb2.AllocationResponse, ask: si_pb2.AllocationAsk, p: str) -> None:
+    rejected.rejected.add(allocationKey=ask.allocationKey, applicationID=ask.applicationID,
+                          reason=f"Failed to find partition {p}, for application {ask.applicationID} "
+                                 f"and allocation {ask.allocationKey}")
+
+
+def _reject_app(rejected: si_pb2.ApplicationResponse, app: si_pb2.AddApplicationRequest, p: str) -> None:
+    rejected.rejected.add(applicationID=app.applicationID,
+                          reason=f"Failed to add application {app.applicationID} to partition {p}, "
+                                 "partition doesn't exist")
 
 
 def split_allocation_request(
     req: si_pb2.AllocationRequest, rm_id: str, known: Iterable[str]
 ) -> tuple[dict[str, si_pb2.AllocationRequest], si_pb2.AllocationResponse | None]:
-    known = set(known)
-    out: dict[str, si_pb2.AllocationRequest] = {}
-    rejected = si_pb2.AllocationResponse()
-
-    def part(p: str) -> si_pb2.AllocationRequest:
-        r = out.get(p)
-        if r is None:
-            r = out[p] = si_pb2.AllocationRequest(rmID=rm_id)
-        return r
-
-    for ask in req.asks:
-        p = short_name(ask.partitionName)
-        if p not in known:
-            rejected.rejected.add(
-                allocationKey=ask.allocationKey, applicationID=ask.applicationID,
-                reason=f"Failed to find partition {p}, for application {ask.applicationID} "
-                       f"and allocation {ask.allocationKey}")
-            continue
-        ask.partitionName = p
-        part(p).asks.append(ask)
-    if req.HasField("releases"):
-        for rel in req.releases.allocationsToRelease:
-            p = short_name(rel.partitionName)
-            if p in known:  # YuniKorn ignores releases for an unknown partition
-                rel.partitionName = p
-                part(p).releases.allocationsToRelease.append(rel)
-        for rel in req.releases.allocationAsksToRelease:
-            p = short_name(rel.partitionName)
-            if p in known:
-                rel.partitionName = p
-                part(p).releases.allocationAsksToRelease.append(rel)
-    return out, (rejected if rejected.rejected else None)
+    routes: list[Route] = [(req.asks, lambda part: part.asks, _reject_ask)]
+    if req.HasField("releases"):  # YuniKorn ignores releases for an unknown partition
+        routes += [(req.releases.allocationsToRelease, lambda part: part.releases.allocationsToRelease, None),
+                   (req.releases.allocationAsksToRelease, lambda part: part.releases.allocationAsksToRelease, None)]
+    return _split(routes, lambda: si_pb2.AllocationRequest(rmID=rm_id), si_pb2.AllocationResponse(), known)
 
 
 def split_application_request(
     req: si_pb2.ApplicationRequest, rm_id: str, known: Iterable[str]
 ) -> tuple[dict[str, si_pb2.ApplicationRequest], si_pb2.ApplicationResponse | None]:
-    known = set(known)
-    out: dict[str, si_pb2.ApplicationRequest] = {}
-    rejected = si_pb2.ApplicationResponse()
-    for app in req.new:
-        p = short_name(app.partitionName)
-        if p not in known:
-            rejected.rejected.add(
-                applicationID=app.applicationID,
-                reason=f"Failed to add application {app.applicationID} to partition {p}, "
-                       "partition doesn't exist")
-            continue
-        app.partitionName = p
-        out.setdefault(p, si_pb2.ApplicationRequest(rmID=rm_id)).new.append(app)
-    for rem in req.remove:
-        p = short_name(rem.partitionName)
-        if p in known:  # unknown partition: ignored, as YuniKorn does
-            rem.partitionName = p
-            out.setdefault(p, si_pb2.ApplicationRequest(rmID=rm_id)).remove.append(rem)
-    return out, (rejected if rejected.rejected else None)
+    routes: list[Route] = [(req.new, lambda part: part.new, _reject_app),
+                           (req.remove, lambda part: part.remove, None)]  # unknown partition: ignored
+    return _split(routes, lambda: si_pb2.ApplicationRequest(rmID=rm_id), si_pb2.ApplicationResponse(), known)
 
 
 def node_partition(node: si_pb2.NodeInfo) -> str:

@@ -17,14 +17,15 @@ import urllib.request
 from dataclasses import dataclass, field
 
 from common import si_pb2
+from common.constants import APP_TAG_NAMESPACE, NODE_PARTITION
+from common.si_resource import fill_si_resource
 from rmproxy.client import RecoverableState, RecoverySnapshot, ResourceManagerCallback, SchedulerAPI
+
+__all__ = ["ClusterRM", "resource", "scheduler_view"]
 
 
 def resource(**quantities: int) -> si_pb2.Resource:
-    r = si_pb2.Resource()
-    for name, value in quantities.items():
-        r.resources[name].value = value
-    return r
+    return fill_si_resource(si_pb2.Resource(), quantities)
 
 
 @dataclass
@@ -56,7 +57,7 @@ class ClusterRM(ResourceManagerCallback, RecoverableState):
             new = []
             for i in range(len(self.nodes), len(self.nodes) + count):
                 n = si_pb2.NodeInfo(nodeID=f"{self.rm_id}-node-{i}", action=si_pb2.NodeInfo.CREATE,
-                                    attributes={"si/node-partition": partition},
+                                    attributes={NODE_PARTITION: partition},
                                     schedulableResource=resource(memory=self.node_memory, vcore=self.node_vcore))
                 self.nodes[n.nodeID] = n
                 new.append(n)
@@ -66,7 +67,7 @@ class ClusterRM(ResourceManagerCallback, RecoverableState):
         with self.lock:
             a = si_pb2.AddApplicationRequest(applicationID=app_id, queueName=queue, partitionName=partition,
                                              ugi=si_pb2.UserGroupInformation(user="tester"),
-                                             tags={"namespace": "default"})
+                                             tags={APP_TAG_NAMESPACE: "default"})
             self.apps[app_id] = a
             self.api.update_application(si_pb2.ApplicationRequest(rmID=self.rm_id, new=[a]))
 

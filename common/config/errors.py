@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["ConfigError"]
+
 
 class ConfigError(ValueError):
     """A configuration that cannot be used; ``errors`` holds one message per fault.

@@ -12,6 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+__all__ = ["ResourceMap", "ResourcesConfig", "LimitConfig", "ChildTemplateConfig", "QueueConfig", "FilterConfig",
+           "PlacementRuleConfig", "NodeSortPolicyConfig", "PreemptionConfig", "PartitionConfig", "SchedulerConfig"]
+
 ResourceMap = Mapping[str, int]
 
 

@@ -19,6 +19,8 @@ __all__ = [
     "parse_node_sort_policy",
     "parse_filter_type",
     "parse_app_sort_policy",
+    "parse_priority_policy",
+    "parse_queue_preemption_policy",
     "PROPERTY_APP_SORT_POLICY",
     "PROPERTY_APP_SORT_PRIORITY",
     "PROPERTY_PRIORITY_POLICY",

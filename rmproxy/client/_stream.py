@@ -16,6 +16,8 @@ from typing import Any, Callable
 
 import grpc
 
+__all__ = ["Stream"]
+
 log = logging.getLogger(__name__)
 
 _CLOSE = object()

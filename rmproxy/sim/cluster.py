@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from common import si_pb2
+from common.constants import APP_TAG_NAMESPACE, TAG_APP_CREATION_TIME, TAG_APP_TASK_GROUPS, TAG_NAMESPACE, TAG_POD_NAME
+from common.si_resource import fill_si_resource, resource_from_si
 from rmproxy.client import RecoverableState, RecoverySnapshot, ResourceManagerCallback, StateDumpPlugin
 from rmproxy.sim.checks import Owner, Validator
 from rmproxy.sim.stats import Stats, queue_label
@@ -41,8 +43,6 @@ __all__ = ["SimCluster"]
 # Requests are split so that none nears gRPC's default 4 MiB message limit.
 NODES_PER_REQUEST = 1000
 ASKS_PER_REQUEST = 5000
-TAG_APP_CREATION_TIME = "yunikorn.apache.org/creationTime"  # unix seconds; keeps a gang's deadline on replay
-TAG_TASK_GROUPS = "yunikorn.apache.org/task-groups"
 REPLACING = "replacing uuid: "
 # the preemptor's key in a PREEMPTED_BY_SCHEDULER release (queue and daemon-set preemption)
 _PREEMPTOR = re.compile(r"(?:for ask|daemon set ask:) (\S+)")
@@ -52,10 +52,6 @@ class Sender(Protocol):
     def update_allocation(self, request: si_pb2.AllocationRequest) -> None: ...
     def update_application(self, request: si_pb2.ApplicationRequest) -> None: ...
     def update_node(self, request: si_pb2.NodeRequest) -> None: ...
-
-
-def _resource(res: dict[str, int]) -> si_pb2.Resource:
-    return si_pb2.Resource(resources={k: si_pb2.Quantity(value=v) for k, v in res.items()})
 
 
 @dataclass(slots=True)
@@ -235,7 +231,7 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                 task = self._task(alloc.allocationKey)
                 app = self.apps.get(alloc.applicationID)
                 queue = app.queue if app is not None else None
-                res = {k: q.value for k, q in alloc.resourcePerAlloc.resources.items()}
+                res = resource_from_si(alloc.resourcePerAlloc)
                 found = self.validator.allocated_to(alloc.allocationKey, alloc.nodeID, queue, res, now,
                                                     app.owner if app is not None else None)
                 self.stats.violation(found)
@@ -426,7 +422,7 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             self._removable.append(task.app)
 
     def _unbook(self, task: _Task) -> None:
-        res = {k: q.value for k, q in task.alloc.resourcePerAlloc.resources.items()}
+        res = resource_from_si(task.alloc.resourcePerAlloc)
         self.validator.released(task.key, task.alloc.nodeID, task.app.queue, res, task.app.owner)
 
     def _remove_finished(self) -> None:
@@ -445,20 +441,20 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
     def _node_info(self, node_id: str) -> si_pb2.NodeInfo:
         n = self._node_plans[node_id]
         return si_pb2.NodeInfo(nodeID=node_id, action=si_pb2.NodeInfo.CREATE, attributes=n.attributes,
-                               schedulableResource=_resource(n.resources))
+                               schedulableResource=fill_si_resource(si_pb2.Resource(), n.resources))
 
     def _app_request(self, app: _App) -> si_pb2.AddApplicationRequest:
         t = app.plan.template
         req = si_pb2.AddApplicationRequest(
             applicationID=app.plan.app_id, queueName=t.queue, partitionName=t.partition,
             ugi=si_pb2.UserGroupInformation(user=t.user, groups=list(t.groups)),
-            tags={"namespace": t.namespace, TAG_APP_CREATION_TIME: str(int(app.submitted_wall))})
+            tags={APP_TAG_NAMESPACE: t.namespace, TAG_APP_CREATION_TIME: str(int(app.submitted_wall))})
         if t.gang is not None:  # as the k8s shim: the sum of the task groups, their timeout and style
             members, each = app.plan.members, self._placeholder_resources(app)
-            req.placeholderAsk.CopyFrom(_resource({k: v * members for k, v in each.items()}))
+            req.placeholderAsk.CopyFrom(fill_si_resource(si_pb2.Resource(), {k: v * members for k, v in each.items()}))
             req.executionTimeoutMilliSeconds = int(t.gang.timeout * 1000)
             req.gangSchedulingStyle = t.gang.style
-            req.tags[TAG_TASK_GROUPS] = json.dumps(
+            req.tags[TAG_APP_TASK_GROUPS] = json.dumps(
                 [{"name": app.task_group, "minMember": members, "minResource": each}])
         return req
 
@@ -472,8 +468,8 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         res = self._placeholder_resources(task.app) if task.placeholder else t.resources
         ask = si_pb2.AllocationAsk(
             allocationKey=task.key, applicationID=task.app.plan.app_id, partitionName=t.partition,
-            resourceAsk=_resource(res), maxAllocations=1, priority=t.priority,
-            tags={"kubernetes.io/meta/namespace": t.namespace, "kubernetes.io/meta/podName": task.key},
+            resourceAsk=fill_si_resource(si_pb2.Resource(), res), maxAllocations=1, priority=t.priority,
+            tags={TAG_NAMESPACE: t.namespace, TAG_POD_NAME: task.key},
             placeholder=task.placeholder, taskGroupName=task.app.task_group if t.gang else "")
         if t.preempt_self is not None:
             ask.preemptionPolicy.allowPreemptSelf = t.preempt_self

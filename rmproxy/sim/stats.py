@@ -14,7 +14,7 @@ from rmproxy.sim.checks import Violation
 if TYPE_CHECKING:
     from rmproxy.sim.cluster import SimCluster
 
-__all__ = ["Stats", "percentile"]
+__all__ = ["Stats", "percentile", "queue_label"]
 
 SAMPLE_EVERY = 1.0
 PLACEHOLDER_COUNTS = ("allocated", "replaced", "timedout", "released")

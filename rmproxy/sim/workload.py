@@ -51,6 +51,7 @@ from typing import Any
 import yaml
 
 from common.config.quantity import parse_resources
+from common.constants import DEFAULT_PARTITION, HOST_NAME, NODE_PARTITION
 
 __all__ = ["AppPlan", "AppTemplate", "GangSpec", "NodeGroup", "NodePlan", "Plan", "TaskPlan", "Workload",
            "WorkloadError", "default_config_text", "parse_workload", "plan"]
@@ -379,11 +380,11 @@ def plan(workload: Workload, seed: int | None = None) -> Plan:
     nodes = []
     for g in workload.nodes:
         attrs = dict(g.attributes)
-        if g.partition != "default":
-            attrs["si/node-partition"] = g.partition
+        if g.partition != DEFAULT_PARTITION:
+            attrs[NODE_PARTITION] = g.partition
         for i in range(g.count):
             node_id = f"{g.name}-{i:04d}"
-            nodes.append(NodePlan(node_id, g.partition, g.resources, {**attrs, "si/hostname": node_id}))
+            nodes.append(NodePlan(node_id, g.partition, g.resources, {**attrs, HOST_NAME: node_id}))
     apps = []
     for t in workload.apps:
         for i in range(t.count):

@@ -1,25 +1,32 @@
 """HTTP plumbing shared by the REST handlers: JSON bodies, YuniKorn's error shape, CORS, streaming.
 
-Every JSON answer is ``application/json; charset=UTF-8`` with CORS headers; every error is
-YuniKorn's ``{"status_code", "message", "description"}``.
+Every JSON answer is ``application/json; charset=UTF-8`` with CORS headers (``json_response``,
+the one way a handler answers JSON); every error under ``/ws/`` is YuniKorn's
+``{"status_code", "message", "description"}`` (``errors_middleware``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import re
 from typing import Any, AsyncIterator
 
 from aiohttp import web
 
-__all__ = ["CORS_HEADERS", "json_response", "error_response", "ApiError", "check_queue_path",
-           "stream_json_list", "int_query"]
+__all__ = ["ALLOW_ORIGIN", "CORS_HEADERS", "JSON_CONTENT_TYPE", "json_response", "error_response", "ApiError",
+           "check_queue_path", "stream_json_list", "int_query", "errors_middleware", "preflight"]
 
+log = logging.getLogger("korral.rmproxy")
+
+ALLOW_ORIGIN = {"Access-Control-Allow-Origin": "*"}  # the CORS header of the config, log level and dump answers
 CORS_HEADERS = {
-    "Access-Control-Allow-Origin": "*",
+    **ALLOW_ORIGIN,
     "Access-Control-Allow-Methods": "GET,POST,PUT,HEAD,OPTIONS",
     "Access-Control-Allow-Headers": "X-Requested-With,Content-Type,Accept,Origin",
 }
+JSON_CONTENT_TYPE = "application/json; charset=UTF-8"
 _QUEUE_PART = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _STREAM_CHUNK = 500  # list items per write when streaming a large answer
 
@@ -35,6 +42,7 @@ class ApiError(Exception):
 
 
 def json_response(data: Any, status: int = 200) -> web.Response:
+    """``data`` as compact JSON with CORS headers."""
     text = json.dumps(data, separators=(",", ":"))
     return web.Response(text=text, status=status, content_type="application/json", charset="UTF-8",
                         headers=CORS_HEADERS)
@@ -87,3 +95,30 @@ async def stream_json_list(request: web.Request, items: AsyncIterator[list]) -> 
     await resp.write(b"]")
     await resp.write_eof()
     return resp
+
+
+@web.middleware
+async def errors_middleware(request: web.Request, handler) -> web.StreamResponse:
+    """YuniKorn's error shape for every failure under /ws/ (and CORS on it)."""
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return error_response(exc.status, exc.message, exc.description)
+    except web.HTTPException as exc:
+        if not request.path.startswith("/ws/"):
+            raise
+        if exc.status < 400:
+            raise
+        if isinstance(exc, web.HTTPMethodNotAllowed) and set(exc.allowed_methods) <= {"OPTIONS"}:
+            exc = web.HTTPNotFound()  # only the CORS preflight route matched: the path is unknown
+        return error_response(exc.status, exc.reason, f"{request.method} {request.path}: {exc.reason}")
+    except (asyncio.CancelledError, ConnectionResetError):
+        raise
+    except Exception as exc:  # a bug must still answer in the documented shape, and be logged
+        log.exception("REST %s %s failed", request.method, request.path)
+        return error_response(500, "internal error", f"{type(exc).__name__}: {exc}")
+
+
+async def preflight(request: web.Request) -> web.Response:
+    """The CORS preflight (OPTIONS) of any /ws/v1 path."""
+    return web.Response(status=200, headers=CORS_HEADERS)

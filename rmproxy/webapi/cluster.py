@@ -4,24 +4,24 @@
 kept as new as the broker's last message; the broker routes a QUERY by (rmID, partition)
 whichever rmproxy sends it, and returns the answer to the rmproxy that asked (a broker that
 reports ``replyToAsker``; an older one answered only the rmproxy holding the RM, see
-``ClusterReader.query``). Queries are sent with ``seq`` 0 so they never consume the RM's request
-sequence (workers check sequence only when it is non-zero).
+``ClusterReader.query``). Queries go through rmproxy's one request table (``proxy.requests``,
+``rmproxy.worker_requests``) with ``seq`` 0 so they never consume the RM's request sequence
+(workers check sequence only when it is non-zero).
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
-import os
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
-from common.envelope import Envelope, Kind
+from common.envelope import Kind
+from common.messages import Query, Reply
 from rmproxy.webapi._http import ApiError
+from rmproxy.worker_requests import NoAnswer
 
-__all__ = ["Target", "ClusterReader", "QUERY_TIMEOUT", "PAGE"]
+__all__ = ["Target", "ClusterReader", "PAGE"]
 
-QUERY_TIMEOUT = 5.0  # seconds; the same bound as rmproxy's own worker requests
 PAGE = 1000  # items asked per query when paging a list; keeps each worker answer short
 
 
@@ -41,10 +41,10 @@ class Target:
 
 
 class ClusterReader:
+    """Which partitions the stack has, who owns them, and reads answered by their workers."""
+
     def __init__(self, proxy: Any) -> None:
         self.proxy = proxy
-        # Ids far above rmproxy's own counter, so the two never collide in proxy.queries.
-        self._ids = itertools.count((1 << 48) + int.from_bytes(os.urandom(4), "big"))
 
     def targets(self) -> list[Target]:
         """Every partition of the stack, sorted by (rmID, partition), with its owner as
@@ -57,6 +57,19 @@ class ClusterReader:
             for name in rm.partitions:
                 seen.setdefault((rm.rm_id, name), Target(rm.rm_id, name, None, None, "registering"))
         return [seen[k] for k in sorted(seen)]
+
+    def rm_ids(self) -> list[str]:
+        """Every RM of the stack (and this rmproxy's), sorted."""
+        return sorted({t.rm_id for t in self.targets()} | set(self.proxy.rms))
+
+    def remote_rms(self) -> dict[str, tuple[str, dict]]:
+        """RM states reported by every rmproxy through the broker: rmID -> (rmproxy, info)."""
+        out: dict[str, tuple[str, dict]] = {}
+        for rp in self.proxy.cluster().get("rmproxies", []):
+            for rm_id, info in (rp.get("rms") or {}).items():
+                if isinstance(info, dict):
+                    out[rm_id] = (rp.get("name", ""), info)
+        return out
 
     def resolve(self, name: str, rm_id: str | None = None) -> Target:
         """The partition named in a REST path: ``default`` (first RM holding it, by rmID) or
@@ -86,13 +99,13 @@ class ClusterReader:
         changed while the query was on its way (a re-registration); it is asked once more in
         the epoch the view holds by then."""
         reply = await self._ask(target, body)
-        if reply.get("stale"):
+        if reply.stale:
             now = self.proxy.view.owner(target.rm_id, target.partition)
             if now is not None and now.epoch is not None and now.epoch != target.epoch:
                 reply = await self._ask(Target(target.rm_id, target.partition, now.epoch, now.worker), body)
-        if reply.get("error"):
-            raise ApiError(503, f"partition {target.full_name}: {reply['error']}")
-        data = reply.get("data")
+        if reply.error:
+            raise ApiError(503, f"partition {target.full_name}: {reply.error}")
+        data = reply.data
         if isinstance(data, dict) and "missing" in data and len(data) == 2:
             # YuniKorn's codes (REST_API.md); an ask is only looked up by Korral's explain path
             status = 404 if data.get("object") in ("node", "ask") else 400
@@ -100,7 +113,7 @@ class ClusterReader:
                            f"{data['missing']} in partition {target.full_name}")
         return data
 
-    async def _ask(self, target: Target, body: dict) -> dict:
+    async def _ask(self, target: Target, body: dict) -> Reply:
         if target.epoch is None:
             raise ApiError(503, f"partition {target.full_name} has no worker at the moment"
                                 + (f": {target.state}" if target.state else ""))
@@ -109,19 +122,11 @@ class ClusterReader:
             raise ApiError(503, f"partition {target.full_name} belongs to RM {target.rm_id}, served by "
                                 f"rmproxy {holder or '(unknown)'}: ask that rmproxy's REST API",
                            "the broker returns a worker's answer to the rmproxy holding the RM")
-        qid = next(self._ids)
-        fut = asyncio.get_running_loop().create_future()
-        self.proxy.queries[qid] = fut
         try:
-            self.proxy.send(Envelope(Kind.QUERY, target.rm_id, target.partition, target.epoch, 0,
-                                     {**body, "id": qid}))
-            reply = await asyncio.wait_for(fut, QUERY_TIMEOUT)
-        except asyncio.TimeoutError:
-            raise ApiError(503, f"partition {target.full_name}: no answer from its worker within "
-                                f"{QUERY_TIMEOUT:.0f}s") from None
-        finally:
-            self.proxy.queries.pop(qid, None)
-        return reply
+            return await self.proxy.requests.ask(Kind.QUERY, target.rm_id, target.partition, target.epoch, 0,
+                                                 Query(body))
+        except NoAnswer as exc:
+            raise ApiError(503, str(exc)) from None
 
     async def query_all(self, body: dict) -> list[tuple[Target, Any]]:
         """The same query on every partition at once; partitions that cannot answer are left out

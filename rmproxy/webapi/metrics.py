@@ -15,12 +15,16 @@ aggregate them with ``max by (rm, partition)``, not ``sum``.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
+from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-__all__ = ["render_metrics", "ClusterCollector", "queue_metric_prefix", "CONTENT_TYPE"]
+from rmproxy.webapi._http import CORS_HEADERS
+from rmproxy.webapi.cluster import ClusterReader
+
+__all__ = ["MetricsApi", "render_metrics", "ClusterCollector", "queue_metric_prefix", "CONTENT_TYPE"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _NOT_METRIC = re.compile(r"[^a-zA-Z0-9_:]")
@@ -28,6 +32,20 @@ _USAGE_RANGES = ("[0,10%]", "(10%,20%]", "(20%,30%]", "(30%,40%]", "(40%,50%]", 
                  "(60%,70%]", "(70%,80%]", "(80%,90%]", "(90%,100%]")
 _APP_TOTAL_STATES = {"running": ("Starting", "Running", "Completing"), "completed": ("Completed",),
                      "failed": ("Failed", "Rejected")}
+
+
+class MetricsApi:
+    """``proxy_view``: this rmproxy's own numbers (``KorralApi.proxy_view``), read at each scrape."""
+
+    def __init__(self, reader: ClusterReader, proxy_view: Callable[[], dict]) -> None:
+        self.reader = reader
+        self.proxy_view = proxy_view
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        """One scrape: every partition's worker asked at once, rendered with this rmproxy's numbers."""
+        answers = await self.reader.query_all({"what": "metrics"})
+        body = render_metrics(answers, self.proxy_view())
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE, **CORS_HEADERS})
 
 
 def queue_metric_prefix(path: str) -> str:

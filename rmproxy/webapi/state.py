@@ -1,78 +1,26 @@
-"""The active config, config validation, the full state dump and the internal history.
-
-- ``GET /ws/v1/config``: the RM's queues.yaml as registered (the default config when it sent
-  none) with YuniKorn's ``checksum:`` line; JSON when the client accepts JSON.
-- ``POST /ws/v1/validate-conf``: ``{"allowed", "reason"}`` from the same loader the workers use.
-- ``GET /ws/v1/fullstatedump``: every partition's ``dump`` answer (each consistent for its
-  partition, read between two cycles of its worker) plus the RMs' registrations and the stack.
-- ``GET /ws/v1/history/apps|containers``: one sample a minute, 1440 kept, as YuniKorn does.
+"""``GET /ws/v1/fullstatedump``: every partition's ``dump`` answer (each consistent for its
+partition, read between two cycles of its worker) plus the RMs' registrations and their own
+dumps, the health checks, the history and the stack, in YuniKorn's keys (docs/rest.md).
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import json
 import logging
 import time
 from typing import Any
 
-import yaml
 from aiohttp import web
 
 from common import korral_pb2
-from common.config import load_config
-from common.config.default import DEFAULT_CONFIG_TEXT
-from common.config.errors import ConfigError
-from common.config.loader import config_checksum
 from common.gcpause import gc_paused
-from rmproxy.webapi._http import ApiError, json_response
+from rmproxy.webapi._http import ALLOW_ORIGIN, JSON_CONTENT_TYPE
 from rmproxy.webapi.cluster import ClusterReader
+from rmproxy.webapi.history import History
 from rmproxy.webapi.yunikorn import cluster_info
 
-__all__ = ["StateApi", "History", "config_with_checksum", "HISTORY_SIZE", "HISTORY_INTERVAL"]
-
-log = logging.getLogger("korral.rmproxy")
-
-HISTORY_SIZE = 1440  # records kept (one day at one a minute), YuniKorn's size
-HISTORY_INTERVAL = 60.0  # seconds between history samples
-HISTORY_FIRST = 5.0  # seconds after start for the first sample
-
-
-def config_with_checksum(text: str) -> str:
-    """The config text with exactly one ``checksum: <SHA-256>`` line, computed as YuniKorn does."""
-    body = text if text.strip() else DEFAULT_CONFIG_TEXT
-    lines = [line for line in body.splitlines() if not line.startswith("checksum:")]
-    clean = "\n".join(lines).strip("\n") + "\n"
-    return clean + f"checksum: {config_checksum(clean)}\n"
-
-
-class History:
-    """Totals of applications and containers over time (YuniKorn's internal metrics history)."""
-
-    def __init__(self, reader: ClusterReader) -> None:
-        self.reader = reader
-        self.records: collections.deque = collections.deque(maxlen=HISTORY_SIZE)
-
-    async def sample(self) -> None:
-        answers = await self.reader.query_all({"what": "partition"})
-        self.records.append((time.time_ns(), sum(p["totalApplications"] for _, p in answers),
-                             sum(p["totalContainers"] for _, p in answers)))
-
-    async def run(self) -> None:
-        await asyncio.sleep(HISTORY_FIRST)  # the broker link is up by then: the first point counts
-        while True:
-            try:
-                await self.sample()
-            except Exception as exc:  # a history gap is better than a dead sampler
-                log.warning("history sample failed: %s", exc)
-            await asyncio.sleep(HISTORY_INTERVAL)
-
-    async def apps(self, request: web.Request) -> web.Response:
-        return json_response([{"timestamp": t, "totalApplications": str(a)} for t, a, _ in self.records])
-
-    async def containers(self, request: web.Request) -> web.Response:
-        return json_response([{"timestamp": t, "totalContainers": str(c)} for t, _, c in self.records])
+__all__ = ["StateApi", "RawJSON", "pretty_dump", "dump_parts"]
 
 
 class StateApi:
@@ -86,45 +34,6 @@ class StateApi:
         # workers compute the checks inside the dump
         self.partition_health = partition_health
         self._dumping = asyncio.Lock()  # YuniKorn serves a single dump at a time
-
-    def routes(self) -> list[tuple[str, str, Any]]:
-        return [
-            ("GET", "/ws/v1/config", self.config),
-            ("POST", "/ws/v1/validate-conf", self.validate),
-            ("GET", "/ws/v1/fullstatedump", self.dump),
-        ]
-
-    async def _rm_ids(self) -> list[str]:
-        return sorted({t.rm_id for t in self.reader.targets()} | set(self.proxy.rms))
-
-    async def config(self, request: web.Request) -> web.Response:
-        """The active config of ``?rmID=`` (default: the first RM by rmID)."""
-        rm_ids = await self._rm_ids()
-        rm_id = request.query.get("rmID") or (rm_ids[0] if rm_ids else None)
-        if rm_id is None:
-            raise ApiError(400, "no RM is registered", "the config is the RM's; register an RM first")
-        try:
-            reg = await self.proxy.store.load(rm_id)
-        except Exception as exc:
-            raise ApiError(503, f"Redis unavailable: {exc}") from None
-        if reg is None:
-            raise ApiError(400, f"RM {rm_id!r} is not registered")
-        text = config_with_checksum(reg.config)
-        if "application/json" in request.headers.get("Accept", ""):
-            doc = yaml.safe_load(text) or {}
-            doc["extraConfig"] = reg.extra_config
-            doc["rmID"] = rm_id
-            return json_response(doc)
-        return web.Response(text=text, content_type="application/x-yaml", charset="UTF-8",
-                            headers={"Access-Control-Allow-Origin": "*"})
-
-    async def validate(self, request: web.Request) -> web.Response:
-        raw = await request.read()
-        try:
-            cfg = load_config(raw)
-        except ConfigError as exc:
-            return json_response({"allowed": False, "reason": str(exc)})
-        return json_response({"allowed": True, "reason": "; ".join(getattr(cfg, "warnings", ()) or ())})
 
     async def _rm_state_dumps(self) -> dict[str, Any]:
         """Ask this rmproxy's subscribed RMs for their own state dump (korral.v1 StateDumpRequest
@@ -153,7 +62,7 @@ class StateApi:
         async with self._dumping:
             with gc_paused():
                 parts = dump_parts(await self.build_dump())
-        headers = {"Content-Type": "application/json; charset=UTF-8", "Access-Control-Allow-Origin": "*"}
+        headers = {"Content-Type": JSON_CONTENT_TYPE, **ALLOW_ORIGIN}
         if request.method == "HEAD":
             return web.Response(body=b"".join(parts), headers=headers)
         # Written in ~1 MB pieces, each sent as far as the socket takes it: one 42 MB write would
@@ -178,7 +87,7 @@ class StateApi:
         try:
             rm_dumps = await self._rm_state_dumps()
             regs, redis_errors = {}, []
-            for rm_id in await self._rm_ids():
+            for rm_id in self.reader.rm_ids():
                 try:
                     regs[rm_id] = await self.proxy.store.load(rm_id)
                 except Exception as exc:

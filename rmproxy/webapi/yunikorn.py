@@ -12,7 +12,8 @@ from typing import Any
 
 from aiohttp import web
 
-from rmproxy.webapi._http import ApiError, check_queue_path, int_query, json_response, stream_json_list
+from rmproxy.webapi._http import (ALLOW_ORIGIN, ApiError, check_queue_path, int_query, json_response,
+                                  stream_json_list)
 from rmproxy.webapi.cluster import PAGE, ClusterReader, Target
 
 __all__ = ["YuniKornApi", "cluster_info"]
@@ -40,31 +41,6 @@ class YuniKornApi:
     def __init__(self, proxy: Any, reader: ClusterReader) -> None:
         self.proxy = proxy
         self.reader = reader
-
-    def routes(self) -> list[tuple[str, str, Any]]:
-        p = "/ws/v1"
-        return [
-            ("GET", f"{p}/clusters", self.clusters),
-            ("GET", f"{p}/partitions", self.partitions),
-            ("GET", f"{p}/partition/{{partition}}/queues", self.queues),
-            ("GET", f"{p}/partition/{{partition}}/queue/{{queue}}", self.queue),
-            ("GET", f"{p}/partition/{{partition}}/nodes", self.nodes),
-            ("GET", f"{p}/partition/{{partition}}/node/{{node}}", self.node),
-            ("GET", f"{p}/partition/{{partition}}/applications", self.partition_apps),
-            ("GET", f"{p}/partition/{{partition}}/queue/{{queue}}/applications", self.queue_apps),
-            ("GET", f"{p}/partition/{{partition}}/queue/{{queue}}/application/{{app}}", self.queue_app),
-            ("GET", f"{p}/partition/{{partition}}/application/{{app}}", self.app),
-            ("GET", f"{p}/partition/{{partition}}/usage/users", self.users),
-            ("GET", f"{p}/partition/{{partition}}/usage/user/{{user}}", self.user),
-            ("GET", f"{p}/partition/{{partition}}/usage/groups", self.groups),
-            ("GET", f"{p}/partition/{{partition}}/usage/group/{{group}}", self.group),
-            ("GET", f"{p}/events/batch", self.events),
-            ("GET", f"{p}/loglevel", self.get_loglevel),
-            ("PUT", f"{p}/loglevel/{{level}}", self.set_loglevel),
-            ("POST", f"{p}/loglevel/{{level}}", self.set_loglevel),
-            ("GET", f"{p}/loglevel/{{level}}", self.set_loglevel),
-            ("PUT", f"{p}/periodicstatedump/{{tail:.*}}", self.periodic_dump),
-        ]
 
     def _target(self, request: web.Request) -> Target:
         return self.reader.resolve(request.match_info["partition"], request.query.get("rmID"))
@@ -192,7 +168,7 @@ class YuniKornApi:
     async def get_loglevel(self, request: web.Request) -> web.Response:
         level = logging.getLogger("korral").getEffectiveLevel()
         return web.Response(text=_LEVEL_NAMES.get(level, logging.getLevelName(level)),
-                            content_type="text/plain", headers={"Access-Control-Allow-Origin": "*"})
+                            content_type="text/plain", headers=ALLOW_ORIGIN)
 
     async def set_loglevel(self, request: web.Request) -> web.Response:
         """Set this rmproxy's log level (YuniKorn's names, case-insensitive); 400 on a bad one."""
@@ -201,12 +177,12 @@ class YuniKornApi:
             raise ApiError(400, f"unknown log level {request.match_info['level']!r}",
                            "levels: " + ", ".join(sorted(LOG_LEVELS)).lower())
         logging.getLogger("korral").setLevel(LOG_LEVELS[name])
-        return web.Response(text=name, content_type="text/plain", headers={"Access-Control-Allow-Origin": "*"})
+        return web.Response(text=name, content_type="text/plain", headers=ALLOW_ORIGIN)
 
     async def periodic_dump(self, request: web.Request) -> web.Response:
         """Removed in YuniKorn 1.2: answers 200 with an empty body and logs a deprecation warning."""
         logging.getLogger("korral.rmproxy").warning("periodic state dump is deprecated and ignored")
-        return web.Response(status=200, headers={"Access-Control-Allow-Origin": "*"})
+        return web.Response(status=200, headers=ALLOW_ORIGIN)
 
 
 def _find_queue(tree: dict, path: str) -> dict | None:

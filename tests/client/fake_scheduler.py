@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from common import korral_pb2, korral_pb2_grpc, si_pb2, si_pb2_grpc
+from common.si_resource import resource_from_si
 
 _END = object()
 
@@ -55,10 +56,6 @@ def _stream(out: queue.SimpleQueue, context):
             context.set_details(item.details)
             return
         yield item
-
-
-def _res(r: si_pb2.Resource) -> dict[str, int]:
-    return {k: q.value for k, q in r.resources.items()}
 
 
 class FakeScheduler(si_pb2_grpc.SchedulerServicer, korral_pb2_grpc.KorralServicer):
@@ -218,10 +215,10 @@ class FakeScheduler(si_pb2_grpc.SchedulerServicer, korral_pb2_grpc.KorralService
                 if info.nodeID in self.nodes:
                     resp.rejected.add(nodeID=info.nodeID, reason="node name must be unique")
                     continue
-                node = _Node(_res(info.schedulableResource))
+                node = _Node(resource_from_si(info.schedulableResource))
                 self.nodes[info.nodeID] = node
                 for alloc in info.existingAllocations:
-                    self._place(alloc.UUID, info.nodeID, alloc.applicationID, _res(alloc.resourcePerAlloc),
+                    self._place(alloc.UUID, info.nodeID, alloc.applicationID, resource_from_si(alloc.resourcePerAlloc),
                                 alloc.allocationKey)
                 resp.accepted.add(nodeID=info.nodeID)
             if resp.accepted or resp.rejected:
@@ -269,7 +266,7 @@ class FakeScheduler(si_pb2_grpc.SchedulerServicer, korral_pb2_grpc.KorralService
     def _schedule(self, rm_id: str) -> None:
         resp = si_pb2.AllocationResponse()
         for key, ask in list(self.pending.items()):
-            res = _res(ask.resourceAsk)
+            res = resource_from_si(ask.resourceAsk)
             for node_id, node in self.nodes.items():
                 if self._fits(node, res):
                     uuid = f"uuid-{next(self._uuid)}"

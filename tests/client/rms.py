@@ -7,6 +7,7 @@ import threading
 import time
 
 from common import si_pb2
+from common.si_resource import fill_si_resource
 from rmproxy.client import (
     Backoff,
     RecoverableState,
@@ -27,7 +28,7 @@ def wait_until(predicate, timeout=10.0):
 
 
 def res(**values):
-    return si_pb2.Resource(resources={k: si_pb2.Quantity(value=v) for k, v in values.items()})
+    return fill_si_resource(si_pb2.Resource(), values)
 
 
 def node(node_id, vcore=4000, memory=4096, existing=()):

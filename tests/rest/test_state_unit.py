@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
-from rmproxy.webapi.state import RawJSON, StateApi, config_with_checksum, pretty_dump
+from rmproxy.webapi.config import config_with_checksum
+from rmproxy.webapi.state import RawJSON, StateApi, pretty_dump
 
 
 class FakeRM:

@@ -17,9 +17,9 @@ import uuid
 
 import zmq
 
-from broker.table import EXPIRY, INTERVAL
 from common import registry
 from common.cluster_status import from_broker
+from common.heartbeat import EXPIRY, INTERVAL
 from partition_worker.main import WorkerLoop
 from partition_worker.session import PartitionSession
 from tests.conftest import wait_until

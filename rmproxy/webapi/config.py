@@ -1,0 +1,65 @@
+"""The active config and config validation.
+
+- ``GET /ws/v1/config``: the RM's queues.yaml as registered (the default config when it sent
+  none) with YuniKorn's ``checksum:`` line; JSON when the client accepts JSON.
+- ``POST /ws/v1/validate-conf``: ``{"allowed", "reason"}`` from the same loader the workers use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from common.config import load_config
+from common.config.default import DEFAULT_CONFIG_TEXT
+from common.config.errors import ConfigError
+from common.config.loader import config_checksum
+from rmproxy.webapi._http import ALLOW_ORIGIN, ApiError, json_response
+from rmproxy.webapi.cluster import ClusterReader
+
+__all__ = ["ConfigApi", "config_with_checksum"]
+
+
+def config_with_checksum(text: str) -> str:
+    """The config text with exactly one ``checksum: <SHA-256>`` line, computed as YuniKorn does."""
+    body = text if text.strip() else DEFAULT_CONFIG_TEXT
+    lines = [line for line in body.splitlines() if not line.startswith("checksum:")]
+    clean = "\n".join(lines).strip("\n") + "\n"
+    return clean + f"checksum: {config_checksum(clean)}\n"
+
+
+class ConfigApi:
+    def __init__(self, proxy: Any, reader: ClusterReader) -> None:
+        self.proxy = proxy
+        self.reader = reader
+
+    async def config(self, request: web.Request) -> web.Response:
+        """The active config of ``?rmID=`` (default: the first RM by rmID)."""
+        rm_ids = self.reader.rm_ids()
+        rm_id = request.query.get("rmID") or (rm_ids[0] if rm_ids else None)
+        if rm_id is None:
+            raise ApiError(400, "no RM is registered", "the config is the RM's; register an RM first")
+        try:
+            reg = await self.proxy.store.load(rm_id)
+        except Exception as exc:
+            raise ApiError(503, f"Redis unavailable: {exc}") from None
+        if reg is None:
+            raise ApiError(400, f"RM {rm_id!r} is not registered")
+        text = config_with_checksum(reg.config)
+        if "application/json" in request.headers.get("Accept", ""):
+            doc = yaml.safe_load(text) or {}
+            doc["extraConfig"] = reg.extra_config
+            doc["rmID"] = rm_id
+            return json_response(doc)
+        return web.Response(text=text, content_type="application/x-yaml", charset="UTF-8",
+                            headers=ALLOW_ORIGIN)
+
+    async def validate(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        try:
+            cfg = load_config(raw)
+        except ConfigError as exc:
+            return json_response({"allowed": False, "reason": str(exc)})
+        return json_response({"allowed": True, "reason": "; ".join(getattr(cfg, "warnings", ()) or ())})

@@ -1,0 +1,103 @@
+"""Every HTTP path rmproxy serves, in one table: (method, path, handler), grouped by concern.
+
+A new endpoint is one row here and one handler in the module of its concern:
+``yunikorn`` (YuniKorn's read paths), ``config``, ``state`` (the full dump), ``history``,
+``health``, ``metrics``, ``korral`` (Korral's own views), ``dashboard``. ``add_routes`` puts the
+table on the aiohttp app: every path also answers with a trailing slash (a second route, not
+a redirect, so POST bodies survive), and GET routes answer HEAD too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Awaitable, Callable
+
+from aiohttp import web
+
+from rmproxy.webapi._http import preflight
+from rmproxy.webapi.config import ConfigApi
+from rmproxy.webapi.dashboard import STATIC_PREFIX, WEB_DIR, index
+from rmproxy.webapi.health import HealthApi
+from rmproxy.webapi.history import History
+from rmproxy.webapi.korral import KorralApi
+from rmproxy.webapi.metrics import MetricsApi
+from rmproxy.webapi.state import StateApi
+from rmproxy.webapi.yunikorn import YuniKornApi
+
+__all__ = ["Handlers", "Route", "route_table", "add_routes"]
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Route = tuple[str, str, Handler]  # (method, path, handler)
+V1 = "/ws/v1"
+P = V1 + "/partition/{partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class Handlers:
+    """The handler objects of one rmproxy, one per concern."""
+
+    yunikorn: YuniKornApi
+    config: ConfigApi
+    state: StateApi
+    history: History
+    health: HealthApi
+    metrics: MetricsApi
+    korral: KorralApi
+
+
+def route_table(h: Handlers) -> list[Route]:
+    yk, k = h.yunikorn, h.korral
+    return [
+        # YuniKorn's read paths (/work/shared/REST_API.md)
+        ("GET", f"{V1}/clusters", yk.clusters),
+        ("GET", f"{V1}/partitions", yk.partitions),
+        ("GET", f"{P}/queues", yk.queues),
+        ("GET", f"{P}/queue/{{queue}}", yk.queue),
+        ("GET", f"{P}/nodes", yk.nodes),
+        ("GET", f"{P}/node/{{node}}", yk.node),
+        ("GET", f"{P}/applications", yk.partition_apps),
+        ("GET", f"{P}/queue/{{queue}}/applications", yk.queue_apps),
+        ("GET", f"{P}/queue/{{queue}}/application/{{app}}", yk.queue_app),
+        ("GET", f"{P}/application/{{app}}", yk.app),
+        ("GET", f"{P}/usage/users", yk.users),
+        ("GET", f"{P}/usage/user/{{user}}", yk.user),
+        ("GET", f"{P}/usage/groups", yk.groups),
+        ("GET", f"{P}/usage/group/{{group}}", yk.group),
+        ("GET", f"{V1}/events/batch", yk.events),
+        ("GET", f"{V1}/loglevel", yk.get_loglevel),
+        ("PUT", f"{V1}/loglevel/{{level}}", yk.set_loglevel),
+        ("POST", f"{V1}/loglevel/{{level}}", yk.set_loglevel),
+        ("GET", f"{V1}/loglevel/{{level}}", yk.set_loglevel),
+        ("PUT", f"{V1}/periodicstatedump/{{tail:.*}}", yk.periodic_dump),
+        # the active config and its validation
+        ("GET", f"{V1}/config", h.config.config),
+        ("POST", f"{V1}/validate-conf", h.config.validate),
+        # the full state dump and the history of totals
+        ("GET", f"{V1}/fullstatedump", h.state.dump),
+        ("GET", f"{V1}/history/apps", h.history.apps),
+        ("GET", f"{V1}/history/containers", h.history.containers),
+        # health checks and Prometheus metrics
+        ("GET", f"{V1}/scheduler/healthcheck", h.health.healthcheck),
+        ("GET", f"{V1}/metrics", h.metrics.metrics),
+        # Korral's own views
+        ("GET", f"{V1}/korral/ready", k.ready),
+        ("GET", f"{V1}/korral/stack", k.stack),
+        ("GET", f"{V1}/korral/processes", k.processes),
+        ("GET", f"{V1}/korral/partition/{{partition}}/heatmap", k.heatmap),
+        ("GET", f"{V1}/korral/partition/{{partition}}/applications", k.app_summaries),
+        ("GET", f"{V1}/korral/partition/{{partition}}/application/{{application}}/allocation/{{key}}/explain",
+         k.explain),
+        # CORS preflight of every /ws/v1 path; the dashboard (its files: STATIC_PREFIX)
+        ("OPTIONS", f"{V1}/{{tail:.*}}", preflight),
+        ("GET", "/", index),
+    ]
+
+
+def add_routes(app: web.Application, table: list[Route]) -> None:
+    for method, path, handler in table:
+        for p in (path,) if path.endswith(("/", ".*}")) else (path, path + "/"):
+            if method == "GET":
+                app.router.add_get(p, handler)  # HEAD too
+            else:
+                app.router.add_route(method, p, handler)
+    app.router.add_static(STATIC_PREFIX, WEB_DIR, show_index=False)
