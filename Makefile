@@ -22,8 +22,11 @@ CONSTRAINTS ?= constraints.txt
 LOCK_FILE := constraints.txt
 # Which CONSTRAINTS the venv was set up with: rewritten only when that changes, so a change reruns set-up.
 CONSTRAINTS_USED := $(VENV)/.korral-constraints-used
+# make test-stress: the tests that run real processes (stacks from `korral up`, supervisord, workers
+# against a real broker), STRESS_RUNS times in a row while a busy loop keeps one core busy.
 STRESS_RUNS ?= 5
-STRESS_TESTS ?= tests/e2e tests/stack tests/client/test_client_stack.py tests/sim/test_sim_run.py
+STRESS_TESTS ?= tests/e2e tests/stack tests/client/test_client_stack.py tests/sim/test_sim_run.py \
+  tests/rest tests/web tests/worker/test_liveness.py tests/deploy/test_supervisord.py tests/deploy/test_compose_run.py
 
 .PHONY: help setup redis-server demo test bench soak lock test-stress FORCE
 
@@ -119,6 +122,25 @@ bench: setup
 	$(KORRAL) bench core --preemption
 	$(KORRAL) bench e2e
 	$(KORRAL) bench recovery
+
+# The busy loop is killed by its pid however this ends (all passed, a failed run, Ctrl-C), and
+# stops by itself if this shell dies without running its trap (it watches its parent).
+test-stress: setup
+	@$(PY) -c $$'import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n    for _ in range(1_000_000): pass' &
+	busy=$$!
+	trap 'kill "$$busy" 2>/dev/null || true' EXIT
+	trap 'exit 130' INT TERM
+	t0=$$SECONDS
+	for run in $$(seq 1 "$(STRESS_RUNS)"); do
+	  echo "== stress run $$run of $(STRESS_RUNS): $(STRESS_TESTS), one core kept busy (pid $$busy) =="
+	  t=$$SECONDS
+	  if ! $(PY) -m pytest -q $(STRESS_TESTS) $(PYTEST_ARGS); then
+	    echo "== stress run $$run of $(STRESS_RUNS) FAILED after $$((SECONDS - t)) s ($$((run - 1)) runs passed before it, $$((SECONDS - t0)) s in all) ==" >&2
+	    exit 1
+	  fi
+	  echo "== stress run $$run of $(STRESS_RUNS) passed in $$((SECONDS - t)) s =="
+	done
+	echo "== all $(STRESS_RUNS) stress runs passed in $$((SECONDS - t0)) s under load =="
 
 soak: setup
 	@$(PY) -m pytest -m slow $(PYTEST_ARGS)
