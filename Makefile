@@ -1,6 +1,7 @@
 # Korral: `make demo` runs the main job, `make test` runs the tests. Both do all set-up
-# on a fresh Debian machine with Python 3.11: .venv, `pip install -e '.[test]'`, redis-server.
-# Set-up is idempotent; it reruns only when pyproject.toml changes (stamp file in .venv).
+# on a fresh Debian machine with Python 3.11: .venv, `pip install -c constraints.txt -e '.[test]'`,
+# redis-server. Set-up is idempotent; it reruns only when pyproject.toml, the constraints file
+# or the CONSTRAINTS setting changes (stamp files in .venv).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -16,19 +17,32 @@ DEMO_DIR ?= .state/demo
 DEMO_WORKERS ?= 2
 PYTEST_ARGS ?=
 KEEP ?= 0
+# Exact versions to install (`make lock` writes them); empty: the newest versions pyproject.toml allows.
+CONSTRAINTS ?= constraints.txt
+LOCK_FILE := constraints.txt
+# Which CONSTRAINTS the venv was set up with: rewritten only when that changes, so a change reruns set-up.
+CONSTRAINTS_USED := $(VENV)/.korral-constraints-used
+# make test-stress: the tests that run real processes (stacks from `korral up`, supervisord, workers
+# against a real broker), STRESS_RUNS times in a row while a busy loop keeps one core busy.
+STRESS_RUNS ?= 5
+STRESS_TESTS ?= tests/e2e tests/stack tests/client/test_client_stack.py tests/sim/test_sim_run.py \
+  tests/rest tests/web tests/worker/test_liveness.py tests/deploy/test_supervisord.py tests/deploy/test_compose_run.py
 
-.PHONY: help setup redis-server demo test bench soak
+.PHONY: help setup redis-server demo test bench soak lock test-stress FORCE
 
 help:
 	@echo "make demo    set up, start the local stack, run the demo workload, print a summary, stop the stack"
 	@echo "make test    set up and run the tests (not the slow soaks or benchmarks)"
 	@echo "make bench   set up and run the benchmarks (korral bench core, core --preemption, e2e, recovery)"
 	@echo "make soak    set up and run the slow soak tests (pytest -m slow)"
-	@echo "make setup   only the set-up: .venv, pip install -e '.[test]', redis-server"
+	@echo "make setup   only the set-up: .venv, pip install -c constraints.txt -e '.[test]', redis-server"
+	@echo "             (CONSTRAINTS= installs the newest versions pyproject.toml allows instead)"
+	@echo "make lock    write constraints.txt: the exact versions installed in .venv (CONSTRAINTS= first upgrades)"
+	@echo "make test-stress  run the end-to-end tests STRESS_RUNS times (default 5) with one core kept busy"
 
 setup: $(STAMP) redis-server
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS) $(CONSTRAINTS_USED)
 	@if ! $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
 	  echo "Korral needs Python >= 3.11 as '$(PYTHON)' (set PYTHON=/path/to/python3.11)" >&2; exit 1
 	fi
@@ -43,8 +57,33 @@ $(STAMP): pyproject.toml
 	    fi
 	  fi
 	fi
-	$(PY) -m pip install --quiet -e '.[test]'
+	if [ -n "$(CONSTRAINTS)" ]; then
+	  $(PY) -m pip install --quiet -c "$(CONSTRAINTS)" -e '.[test]'
+	else
+	  $(PY) -m pip install --quiet --upgrade --upgrade-strategy eager -e '.[test]'
+	fi
 	touch "$(STAMP)"
+
+$(CONSTRAINTS_USED): FORCE
+	@mkdir -p "$(VENV)"
+	if [ ! -f "$@" ] || [ "$$(cat "$@")" != "$(CONSTRAINTS)" ]; then printf '%s\n' "$(CONSTRAINTS)" > "$@"; fi
+
+ifneq ($(strip $(CONSTRAINTS)),)
+$(CONSTRAINTS):
+	@echo "$@ is missing: restore it (git checkout -- $@), or run make CONSTRAINTS= ... to install without pins" >&2
+	exit 1
+endif
+
+FORCE:
+
+# The exact versions installed in .venv, as set up with CONSTRAINTS (CONSTRAINTS= : the newest allowed).
+lock: $(STAMP)
+	@$(PY) tools/lock.py > "$(LOCK_FILE).tmp"
+	if cmp -s "$(LOCK_FILE).tmp" "$(LOCK_FILE)"; then
+	  rm -f "$(LOCK_FILE).tmp"; echo "$(LOCK_FILE) unchanged"
+	else
+	  mv "$(LOCK_FILE).tmp" "$(LOCK_FILE)"; echo "wrote $(LOCK_FILE) ($$(grep -c == "$(LOCK_FILE)") pins)"
+	fi
 
 redis-server:
 	@if command -v redis-server >/dev/null || [ -x /usr/bin/redis-server ] || [ -x /usr/sbin/redis-server ]; then exit 0; fi
@@ -83,6 +122,25 @@ bench: setup
 	$(KORRAL) bench core --preemption
 	$(KORRAL) bench e2e
 	$(KORRAL) bench recovery
+
+# The busy loop is killed by its pid however this ends (all passed, a failed run, Ctrl-C), and
+# stops by itself if this shell dies without running its trap (it watches its parent).
+test-stress: setup
+	@$(PY) -c $$'import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n    for _ in range(1_000_000): pass' &
+	busy=$$!
+	trap 'kill "$$busy" 2>/dev/null || true' EXIT
+	trap 'exit 130' INT TERM
+	t0=$$SECONDS
+	for run in $$(seq 1 "$(STRESS_RUNS)"); do
+	  echo "== stress run $$run of $(STRESS_RUNS): $(STRESS_TESTS), one core kept busy (pid $$busy) =="
+	  t=$$SECONDS
+	  if ! $(PY) -m pytest -q $(STRESS_TESTS) $(PYTEST_ARGS); then
+	    echo "== stress run $$run of $(STRESS_RUNS) FAILED after $$((SECONDS - t)) s ($$((run - 1)) runs passed before it, $$((SECONDS - t0)) s in all) ==" >&2
+	    exit 1
+	  fi
+	  echo "== stress run $$run of $(STRESS_RUNS) passed in $$((SECONDS - t)) s =="
+	done
+	echo "== all $(STRESS_RUNS) stress runs passed in $$((SECONDS - t0)) s under load =="
 
 soak: setup
 	@$(PY) -m pytest -m slow $(PYTEST_ARGS)

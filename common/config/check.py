@@ -2,7 +2,8 @@
 
 Prints every error (``error: ...``) and warning (``warning: ...``). Exit status:
 0 valid, 1 invalid (or, with ``--strict``, valid with warnings), 2 the file
-cannot be read. ``-`` reads standard input.
+cannot be read. ``-`` reads standard input, named ``<stdin>`` in the output.
+Errors in the YAML text itself start with the file name and give the line.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    name = "<stdin>" if args.file == "-" else args.file
     try:
         data = _read(args.file)
     except OSError as exc:
@@ -34,15 +36,15 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_UNREADABLE
     if len(data) > MAX_CONFIG_BYTES:
         print(f"error: config too large: more than {MAX_CONFIG_BYTES} bytes, the limit is {MAX_CONFIG_BYTES} bytes")
-        print(f"{args.file}: invalid, 1 error(s)")
+        print(f"{name}: invalid, 1 error(s)")
         return EXIT_INVALID
-    return check_text(data, args.file, strict=args.strict, quiet=args.quiet, out=sys.stdout)
+    return check_text(data, name, strict=args.strict, quiet=args.quiet, out=sys.stdout)
 
 
 def check_text(text: str | bytes, name: str = "<config>", *, strict: bool = False, quiet: bool = False, out: TextIO = sys.stdout) -> int:
     """Validate ``text`` and report on ``out``; returns the exit status."""
     try:
-        config = load_config(text)
+        config = load_config(text, source=name)
         _check_placement(config)
     except ConfigError as exc:
         for message in exc.errors:

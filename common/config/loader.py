@@ -80,13 +80,15 @@ def config_checksum(text: str) -> str:
     return hashlib.sha256(text.replace(strip, "").encode("utf-8")).hexdigest().upper()
 
 
-def load_config(text: str | bytes) -> SchedulerConfig:
+def load_config(text: str | bytes, *, source: str = "") -> SchedulerConfig:
     """Parse and validate queues.yaml text.
 
     ``""`` or whitespace only gives ``default_config()``. Raises ``ConfigError``
     with every fault found (at most ``MAX_ERRORS`` plus a summary line). The
     returned model has names lower-cased, ``root`` inserted where needed,
     quantities as ints (vcore in milli-cores) and ``checksum`` set.
+    ``source`` (a file name) starts the messages of faults in the YAML text
+    itself, which give a line and column: ``queues.yaml: invalid YAML at line 3, ...``.
     """
     if isinstance(text, (bytes, bytearray)):
         try:
@@ -105,7 +107,7 @@ def load_config(text: str | bytes) -> SchedulerConfig:
     try:
         raw = read_yaml(text)
     except YamlError as exc:
-        raise ConfigError(str(exc)) from None
+        raise ConfigError(f"{source}: {exc}" if source else str(exc)) from None
     builder = _Builder()
     try:
         partitions = builder.scheduler(raw)

@@ -14,6 +14,7 @@ import urllib.request
 import pytest
 
 from common.netutil import free_ports, wait_for_http
+from tests.conftest import wait_until
 from tests.e2e.sirm import SIRM, app, ask, node
 
 
@@ -62,18 +63,11 @@ def test_two_rmproxies_serve_two_rms(stack, second_rmproxy):
         for rm in rms:  # each allocation comes back through the RM's own rmproxy
             [alloc] = rm.wait_for("allocation", lambda r: r.new).new
             assert alloc.nodeID == f"{rm.rm_id}-n1"
-        # either rmproxy's REST API reads the other's RM partition
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                seen = [n["nodeID"] for n in _nodes(stack.rest_address, "rm-two")]
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.3)
-        assert seen == ["rm-two-n1"]
-        assert [n["nodeID"] for n in _nodes(rest2, "rm-one")] == ["rm-one-n1"]
+        # either rmproxy's REST API reads the other's RM partition (each learns of the other's RM
+        # through the broker: wait for it, an HTTP error or an empty list meaning "not yet")
+        for rest, rm_id in ((stack.rest_address, "rm-two"), (rest2, "rm-one")):
+            seen = wait_until(lambda: [n["nodeID"] for n in _nodes(rest, rm_id)], 10, f"{rm_id}'s nodes at {rest}")
+            assert seen == [f"{rm_id}-n1"]
     finally:
         for rm in rms:
             rm.close()

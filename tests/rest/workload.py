@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common import si_pb2
-from tests.conftest import StackHandle, start_stack, stop_and_verify
+from common.netutil import http_get_json
+from tests.conftest import StackHandle, start_stack, stop_and_verify, wait_until
 from tests.e2e.sirm import SIRM, ask, node
 
 __all__ = ["CONFIG", "Loaded", "Http", "start_loaded", "stop_loaded", "add_ask", "http"]
@@ -96,6 +97,14 @@ def _count(rm: SIRM, stream: str, count, wanted: int, timeout: float = 20.0) -> 
         got += count(r)
 
 
+def _pending(handle: StackHandle, queue: str, app_id: str) -> list[str]:
+    """Allocation keys of the pending asks of ``app_id`` in ``queue`` of partition default, per REST."""
+    answer = http_get_json(f"http://{handle.rest_address}/ws/v1/partition/default/queue/{queue}/applications")
+    apps = answer.body if answer.status == 200 and isinstance(answer.body, list) else []
+    return [r["allocationKey"] for a in apps if a.get("applicationID") == app_id
+            for r in a.get("requests", []) if r.get("pendingCount", 0) > 0]
+
+
 def start_loaded(state_dir: Path) -> Loaded:
     handle = start_stack(state_dir, workers=3)
     try:
@@ -116,7 +125,9 @@ def start_loaded(state_dir: Path) -> Loaded:
                 ask("g1-k1", "app-g1", partition="gpu", memory=100, vcore=10, gpu=1))
         _count(rm, "allocation", lambda r: len(r.new), 4)
         rm.asks(ask("a1-huge", "app-a1", memory=900, vcore=10))  # fits root.a's max? no: 200+900 > 1000
-        time.sleep(0.5)  # a scheduling cycle or two: the huge ask stays pending
+        # Nothing comes back for an ask that stays pending: wait until the worker holds it (the
+        # tests explain it and list it), however long a loaded machine takes to get it there.
+        wait_until(lambda: _pending(handle, "root.a", "app-a1") == ["a1-huge"], 20, "ask a1-huge pending in app-a1")
     except BaseException:
         stop_and_verify(handle)
         raise
