@@ -78,7 +78,7 @@ FORCE:
 
 # The exact versions installed in .venv, as set up with CONSTRAINTS (CONSTRAINTS= : the newest allowed).
 lock: $(STAMP)
-	@$(PY) tools/lock.py > "$(LOCK_FILE).tmp"
+	@$(PY) .ci/lock.py > "$(LOCK_FILE).tmp"
 	if cmp -s "$(LOCK_FILE).tmp" "$(LOCK_FILE)"; then
 	  rm -f "$(LOCK_FILE).tmp"; echo "$(LOCK_FILE) unchanged"
 	else

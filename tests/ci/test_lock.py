@@ -1,4 +1,4 @@
-"""constraints.txt and `make lock` (tools/lock.py): plain exact pins of everything korral[test] needs."""
+"""constraints.txt and `make lock` (.ci/lock.py): plain exact pins of everything korral[test] needs."""
 
 from __future__ import annotations
 
