@@ -50,7 +50,7 @@ def test_every_declared_dependency_is_pinned_within_its_range(requirement):
 
 
 def test_lock_writes_only_plain_pins_of_the_installed_versions():
-    result = subprocess.run([sys.executable, str(REPO / "tools" / "lock.py")], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, str(REPO / ".ci" / "lock.py")], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     written = pins(result.stdout)
     assert "://" not in result.stdout and "korral" not in written
