@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from common.netutil import free_ports, http_get_json
-from common.redis_server import RedisServer
-from common.stack_down import NoStack, ProcId, live_children, load_stack
+from common.cli.stack.redis_server import RedisServer
+from common.cli.stack.down import NoStack, ProcId, live_children, load_stack
 
 UP_TIMEOUT = 60.0  # seconds `korral up` may take to report ready before the fixture fails
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from rmproxy import bench_e2e
+from rmproxy.bench import e2e as bench_e2e
 
 
 def test_a_row_reports_every_documented_key_with_sane_values(fake):

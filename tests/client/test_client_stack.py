@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 
 from rmproxy.client import ClientState
-from rmproxy.testrm import scheduler_view
+from rmproxy.bench.cluster_rm import scheduler_view
 from common import si_pb2
 from tests.client.rms import StatefulRM, app, ask, fast_api, node, wait_until
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def test_explain_groups_asks_that_wait_for_the_same_reasons():
-    from common.explain import format_grouped
+    from common.cli.explain import format_grouped
 
     def e(key, state="FAILED", nodes=None):
         return {"allocationKey": key, "applicationID": "job", "pending": 1, "state": state,

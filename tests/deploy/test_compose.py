@@ -222,7 +222,7 @@ def test_rmproxy_ready_route_exists():
     """The healthcheck's path is a route of the real REST app."""
     from unittest import mock
 
-    from rmproxy.webapi import build_app
+    from rmproxy.server.webapi import build_app
 
     app = build_app(mock.MagicMock(name="proxy"))  # only registers handlers; none is called
     routes = {r.resource.canonical for r in app.router.routes() if r.resource is not None}
@@ -290,7 +290,7 @@ def test_dockerignore_keeps_secrets_and_state_out():
     patterns = _dockerignore_patterns()
     for rel in (".venv", ".git", "keys/broker.key_secret", "x/worker.key_secret", ".state/demo"):
         assert _ignored(rel, patterns), rel
-    assert not _ignored("common/cli.py", patterns)
+    assert not _ignored("common/cli/__init__.py", patterns)
 
 
 def test_docker_compose_config_when_available(tmp_path):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from common import si_pb2, si_pb2_grpc
-from rmproxy.testrm import resource  # noqa: F401 (re-exported for tests)
+from rmproxy.bench.cluster_rm import resource  # noqa: F401 (re-exported for tests)
 
 
 @dataclass

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from rmproxy.testrm import ClusterRM, scheduler_view
+from rmproxy.bench.cluster_rm import ClusterRM, scheduler_view
 from tests.e2e.test_failover import TWO_PARTITIONS, Workload, owner_of, wait_until
 
 SOAK_SECONDS = float(os.environ.get("KORRAL_SOAK_SECONDS", 120))

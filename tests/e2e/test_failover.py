@@ -16,8 +16,8 @@ import urllib.request
 
 import pytest
 
-from rmproxy.bench_recovery import TWO_PARTITIONS
-from rmproxy.testrm import ClusterRM, scheduler_view
+from rmproxy.bench.recovery import TWO_PARTITIONS
+from rmproxy.bench.cluster_rm import ClusterRM, scheduler_view
 from tests.conftest import wait_until
 
 

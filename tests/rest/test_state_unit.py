@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
-from rmproxy.webapi.config import config_with_checksum
-from rmproxy.webapi.state import RawJSON, StateApi, pretty_dump
+from rmproxy.server.webapi.config import config_with_checksum
+from rmproxy.server.webapi.state import RawJSON, StateApi, pretty_dump
 
 
 class FakeRM:
@@ -32,7 +32,7 @@ class FakeProxy:
 
 
 def test_rm_state_dumps_are_requested_and_collected(monkeypatch) -> None:
-    import rmproxy.webapi.state as state
+    import rmproxy.server.webapi.state as state
 
     monkeypatch.setattr(state, "RM_DUMP_WAIT", 0.5)
     proxy = FakeProxy()
@@ -99,9 +99,9 @@ def test_config_checksum_line_is_replaced_not_duplicated() -> None:
 def test_partitions_of_another_rmproxys_rm_are_not_queried_until_the_broker_routes_replies() -> None:
     from types import SimpleNamespace
 
-    from rmproxy.cluster_view import ClusterView
-    from rmproxy.webapi._http import ApiError
-    from rmproxy.webapi.cluster import ClusterReader, Target
+    from rmproxy.server.cluster_view import ClusterView
+    from rmproxy.server.webapi._http import ApiError
+    from rmproxy.server.webapi.cluster import ClusterReader, Target
 
     sent = []
     view = ClusterView()
@@ -120,8 +120,8 @@ def test_partitions_of_another_rmproxys_rm_are_not_queried_until_the_broker_rout
 def test_queue_metrics_keep_queues_with_the_same_metric_name_apart() -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
-    from rmproxy.webapi.cluster import Target
-    from rmproxy.webapi.metrics import render_metrics
+    from rmproxy.server.webapi.cluster import Target
+    from rmproxy.server.webapi.metrics import render_metrics
 
     def q(path, allocated):
         return {"path": path, "guaranteed": {}, "max": {}, "allocated": {"memory": allocated}, "pending": {},
@@ -138,7 +138,7 @@ def test_queue_metrics_keep_queues_with_the_same_metric_name_apart() -> None:
 def test_resync_observer_counts_and_times_until_re_registration() -> None:
     from types import SimpleNamespace
 
-    from rmproxy.webapi.korral import ResyncObserver
+    from rmproxy.server.webapi.korral import ResyncObserver
 
     proxy = SimpleNamespace(listeners=[])
     obs = ResyncObserver()
@@ -153,7 +153,7 @@ def test_resync_observer_counts_and_times_until_re_registration() -> None:
 
 
 def test_the_dump_is_written_in_pieces_that_add_up_to_the_document() -> None:
-    from rmproxy.webapi.state import _chunks
+    from rmproxy.server.webapi.state import _chunks
 
     parts = [b"a" * 700, b"b" * 10, b"c" * 3000, b"", b"d" * 5]
     pieces = list(_chunks(parts, 1000))

@@ -9,9 +9,9 @@ import time
 from common import si_pb2
 from common.envelope import Kind
 from common.registry import Registration
-from rmproxy import proxy as proxy_module
-from rmproxy.proxy import Proxy
-from rmproxy.rms import RMSession, RMState
+from rmproxy.server import proxy as proxy_module
+from rmproxy.server.proxy import Proxy
+from rmproxy.server.rms import RMSession, RMState
 
 
 class MemoryStore:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from common import si_pb2
-from rmproxy import split
+from rmproxy.server import split
 
 
 def test_asks_split_by_partition_and_names_normalised():

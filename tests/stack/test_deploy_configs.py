@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from common import cli, stack
-from common.stack_down import StackInfo
+from common import cli
+from common.cli.stack import up as stack
+from common.cli.stack.down import StackInfo
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 

@@ -1,4 +1,4 @@
-"""common.redis_server: the embedded redis-server used by `korral up` and the fixtures."""
+"""common.cli.stack.redis_server: the embedded redis-server used by `korral up` and the fixtures."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from common.redis_server import (
+from common.cli.stack.redis_server import (
     RedisNotInstalled,
     RedisServer,
     RedisStartError,
@@ -14,7 +14,7 @@ from common.redis_server import (
     ping,
     redis_command,
 )
-from common.stack_down import ProcId
+from common.cli.stack.down import ProcId
 
 
 def test_the_fixture_serves_a_real_redis(redis_server):

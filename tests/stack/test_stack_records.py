@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from common.stack import refuse_if_running
-from common.stack_down import NoStack, ProcId, StackError, StackInfo, load_stack, save_stack, stop_stack
+from common.cli.stack.up import refuse_if_running
+from common.cli.stack.down import NoStack, ProcId, StackError, StackInfo, load_stack, save_stack, stop_stack
 
 
 def make_info(state_dir: Path, **extra) -> StackInfo:
@@ -169,7 +169,8 @@ def test_status_without_a_stack_says_so(tmp_path, korral):
 def test_up_picks_broker_ports_apart_from_the_given_ones(monkeypatch):
     import argparse
 
-    from common import netutil, stack
+    from common import netutil
+    from common.cli.stack import up as stack
 
     si, rest = netutil.free_ports(2)
     real = netutil.free_ports

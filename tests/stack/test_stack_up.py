@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from common.netutil import free_ports
-from common.redis_server import ping
-from common.stack_down import ProcId, load_stack, supervisor_rpc
+from common.cli.stack.redis_server import ping
+from common.cli.stack.down import ProcId, load_stack, supervisor_rpc
 from tests.conftest import korral_env, run_korral, start_stack, stop_and_verify
 
 ROLES = {"redis", "broker", "rmproxy", "worker-0", "worker-1", "supervisord"}

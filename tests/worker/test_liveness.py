@@ -18,7 +18,7 @@ import uuid
 import zmq
 
 from common import registry
-from common.cluster_status import from_broker
+from common.cli.cluster_status import from_broker
 from common.heartbeat import EXPIRY, INTERVAL
 from partition_worker.main import WorkerLoop
 from partition_worker.session import PartitionSession

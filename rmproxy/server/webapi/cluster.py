@@ -1,11 +1,11 @@
 """Reading the whole cluster through the broker: which partitions exist, and asking their workers.
 
-``proxy.view`` (``rmproxy.cluster_view``) lists every (rmID, partition) with its owner's epoch,
+``proxy.view`` (``rmproxy.server.cluster_view``) lists every (rmID, partition) with its owner's epoch,
 kept as new as the broker's last message; the broker routes a QUERY by (rmID, partition)
 whichever rmproxy sends it, and returns the answer to the rmproxy that asked (a broker that
 reports ``replyToAsker``; an older one answered only the rmproxy holding the RM, see
 ``ClusterReader.query``). Queries go through rmproxy's one request table (``proxy.requests``,
-``rmproxy.worker_requests``) with ``seq`` 0 so they never consume the RM's request sequence
+``rmproxy.server.worker_requests``) with ``seq`` 0 so they never consume the RM's request sequence
 (workers check sequence only when it is non-zero).
 """
 
@@ -17,8 +17,8 @@ from typing import Any, AsyncIterator
 
 from common.envelope import Kind
 from common.messages import Query, Reply
-from rmproxy.webapi._http import ApiError
-from rmproxy.worker_requests import NoAnswer
+from rmproxy.server.webapi._http import ApiError
+from rmproxy.server.worker_requests import NoAnswer
 
 __all__ = ["Target", "ClusterReader", "PAGE"]
 

@@ -10,8 +10,8 @@ import time
 
 from aiohttp import web
 
-from rmproxy.webapi._http import json_response
-from rmproxy.webapi.cluster import ClusterReader
+from rmproxy.server.webapi._http import json_response
+from rmproxy.server.webapi.cluster import ClusterReader
 
 __all__ = ["History", "HISTORY_SIZE", "HISTORY_INTERVAL"]
 

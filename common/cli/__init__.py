@@ -19,21 +19,21 @@ __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 
 # name -> (module, one-line help). ``bench`` has its own sub-subcommands.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "up": ("common.stack", "start the local stack (Redis, broker, rmproxy, workers) under supervisord"),
-    "down": ("common.stack_down", "stop a stack started by `korral up`"),
-    "status": ("common.status", "show the processes, partitions and RMs of a stack"),
+    "up": ("common.cli.stack.up", "start the local stack (Redis, broker, rmproxy, workers) under supervisord"),
+    "down": ("common.cli.stack.down", "stop a stack started by `korral up`"),
+    "status": ("common.cli.status", "show the processes, partitions and RMs of a stack"),
     "broker": ("broker.main", "run the broker process"),
-    "rmproxy": ("rmproxy.main", "run the rmproxy process (gRPC SI front door and REST API)"),
+    "rmproxy": ("rmproxy.server.main", "run the rmproxy process (gRPC SI front door and REST API)"),
     "worker": ("partition_worker.main", "run a partition worker process"),
     "check-config": ("common.config.check", "validate a queues.yaml file offline"),
     "sim": ("rmproxy.sim", "run a simulated cluster (a hollow-node RM) against a stack"),
-    "bench": ("common.bench", "run a benchmark: core | e2e | recovery"),
-    "keys": ("common.keys", "generate CURVE key pairs for secured links"),
-    "dump": ("common.dump", "write the full state dump of a stack to a file"),
-    "queues": ("common.restcli", "list the queues of a partition (REST client)"),
-    "apps": ("common.restcli", "list applications (REST client)"),
-    "nodes": ("common.restcli", "list nodes (REST client)"),
-    "explain": ("common.explain", "why an application's asks wait (REST client)"),
+    "bench": ("common.cli.bench", "run a benchmark: core | e2e | recovery"),
+    "keys": ("common.cli.keys", "generate CURVE key pairs for secured links"),
+    "dump": ("common.cli.dump", "write the full state dump of a stack to a file"),
+    "queues": ("common.cli.restcli", "list the queues of a partition (REST client)"),
+    "apps": ("common.cli.restcli", "list applications (REST client)"),
+    "nodes": ("common.cli.restcli", "list nodes (REST client)"),
+    "explain": ("common.cli.explain", "why an application's asks wait (REST client)"),
 }
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from common import si_pb2
 from common.constants import CPU, MEMORY
-from common.localstack import LocalStack
+from common.cli.stack.throwaway import LocalStack
 from common.si_resource import fill_si_resource
 from partition_worker.bench_scenario import CONFIG_YAML, node_request
 from rmproxy.client.callback import ResourceManagerCallback

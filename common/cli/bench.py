@@ -9,8 +9,8 @@ __all__ = ["BENCHES", "configure", "run"]
 
 BENCHES = {
     "core": ("partition_worker.bench", "the scheduling core in-process (YuniKorn's core benchmark scenario)"),
-    "e2e": ("rmproxy.bench_e2e", "the same scenario through gRPC, rmproxy, broker and a worker"),
-    "recovery": ("rmproxy.bench_recovery", "kill -9 a worker; time until its partition is back"),
+    "e2e": ("rmproxy.bench.e2e", "the same scenario through gRPC, rmproxy, broker and a worker"),
+    "recovery": ("rmproxy.bench.recovery", "kill -9 a worker; time until its partition is back"),
 }
 
 

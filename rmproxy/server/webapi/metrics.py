@@ -21,8 +21,8 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from rmproxy.webapi._http import CORS_HEADERS
-from rmproxy.webapi.cluster import ClusterReader
+from rmproxy.server.webapi._http import CORS_HEADERS
+from rmproxy.server.webapi.cluster import ClusterReader
 
 __all__ = ["MetricsApi", "render_metrics", "ClusterCollector", "queue_metric_prefix", "CONTENT_TYPE"]
 

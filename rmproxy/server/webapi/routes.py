@@ -14,15 +14,15 @@ from typing import Awaitable, Callable
 
 from aiohttp import web
 
-from rmproxy.webapi._http import preflight
-from rmproxy.webapi.config import ConfigApi
-from rmproxy.webapi.dashboard import STATIC_PREFIX, WEB_DIR, index
-from rmproxy.webapi.health import HealthApi
-from rmproxy.webapi.history import History
-from rmproxy.webapi.korral import KorralApi
-from rmproxy.webapi.metrics import MetricsApi
-from rmproxy.webapi.state import StateApi
-from rmproxy.webapi.yunikorn import YuniKornApi
+from rmproxy.server.webapi._http import preflight
+from rmproxy.server.webapi.config import ConfigApi
+from rmproxy.server.webapi.dashboard import STATIC_PREFIX, WEB_DIR, index
+from rmproxy.server.webapi.health import HealthApi
+from rmproxy.server.webapi.history import History
+from rmproxy.server.webapi.korral import KorralApi
+from rmproxy.server.webapi.metrics import MetricsApi
+from rmproxy.server.webapi.state import StateApi
+from rmproxy.server.webapi.yunikorn import YuniKornApi
 
 __all__ = ["Handlers", "Route", "route_table", "add_routes"]
 

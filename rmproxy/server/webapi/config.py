@@ -16,8 +16,8 @@ from common.config import load_config
 from common.config.default import DEFAULT_CONFIG_TEXT
 from common.config.errors import ConfigError
 from common.config.loader import config_checksum
-from rmproxy.webapi._http import ALLOW_ORIGIN, ApiError, json_response
-from rmproxy.webapi.cluster import ClusterReader
+from rmproxy.server.webapi._http import ALLOW_ORIGIN, ApiError, json_response
+from rmproxy.server.webapi.cluster import ClusterReader
 
 __all__ = ["ConfigApi", "config_with_checksum"]
 

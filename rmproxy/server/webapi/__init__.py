@@ -1,10 +1,10 @@
 """rmproxy's REST server: YuniKorn's REST API, Korral's own views, Prometheus metrics and the
-dashboard, on one aiohttp app (``build_app``, run by ``rmproxy.main``).
+dashboard, on one aiohttp app (``build_app``, run by ``rmproxy.server.main``).
 
 - every ``/ws/v1`` path of /work/shared/REST_API.md, aggregated over all partitions of the
   stack by querying their workers through the broker (``cluster.ClusterReader``);
 - ``/ws/v1/metrics`` (Prometheus text), ``/ws/v1/scheduler/healthcheck``, ``/ws/v1/korral/*``;
-- the dashboard at ``/`` (static files of ``rmproxy/web``);
+- the dashboard at ``/`` (static files of ``rmproxy/server/web``);
 - CORS on every answer, OPTIONS preflight, trailing slashes tolerated, and YuniKorn's error
   body ``{"status_code", "message", "description"}`` for every error under ``/ws/``.
 
@@ -18,22 +18,22 @@ from typing import Any
 
 from aiohttp import web
 
-from rmproxy.webapi._http import errors_middleware
-from rmproxy.webapi.cluster import ClusterReader
-from rmproxy.webapi.config import ConfigApi
-from rmproxy.webapi.health import HealthApi
-from rmproxy.webapi.history import History
-from rmproxy.webapi.korral import KorralApi, ResyncObserver
-from rmproxy.webapi.metrics import MetricsApi
-from rmproxy.webapi.routes import Handlers, add_routes, route_table
-from rmproxy.webapi.state import StateApi
-from rmproxy.webapi.yunikorn import YuniKornApi
+from rmproxy.server.webapi._http import errors_middleware
+from rmproxy.server.webapi.cluster import ClusterReader
+from rmproxy.server.webapi.config import ConfigApi
+from rmproxy.server.webapi.health import HealthApi
+from rmproxy.server.webapi.history import History
+from rmproxy.server.webapi.korral import KorralApi, ResyncObserver
+from rmproxy.server.webapi.metrics import MetricsApi
+from rmproxy.server.webapi.routes import Handlers, add_routes, route_table
+from rmproxy.server.webapi.state import StateApi
+from rmproxy.server.webapi.yunikorn import YuniKornApi
 
 __all__ = ["build_app"]
 
 
 def build_app(proxy: Any) -> web.Application:
-    """The REST app of ``proxy`` (an ``rmproxy.proxy.Proxy``): every route, the error shape,
+    """The REST app of ``proxy`` (an ``rmproxy.server.proxy.Proxy``): every route, the error shape,
     and the history sampler (started and stopped with the app)."""
     reader = ClusterReader(proxy)
     resyncs = ResyncObserver()

@@ -1,6 +1,6 @@
 """Write the CLI reference (docs/cli.md) from the real argparse parsers, so it cannot drift.
 
-``python -m common.cli_reference > docs/cli.md``; tests/common/test_cli_reference.py fails
+``python -m common.cli.reference > docs/cli.md``; tests/common/test_cli_reference.py fails
 when the committed file differs from what this prints.
 """
 
@@ -43,7 +43,7 @@ def _section(title: str, parser: argparse.ArgumentParser) -> list[str]:
 
 def render() -> str:
     lines = ["# The `korral` command", "",
-             "Generated from the argparse parsers by `python -m common.cli_reference`; do not edit by hand.",
+             "Generated from the argparse parsers by `python -m common.cli.reference`; do not edit by hand.",
              "Every flag also reads the environment variable named in brackets, where there is one.", ""]
     for name in SUBCOMMANDS:
         parser = build_parser([name])

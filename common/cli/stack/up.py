@@ -33,9 +33,9 @@ from string import Template
 
 from common import netutil, security
 from common.cli import invocation
-from common.redis_server import RedisNotInstalled, find_redis_server, ping, redis_command
-from common.stack_security import StackSecurity, ensure_curve_keys, keys_dir, program_flags, validate_tls
-from common.stack_down import (
+from common.cli.stack.redis_server import RedisNotInstalled, find_redis_server, ping, redis_command
+from common.cli.stack.security import StackSecurity, ensure_curve_keys, keys_dir, program_flags, validate_tls
+from common.cli.stack.down import (
     NoStack,
     ProcId,
     StackError,
@@ -166,7 +166,7 @@ def resolve_options(args: argparse.Namespace) -> UpOptions:
 def deploy_dir() -> Path:
     """Where the supervisord templates live: ``$KORRAL_DEPLOY_DIR`` or ``deploy/`` of the source tree."""
     explicit = os.environ.get("KORRAL_DEPLOY_DIR")
-    path = Path(explicit) if explicit else Path(__file__).resolve().parent.parent / "deploy"
+    path = Path(explicit) if explicit else Path(__file__).resolve().parents[3] / "deploy"
     if not (path / "supervisord.conf.tmpl").is_file():
         raise StackError(f"supervisord template not found in {path}; set $KORRAL_DEPLOY_DIR to the "
                          f"directory holding supervisord.conf.tmpl (the repository's deploy/)")

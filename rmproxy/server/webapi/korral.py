@@ -16,8 +16,8 @@ from typing import Any
 
 from aiohttp import web
 
-from rmproxy.webapi._http import int_query, json_response
-from rmproxy.webapi.cluster import ClusterReader
+from rmproxy.server.webapi._http import int_query, json_response
+from rmproxy.server.webapi.cluster import ClusterReader
 
 __all__ = ["ResyncObserver", "KorralApi"]
 

@@ -17,8 +17,8 @@ from aiohttp import web
 
 from common.health import health_check
 from common.heartbeat import EXPIRY
-from rmproxy.webapi._http import json_response
-from rmproxy.webapi.cluster import ClusterReader, Target
+from rmproxy.server.webapi._http import json_response
+from rmproxy.server.webapi.cluster import ClusterReader, Target
 
 __all__ = ["HealthApi", "HEALTH_TTL"]
 

@@ -15,8 +15,8 @@ import logging
 import grpc
 
 from common import korral_pb2, korral_pb2_grpc, si_pb2
-from rmproxy.proxy import RESYNC_DETAILS, Proxy, RegistrationError
-from rmproxy.rms import Close
+from rmproxy.server.proxy import RESYNC_DETAILS, Proxy, RegistrationError
+from rmproxy.server.rms import Close
 
 __all__ = ["SchedulerService", "KorralService"]
 

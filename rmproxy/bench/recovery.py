@@ -22,8 +22,8 @@ import threading
 import time
 
 from common.constants import NODE_PARTITION
-from common.localstack import LocalStack
-from rmproxy.testrm import ClusterRM, scheduler_view
+from common.cli.stack.throwaway import LocalStack
+from rmproxy.bench.cluster_rm import ClusterRM, scheduler_view
 
 __all__ = ["ROUNDS", "TWO_PARTITIONS", "configure", "recovery", "scaling", "run"]
 

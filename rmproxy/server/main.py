@@ -12,9 +12,9 @@ import grpc
 from aiohttp import web
 
 from common import addresses, korral_pb2_grpc, registry, security
-from rmproxy.proxy import Proxy
-from rmproxy.service import KorralService, SchedulerService
-from rmproxy.webapi import build_app
+from rmproxy.server.proxy import Proxy
+from rmproxy.server.service import KorralService, SchedulerService
+from rmproxy.server.webapi import build_app
 
 __all__ = ["MAX_MESSAGE_BYTES", "configure", "serve", "run"]
 

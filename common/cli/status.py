@@ -5,7 +5,7 @@ role, supervisord program name, pid, state and uptime, rmproxy's readiness JSON,
 the cluster view below. With ``--rest-address`` (any rmproxy) or ``--broker`` (the
 broker itself), from any host: the cluster view only — workers with partition, epoch
 and heartbeat age, rmproxies, RMs with their connection state, partitions and owners
-(``common.cluster_status``). Changes nothing.
+(``common.cli.cluster_status``). Changes nothing.
 
 Exit status: 0 when every process runs and the stack is ready, 3 when it runs but is
 degraded (a process not RUNNING or not ready), 1 when there is no running stack.
@@ -21,8 +21,9 @@ import time
 import xmlrpc.client
 from typing import Any
 
-from common import cluster_status, netutil, security
-from common.stack_down import StackError, default_state_dir, load_stack, supervisor_rpc
+from common import netutil, security
+from common.cli import cluster_status
+from common.cli.stack.down import StackError, default_state_dir, load_stack, supervisor_rpc
 
 __all__ = ["configure", "run", "collect_status", "format_status"]
 

@@ -28,10 +28,10 @@ from common.heartbeat import EXPIRY, INTERVAL
 from common.links import broker_dealer
 from common.messages import (KINDS, ConfigUpdate, Heartbeat, PartitionLost, PartitionOwned, PartitionRemove,
                              ProxyHello, Reply, RMPartitions, RMUnregister, Status, Unroutable)
-from rmproxy import split
-from rmproxy.cluster_view import ClusterView
-from rmproxy.rms import RMSession, RMState
-from rmproxy.worker_requests import NoAnswer, WorkerRequests
+from rmproxy.server import split
+from rmproxy.server.cluster_view import ClusterView
+from rmproxy.server.rms import RMSession, RMState
+from rmproxy.server.worker_requests import NoAnswer, WorkerRequests
 
 __all__ = ["Proxy", "RegistrationError", "REGISTER_TIMEOUT", "HOLD_SECONDS", "RM_TIMEOUT",
            "MAINTAIN_INTERVAL", "RESYNC_DETAILS", "LARGE_FRAME"]

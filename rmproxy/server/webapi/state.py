@@ -15,10 +15,10 @@ from aiohttp import web
 
 from common import korral_pb2
 from common.gcpause import gc_paused
-from rmproxy.webapi._http import ALLOW_ORIGIN, JSON_CONTENT_TYPE
-from rmproxy.webapi.cluster import ClusterReader
-from rmproxy.webapi.history import History
-from rmproxy.webapi.yunikorn import cluster_info
+from rmproxy.server.webapi._http import ALLOW_ORIGIN, JSON_CONTENT_TYPE
+from rmproxy.server.webapi.cluster import ClusterReader
+from rmproxy.server.webapi.history import History
+from rmproxy.server.webapi.yunikorn import cluster_info
 
 __all__ = ["StateApi", "RawJSON", "pretty_dump", "dump_parts"]
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from aiohttp import web
 
-from rmproxy.webapi._http import (ALLOW_ORIGIN, ApiError, check_queue_path, int_query, json_response,
+from rmproxy.server.webapi._http import (ALLOW_ORIGIN, ApiError, check_queue_path, int_query, json_response,
                                   stream_json_list)
-from rmproxy.webapi.cluster import PAGE, ClusterReader, Target
+from rmproxy.server.webapi.cluster import PAGE, ClusterReader, Target
 
 __all__ = ["YuniKornApi", "cluster_info"]
 

@@ -1,4 +1,4 @@
-"""The dashboard: plain HTML/JS/CSS shipped in ``rmproxy/web`` (no build step), served at ``/``
+"""The dashboard: plain HTML/JS/CSS shipped in ``rmproxy/server/web`` (no build step), served at ``/``
 with its files under ``/ui/``."""
 
 from __future__ import annotations
