@@ -151,7 +151,7 @@ def test_probes_against_a_real_worker_and_broker(tmp_path, redis_server):
     front, back = free_ports(2)
     health_file = tmp_path / "worker.health"
     worker_env = {"KORRAL_BROKER_BACKEND": f"tcp://127.0.0.1:{back}", "KORRAL_REDIS_URL": redis_server.url,
-                  "KORRAL_WORKER_HEALTH_FILE": str(health_file), "KORRAL_WORKER_STALL_SECONDS": "2"}
+                  "KORRAL_WORKER_HEALTH_FILE": str(health_file), "KORRAL_WORKER_STALL_SECONDS": "3"}
 
     def probe(kind: str) -> subprocess.CompletedProcess:
         return run_korral("worker", "--probe", kind, env=worker_env, timeout=30)
@@ -170,7 +170,7 @@ def test_probes_against_a_real_worker_and_broker(tmp_path, redis_server):
             wait_until(lambda: probe("ready").returncode == 1, READY_WITHIN + 5, "ready failing without a broker",
                        context)
             assert probe("live").returncode == 0, "a worker without a broker must stay live"
-            time.sleep(2.5)  # longer than --stall-seconds: the loop keeps turning, so it stays live
+            time.sleep(3.5)  # longer than --stall-seconds: the loop keeps turning, so it stays live
             live = probe("live")
             assert live.returncode == 0, live.stderr
 
@@ -178,7 +178,7 @@ def test_probes_against_a_real_worker_and_broker(tmp_path, redis_server):
             stopped_at = time.monotonic()
             failed = wait_until(lambda: (r := probe("live")).returncode == 1 and r, 15, "live failing when hung",
                                 context)
-            assert time.monotonic() - stopped_at >= 1.0, "declared hung before --stall-seconds"
+            assert time.monotonic() - stopped_at >= 2.0, "declared hung before --stall-seconds"
             assert "made no turn" in failed.stderr
         finally:
             _stop(worker)
