@@ -23,6 +23,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from common.heartbeat import EXPIRY, INTERVAL
 from common.links import broker_dealer
 from common.messages import ConfigUpdate, Heartbeat, PartitionRemove, Query
 from partition_worker.core.settings import CoreSettings
+from partition_worker.health import HealthFile, check as check_health
 from partition_worker.queries import answer as answer_query
 from partition_worker.step_stats import observe_step
 from partition_worker.os_groups import os_lookup
@@ -79,6 +81,7 @@ class WorkerLoop:
         curve: tuple[str | None, str | None] = (None, None),
         group_lookup: Callable[[str], tuple[str, ...] | None] | None = os_lookup,
         stall_seconds: float = STALL_SECONDS,
+        health: HealthFile | None = None,
     ) -> None:
         if session_factory is None:
             from partition_worker.session import PartitionSession as session_factory  # noqa: N813
@@ -95,6 +98,8 @@ class WorkerLoop:
         self.dropped = 0
         self.sock: zmq.Socket | None = None
         self.broker_expires = 0.0
+        self.broker_heard: float | None = None  # monotonic time of the last message from the broker
+        self.health = health  # --health-file, for probes
         self._unsent_logged = 0.0
         self.stall_seconds = stall_seconds
         self._sock_lock = threading.Lock()  # every use of self.sock, from either thread
@@ -174,6 +179,8 @@ class WorkerLoop:
         self._step()
         if time.monotonic() >= self._beat_at + INTERVAL:
             self._send(Envelope(Kind.HEARTBEAT))
+        if self.health is not None:
+            self.health.update(self)
 
     def _beat_while_busy(self) -> None:
         """Heartbeat thread: beat whenever a beat is due and the loop has not, stop while the
@@ -203,7 +210,8 @@ class WorkerLoop:
                     raw = self.sock.recv(zmq.NOBLOCK)
                 except zmq.Again:
                     return
-            self.broker_expires = time.monotonic() + EXPIRY
+            self.broker_heard = time.monotonic()
+            self.broker_expires = self.broker_heard + EXPIRY
             got = decode_for(raw, self._HANDLERS, f"worker {self.name}")
             if got is None:
                 self.dropped += 1
@@ -372,6 +380,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="stop heartbeating when the loop has made no progress for this long, so a hung "
                              "worker is declared dead; keep it above the slowest honest request or cycle "
                              f"[$KORRAL_WORKER_STALL_SECONDS, {STALL_SECONDS:g}]")
+    parser.add_argument("--health-file", default=os.environ.get("KORRAL_WORKER_HEALTH_FILE") or None, metavar="FILE",
+                        help="rewrite FILE (at most once a second) with the time of the loop's last turn and of "
+                             "the last message from the broker, for --probe [$KORRAL_WORKER_HEALTH_FILE]")
+    parser.add_argument("--probe", choices=("live", "ready"), default=None,
+                        help="check the --health-file of a running worker instead of running one, and exit "
+                             "0 or 1: live = its loop turned within --stall-seconds; ready = live and it heard "
+                             "the broker within the broker's expiry (for container probes)")
     security.add_curve_client_flags(parser)
     addresses.add_log_level(parser)
 
@@ -381,13 +396,21 @@ def run(args: argparse.Namespace) -> int:
     if args.stall_seconds <= 0:
         log.error("--stall-seconds must be positive, got %g", args.stall_seconds)
         return 2
+    if args.probe:
+        if not args.health_file:
+            print("korral worker --probe needs --health-file (or $KORRAL_WORKER_HEALTH_FILE)", file=sys.stderr)
+            return 2
+        healthy, why = check_health(args.health_file, args.probe, args.stall_seconds)
+        print(why, file=sys.stdout if healthy else sys.stderr)
+        return 0 if healthy else 1
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
     store = registry.RegistryStore(registry.connect(args.redis_url))
     ctx = zmq.Context()
     loop = WorkerLoop(ctx, args.broker_backend, store, name, pin=args.partition,
                       curve=(args.curve_secret, args.curve_server),
                       group_lookup=os_lookup if args.group_lookup == "os" else None,
-                      stall_seconds=args.stall_seconds)
+                      stall_seconds=args.stall_seconds,
+                      health=HealthFile(args.health_file) if args.health_file else None)
 
     def stop(signum, frame):  # noqa: ARG001
         loop.running = False

@@ -1,7 +1,7 @@
-"""docs/operations.md and deploy/README.md name only flags and variables that exist.
+"""docs/operations.md, docs/kubernetes.md and the deploy READMEs name only flags and variables that exist.
 
 A flag is real when one of the korral subcommands the documents talk about defines it (the
-real parsers), or it belongs to the other tools they show (docker compose, redis-server). A
+real parsers), or it belongs to the other tools they show (docker compose, redis-server, kubectl). A
 KORRAL_* variable is real when a korral process reads it, the compose file interpolates it,
 or a deploy file consumes it (KORRAL_WORKERS in worker-host.supervisord.conf).
 """
@@ -15,10 +15,12 @@ import pytest
 from common.cli import build_parser
 from tests.deploy.compose import COMPOSE_FILE, DEPLOY, REPO, env_var_is_read
 
-DOCS = [REPO / "docs" / "operations.md", DEPLOY / "README.md"]
-COMMANDS = ["broker", "rmproxy", "worker", "keys", "status", "up", "down", "sim"]
+DOCS = [REPO / "docs" / "operations.md", DEPLOY / "README.md", REPO / "docs" / "kubernetes.md",
+        DEPLOY / "kubernetes" / "overlays" / "production" / "secrets" / "README.md"]
+COMMANDS = ["broker", "rmproxy", "worker", "keys", "status", "up", "down", "sim", "check-config", "queues", "apps"]
 OTHER_TOOLS = {"--build", "--scale", "--no-deps", "--restart",  # docker / docker compose
-               "--bind", "--requirepass"}  # redis-server
+               "--bind", "--requirepass",  # redis-server
+               "--rm", "--image", "--overrides", "--replicas"}  # kubectl
 
 
 def korral_flags() -> set[str]:
@@ -45,6 +47,6 @@ def test_documented_variables_exist(doc):
     for var in sorted(set(re.findall(r"KORRAL_[A-Z_]+", doc.read_text()))):
         if var in compose_vars or var in deploy_vars:
             continue
-        if not any(env_var_is_read([cmd], var) for cmd in ("broker", "rmproxy", "worker")):
+        if not any(env_var_is_read([cmd], var) for cmd in ("broker", "rmproxy", "worker", "sim")):
             unknown.append(var)
     assert unknown == [], f"{doc.name} names variables nothing reads: {unknown}"
