@@ -470,7 +470,7 @@ def test_check_config_cli_accepts_the_configmap(renders, korral, tmp_path):
 def _rest_routes() -> set[str]:
     from unittest import mock
 
-    from rmproxy.rest import build_app
+    from rmproxy.server.webapi import build_app
 
     app = build_app(mock.MagicMock(name="proxy"))  # only registers handlers; none is called
     return {r.resource.canonical for r in app.router.routes() if r.resource is not None}
