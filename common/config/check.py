@@ -45,7 +45,6 @@ def check_text(text: str | bytes, name: str = "<config>", *, strict: bool = Fals
     """Validate ``text`` and report on ``out``; returns the exit status."""
     try:
         config = load_config(text, source=name)
-        _check_placement(config)
     except ConfigError as exc:
         for message in exc.errors:
             print(f"error: {message}", file=out)
@@ -69,20 +68,6 @@ def check_text(text: str | bytes, name: str = "<config>", *, strict: bool = Fals
                 print(f"error: {message}", file=out)
         return EXIT_INVALID
     return EXIT_VALID
-
-
-def _check_placement(config: SchedulerConfig) -> None:
-    """Build each partition's rule set the way a worker will, so nothing fails later."""
-    from partition_worker.placement import PlacementManager
-
-    errors: list[str] = []
-    for p in config.partitions:
-        try:
-            PlacementManager(p.placementrules)
-        except ConfigError as exc:
-            errors.extend(f"partition {p.name}, {e}" for e in exc.errors)
-    if errors:
-        raise ConfigError(errors)
 
 
 def _count(queue: QueueConfig) -> int:

@@ -33,6 +33,7 @@ from common.config.model import (
     SchedulerConfig,
 )
 from common.config.quantity import parse_resources
+from common.config.placement_rules import MAX_PARENT_DEPTH
 from common.config.validate import validate_partition
 
 __all__ = [
@@ -48,7 +49,7 @@ __all__ = [
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # gRPC's default message limit; a config rides in one message
 MAX_QUEUES = 20_000  # configured queues over all partitions
 MAX_QUEUE_DEPTH = 64  # levels below root
-MAX_RULE_DEPTH = 32  # nested parent rules below a top-level rule
+MAX_RULE_DEPTH = MAX_PARENT_DEPTH  # nested parent rules below a top-level rule (placement_rules)
 MAX_ERRORS = 200  # beyond this, one summary line
 UINT64_MAX = 2**64 - 1
 

@@ -21,44 +21,22 @@ from common.config.policies import (
     PROPERTY_PRIORITY_POLICY,
     PROPERTY_APP_SORT_PRIORITY,
     parse_app_sort_policy,
-    parse_filter_type,
+
     parse_node_sort_policy,
     parse_priority_policy,
     parse_queue_preemption_policy,
 )
+from common.config.placement_rules import QUEUE_PART_RE, is_qualified, rule_errors
 from common.config.quantity import format_resources
 
-__all__ = [
-    "validate_partition",
-    "validate_rule",
-    "QUEUE_NAME_RE",
-    "RULE_NAME_RE",
-    "PARTITION_NAME_RE",
-    "PLACEMENT_RULE_NAMES",
-    "FILTER_REGEXP_CHARS",
-    "is_qualified",
-]
+__all__ = ["validate_partition", "QUEUE_NAME_RE", "PARTITION_NAME_RE", "is_qualified"]
 
-QUEUE_NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
-RULE_NAME_RE = re.compile(r"[_a-zA-Z][a-zA-Z0-9_]*")
+QUEUE_NAME_RE = QUEUE_PART_RE
 # Korral: YuniKorn accepts any partition name; routing writes them as "[rmID]name", so brackets,
 # spaces and control characters would make ambiguous or unprintable routes.
 PARTITION_NAME_RE = re.compile(r"[a-zA-Z0-9_.-]{1,64}")
-PLACEMENT_RULE_NAMES = ("provided", "user", "fixed", "tag")
-# A single filter entry with one of these is a regular expression (YuniKorn's filter.go).
-FILTER_REGEXP_CHARS = frozenset("^$*+?()[{}|")
 _DURATION_RE = re.compile(r"(\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))*")
 _INT32 = (-(2**31), 2**31 - 1)
-
-
-def is_qualified(queue_name: str) -> bool:
-    """A queue name is fully qualified when it is root or starts with ``root.`` (case-insensitive).
-
-    Korral: YuniKorn v1.2 tests the bare prefix ``root`` for the fixed rule, so a
-    value like ``rootbeer`` counts as qualified there; here it is a child of root.
-    """
-    lowered = queue_name.lower()
-    return lowered == "root" or lowered.startswith("root.")
 
 
 def validate_partition(partition: PartitionConfig) -> tuple[list[str], list[str]]:
@@ -77,7 +55,7 @@ def validate_partition(partition: PartitionConfig) -> tuple[list[str], list[str]
             errors.append(f"{where}, queue root: root queue must not have resource limits set")
         _check_queue(root, "root", {}, where, errors, warnings)
     for i, rule in enumerate(partition.placementrules):
-        errors.extend(validate_rule(rule, f"{where}, placement rule {i + 1} ({rule.name})"))
+        errors.extend(rule_errors(rule, f"{where}, placement rule {i + 1} ({rule.name})"))
         if rule.name in ("provided", "user") and rule.value:
             warnings.append(f"{where}, placement rule {i + 1} ({rule.name}): value is ignored by the {rule.name} rule")
     for i, limit in enumerate(partition.limits):
@@ -229,40 +207,6 @@ def _check_limit(limit: LimitConfig, where: str) -> list[str]:
     return errors
 
 
-def validate_rule(rule: PlacementRuleConfig, where: str) -> list[str]:
-    """Every fault of one placement rule and its parents; ``where`` names the rule."""
-    errors: list[str] = []
-    if not RULE_NAME_RE.fullmatch(rule.name):
-        errors.append(f"{where}: invalid rule name {rule.name}, a name must be a valid identifier")
-    elif rule.name not in PLACEMENT_RULE_NAMES:
-        # Korral: YuniKorn's validator lets an unknown rule through and the partition then runs
-        # without rules (logged only); rejecting here keeps a typo from silently changing placement.
-        errors.append(f"{where}: unknown rule name specified {rule.name}, failing placement rule config")
-    try:
-        parse_filter_type(rule.filter.type)
-    except ValueError as exc:
-        errors.append(f"{where}: {exc}")
-    errors.extend(_check_filter_list(rule.filter.users, "user", USER_NAME_RE, where))
-    errors.extend(_check_filter_list(rule.filter.groups, "group", GROUP_NAME_RE, where))
-    if rule.name == "fixed":
-        if rule.value == "":
-            errors.append(f"{where}: a fixed queue rule must have a queue name set")
-        else:
-            if is_qualified(rule.value) and rule.parent is not None:
-                errors.append(
-                    f"{where}: cannot have a fixed queue rule with qualified queue name and a parent rule: {rule.value}"
-                )
-            for part in rule.value.split("."):
-                if not QUEUE_NAME_RE.fullmatch(part):
-                    errors.append(f"{where}: invalid queue name '{part}' in fixed rule value '{rule.value}'")
-                    break
-    if rule.name == "tag" and rule.value == "":
-        errors.append(f"{where}: a tag queue rule must have a tag name set")
-    if rule.parent is not None:
-        errors.extend(validate_rule(rule.parent, f"{where} parent ({rule.parent.name})"))
-    return errors
-
-
 def _static_path(rule: PlacementRuleConfig) -> str | None:
     """The queue a chain of ``fixed`` rules always gives, or None when any rule depends on the app."""
     if rule.name != "fixed" or not rule.value:
@@ -296,28 +240,3 @@ def _check_static_path(rule: PlacementRuleConfig, root: QueueConfig, where: str)
     if node.is_parent:
         return [f"{where}: references queue {path}, which is a parent queue: the rule can never place an application"]
     return []
-
-
-def _check_filter_list(entries: tuple[str, ...], kind: str, name_re: re.Pattern[str], where: str) -> list[str]:
-    """One entry: a name or a regular expression that compiles; two or more: names only.
-
-    Korral: YuniKorn does not validate lists of two or more and drops bad entries
-    at run time; the issue asks for a regexp beside list entries to be an error.
-    """
-    if len(entries) == 1:
-        entry = entries[0]
-        if name_re.fullmatch(entry) and not FILTER_REGEXP_CHARS.intersection(entry):
-            return []
-        if FILTER_REGEXP_CHARS.intersection(entry):
-            try:
-                re.compile(entry)
-                return []
-            except re.error:
-                pass
-        return [f"{where}: invalid rule filter {kind} list is not a proper list or regexp: [{entry}]"]
-    return [
-        f"{where}: invalid rule filter {kind} list: '{e}' is not a valid {kind} name "
-        "(a regular expression is only allowed as the single entry)"
-        for e in dict.fromkeys(entries)
-        if not name_re.fullmatch(e)
-    ]

@@ -26,7 +26,7 @@ from common.acl import GROUP_NAME_RE, USER_NAME_RE
 from common.config.model import FilterConfig
 from common.config.policies import FilterType, parse_filter_type
 from common.config.errors import ConfigError
-from common.config.validate import FILTER_REGEXP_CHARS
+from common.config.placement_rules import FILTER_REGEXP_CHARS
 
 __all__ = ["Filter"]
 

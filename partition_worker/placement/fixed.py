@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from common.config.errors import ConfigError
 from common.config.model import PlacementRuleConfig
-from common.config.validate import is_qualified
+from common.config.placement_rules import is_qualified
 
 from .rule import DOT, Rule
 from .types import AppPlacementInfo, QueueTree
@@ -21,14 +20,8 @@ class FixedRule(Rule):
 
     def __init__(self, config: PlacementRuleConfig, parent: Rule | None) -> None:
         super().__init__(config, parent)
-        if config.value == "":
-            raise ConfigError("a fixed queue rule must have a queue name set")
-        self.queue = config.value.lower()
+        self.queue = config.value.lower()  # checked by rule_errors: set, and no parent when qualified
         self.qualified = is_qualified(self.queue)
-        if self.qualified and parent is not None:
-            raise ConfigError(
-                f"cannot have a fixed queue rule with qualified queue name and a parent rule: {config.value}"
-            )
 
     def place(self, app: AppPlacementInfo, queues: QueueTree) -> str | None:
         if not self.allowed(app):

@@ -20,7 +20,8 @@ from typing import Sequence
 
 from common.config.errors import ConfigError
 from common.config.model import PlacementRuleConfig
-from common.config.validate import QUEUE_NAME_RE, is_qualified
+from common.config.placement_rules import is_qualified
+from common.config.validate import QUEUE_NAME_RE
 
 from .registry import build_rule
 from .rule import DOT, ROOT, Rule

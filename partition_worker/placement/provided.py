@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from common.config.validate import is_qualified
+from common.config.placement_rules import is_qualified
 
 from .rule import DOT, Rule, replace_dot
 from .types import AppPlacementInfo, QueueTree

@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from typing import ClassVar
 
 from common.config.model import PlacementRuleConfig
-from common.config.validate import is_qualified
+from common.config.placement_rules import is_qualified
 
 from .filter import Filter
 from .types import AppPlacementInfo, PlacementError, QueueTree

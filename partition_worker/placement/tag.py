@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from common.config.errors import ConfigError
 from common.config.model import PlacementRuleConfig
-from common.config.validate import is_qualified
+from common.config.placement_rules import is_qualified
 
 from .rule import DOT, Rule, replace_dot
 from .types import AppPlacementInfo, QueueTree
@@ -22,8 +21,6 @@ class TagRule(Rule):
 
     def __init__(self, config: PlacementRuleConfig, parent: Rule | None) -> None:
         super().__init__(config, parent)
-        if config.value == "":
-            raise ConfigError("a tag queue rule must have a tag name set")
         self.tag_name = config.value.lower()
 
     def place(self, app: AppPlacementInfo, queues: QueueTree) -> str | None:

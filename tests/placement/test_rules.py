@@ -5,7 +5,7 @@ import pytest
 from common.config import ConfigError, load_config
 from common.config.model import FilterConfig, PlacementRuleConfig as R
 from partition_worker.placement import NO_RULE_MATCHED, AppPlacementInfo, PlacementError, PlacementManager, RULES, replace_dot
-from common.config.validate import PLACEMENT_RULE_NAMES
+from common.config.placement_rules import RULE_NAMES as PLACEMENT_RULE_NAMES
 from tests.placement.fake_queues import FakeQueueTree
 
 OPEN = """
