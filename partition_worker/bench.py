@@ -107,7 +107,7 @@ def _peak_rss_bytes() -> int:
 
 def _partition(policy: str, apps: int = 2, app_policy: str = "fifo"):
     """YuniKorn's two queues; ``apps`` apps alternate between them (2 = the benchmark's)."""
-    from partition_worker.bench_scenario import partition_config
+    from common.bench_scenario import partition_config
     from partition_worker.core import AddApp, Partition
     now = time.time_ns()
     p = Partition("default", partition_config(policy, app_policy), rm_id="bench",
@@ -147,7 +147,7 @@ def _add_asks(p, n: int, memory: int, vcore: int, apps: int = 2) -> None:
 def scheduling_row(nodes: int, asks: int, policy: str = "fair", apps: int = 2,
                    app_policy: str = "fifo") -> dict:
     """One benchmark row; runs in its own process (peak RSS is this row's)."""
-    from partition_worker.bench_scenario import node_size
+    from common.bench_scenario import node_size
     p = _partition(policy, apps, app_policy)
     # YuniKorn's sizing: each node holds asks/nodes + 1 asks, so the cluster is almost full
     # at the end and the node order matters (pkg/scheduler/tests/scheduler_perf_test.go)
@@ -176,7 +176,7 @@ def scheduling_row(nodes: int, asks: int, policy: str = "fair", apps: int = 2,
 def session_row(nodes: int, asks: int, policy: str = "fair") -> dict:
     """The same scenario through ``PartitionSession``: SI protobuf requests in, responses out."""
     from common import si_pb2
-    from partition_worker.bench_scenario import node_request, partition_config
+    from common.bench_scenario import node_request, partition_config
     from partition_worker.session import PartitionSession
     s = PartitionSession("bench", "default", partition_config(policy))
     ugi = si_pb2.UserGroupInformation(user="bench")

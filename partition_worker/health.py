@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from broker.table import EXPIRY
+from common.heartbeat import EXPIRY
 
 log = logging.getLogger("korral.worker")
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from common import addresses
-from common.cli.restcli import RestClient, RestError
+from common.restclient import RestClient, RestError
 
 __all__ = ["configure", "run", "fetch_dump"]
 

@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 from common import addresses
-from common.cli.restcli import RestClient, RestError, path_part
+from common.restclient import RestClient, RestError, path_part
 
 __all__ = ["configure", "run"]
 

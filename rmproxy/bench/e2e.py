@@ -32,7 +32,7 @@ from common import si_pb2
 from common.constants import CPU, MEMORY
 from common.cli.stack.throwaway import LocalStack
 from common.si_resource import fill_si_resource
-from partition_worker.bench_scenario import CONFIG_YAML, node_request
+from common.bench_scenario import CONFIG_YAML, node_request
 from rmproxy.client.callback import ResourceManagerCallback
 
 __all__ = ["configure", "run", "e2e_row"]

@@ -54,7 +54,7 @@ class SimResult:
 def cluster_view(rest_address: str, rm_id: str) -> dict:
     """The RM's partitions as the REST API shows them now:
     ``{"partitions": [{"name", "capacity", "applications", "queues"}]}`` or ``{"error"}``."""
-    from common.cli.restcli import RestClient, RestError, path_part
+    from common.restclient import RestClient, RestError, path_part
 
     client = RestClient(rest_address, timeout=10)
     try:
