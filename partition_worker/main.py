@@ -33,6 +33,7 @@ import redis
 import zmq
 
 from common import addresses, registry, security, si_pb2
+from common.compat import parse_compat
 from common.config import load_config
 from common.config.errors import ConfigError
 from common.envelope import Envelope, Kind, decode_for, encode
@@ -269,8 +270,13 @@ class WorkerLoop:
         config = load_config(reg.config).partition(partition)
         if config is None:
             raise LookupError(f"the config of RM {rm_id} has no partition {partition}")
+        try:
+            compat = parse_compat(reg.extra_config)
+        except ValueError as exc:
+            raise ConfigError(f"RM {rm_id}: {exc}") from None
         return self.session_factory(rm_id, partition, config,
-                                    CoreSettings(group_lookup=self.group_lookup, stage_timer=time.perf_counter),
+                                    CoreSettings(group_lookup=self.group_lookup, stage_timer=time.perf_counter,
+                                                 compat=compat),
                                     created_ns=time.time_ns())
 
     def _on_release(self, env: Envelope) -> None:
@@ -316,8 +322,9 @@ class WorkerLoop:
             config = load_config(update.config).partition(o.partition)
             if config is None:
                 raise ConfigError(f"partition {o.partition} is not in the new config")
-            o.session.update_config(config, time.time_ns())
-        except ConfigError as exc:
+            compat = None if update.extra_config is None else parse_compat(update.extra_config)
+            o.session.update_config(config, time.time_ns(), compat)
+        except (ConfigError, ValueError) as exc:
             error = str(exc)
         self._send(env.reply(Kind.CONFIG_RESULT, {"id": update.id, "error": error}))
 

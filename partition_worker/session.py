@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from common import si_pb2
+from common.compat import Compat
 from common.config.errors import ConfigError
 from common.config.model import PartitionConfig
 from common.si_resource import fill_si_resource as _fill_res, resource_from_si as _res
@@ -165,12 +166,13 @@ class PartitionSession:
             self.core.event(etype, object_id, "InternalError",
                             f"{type(cmd).__name__} for {object_id} failed: {exc}", now_ns)
 
-    def update_config(self, config: PartitionConfig, now_ns: int) -> None:
-        """Apply a new config for this partition; raises ConfigError and keeps the old one."""
+    def update_config(self, config: PartitionConfig, now_ns: int, compat: Compat | None = None) -> None:
+        """Apply a new config for this partition (and compatibility switch, ``None``: unchanged);
+        raises ConfigError and keeps the old one."""
         if config.name != self.partition_name:
             raise ConfigError([f"config for partition {config.name} given to partition {self.partition_name}"])
         try:
-            self.core.update_config(config, now_ns)
+            self.core.update_config(config, now_ns, compat)
         except ConfigError as exc:  # the core does not log; the worker's log says why
             log.warning("partition %s: new config rejected, the old one stays active: %s",
                         self.partition_name, exc)
