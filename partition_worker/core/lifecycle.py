@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Callable
 
-from common.constants import APP_TAG_NAMESPACE_RESOURCE_QUOTA
+from common.constants import APP_TAG_CREATE_FORCE, APP_TAG_NAMESPACE_RESOURCE_QUOTA
 from common.resources import Resource
 
 from .app_state import RUNNING_STATES, AppEvent, AppState, IllegalTransition, next_state
@@ -25,7 +25,7 @@ from .application import Application
 from .commands import AddApp, RemoveApp
 from .gang import MSG_APP_COMPLETE, gang_style
 from .outcomes import AppAccepted, AppRejected, AppStateChanged, EventType, Termination
-from .placement_bridge import PlacementError
+from .placement_bridge import GroupLookupError, PlacementError
 from .queue import RECOVERY_QUEUE, ObjectState, Queue, QueueCreateError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,6 +36,12 @@ __all__ = ["AppLifecycle", "parse_quota", "T_STARTING", "T_COMPLETING", "T_EXPIR
 
 T_STARTING, T_COMPLETING, T_EXPIRE = "starting", "completing", "expire"
 FALLBACK_QUEUE = "root.default"  # compatibility 1.6+: where an app no rule places goes
+NO_GROUP = "nogroup"  # groups of a forced app whose user cannot be resolved (YuniKorn)
+
+
+def _forced(cmd: AddApp) -> bool:
+    """The RM recovers an app it already runs (app tag ``application.create.force``)."""
+    return next((v for k, v in cmd.tags.items() if k.lower() == APP_TAG_CREATE_FORCE), "").strip().lower() in ("1", "t", "true")
 _COMPLETABLE = (AppState.ACCEPTED, AppState.STARTING, AppState.RUNNING)
 _RAN = (AppState.STARTING, AppState.RUNNING)  # an app entering one has run (its summary is due)
 
@@ -85,7 +91,14 @@ class AppLifecycle:
         if existing is not None and not existing.recovered_only:
             self._reject(cmd, f"adding application {app_id} to partition {p.full_name}, but application already existed", now, store=False)
             return
-        groups = p.placement.resolve_groups(cmd.user, cmd.groups, now)
+        try:
+            groups = p.placement.resolve_groups(cmd.user, cmd.groups, now)
+        except GroupLookupError as exc:  # the lookup is down (LDAP): YuniKorn rejects, or forces
+            if _forced(cmd):
+                groups = (NO_GROUP,)
+            else:
+                self._reject(cmd, f"user {cmd.user}: group resolution failed: {exc}", now)
+                return
         try:
             queue, created = self._place(cmd, groups)
         except _Reject as r:

@@ -266,6 +266,11 @@ class Partition:
         self.queues_dirty = True
         self.changed = True
 
+    def set_group_lookup(self, group_lookup) -> None:
+        """The partition's usergroupresolver changed (the worker built and checked the lookup)."""
+        self.settings.group_lookup = group_lookup
+        self.placement.set_lookup(group_lookup)
+
     def _cleanup_queues(self, now: int) -> None:
         self.queues_dirty = False
         for path in self.queues.remove_empty():
