@@ -21,7 +21,7 @@ is enforced (its subtree is not visited again) and disarmed:
 - a leaf's victims: allocations sharing a type with its amount, no required node, no
   placeholder, allowed to be preempted (``allowPreemptSelf`` and the ``allowPreemption`` tag);
   order: non-originators first, more of the victim's types in the amount first, lower
-  priority, newer (by the hour), smaller share of the max; each taken while it fits in what is
+  priority, newer (by the hour), smaller share of the max, newer; each taken while it fits in what is
   left and the total stays within the amount (YuniKorn never takes more than the excess, so a
   queue whose allocations are larger than its excess may stay over by less than one of them).
 Victims are released at once (``PREEMPTED_BY_SCHEDULER``, YuniKorn's message), with a REQUEST
@@ -198,8 +198,9 @@ def _victims(p: "Partition", leaf: "Queue", amount: dict[str, int]) -> list["All
                 continue
             match = sum(1 for k in av if k in amount) * 100 // max(len(av), 1)
             share = max((av.get(k, 0) / qmax[k] for k in amount if qmax.get(k)), default=0.0)
+            # YuniKorn's order, then newest first within the hour (YuniKorn: map order)
             cands.append(((a.originator, -match, a.priority, -(a.create_time_ns // _HOUR_NS), share,
-                           a.create_time_ns, a.uuid), a))
+                           -a.create_time_ns, a.uuid), a))
     cands.sort(key=lambda t: t[0])
     left = dict(amount)
     out = []
