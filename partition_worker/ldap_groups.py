@@ -149,7 +149,7 @@ class LdapLookup:
                               get_info=ldap3.NONE)
         try:
             conn = ldap3.Connection(server, user=s.bind_user, password=s.bind_password,
-                                    receive_timeout=self.timeout, raise_exceptions=False)
+                                    receive_timeout=max(1, round(self.timeout)), raise_exceptions=False)
             if not conn.bind():
                 raise self._failed(f"bind as {s.bind_user} refused: {conn.result.get('description')}")
             return conn
