@@ -34,31 +34,21 @@ class Compat:
     def text(self) -> str:
         return f"{self.version[0]}.{self.version[1]}"
 
-    @property
-    def placement_fallback(self) -> bool:
-        """1.6 (YUNIKORN-2703): an app no rule places goes to ``root.default`` if it exists."""
-        return self.version >= _V1_6
+    def since(self, version: tuple[int, int]) -> bool:
+        return self.version >= version
 
-    @property
-    def stateaware_is_fifo(self) -> bool:
-        """1.6 (YUNIKORN-2483): ``application.sort.policy: stateaware`` behaves as fifo."""
-        return self.version >= _V1_6
-
-    @property
-    def no_starting_state(self) -> bool:
-        """1.6 (YUNIKORN-2495): no ``Starting``; Accepted -> Running on the first allocation."""
-        return self.version >= _V1_6
-
-    @property
-    def fair_share_queue_sort(self) -> bool:
-        """1.6 (YUNIKORN-2678): child queues sort by one fair-share number each."""
-        return self.version >= _V1_6
-
-    @property
-    def preemption_per_resource_type(self) -> bool:
-        """1.8 (YUNIKORN-3113/3157): a victim's queue must be over its guarantee in a type the
-        preemptor asks for; other types may be under their guarantee."""
-        return self.version >= _V1_8
+    # each behaviour and the version it came in (the JIRA in docs/yunikorn-compat.md)
+    placement_fallback = property(lambda self: self.since(_V1_6), doc=(
+        "1.6 (YUNIKORN-2703): an app no rule places goes to ``root.default`` if it exists."))
+    stateaware_is_fifo = property(lambda self: self.since(_V1_6), doc=(
+        "1.6 (YUNIKORN-2483): ``application.sort.policy: stateaware`` behaves as fifo."))
+    no_starting_state = property(lambda self: self.since(_V1_6), doc=(
+        "1.6 (YUNIKORN-2495): no ``Starting``; Accepted -> Running on the first allocation."))
+    fair_share_queue_sort = property(lambda self: self.since(_V1_6), doc=(
+        "1.6 (YUNIKORN-2678): child queues sort by one fair-share number each."))
+    preemption_per_resource_type = property(lambda self: self.since(_V1_8), doc=(
+        "1.8 (YUNIKORN-3113/3157): a victim's queue must be over its guarantee in a type the "
+        "preemptor asks for; other types may be under their guarantee."))
 
 
 SEEDS = Compat()

@@ -93,7 +93,7 @@ class Partition:
         self.lifecycle = AppLifecycle(self, self.timers)
         self.gangs = Gangs(self, self.timers)
         self.node_registry = NodeRegistry(self)
-        self.quota = QuotaPreemption(self, self.timers)  # quota-change preemption (1.8)
+        self.quota = QuotaPreemption(self)  # quota-change preemption (1.8)
         self.foreign = ForeignAllocations(self)  # allocations of other schedulers (1.7)
         # read-only views of the parts' books (the dicts themselves, never rebound)
         self.apps: dict[str, Application] = self.lifecycle.apps

@@ -278,9 +278,9 @@ def _victims_on(p, node: "Node", res: Resource, prio: int, mine: set,
     cands.sort(key=lambda t: t[:3])  # lowest priority first, then youngest
     removed: dict[object, dict[str, int]] = {}
     chosen: list = []
-    ok = _guarantee_ok_per_type if p.settings.compat.preemption_per_resource_type else _guarantee_ok
+    per_type = p.settings.compat.preemption_per_resource_type
     for vprio, _, _, a, vq in cands:
-        if not ok(vq, a, removed, mine, res):
+        if not _guarantee_ok(vq, a, removed, mine, res, per_type):
             continue
         for x in vq.chain():
             if x in mine:
@@ -302,12 +302,15 @@ def _victims_on(p, node: "Node", res: Resource, prio: int, mine: set,
     return [a for _, a in chosen], max(v for v, _ in chosen)
 
 
-def _guarantee_ok_per_type(vq: "Queue", a: "Allocation", removed: dict, mine: set, ask: Resource) -> bool:
-    """Compatibility 1.8+ (YUNIKORN-3113/3157): judged per resource type. Each queue of the
-    victim path below the common ancestor that has a guarantee must be over it in a type the
-    ask needs (a type it does not guarantee counts as guaranteed 0), and removing ``a`` must
-    not take it below its guarantee in a type it is over in; types it is already under may
-    drop further (a queue can be over in one type and under in another)."""
+def _guarantee_ok(vq: "Queue", a: "Allocation", removed: dict, mine: set, ask: Resource,
+                  per_type: bool) -> bool:
+    """Removing ``a`` (after ``removed``) keeps each queue of the victim path below the common
+    ancestor at or above its guarantee, for every guaranteed type ``a`` uses.
+
+    ``per_type`` (compatibility 1.8+, YUNIKORN-3113/3157): judged per resource type instead.
+    Each such queue with a guarantee must be over it in a type the ask needs (a type it does not
+    guarantee counts as guaranteed 0), and only the types it is over in must stay at or above
+    it; types it is already under may drop further (over in one type, under in another)."""
     av = a.resource._v
     for x in vq.chain():
         if x in mine:
@@ -318,30 +321,12 @@ def _guarantee_ok_per_type(vq: "Queue", a: "Allocation", removed: dict, mine: se
         rm = removed.get(x, {})
         alloc = x.allocated._v
         gv = g._v
-        if not any(alloc.get(k, 0) - rm.get(k, 0) > gv.get(k, 0) for k, v in ask._v.items() if v > 0):
+        if per_type and not any(alloc.get(k, 0) - rm.get(k, 0) > gv.get(k, 0)
+                                for k, v in ask._v.items() if v > 0):
             return False
         for k, lim in gv.items():
             cur = alloc.get(k, 0) - rm.get(k, 0)
             v = av.get(k, 0)
-            if v > 0 and cur > lim and cur - v < lim:
-                return False
-    return True
-
-
-def _guarantee_ok(vq: "Queue", a: "Allocation", removed: dict, mine: set, ask: Resource) -> bool:
-    """Removing ``a`` (after ``removed``) keeps each queue of the victim path below the common
-    ancestor at or above its guarantee, for every guaranteed type ``a`` uses."""
-    av = a.resource._v
-    for x in vq.chain():
-        if x in mine:
-            return True
-        g = x.guaranteed
-        if g is None:
-            continue
-        rm = removed.get(x, {})
-        alloc = x.allocated._v
-        for k, lim in g._v.items():
-            v = av.get(k, 0)
-            if v > 0 and alloc.get(k, 0) - rm.get(k, 0) - v < lim:
+            if v > 0 and cur - v < lim and (cur > lim or not per_type):
                 return False
     return True

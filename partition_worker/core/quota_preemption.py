@@ -49,7 +49,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .objects import Allocation
     from .partition import Partition
     from .queue import Queue
-    from .timers import Timers
 
 __all__ = ["QuotaPreemption", "T_QUOTA", "MSG_QUOTA_RELEASE", "excess_over_max"]
 
@@ -69,12 +68,11 @@ def excess_over_max(q: "Queue") -> dict[str, int]:
 class QuotaPreemption:
     """Arming and enforcement for one partition (see module doc)."""
 
-    __slots__ = ("p", "_timers")
+    __slots__ = ("p",)
 
-    def __init__(self, p: "Partition", timers: "Timers") -> None:
+    def __init__(self, p: "Partition") -> None:
         self.p = p
-        self._timers = timers
-        timers.register(T_QUOTA, self._on_due)
+        p.timers.register(T_QUOTA, self._on_due)  # the partition's timers fire the due queues
 
     @property
     def enabled(self) -> bool:
@@ -109,7 +107,7 @@ class QuotaPreemption:
             q.quota_preemption_at_ns += delay - old_delay  # may land in the past: due at once
         else:
             q.quota_preemption_at_ns = now + delay
-        self._timers.schedule(q.quota_preemption_at_ns, T_QUOTA, q.path)
+        self.p.timers.schedule(q.quota_preemption_at_ns, T_QUOTA, q.path)
 
     # ---------------------------------------------------------------- enforcement
     def _on_due(self, path: str, gen: int, now: int) -> None:

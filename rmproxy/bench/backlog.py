@@ -28,18 +28,10 @@ __all__ = ["configure", "run", "backlog_row"]
 
 RM_ID = "korral-bench-backlog"
 NODE_MEMORY = 1000
-_CONFIG = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - name: backlog
-{props}
-          - name: probe
-"""
-_BACKOFF = ("            properties: {application.unschedasks.backoff: \"5\", "
+# root.backlog holds the unschedulable asks (with or without backoff), root.probe the timed ones
+_CONFIG = ("partitions: [{{name: default, queues: [{{name: root, submitacl: '*', queues: "
+           "[{{name: backlog{props}}}, {{name: probe}}]}}]}}]")
+_BACKOFF = (", properties: {application.unschedasks.backoff: '5', "
             "application.unschedasks.backoff.delay: 30s}")
 
 

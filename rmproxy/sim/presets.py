@@ -166,16 +166,11 @@ name: backlog
 seed: 11
 duration: 15
 config: |
+  # root.stuck: an app backs off for 30 s once 5 of its asks fit no node
   partitions:
-    - name: default
-      placementrules: [{name: provided, create: true}]
-      queues:
-        - name: root
-          submitacl: '*'
-          queues:
-            - name: stuck
-              properties: {application.unschedasks.backoff: "5", application.unschedasks.backoff.delay: 30s}
-            - name: work
+    - {name: default, placementrules: [{name: provided, create: true}],
+       queues: [{name: root, submitacl: '*', queues: [{name: work}, {name: stuck, properties: {
+         application.unschedasks.backoff: "5", application.unschedasks.backoff.delay: 30s}}]}]}
 nodes:
   - {name: n, count: 50, resources: {vcore: 8, memory: 16Gi}}
 apps:
@@ -185,38 +180,36 @@ apps:
      resources: {vcore: 1, memory: 1Gi}, duration: [0.5, 1]}
 """
 
-_QUOTA = """
+_QUOTA_CONFIG = """partitions:
+  - name: default
+    placementrules: [{{name: provided, create: true}}]
+    preemption: {{quotapreemptionenabled: true}}
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - {{name: batch, resources: {{max: {{vcore: {max}}}}}, properties: {{quota.preemption.delay: 2s}}}}
+"""
+
+
+def _indented(text: str, spaces: int) -> str:
+    return "".join(" " * spaces + line for line in text.splitlines(keepends=True))
+
+
+_QUOTA = f"""
 name: quota-change
 seed: 12
 duration: 30
 config: |
-  partitions:
-    - name: default
-      placementrules: [{name: provided, create: true}]
-      preemption: {quotapreemptionenabled: true}
-      queues:
-        - name: root
-          submitacl: '*'
-          queues:
-            - {name: batch, resources: {max: {vcore: 40}}, properties: {quota.preemption.delay: 2s}}
-config_updates:
+{_indented(_QUOTA_CONFIG.format(max=40), 2)}config_updates:
   - at: 5
     config: |
-      partitions:
-        - name: default
-          placementrules: [{name: provided, create: true}]
-          preemption: {quotapreemptionenabled: true}
-          queues:
-            - name: root
-              submitacl: '*'
-              queues:
-                - {name: batch, resources: {max: {vcore: 20}}, properties: {quota.preemption.delay: 2s}}
-nodes:
-  - {name: n, count: 5, resources: {vcore: 16, memory: 32Gi}}
+{_indented(_QUOTA_CONFIG.format(max=20), 6)}nodes:
+  - {{name: n, count: 5, resources: {{vcore: 16, memory: 32Gi}}}}
 apps:
   # batch fills its max of 40 with long tasks; at 5 s the max drops to 20; 2 s later quota
   # preemption takes 20 back (victims re-submitted, placed again only within the new max)
-  - {name: batch, count: 1, queue: root.batch, tasks: 60, resources: {vcore: 1, memory: 1Gi}, duration: [6, 8]}
+  - {{name: batch, count: 1, queue: root.batch, tasks: 60, resources: {{vcore: 1, memory: 1Gi}}, duration: [6, 8]}}
 """
 
 _FOREIGN = """

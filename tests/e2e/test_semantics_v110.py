@@ -49,6 +49,18 @@ def logs(stack, who: str) -> str:
     return "\n".join(p.read_text(errors="replace") for p in (stack.state_dir / "logs").glob(f"*{who}*"))
 
 
+def started(stack, rm_id: str, n: si_pb2.NodeInfo, app_id: str, queue: str, user: str = "alice") -> SIRM:
+    """A registered RM (the BASE config, max 100 on root.a) with node ``n`` and one accepted app."""
+    rm = SIRM(stack.si_address, rm_id)
+    register(rm, BASE % 100)
+    rm.open()
+    rm.nodes(n)
+    rm.wait_for("node", lambda r: r.accepted)
+    rm.apps(app(app_id, queue=queue, user=user))
+    rm.wait_for("application", lambda r: r.accepted)
+    return rm
+
+
 def allocations(rm: SIRM, n: int, timeout: float = 15) -> list:
     got: list = []
     while len(got) < n:
@@ -101,14 +113,8 @@ def test_bad_new_keys_are_refused_naming_queue_and_key_and_the_old_config_stays(
 
 
 def test_a_lowered_max_is_enforced_by_quota_preemption_and_an_unchanged_reload_is_a_no_op(module_stack):
-    rm = SIRM(module_stack.si_address, "rm-quota")
+    rm = started(module_stack, "rm-quota", node("n1", memory=1000, vcore=100), "qa", "root.a")
     try:
-        register(rm, BASE % 100)
-        rm.open()
-        rm.nodes(node("n1", memory=1000, vcore=100))
-        rm.wait_for("node", lambda r: r.accepted)
-        rm.apps(app("qa", queue="root.a"))
-        rm.wait_for("application", lambda r: r.accepted)
         rm.asks(*[ask(f"q{i}", "qa", memory=10, vcore=1) for i in range(10)])
         allocations(rm, 10)
         update(module_stack, rm.rm_id, BASE % 60)
@@ -126,18 +132,12 @@ def test_a_lowered_max_is_enforced_by_quota_preemption_and_an_unchanged_reload_i
 
 
 def test_a_foreign_allocation_occupies_its_node(module_stack):
-    rm = SIRM(module_stack.si_address, "rm-foreign")
+    n = node("n1", memory=100, vcore=10)
+    n.existingAllocations.append(si_pb2.Allocation(
+        allocationKey="kube-proxy", nodeID="n1", resourcePerAlloc=resource(memory=80, vcore=1),
+        allocationTags={"foreign": "static"}))
+    rm = started(module_stack, "rm-foreign", n, "fa", "root.default")
     try:
-        register(rm, BASE % 100)
-        rm.open()
-        pod = si_pb2.Allocation(allocationKey="kube-proxy", nodeID="n1", resourcePerAlloc=resource(memory=80, vcore=1),
-                                allocationTags={"foreign": "static"})
-        n = node("n1", memory=100, vcore=10)
-        n.existingAllocations.append(pod)
-        rm.nodes(n)
-        rm.wait_for("node", lambda r: r.accepted)
-        rm.apps(app("fa", queue="root.default"))
-        rm.wait_for("application", lambda r: r.accepted)
         rm.asks(ask("big", "fa", memory=50, vcore=1), ask("fits", "fa", memory=20, vcore=1))
         assert [a.allocationKey for a in allocations(rm, 1)] == ["fits"]
         # the pod ends: a release without an application frees its room
@@ -149,14 +149,8 @@ def test_a_foreign_allocation_occupies_its_node(module_stack):
 
 
 def test_a_finished_app_that_ran_writes_one_summary_line(module_stack):
-    rm = SIRM(module_stack.si_address, "rm-summary")
+    rm = started(module_stack, "rm-summary", node("n1", memory=100, vcore=10), "sum-app", "root.default", "dana")
     try:
-        register(rm, BASE % 100)
-        rm.open()
-        rm.nodes(node("n1", memory=100, vcore=10))
-        rm.wait_for("node", lambda r: r.accepted)
-        rm.apps(app("sum-app", queue="root.default", user="dana"))
-        rm.wait_for("application", lambda r: r.accepted)
         rm.asks(ask("s1", "sum-app", memory=10, vcore=1))
         allocations(rm, 1)
         rm.streams["application"].send(si_pb2.ApplicationRequest(rmID=rm.rm_id, remove=[
