@@ -273,7 +273,10 @@ def _try_leaf(c: _Cycle, q: Queue) -> "Allocation | None":
             _stateaware_admit(c, q, order)
     elif order is None:
         # fifo order does not change within a cycle: sort once, then walk with a cursor
-        order = _timed(c, "app", lambda: sorted((a for a in q.apps.values() if a.has_pending()),
+        # (apps backing off are left out: a backlog of them costs nothing per cycle)
+        now = c.now
+        order = _timed(c, "app", lambda: sorted((a for a in q.apps.values()
+                                                 if a.has_pending() and a.backoff_deadline_ns <= now),
                                                 key=_fifo_key(q.priority_enabled)))
         c.fifo[q] = order
         c.fifo_cursor[q] = 0
@@ -338,7 +341,9 @@ def _try_leaf_fair(c: _Cycle, q: Queue) -> "Allocation | None":
     prio = q.priority_enabled
     lst = c.fair.get(q)
     if lst is None:
-        lst = _timed(c, "app", sorted, [(_fair_key(a, g, prio), a) for a in q.apps.values() if a.has_pending()])
+        now = c.now
+        lst = _timed(c, "app", sorted, [(_fair_key(a, g, prio), a) for a in q.apps.values()
+                                        if a.has_pending() and a.backoff_deadline_ns <= now])
         c.fair[q] = lst
     blocked = c.blocked
     while lst:
