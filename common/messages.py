@@ -299,11 +299,13 @@ class PartitionLost(Body):
 
 @dataclass(frozen=True, slots=True)
 class ConfigUpdate(Body):
-    """CONFIG_UPDATE, rmproxy -> worker: the RM's new queues.yaml; answered by a CONFIG_RESULT
+    """CONFIG_UPDATE, rmproxy -> worker: the RM's new queues.yaml and extraConfig (``None``: an
+    older rmproxy that sends none; the worker keeps what it has); answered by a CONFIG_RESULT
     with the same ``id``."""
 
     config: str = ""
     id: int | None = None
+    extra_config: dict | None = None
 
 
 @dataclass(frozen=True, slots=True)

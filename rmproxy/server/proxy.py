@@ -20,7 +20,8 @@ import zmq
 import zmq.asyncio
 
 from common import korral_pb2, registry, si_pb2
-from common.config import load_config
+from common.compat import compat_warnings, parse_compat
+from common.config import config_checksum, load_config
 from common.config.errors import ConfigError
 from common.envelope import Envelope, Kind, decode_for, encode
 from common.gcpause import gc_paused
@@ -282,12 +283,13 @@ class Proxy:
                                     "registration of RM failed: rmID must not be empty")
         try:
             config = load_config(req.config)
-        except ConfigError as exc:
+            compat = parse_compat(req.extraConfig)
+        except (ConfigError, ValueError) as exc:
             kept = (f"; RM {req.rmID} keeps its current registration and partitions"
                     if req.rmID in self.rms else "")
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
                                     f"registration of RM failed: RM {req.rmID}: {exc}{kept}") from None
-        for warning in config.warnings:
+        for warning in (*config.warnings, *compat_warnings(config, compat)):
             log.warning("RM %s config: %s", req.rmID, warning)
         partitions = [p.name for p in config.partitions]
         reg = registry.Registration(
@@ -382,20 +384,29 @@ class Proxy:
                                     f"RM {req.rmID} has no active partitions, make sure it is registered")
         try:
             config = load_config(req.config)
-        except ConfigError as exc:
+            compat = parse_compat(req.extraConfig)
+        except (ConfigError, ValueError) as exc:
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
-                                    f"update of configuration failed: {exc}") from None
+                                    f"update of configuration failed: RM {req.rmID}: {exc}") from None
+        old = rm.registration
+        if old is not None and dict(req.extraConfig) == old.extra_config \
+                and config_checksum(req.config) == config_checksum(old.config):
+            # YuniKorn 1.10: the active checksum again is a no-op; no worker is asked
+            log.info("RM %s: configuration unchanged (checksum %s): nothing to do", req.rmID, config.checksum)
+            return
+        for warning in (*config.warnings, *compat_warnings(config, compat)):
+            log.warning("RM %s config: %s", req.rmID, warning)
         names = [p.name for p in config.partitions]
         kept = [p for p in names if p in rm.partitions]
         added = [p for p in names if p not in rm.partitions]
         removed = [p for p in rm.partitions if p not in names]
         results = await asyncio.gather(*(
-            self.ask_worker(rm, p, Kind.CONFIG_UPDATE, ConfigUpdate(req.config)) for p in kept))
+            self.ask_worker(rm, p, Kind.CONFIG_UPDATE, ConfigUpdate(req.config, extra_config=dict(req.extraConfig)))
+            for p in kept))
         errors = [r.error for r in results if r.error]
         if errors:
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
                                     "update of configuration failed: " + "; ".join(errors))
-        old = rm.registration
         reg = registry.Registration(
             rm_id=req.rmID, version=old.version if old else "", policy_group=req.policyGroup,
             config=req.config, extra_config=dict(req.extraConfig),
