@@ -256,7 +256,8 @@ class Proxy:
         original = body.get("body")
         log.warning("unroutable %s for [%s]%s: %s", body.get("kind"), env.rm_id, env.partition, reason)
         if isinstance(original, dict):  # a config update or a query waiting for its reply
-            self._on_reply(Envelope(Kind.QUERY_RESULT, body={"id": original.get("id"), "error": reason}))
+            self._on_reply(Envelope(Kind.QUERY_RESULT, body={"id": original.get("id"), "error": reason,
+                                                             "unavailable": True}))
             return
         stream = _STREAM_OF_REQUEST.get(_KINDS.get(body.get("kind")))  # type: ignore[arg-type]
         rm = self.rms.get(env.rm_id)
@@ -385,6 +386,10 @@ class Proxy:
         registration (and every other partition's membership) as it was.
         """
         rm = self.rms.get(req.rmID)
+        if rm is not None and rm.resync_reason is not None:
+            raise RegistrationError(grpc.StatusCode.UNAVAILABLE,
+                                    f"update of configuration failed: RM {req.rmID} was asked to re-register "
+                                    f"({rm.resync_reason}); nothing changed: retry once it has re-registered")
         if rm is None or not rm.epochs:
             raise RegistrationError(grpc.StatusCode.FAILED_PRECONDITION,
                                     f"RM {req.rmID} has no active partitions, make sure it is registered")
@@ -399,10 +404,19 @@ class Proxy:
         removed = [p for p in rm.partitions if p not in names]
         results = await asyncio.gather(*(
             self.ask_worker(rm, p, Kind.CONFIG_UPDATE, {"config": req.config}) for p in kept))
-        errors = [r["error"] for r in results if r.get("error")]
-        if errors:
+        # A worker that refused the config makes the request invalid; one that could not be
+        # reached (no worker, it died, the broker restarted) makes it fail for now: UNAVAILABLE,
+        # so the RM retries instead of taking its config for wrong. The registration is only
+        # replaced below, so a retry (or the RM's re-registration) starts from a known config.
+        refused = [r["error"] for r in results if r.get("error") and not r.get("unavailable")]
+        unreached = [r["error"] for r in results if r.get("error") and r.get("unavailable")]
+        if refused:
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
-                                    "update of configuration failed: " + "; ".join(errors))
+                                    "update of configuration failed: " + "; ".join(refused + unreached))
+        if unreached:
+            raise RegistrationError(grpc.StatusCode.UNAVAILABLE,
+                                    "update of configuration failed: " + "; ".join(unreached)
+                                    + "; the registration is unchanged: retry")
         old = rm.registration
         reg = registry.Registration(
             rm_id=req.rmID, version=old.version if old else "", policy_group=req.policyGroup,
@@ -436,7 +450,7 @@ class Proxy:
         """Send a request to a partition's worker and wait for its reply (config, queries)."""
         epoch = rm.epochs.get(partition)
         if epoch is None:
-            return {"error": f"partition [{rm.rm_id}]{partition} has no worker"}
+            return {"error": f"partition [{rm.rm_id}]{partition} has no worker", "unavailable": True}
         qid = next(self._query_ids)
         fut = asyncio.get_running_loop().create_future()
         self.queries[qid] = fut
@@ -445,7 +459,7 @@ class Proxy:
             return await asyncio.wait_for(fut, QUERY_TIMEOUT)
         except asyncio.TimeoutError:
             return {"error": f"partition [{rm.rm_id}]{partition}: no answer from its worker "
-                             f"within {QUERY_TIMEOUT:.0f}s"}
+                             f"within {QUERY_TIMEOUT:.0f}s", "unavailable": True}
         finally:
             self.queries.pop(qid, None)
 
