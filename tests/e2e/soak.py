@@ -19,6 +19,7 @@ Every wait is on a condition with a bounded timeout; nothing sleeps to let time 
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import random
@@ -36,7 +37,7 @@ import yaml
 
 from common import si_pb2
 from common.stack_down import ProcId, load_stack, supervisor_rpc
-from rmproxy.client import Backoff, ClientState, SchedulerAPI, SchedulerError
+from rmproxy.client import Backoff, ClientState, SchedulerAPI, SchedulerError, channel_options
 from rmproxy.testrm import ClusterRM
 from tests.conftest import wait_until
 
@@ -99,6 +100,7 @@ class SoakRM(ClusterRM):
     restored_at: float = 0.0  # monotonic time the RM last finished (re-)registering and replaying
     registrations: int = 0  # successful RegisterResourceManager calls made by the soak itself
     register_retries: int = 0
+    retry_reasons: collections.Counter = field(default_factory=collections.Counter)
     config_updates: int = 0
     config_retries: int = 0
     keys: int = 0
@@ -129,8 +131,13 @@ class SoakRM(ClusterRM):
         deadline = _now() + OP_TIMEOUT
         request = si_pb2.RegisterResourceManagerRequest(rmID=self.rm_id, policyGroup="queues", config=config)
         while True:
-            api = SchedulerAPI(self.si_address, recovery_timeout=60.0, rpc_timeout=30.0,
-                               backoff=Backoff(rng=random.Random(self.seed)))
+            backoff = Backoff(rng=random.Random(self.seed))
+            # a restarted shim is a new process: its channel shares no subchannel (and no
+            # reconnect backoff) with the client it replaces
+            channel = grpc.insecure_channel(self.si_address, options=channel_options(backoff)
+                                            + [("grpc.use_local_subchannel_pool", 1)])
+            api = SchedulerAPI(self.si_address, channel=channel, recovery_timeout=60.0, rpc_timeout=30.0,
+                               backoff=backoff)
             with self.lock:
                 self.api = api  # sends raise NotConnectedError until registered: the replay covers them
             try:
@@ -140,6 +147,7 @@ class SoakRM(ClusterRM):
                 if exc.code is grpc.StatusCode.INVALID_ARGUMENT or _now() > deadline:
                     raise AssertionError(f"registration of {self.rm_id} failed (seed {self.seed}): {exc}") from None
                 self.register_retries += 1
+                self.retry_reasons[f"register {exc.code.name if exc.code else '-'}: {exc.details[:90]}"] += 1
                 wait_ready(self.rest_address, deadline - _now())
                 continue
             with self.lock:
@@ -176,6 +184,7 @@ class SoakRM(ClusterRM):
                         raise AssertionError(f"config update of {self.rm_id} to variant {variant} failed "
                                              f"(seed {self.seed}): {exc}") from None
                     self.config_retries += 1
+                    self.retry_reasons[f"config {exc.code.name if exc.code else '-'}: {exc.details[:90]}"] += 1
                     wait_ready(self.rest_address, deadline - _now())
                     continue
                 self.variant = variant
@@ -455,6 +464,9 @@ class Step:
     sched_gap: float = 0.0  # kill -> every partition scheduling again
     reads_gap: float = 0.0  # kill -> every read path 200
     budget_used: float = 0.0  # seconds after the RMs re-registered (and the op ended) reads took
+    effect_gap: float = 0.0  # kill -> the RMs that must re-register were asked to
+    sweeps: int = 0  # read sweeps until every path answered 200
+    first_failures: list[str] = field(default_factory=list)  # a few paths of the first failing sweep
 
     def describe(self) -> str:
         what = f"kill -9 {self.victim}" + (f" (owner of {self.owned})" if self.owned else
@@ -530,6 +542,7 @@ class Chaos:
                                    for r in expected), 30, "the RMs asked to re-register")
         except AssertionError as exc:
             raise self.fail(step, f"{exc}: {sorted(expected)} expected to recover") from None
+        step.effect_gap = _now() - killed
         self._wait_scheduling(step, killed)
         back_at = self._wait_restarted(step, victim, pid, killed)
         if op_thread is not None:
@@ -636,6 +649,9 @@ class Chaos:
             began = _now()
             was_settled = settled()
             failures = read_failures(self.rest, list(self.rms.values()), self.pool)
+            step.sweeps += 1
+            if failures and not step.first_failures:
+                step.first_failures = [str(f)[:200] for f in failures[:3]]
             if not failures:
                 step.reads_gap = _now() - killed
                 step.budget_used = max(0.0, _now() - base())
@@ -682,6 +698,8 @@ class Chaos:
                                   "reads_median": _med([s.reads_gap for s in done if s.kind == k]),
                                   "reads_max": _max([s.reads_gap for s in done if s.kind == k])}
                               for k in KINDS},
+            "retry_reasons": dict(sum((rm.retry_reasons for rm in self.rms.values()), collections.Counter())
+                                  .most_common(8)),
             "allocations": sum(sum(rm.allocated.values()) for rm in self.rms.values()),
             "seconds": round(_now() - self.started, 1),
         }

@@ -21,6 +21,7 @@ writes the figures as JSON.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -65,7 +66,7 @@ def run_soak(stack, kills: int, load_between: tuple[int, int] = (30, 150)) -> di
     finally:
         report.update(chaos.summary())
         print("chaos soak figures:\n" + json.dumps(report, indent=2, default=str))
-        write_report(report)
+        write_report(report | {"steps": [dataclasses.asdict(s) for s in chaos.steps]})
         for rm in rms:
             rm.close()
         chaos.close()
