@@ -216,6 +216,14 @@ class Proxy:
         self.view.on_lost(env.rm_id, env.partition, env.epoch, reason)
         rm = self.rms.get(env.rm_id)
         if rm is not None and env.partition in rm.partitions:
+            waiter = rm.owned_waiters.pop(env.partition, None)
+            if waiter is not None and not waiter.done():
+                # the worker died while it loaded the partition for a registration still waiting:
+                # that registration fails now (the RM registers again) instead of after 10 s
+                waiter.set_exception(RegistrationError(
+                    grpc.StatusCode.UNAVAILABLE,
+                    f"registration of RM failed: partition [{rm.rm_id}]{env.partition} lost epoch {env.epoch} "
+                    f"while its worker loaded it: {reason}; register again"))
             self.resync(rm, f"partition [{rm.rm_id}]{env.partition} lost epoch {env.epoch}: {reason}")
 
     def _on_response(self, env: Envelope) -> None:
@@ -319,7 +327,17 @@ class Proxy:
         waiters = {p: loop.create_future() for p in partitions}
         rm.owned_waiters = dict(waiters)
         self.send(Envelope(Kind.RM_REGISTER, req.rmID, body={"partitions": partitions}))
-        done, pending = await asyncio.wait(waiters.values(), timeout=REGISTER_TIMEOUT)
+        done, pending = await asyncio.wait(waiters.values(), timeout=REGISTER_TIMEOUT,
+                                           return_when=asyncio.FIRST_EXCEPTION)
+        failed = next((w for w in done if w.cancelled() or w.exception() is not None), None)
+        if failed is not None:
+            for w in pending:
+                w.cancel()
+            if failed.cancelled():
+                raise RegistrationError(grpc.StatusCode.UNAVAILABLE,
+                                        f"registration of RM {req.rmID} failed: a newer registration of it "
+                                        "came in meanwhile")
+            raise failed.exception()  # type: ignore[misc]
         if pending:
             missing = ", ".join(f"[{req.rmID}]{p}" for p, w in waiters.items() if w in pending)
             for w in pending:
@@ -330,9 +348,6 @@ class Proxy:
                 f"registration of RM failed: no worker took partition(s) {missing} within "
                 f"{REGISTER_TIMEOUT:.0f}s{where}: start more workers (korral up --workers N, "
                 "or korral worker on another host)")
-        for w in done:
-            if w.exception() is not None:
-                raise w.exception()  # type: ignore[misc]
         log.info("registered RM %s with partitions %s", req.rmID, partitions)
         for listener in self.listeners:
             listener.registered(req.rmID)
