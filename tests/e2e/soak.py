@@ -8,7 +8,7 @@ RM re-registrations and configuration updates, and the checks after each fault a
   both with a changed config (an extra queue added or removed, a queue max changed).
 - ``read_failures``: every REST read path of every partition of every RM; the failures.
 - ``Chaos``: one fault per step (round-robin over the process kinds), optionally mixed with a
-  re-registration or a config update before or during the recovery; it measures kill ->
+  re-registration or a config update before the kill or in flight when it lands; it measures kill ->
   scheduling again and kill -> every read path 200, and fails naming the seed, the step and the
   fault when a read path still fails 5 s after the RMs re-registered.
 - ``final_check``: the scheduler holds exactly each RM's allocations, none lost or doubled, no
@@ -105,6 +105,8 @@ class SoakRM(ClusterRM):
     config_retries: int = 0
     keys: int = 0
     ops: threading.Lock = field(default_factory=threading.Lock)  # one re-registration or update at a time
+    # set just before an op's first RPC goes out: the soak kills a process while it is in flight
+    in_flight: threading.Event | None = None
 
     @property
     def config(self) -> str:
@@ -141,6 +143,7 @@ class SoakRM(ClusterRM):
             with self.lock:
                 self.api = api  # sends raise NotConnectedError until registered: the replay covers them
             try:
+                self._going()
                 api.register_resource_manager(request, self)
             except SchedulerError as exc:
                 api.close(shutdown=False)
@@ -154,6 +157,11 @@ class SoakRM(ClusterRM):
                 self.restored_at = _now()
                 self.registrations += 1
             return
+
+    def _going(self) -> None:
+        if self.in_flight is not None:
+            self.in_flight.set()
+            self.in_flight = None
 
     def reregister(self, variant: int) -> None:
         """Restart as a shim does, with config ``variant``: the old client goes without Shutdown
@@ -176,6 +184,7 @@ class SoakRM(ClusterRM):
                 if not self.api.wait_running(max(0.0, deadline - _now())):
                     raise AssertionError(f"{self.rm_id}: client not Running for a config update: {self.api.state}")
                 try:
+                    self._going()
                     self.api.update_configuration(request)
                 except SchedulerError as exc:
                     transient = exc.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.FAILED_PRECONDITION,
@@ -460,7 +469,7 @@ class Step:
     op: str = ""  # "", "reregister" or "config"
     op_rm: str = ""
     op_variant: int = 0
-    op_when: str = ""  # "before" the kill or "during" the recovery
+    op_when: str = ""  # "before" the kill, or "during": its first RPC in flight when the kill lands
     sched_gap: float = 0.0  # kill -> every partition scheduling again
     reads_gap: float = 0.0  # kill -> every read path 200
     budget_used: float = 0.0  # seconds after the RMs re-registered (and the op ended) reads took
@@ -472,8 +481,9 @@ class Step:
         what = f"kill -9 {self.victim}" + (f" (owner of {self.owned})" if self.owned else
                                             " (a spare)" if self.kind == "worker" else "")
         if self.op:
-            what += f", {self.op} of {self.op_rm} to config variant {self.op_variant} {self.op_when} the recovery" \
-                if self.op_when == "during" else f", after a {self.op} of {self.op_rm} to variant {self.op_variant}"
+            what += (f" while a {self.op} of {self.op_rm} to config variant {self.op_variant} was in flight"
+                     if self.op_when == "during" else
+                     f", after a {self.op} of {self.op_rm} to config variant {self.op_variant}")
         return f"step {self.n}: {what}"
 
 
@@ -494,7 +504,7 @@ class Chaos:
 
     def plan(self) -> list[Step]:
         """The kinds round-robin (each round in a seeded order); every third step a re-registration,
-        every third a config update (each before the kill or during the recovery, on a seeded RM)."""
+        every third a config update (each done before the kill, or in flight when it lands, on a seeded RM)."""
         steps = []
         ops = []
         for n in range(self.kills):
@@ -525,17 +535,22 @@ class Chaos:
         victim, pid = self._pick(step)
         losses = {r: rm.lost_count for r, rm in self.rms.items()}
         restored = {r: rm.restored_at for r, rm in self.rms.items()}
+        op_thread = op_error = None
+        if step.op and step.op_when == "during":  # the kill lands while the op's first RPC is in flight
+            errors: list[BaseException] = []
+            going = threading.Event()
+            assert rm_op is not None
+            rm_op.in_flight = going
+            op_thread = threading.Thread(target=self._op_catching, args=(step, errors), daemon=True)
+            op_thread.start()
+            op_error = errors
+            if not going.wait(OP_TIMEOUT):
+                raise self.fail(step, f"the {step.op} did not start within {OP_TIMEOUT:.0f}s")
         proc = ProcId.of(pid)  # by pid and start time: never a recycled pid
         if proc is None or not proc.signal(signal.SIGKILL):
             raise self.fail(step, f"{victim} pid {pid} vanished before the kill")
         killed = _now()
         self.steps.append(step)
-        op_thread = op_error = None
-        if step.op and step.op_when == "during":
-            errors: list[BaseException] = []
-            op_thread = threading.Thread(target=self._op_catching, args=(step, errors), daemon=True)
-            op_thread.start()
-            op_error = errors
         expected = self._expected(step)
         try:
             wait_until(lambda: all(self.rms[r].lost_count > losses[r] or self.rms[r].restored_at > restored[r]

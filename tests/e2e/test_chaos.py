@@ -6,7 +6,7 @@ partitions. Step by step, a process is killed by pid (round-robin over worker, b
 and Redis; a worker is the owner of a partition three times in four, else a spare), and every
 third step an RM re-registers as a restarting shim does and every third it updates its config
 (``korral.v1 UpdateConfiguration``), each with a changed config (root.extra added or removed,
-root.a's max changed), before the kill or during the recovery. After each fault every partition
+root.a's max changed), before the kill or in flight when the kill lands. After each fault every partition
 schedules again and every REST read path of every partition of both RMs answers 200 (with the
 right partitions, nodes, queues and config) within 5 s of the RMs having re-registered. At the
 end the scheduler holds exactly each RM's allocations: none lost, none doubled, no node over
