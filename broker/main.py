@@ -139,7 +139,7 @@ class Broker:
                 log.warning("dropped from %r: %s", identity, exc)
                 continue
             try:
-                self._send(handle(identity, env, time.monotonic()))
+                self._send(handle(identity, env, time.monotonic()), origin=sock)
             except redis.RedisError as exc:  # epochs live in Redis; the rest keeps routing
                 log.error("could not handle %s from %r, Redis unavailable: %s", env.kind, identity, exc)
 
@@ -244,9 +244,16 @@ class Broker:
             return []
         return handler(t, ident, env, now)
 
-    def _send(self, sends: list[Send]) -> None:
+    def _send(self, sends: list[Send], origin: zmq.Socket | None = None) -> None:
+        """Send each envelope to its peer: a known worker on the backend, a known rmproxy on the
+        frontend, a peer the table does not know (told to re-announce) where it spoke from."""
         for ident, env in sends:
-            sock = self.backend if ident in self.table.workers else self.frontend
+            if ident in self.table.workers:
+                sock = self.backend
+            elif ident in self.table.proxies or origin is None:
+                sock = self.frontend
+            else:
+                sock = origin
             if env.kind is Kind.PARTITION_ASSIGN:
                 log.info("assigning [%s]%s epoch %d to %s", env.rm_id, env.partition, env.epoch,
                          self.table.workers[ident].name)
