@@ -36,9 +36,9 @@ FAST_KILLS = 2 * len(KINDS)
 WORKERS = 6  # 4 partitions and 2 spares
 
 
-def run_soak(stack, kills: int, load_between: tuple[int, int] = (30, 150)) -> dict:
+def run_soak(stack, kills: int, load_between: tuple[int, int] = (50, 200)) -> dict:
     """``kills`` steps; between two, each partition gets ``load_between`` more allocations (a
-    seeded number in that range: at ~25 allocations/s a partition, 1-6 s of load by default)."""
+    seeded number in that range: at ~25 allocations/s a partition, 2-8 s of load by default)."""
     seed = seed_from_env()
     print(f"chaos soak: seed {seed}, {kills} kills")
     rms = [SoakRM(rm_id, node_memory=NODE_MEMORY, node_vcore=NODE_VCORE, si_address=stack.si_address,
