@@ -559,7 +559,6 @@ class Chaos:
             raise self.fail(step, f"{exc}: {sorted(expected)} expected to recover") from None
         step.effect_gap = _now() - killed
         self._wait_scheduling(step, killed)
-        back_at = self._wait_restarted(step, victim, pid, killed)
         if op_thread is not None:
             op_thread.join(OP_TIMEOUT + 30)
             if op_thread.is_alive():
@@ -569,7 +568,9 @@ class Chaos:
             op_done = _now()
         else:
             op_done = 0.0
-        self._wait_reads(step, killed, max(back_at, op_done))
+        # a sweep started 5 s after the kill, the RMs' last re-registration and the op's end must pass
+        self._wait_reads(step, killed, max(killed, op_done))
+        self._wait_restarted(step, victim, pid, killed)  # before the next step picks a victim
 
     def _op_catching(self, step: Step, errors: list[BaseException]) -> None:
         try:
@@ -652,7 +653,7 @@ class Chaos:
 
     def _wait_reads(self, step: Step, killed: float, floor: float) -> None:
         """Read every path until all answer 200. A sweep that starts ``READ_BUDGET`` seconds after
-        the RMs last re-registered (and after the killed process is back and the op ended) and
+        the kill, the RMs' last re-registration and the op's end, with every client Running, and
         still fails ends the soak, naming the paths."""
         def base() -> float:
             return max([floor] + [rm.restored_at for rm in self.rms.values()])
