@@ -170,8 +170,16 @@ class Proxy:
             self._broker_reset("the broker restarted")
 
     def _broker_reset(self, reason: str) -> None:
-        """What was in flight through the old broker may be lost: every RM resyncs (re-registers)."""
+        """What was in flight through the old broker may be lost: every RM resyncs (re-registers).
+        A registration (or config update) still waiting for its partitions' owners fails at once:
+        its RM_REGISTER may have died with the old broker, and the new one assigns nothing for it."""
         for rm in list(self.rms.values()):
+            waiting = [p for p, w in rm.owned_waiters.items() if not w.done()]
+            for p in waiting:
+                rm.owned_waiters.pop(p).set_exception(RegistrationError(
+                    grpc.StatusCode.UNAVAILABLE,
+                    f"registration of RM failed: {reason} before partition [{rm.rm_id}]{p} had a worker; "
+                    "register again"))
             if rm.epochs:
                 self.resync(rm, reason)
 

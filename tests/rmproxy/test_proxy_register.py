@@ -89,3 +89,18 @@ def test_a_registration_superseded_by_a_newer_one_says_so():
 
     err = asyncio.run(run())
     assert err.code is grpc.StatusCode.UNAVAILABLE and "a newer registration" in str(err)
+
+
+def test_a_broker_restart_fails_a_registration_still_waiting_at_once():
+    """Found by the chaos soak: a broker killed while an RM registered took the RM_REGISTER with it;
+    the restarted broker assigned nothing for it and the registration waited its 10 s."""
+    p, sent = make_proxy()
+
+    def broker_restarted(p):
+        owned(p, "default", 5)
+        p._on_heartbeat(Envelope(Kind.HEARTBEAT, body={"reannounce": True}))
+
+    err, took = register_with(p, sent, broker_restarted)
+    assert err is not None and err.code is grpc.StatusCode.UNAVAILABLE, err
+    assert "the broker restarted before partition [rm-1]second had a worker" in str(err)
+    assert took < 1.0
