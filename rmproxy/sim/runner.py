@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.live import Live
 
 from common import si_pb2
-from rmproxy.client import SchedulerAPI
+from rmproxy.client import SchedulerAPI, channel_options
 from rmproxy.sim.checks import Validator, config_limits
 from rmproxy.sim.cluster import SimCluster
 from rmproxy.sim.report import LiveView
@@ -127,8 +127,7 @@ def simulate(plan: Plan, options: SimOptions, console: Console | None = None,
     stats = Stats(_capacity(plan))
     channel = None
     if options.credentials is not None:
-        channel = grpc.secure_channel(options.si_address, options.credentials,
-                                      options=[("grpc.max_receive_message_length", 64 << 20)])
+        channel = grpc.secure_channel(options.si_address, options.credentials, options=channel_options())
     api = SchedulerAPI(options.si_address, channel=channel)
     cluster = SimCluster(plan, api, clock, validator, stats)
     duration = options.duration if options.duration is not None else plan.workload.duration
