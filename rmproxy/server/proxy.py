@@ -30,6 +30,8 @@ from common.messages import (KINDS, ConfigUpdate, Heartbeat, PartitionLost, Part
                              ProxyHello, Reply, RMPartitions, RMUnregister, Status, Unroutable)
 from rmproxy.server import split
 from rmproxy.server.cluster_view import ClusterView
+from rmproxy.server.config_changes import ConfigChanges
+from rmproxy.server.errors import RegistrationError
 from rmproxy.server.rms import RMSession, RMState
 from rmproxy.server.worker_requests import NoAnswer, WorkerRequests
 
@@ -52,14 +54,6 @@ _STREAM_OF_RESPONSE = {
     Kind.SI_NODE_RESPONSE: "node",
 }
 _STREAM_OF_REQUEST = {v: k for k, v in _KIND_OF_STREAM.items()}
-
-
-class RegistrationError(Exception):
-    """Registration failed; ``code`` is the gRPC status to answer with."""
-
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class Proxy:
@@ -86,6 +80,7 @@ class Proxy:
         self.listeners: list[Any] = []
         self.dropped = 0
         self.started_ns = time.time_ns()
+        self.config_changes = ConfigChanges(self)  # every config change goes through it, audited
 
     # -- broker link ----------------------------------------------------------------
 
@@ -300,6 +295,7 @@ class Proxy:
             raise RegistrationError(grpc.StatusCode.UNAVAILABLE,
                                     f"registration of RM failed: Redis unavailable: {exc}") from None
         old = self.rms.get(req.rmID)
+        before = old.registration if old is not None else await self._stored_registration(req.rmID)
         rm = RMSession(req.rmID, partitions, registration=reg)
         if old is not None:  # keep the RM's open channels; everything else is wiped
             for w in old.owned_waiters.values():
@@ -325,8 +321,8 @@ class Proxy:
             if w.exception() is not None:
                 raise w.exception()  # type: ignore[misc]
         log.info("registered RM %s with partitions %s", req.rmID, partitions)
-        for listener in self.listeners:
-            listener.registered(req.rmID)
+        if before is not None:
+            await self.config_changes.registered(req.rmID, before.config, req.config)
 
     def handle_request(self, stream: str, rm: RMSession, req) -> None:
         """Split one SI request per partition and forward it; answer edge rejections at once."""
@@ -369,6 +365,20 @@ class Proxy:
         rm.notify(korral_pb2.SchedulerNotice(reRegister=korral_pb2.ReRegisterRequest(reason=reason)))
         rm.close_streams(grpc.StatusCode.UNAVAILABLE, RESYNC_DETAILS + reason)
 
+    async def _stored_registration(self, rm_id: str) -> registry.Registration | None:
+        try:
+            return await self.store.load(rm_id)
+        except Exception:  # Redis down: the save below says so to the RM
+            return None
+
+    def active_rm(self, rm_id: str) -> RMSession:
+        """The RM's session if it is registered and owns partitions; else FAILED_PRECONDITION."""
+        rm = self.rms.get(rm_id)
+        if rm is None or not rm.epochs:
+            raise RegistrationError(grpc.StatusCode.FAILED_PRECONDITION,
+                                    f"RM {rm_id} has no active partitions, make sure it is registered")
+        return rm
+
     async def update_configuration(self, req: si_pb2.UpdateConfigurationRequest) -> None:
         """Hot reload: update kept partitions in place, create added ones, remove dropped ones.
 
@@ -376,10 +386,7 @@ class Proxy:
         updated before anything else, so a partition that refuses the change leaves the
         registration (and every other partition's membership) as it was.
         """
-        rm = self.rms.get(req.rmID)
-        if rm is None or not rm.epochs:
-            raise RegistrationError(grpc.StatusCode.FAILED_PRECONDITION,
-                                    f"RM {req.rmID} has no active partitions, make sure it is registered")
+        rm = self.active_rm(req.rmID)
         try:
             config = load_config(req.config)
         except ConfigError as exc:
@@ -464,6 +471,7 @@ class Proxy:
 
     async def _stop_rm(self, rm_id: str, reason: str) -> None:
         rm = self.rms.pop(rm_id, None)
+        self.config_changes.forget(rm_id)
         self.send(Envelope(Kind.RM_UNREGISTER, rm_id, body=RMUnregister(reason).wire()))
         if rm is not None:
             rm.state = RMState.STOPPED
