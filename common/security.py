@@ -1,4 +1,5 @@
-"""Secured links: ZeroMQ CURVE between broker and its peers, TLS for the gRPC front door.
+"""Secured links: ZeroMQ CURVE between broker and its peers, TLS for the gRPC front door and
+the REST API, and the admin tokens of rmproxy's admin endpoint.
 
 CURVE: the broker has a key pair and a directory of the public certificates it
 accepts; workers and rmproxies each have a key pair and the broker's public
@@ -13,6 +14,7 @@ import argparse
 import logging
 import os
 import pathlib
+import ssl
 
 import zmq
 import zmq.auth
@@ -20,7 +22,8 @@ from zmq.auth.thread import ThreadAuthenticator
 
 __all__ = ["SecurityError", "add_curve_client_flags", "add_curve_server_flags", "add_tls_flags",
            "add_tls_client_flags", "client_keys", "secure_client", "secure_server", "grpc_server_credentials",
-           "grpc_channel_credentials"]
+           "grpc_channel_credentials", "add_rest_tls_flags", "rest_server_ssl", "rest_client_ssl",
+           "read_admin_tokens", "MIN_TOKEN_LENGTH"]
 
 log = logging.getLogger("korral.security")
 
@@ -180,3 +183,96 @@ def grpc_channel_credentials(ca: str | None, cert: str | None, key: str | None):
     return grpc.ssl_channel_credentials(root_certificates=read(ca, "--tls-ca"),
                                         private_key=read(key, "--tls-client-key"),
                                         certificate_chain=read(cert, "--tls-client-cert"))
+
+
+# ---------------------------------------------------------------- REST: TLS and admin tokens
+
+def add_rest_tls_flags(parser: argparse.ArgumentParser) -> None:
+    """rmproxy's flags for HTTPS on its REST port and for its admin endpoint."""
+    _env_flag(parser, "--rest-tls-cert", "KORRAL_REST_TLS_CERT",
+              "PEM certificate chain of the REST server; turns HTTPS on")
+    _env_flag(parser, "--rest-tls-key", "KORRAL_REST_TLS_KEY", "PEM private key of the REST server")
+    _env_flag(parser, "--rest-tls-client-ca", "KORRAL_REST_TLS_CLIENT_CA",
+              "PEM CA of admin client certificates: a client presenting one may use the admin endpoint "
+              "(reads need none)")
+    _env_flag(parser, "--admin-token-file", "KORRAL_ADMIN_TOKEN_FILE",
+              "file of admin bearer tokens, one per line as NAME:TOKEN; turns the admin endpoint on "
+              "(re-read when it changes)")
+
+
+def _read(path: str, flag: str) -> bytes:
+    try:
+        return pathlib.Path(path).read_bytes()
+    except OSError as exc:
+        raise SecurityError(f"{flag} {path}: {exc.strerror}") from None
+
+
+def rest_server_ssl(cert: str | None, key: str | None, client_ca: str | None) -> ssl.SSLContext | None:
+    """The REST server's TLS context for --rest-tls-*, or None for plain HTTP. With a client CA
+    a client certificate is optional (YuniKorn's reads and the dashboard need none) but, when
+    presented, must be of that CA; the admin endpoint then accepts it."""
+    if not cert and not key:
+        if client_ca:
+            raise SecurityError("--rest-tls-client-ca needs --rest-tls-cert and --rest-tls-key")
+        return None
+    if not (cert and key):
+        raise SecurityError("HTTPS needs both --rest-tls-cert and --rest-tls-key")
+    for path, flag in ((cert, "--rest-tls-cert"), (key, "--rest-tls-key")):
+        _read(path, flag)
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        ctx.load_cert_chain(cert, key)
+    except ssl.SSLError as exc:
+        raise SecurityError(f"--rest-tls-cert {cert} / --rest-tls-key {key}: not a matching PEM pair ({exc})") from None
+    if client_ca:
+        try:
+            ctx.load_verify_locations(cafile=client_ca)
+        except (ssl.SSLError, OSError) as exc:
+            raise SecurityError(f"--rest-tls-client-ca {client_ca}: not a readable PEM CA ({exc})") from None
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+    return ctx
+
+
+def rest_client_ssl(ca: str | None, cert: str | None, key: str | None) -> ssl.SSLContext | None:
+    """A REST client's TLS context: trust ``ca`` (None: the system's), present ``cert``/``key``."""
+    if bool(cert) != bool(key):
+        raise SecurityError("a client certificate needs both --tls-client-cert and --tls-client-key")
+    if not (ca or cert):
+        return None
+    ctx = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
+    if cert and key:
+        try:
+            ctx.load_cert_chain(cert, key)
+        except (ssl.SSLError, OSError) as exc:
+            raise SecurityError(f"--tls-client-cert {cert} / --tls-client-key {key}: {exc}") from None
+    return ctx
+
+
+MIN_TOKEN_LENGTH = 16  # characters; shorter tokens are refused when the file is read
+
+
+def read_admin_tokens(path: str) -> dict[str, str]:
+    """The tokens of an admin token file: ``NAME:TOKEN`` per line (``#`` comments and blank lines
+    ignored; a line without a name is named ``admin``). SecurityError names the file and line
+    of a malformed entry, a short token or a repeated name."""
+    try:
+        text = pathlib.Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SecurityError(f"admin token file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    tokens: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, _, token = line.rpartition(":")
+        name = name.strip() or "admin"
+        token = token.strip()
+        if len(token) < MIN_TOKEN_LENGTH or any(c.isspace() for c in token):
+            raise SecurityError(f"admin token file {path} line {number}: a token needs at least "
+                                f"{MIN_TOKEN_LENGTH} characters and no spaces")
+        if name in tokens:
+            raise SecurityError(f"admin token file {path} line {number}: the name {name!r} is used twice")
+        tokens[name] = token
+    if not tokens:
+        raise SecurityError(f"admin token file {path}: no token in it (one NAME:TOKEN per line)")
+    return tokens

@@ -155,6 +155,28 @@ def _explain(s, body: dict) -> dict:
         return _missing("ask", "Allocation ask not found")
 
 
+def _app_status(s, body: dict) -> dict:
+    """Where an application stands, for ``korral explain APP``: an active app's state and the
+    keys of its pending asks (at most ``limit``, default 50); a finished, removed or expired one's
+    end (state, since, why) from the finished list or the partition's history of gone apps."""
+    p = s.core
+    app_id = str(body.get("app", ""))
+    app = p.apps.get(app_id)
+    if app is not None:
+        keys = [k.key for k in app.asks.values() if k.pending > 0][:_int_param(body, "limit", 50)]
+        return {"applicationID": app_id, "active": True, "state": app.state.value, "queue": app.queue.path,
+                "pendingKeys": keys}
+    app = p.finished_apps.get(app_id)
+    if app is not None:
+        return {"applicationID": app_id, "active": False, "state": app.state.value, "queue": app.queue.path,
+                "since": app.finished_ns or app.state_time_ns, "reason": app.message, "removed": False}
+    gone = p.lifecycle.gone.get(app_id)
+    if gone is not None:
+        return {"applicationID": app_id, "active": False, "state": gone.state, "queue": gone.queue,
+                "since": gone.since_ns, "reason": gone.reason, "removed": gone.removed, "expired": not gone.removed}
+    return _missing("application", "Application not found")
+
+
 def _nodes(s, body: dict) -> dict:
     nodes = list(s.core.nodes.nodes.values())
     return _page(body, nodes, lambda n: dao.node_dao(n, s.partition_name), lambda n: 1 + len(n.allocations))
@@ -272,6 +294,7 @@ QUERIES: dict[str, Callable[[Any, dict], Any]] = {
     "metrics": _metrics,
     "dump": _dump,
     "explain": _explain,
+    "app_status": _app_status,
 }
 
 

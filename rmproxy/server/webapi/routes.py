@@ -85,6 +85,7 @@ def route_table(h: Handlers) -> list[Route]:
         ("GET", f"{V1}/korral/processes", k.processes),
         ("GET", f"{V1}/korral/partition/{{partition}}/heatmap", k.heatmap),
         ("GET", f"{V1}/korral/partition/{{partition}}/applications", k.app_summaries),
+        ("GET", f"{V1}/korral/partition/{{partition}}/application/{{application}}/explain", k.app_status),
         ("GET", f"{V1}/korral/partition/{{partition}}/application/{{application}}/allocation/{{key}}/explain",
          k.explain),
         # CORS preflight of every /ws/v1 path; the dashboard (its files: STATIC_PREFIX)
