@@ -30,7 +30,9 @@ from typing import Any, Callable
 
 import orjson
 
-from partition_worker.core import dao
+from common.config import load_config
+from common.config.errors import ConfigError
+from partition_worker.core import dao, whatif
 from partition_worker.core.dao import INT32_MIN
 from partition_worker.step_stats import free_after_next_step, stats_of
 
@@ -177,6 +179,17 @@ def _app_status(s, body: dict) -> dict:
     return _missing("application", "Application not found")
 
 
+def _whatif(s, body: dict) -> dict:
+    """What the config text ``config`` would do to this partition (``core.whatif``): kept with
+    its new settings, or removed when the config leaves it out. Nothing changes."""
+    try:
+        config = load_config(str(body.get("config", "")))
+    except ConfigError as exc:
+        raise ValueError(f"config is not valid: {exc}") from None
+    mine = next((pc for pc in config.partitions if pc.name == s.partition_name), None)
+    return whatif.removal_whatif(s.core) if mine is None else whatif.config_whatif(s.core, mine)
+
+
 def _nodes(s, body: dict) -> dict:
     nodes = list(s.core.nodes.nodes.values())
     return _page(body, nodes, lambda n: dao.node_dao(n, s.partition_name), lambda n: 1 + len(n.allocations))
@@ -295,6 +308,7 @@ QUERIES: dict[str, Callable[[Any, dict], Any]] = {
     "dump": _dump,
     "explain": _explain,
     "app_status": _app_status,
+    "whatif": _whatif,
 }
 
 

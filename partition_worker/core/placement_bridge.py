@@ -40,6 +40,12 @@ class PlacementBridge:
         m = self._manager
         return m is not None and bool(getattr(m, "initialised", True))
 
+    @staticmethod
+    def check_rules(rules: Sequence[PlacementRuleConfig]) -> None:
+        """Raises ``ConfigError`` (from the manager) when ``update_rules`` would refuse ``rules``."""
+        if rules:
+            PlacementManager(tuple(rules))
+
     def update_rules(self, rules: Sequence[PlacementRuleConfig]) -> None:
         """Raises ``ConfigError`` (from the manager) and keeps the old rules on a bad set."""
         if self._manager is None:

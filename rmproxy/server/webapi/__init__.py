@@ -4,6 +4,7 @@ dashboard, on one aiohttp app (``build_app``, run by ``rmproxy.server.main``).
 - every ``/ws/v1`` path of /work/shared/REST_API.md, aggregated over all partitions of the
   stack by querying their workers through the broker (``cluster.ClusterReader``);
 - ``/ws/v1/metrics`` (Prometheus text), ``/ws/v1/scheduler/healthcheck``, ``/ws/v1/korral/*``;
+- the admin endpoint ``/ws/v1/korral/admin/config/{rmID}`` (``admin``: authenticated config changes);
 - the dashboard at ``/`` (static files of ``rmproxy/server/web``);
 - CORS on every answer, OPTIONS preflight, trailing slashes tolerated, and YuniKorn's error
   body ``{"status_code", "message", "description"}`` for every error under ``/ws/``.
@@ -18,7 +19,9 @@ from typing import Any
 
 from aiohttp import web
 
+from common.config import MAX_CONFIG_BYTES
 from rmproxy.server.webapi._http import errors_middleware
+from rmproxy.server.webapi.admin import AdminApi, AdminAuth
 from rmproxy.server.webapi.cluster import ClusterReader
 from rmproxy.server.webapi.config import ConfigApi
 from rmproxy.server.webapi.health import HealthApi
@@ -32,9 +35,10 @@ from rmproxy.server.webapi.yunikorn import YuniKornApi
 __all__ = ["build_app"]
 
 
-def build_app(proxy: Any) -> web.Application:
+def build_app(proxy: Any, admin: AdminAuth | None = None) -> web.Application:
     """The REST app of ``proxy`` (an ``rmproxy.server.proxy.Proxy``): every route, the error shape,
-    and the history sampler (started and stopped with the app)."""
+    and the history sampler (started and stopped with the app). ``admin`` says who may use the
+    admin endpoint (default: nobody, it is disabled)."""
     reader = ClusterReader(proxy)
     resyncs = ResyncObserver()
     resyncs.attach(proxy)
@@ -44,8 +48,10 @@ def build_app(proxy: Any) -> web.Application:
     handlers = Handlers(
         yunikorn=YuniKornApi(proxy, reader), config=ConfigApi(proxy, reader),
         state=StateApi(proxy, reader, korral.stack_view, history, health.partition_health),
-        history=history, health=health, metrics=MetricsApi(reader, korral.proxy_view), korral=korral)
-    app = web.Application(middlewares=[errors_middleware])
+        history=history, health=health, metrics=MetricsApi(reader, korral.proxy_view), korral=korral,
+        admin=AdminApi(proxy, reader, admin or AdminAuth()))
+    # a config may be as large as the SI allows (4 MiB); the admin endpoint says so past that
+    app = web.Application(middlewares=[errors_middleware], client_max_size=MAX_CONFIG_BYTES + 64 * 1024)
     add_routes(app, route_table(handlers))
 
     async def start_history(app: web.Application) -> None:

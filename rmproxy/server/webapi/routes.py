@@ -2,7 +2,8 @@
 
 A new endpoint is one row here and one handler in the module of its concern:
 ``yunikorn`` (YuniKorn's read paths), ``config``, ``state`` (the full dump), ``history``,
-``health``, ``metrics``, ``korral`` (Korral's own views), ``dashboard``. ``add_routes`` puts the
+``health``, ``metrics``, ``korral`` (Korral's own views), ``admin`` (config changes),
+``dashboard``. ``add_routes`` puts the
 table on the aiohttp app: every path also answers with a trailing slash (a second route, not
 a redirect, so POST bodies survive), and GET routes answer HEAD too.
 """
@@ -15,6 +16,7 @@ from typing import Awaitable, Callable
 from aiohttp import web
 
 from rmproxy.server.webapi._http import preflight
+from rmproxy.server.webapi.admin import AdminApi
 from rmproxy.server.webapi.config import ConfigApi
 from rmproxy.server.webapi.dashboard import STATIC_PREFIX, WEB_DIR, index
 from rmproxy.server.webapi.health import HealthApi
@@ -30,6 +32,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Route = tuple[str, str, Handler]  # (method, path, handler)
 V1 = "/ws/v1"
 P = V1 + "/partition/{partition}"
+ADMIN = V1 + "/korral/admin/config/{rmID}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +46,7 @@ class Handlers:
     health: HealthApi
     metrics: MetricsApi
     korral: KorralApi
+    admin: AdminApi
 
 
 def route_table(h: Handlers) -> list[Route]:
@@ -88,6 +92,12 @@ def route_table(h: Handlers) -> list[Route]:
         ("GET", f"{V1}/korral/partition/{{partition}}/application/{{application}}/explain", k.app_status),
         ("GET", f"{V1}/korral/partition/{{partition}}/application/{{application}}/allocation/{{key}}/explain",
          k.explain),
+        # the admin endpoint (authenticated): an RM's config changed by an operator
+        ("GET", f"{ADMIN}", h.admin.get),
+        ("PUT", f"{ADMIN}", h.admin.apply),
+        ("POST", f"{ADMIN}/dry-run", h.admin.dry_run),
+        ("GET", f"{ADMIN}/history", h.admin.history),
+        ("POST", f"{ADMIN}/rollback/{{id}}", h.admin.rollback),
         # CORS preflight of every /ws/v1 path; the dashboard (its files: STATIC_PREFIX)
         ("OPTIONS", f"{V1}/{{tail:.*}}", preflight),
         ("GET", "/", index),
