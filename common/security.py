@@ -154,12 +154,12 @@ def grpc_server_credentials(cert: str | None, key: str | None, client_ca: str | 
     return grpc.ssl_server_credentials(pair)
 
 
-def add_tls_client_flags(parser: argparse.ArgumentParser) -> None:
-    """Flags of an RM-side client (``korral sim``) for rmproxy's TLS."""
+def add_tls_client_flags(parser: argparse.ArgumentParser, client: str = "this RM") -> None:
+    """Flags of a client of rmproxy's TLS (an RM such as ``korral sim``; ``korral config``)."""
     _env_flag(parser, "--tls-ca", "KORRAL_TLS_CA", "PEM CA that signed rmproxy's certificate; turns TLS on")
     _env_flag(parser, "--tls-client-cert", "KORRAL_TLS_CLIENT_CERT",
-              "PEM certificate of this RM, for mutual TLS")
-    _env_flag(parser, "--tls-client-key", "KORRAL_TLS_CLIENT_KEY", "PEM private key of this RM, for mutual TLS")
+              f"PEM certificate of {client}, for mutual TLS")
+    _env_flag(parser, "--tls-client-key", "KORRAL_TLS_CLIENT_KEY", f"PEM private key of {client}, for mutual TLS")
 
 
 def grpc_channel_credentials(ca: str | None, cert: str | None, key: str | None):

@@ -1,8 +1,9 @@
 """Every change of a registered RM's config, in one place: the RM's own ``UpdateConfiguration``
 and re-registration, and an operator's ``korral config apply|rollback`` (REST admin endpoint).
 
-``ConfigChanges.change`` runs one change per RM at a time: compare-and-swap on the checksum
-``/ws/v1/config`` shows (``served_checksum``), a no-op when nothing changes, then
+``ConfigChanges.change`` runs one change per RM at a time: a no-op when nothing changes (the
+same config overwrites nothing, whatever it was read against), else compare-and-swap on the
+checksum ``/ws/v1/config`` shows (``served_checksum``), then
 ``Proxy.update_configuration`` (the one path that validates and applies a config, exactly as at
 registration), then an audit record in Redis (``registry.ConfigRecord``: who, when, old and new
 checksum, the text it replaced). A re-registration with another config is recorded too: the
@@ -57,16 +58,16 @@ class ConfigChanges:
             old = self.proxy.active_rm(req.rmID).registration
             old_text = old.config if old is not None else ""
             old_sum, new_sum = served_checksum(old_text), served_checksum(req.config)
+            if old is not None and new_sum == old_sum and dict(req.extraConfig) == old.extra_config \
+                    and req.policyGroup == old.policy_group:  # overwrites nothing, even from a stale read
+                log.info("RM %s: configuration unchanged (checksum %s), nothing to do", req.rmID, new_sum)
+                return ConfigChange(req.rmID, False, old_sum, new_sum)
             if expected_checksum is not None and expected_checksum.strip().upper() != old_sum:
                 raise RegistrationError(
                     grpc.StatusCode.ABORTED,
                     f"config of RM {req.rmID} changed since it was read: the active checksum is {old_sum}, "
                     f"the change was made against {expected_checksum.strip().upper() or '(none)'}; read it "
                     "again and retry")
-            if old is not None and new_sum == old_sum and dict(req.extraConfig) == old.extra_config \
-                    and req.policyGroup == old.policy_group:
-                log.info("RM %s: configuration unchanged (checksum %s), nothing to do", req.rmID, new_sum)
-                return ConfigChange(req.rmID, False, old_sum, new_sum)
             await self.proxy.update_configuration(req)
             record = await self.record(registry.ConfigRecord(
                 req.rmID, who, time.time_ns(), action, old_sum, new_sum, old_text, note))
