@@ -37,6 +37,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hold-seconds", type=float, default=os.environ.get("KORRAL_HOLD_SECONDS", "30"),
                         help="how long a request for a partition without a worker is held before it is "
                              "answered with an error [$KORRAL_HOLD_SECONDS, default 30]")
+    parser.add_argument("--trends-interval", type=float, default=os.environ.get("KORRAL_TRENDS_INTERVAL", "10"),
+                        help="seconds between the samples of the dashboard's charts (the last hour is kept) "
+                             "[$KORRAL_TRENDS_INTERVAL, default 10]")
     security.add_curve_client_flags(parser)
     security.add_tls_flags(parser)
     security.add_rest_tls_flags(parser)
@@ -62,7 +65,9 @@ async def serve(args: argparse.Namespace) -> None:
     if port == 0:
         raise SystemExit(f"rmproxy: cannot listen on SI address {args.si_address}")
     await server.start()
-    runner = web.AppRunner(build_app(proxy, admin), access_log=None)
+    if not args.trends_interval > 0:
+        raise SystemExit(f"korral rmproxy: --trends-interval must be positive, got {args.trends_interval:g}")
+    runner = web.AppRunner(build_app(proxy, admin, args.trends_interval), access_log=None)
     await runner.setup()
     host, _, port = args.rest_address.rpartition(":")
     site = web.TCPSite(runner, host or "0.0.0.0", int(port), ssl_context=rest_ssl)

@@ -2,8 +2,8 @@
 
 A new endpoint is one row here and one handler in the module of its concern:
 ``yunikorn`` (YuniKorn's read paths), ``config``, ``state`` (the full dump), ``history``,
-``health``, ``metrics``, ``korral`` (Korral's own views), ``admin`` (config changes),
-``dashboard``. ``add_routes`` puts the
+``health``, ``metrics``, ``korral`` (Korral's own views), ``trends`` (the dashboard's charts),
+``admin`` (config changes), ``dashboard``. ``add_routes`` puts the
 table on the aiohttp app: every path also answers with a trailing slash (a second route, not
 a redirect, so POST bodies survive), and GET routes answer HEAD too.
 """
@@ -24,6 +24,7 @@ from rmproxy.server.webapi.history import History
 from rmproxy.server.webapi.korral import KorralApi
 from rmproxy.server.webapi.metrics import MetricsApi
 from rmproxy.server.webapi.state import StateApi
+from rmproxy.server.webapi.trends import Trends
 from rmproxy.server.webapi.yunikorn import YuniKornApi
 
 __all__ = ["Handlers", "Route", "route_table", "add_routes"]
@@ -47,6 +48,7 @@ class Handlers:
     metrics: MetricsApi
     korral: KorralApi
     admin: AdminApi
+    trends: Trends
 
 
 def route_table(h: Handlers) -> list[Route]:
@@ -88,6 +90,7 @@ def route_table(h: Handlers) -> list[Route]:
         ("GET", f"{V1}/korral/stack", k.stack),
         ("GET", f"{V1}/korral/processes", k.processes),
         ("GET", f"{V1}/korral/partition/{{partition}}/heatmap", k.heatmap),
+        ("GET", f"{V1}/korral/partition/{{partition}}/trends", h.trends.partition),
         ("GET", f"{V1}/korral/partition/{{partition}}/applications", k.app_summaries),
         ("GET", f"{V1}/korral/partition/{{partition}}/application/{{application}}/explain", k.app_status),
         ("GET", f"{V1}/korral/partition/{{partition}}/application/{{application}}/allocation/{{key}}/explain",
