@@ -48,7 +48,7 @@ def config_whatif(p: "Partition", config: PartitionConfig) -> dict:
     except ConfigError as exc:
         return {"action": "update", "refused": str(exc)}
     shadow = shadow_queues(p, config)
-    return {"action": "update", "queues": _queue_changes(p, config), "overMax": _over_max(p, shadow),
+    return {"action": "update", "queues": _queue_changes(p, config), "overMax": _over_max(shadow),
             "limits": _over_limits(p, config), "placement": _placement(p, config, shadow)}
 
 
@@ -60,7 +60,8 @@ def removal_whatif(p: "Partition") -> dict:
 
 def shadow_queues(p: "Partition", config: PartitionConfig) -> QueueTree:
     """The queue tree ``p`` would have after ``update_config(config)``: the configured queues,
-    the live dynamic queues, and the live managed queues left out of the config (draining)."""
+    the live dynamic queues, and the live managed queues left out of the config (draining), each
+    with the live queue's usage and apps (read only), under the new config's settings."""
     tree = QueueTree(config.root)
     configured = {q.path for q in tree}
     for q in sorted(p.queues, key=lambda x: x.path.count(".")):
@@ -73,6 +74,10 @@ def shadow_queues(p: "Partition", config: PartitionConfig) -> QueueTree:
         made.is_leaf = q.is_leaf
         if not q.dynamic or q.state is ObjectState.DRAINING:
             made.dynamic, made.state = False, ObjectState.DRAINING
+    for q in tree:
+        live = p.queues.find(q.path)
+        if live is not None:
+            q.allocated, q.pending, q.apps = live.allocated, live.pending, dict(live.apps)
     return tree
 
 
@@ -95,15 +100,12 @@ def _apps_below(q) -> int:
     return len(q.apps) + sum(_apps_below(c) for c in q.children.values())
 
 
-def _over_max(p: "Partition", shadow: QueueTree) -> list[dict]:
+def _over_max(shadow: QueueTree) -> list[dict]:
     out = []
     for q in shadow:
-        live = p.queues.find(q.path)
-        if q.max is None or q.parent is None or live is None:
-            continue
-        over = _over(live.allocated, q.max)
+        over = _over(q.allocated, q.max) if q.parent is not None else {}
         if over:
-            out.append({"queue": q.path, "max": _res(q.max), "allocated": _res(live.allocated), "overBy": over,
+            out.append({"queue": q.path, "max": _res(q.max), "allocated": _res(q.allocated), "overBy": over,
                         "guaranteed": _res(q.guaranteed) if q.guaranteed is not None else {}})
     return sorted(out, key=lambda d: d["queue"])[:LISTED]
 
