@@ -131,25 +131,34 @@ def secure_server(ctx: zmq.Context, sockets: list[zmq.Socket], secret_file: str 
     return auth
 
 
-def grpc_server_credentials(cert: str | None, key: str | None, client_ca: str | None):
-    """grpc ServerCredentials for --tls-*, or None for plaintext."""
+def _read(path: str, flag: str) -> bytes:
+    try:
+        return pathlib.Path(path).read_bytes()
+    except OSError as exc:
+        raise SecurityError(f"{flag} {path}: {exc.strerror}") from None
+
+
+def _server_tls_on(cert: str | None, key: str | None, client_ca: str | None, prefix: str, what: str) -> bool:
+    """Whether a server's ``--<prefix>-cert/-key/-client-ca`` turn TLS on; SecurityError for a
+    partial set, naming the flags."""
     if not cert and not key:
         if client_ca:
-            raise SecurityError("--tls-client-ca needs --tls-cert and --tls-key")
-        return None
+            raise SecurityError(f"--{prefix}-client-ca needs --{prefix}-cert and --{prefix}-key")
+        return False
     if not (cert and key):
-        raise SecurityError("TLS needs both --tls-cert and --tls-key")
+        raise SecurityError(f"{what} needs both --{prefix}-cert and --{prefix}-key")
+    return True
+
+
+def grpc_server_credentials(cert: str | None, key: str | None, client_ca: str | None):
+    """grpc ServerCredentials for --tls-*, or None for plaintext."""
+    if not _server_tls_on(cert, key, client_ca, "tls", "TLS"):
+        return None
     import grpc
 
-    def read(path: str, flag: str) -> bytes:
-        try:
-            return pathlib.Path(path).read_bytes()
-        except OSError as exc:
-            raise SecurityError(f"{flag} {path}: {exc.strerror}") from None
-
-    pair = [(read(key, "--tls-key"), read(cert, "--tls-cert"))]
+    pair = [(_read(key, "--tls-key"), _read(cert, "--tls-cert"))]  # type: ignore[arg-type]
     if client_ca:
-        return grpc.ssl_server_credentials(pair, root_certificates=read(client_ca, "--tls-client-ca"),
+        return grpc.ssl_server_credentials(pair, root_certificates=_read(client_ca, "--tls-client-ca"),
                                            require_client_auth=True)
     return grpc.ssl_server_credentials(pair)
 
@@ -172,17 +181,9 @@ def grpc_channel_credentials(ca: str | None, cert: str | None, key: str | None):
         raise SecurityError("mutual TLS needs both --tls-client-cert and --tls-client-key")
     import grpc
 
-    def read(path: str | None, flag: str) -> bytes | None:
-        if path is None:
-            return None
-        try:
-            return pathlib.Path(path).read_bytes()
-        except OSError as exc:
-            raise SecurityError(f"{flag} {path}: {exc.strerror}") from None
-
-    return grpc.ssl_channel_credentials(root_certificates=read(ca, "--tls-ca"),
-                                        private_key=read(key, "--tls-client-key"),
-                                        certificate_chain=read(cert, "--tls-client-cert"))
+    return grpc.ssl_channel_credentials(root_certificates=_read(ca, "--tls-ca"),
+                                        private_key=_read(key, "--tls-client-key") if key else None,
+                                        certificate_chain=_read(cert, "--tls-client-cert") if cert else None)
 
 
 # ---------------------------------------------------------------- REST: TLS and admin tokens
@@ -200,23 +201,12 @@ def add_rest_tls_flags(parser: argparse.ArgumentParser) -> None:
               "(re-read when it changes)")
 
 
-def _read(path: str, flag: str) -> bytes:
-    try:
-        return pathlib.Path(path).read_bytes()
-    except OSError as exc:
-        raise SecurityError(f"{flag} {path}: {exc.strerror}") from None
-
-
 def rest_server_ssl(cert: str | None, key: str | None, client_ca: str | None) -> ssl.SSLContext | None:
     """The REST server's TLS context for --rest-tls-*, or None for plain HTTP. With a client CA
     a client certificate is optional (YuniKorn's reads and the dashboard need none) but, when
     presented, must be of that CA; the admin endpoint then accepts it."""
-    if not cert and not key:
-        if client_ca:
-            raise SecurityError("--rest-tls-client-ca needs --rest-tls-cert and --rest-tls-key")
+    if not _server_tls_on(cert, key, client_ca, "rest-tls", "HTTPS"):
         return None
-    if not (cert and key):
-        raise SecurityError("HTTPS needs both --rest-tls-cert and --rest-tls-key")
     for path, flag in ((cert, "--rest-tls-cert"), (key, "--rest-tls-key")):
         _read(path, flag)
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

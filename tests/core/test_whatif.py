@@ -6,38 +6,7 @@ from __future__ import annotations
 from common.config import load_config
 from partition_worker.core import whatif
 from tests.core.harness import harness_from_yaml
-
-LIVE = """
-partitions:
-  - name: default
-    placementrules:
-      - {name: provided, create: false}
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - {name: a, resources: {guaranteed: {memory: 100}, max: {memory: 1000}}}
-          - {name: b}
-          - {name: c}
-"""
-
-NEW = """
-partitions:
-  - name: default
-    placementrules:
-      - {name: fixed, value: root.d, filter: {type: allow, users: [bob]}}
-      - {name: provided, create: false}
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - name: a
-            resources: {guaranteed: {memory: 100}, max: {memory: 200}}
-            limits:
-              - {limit: alice, users: [alice], maxresources: {memory: 250}, maxapplications: 1}
-          - {name: d}
-"""
-
+from tests.core.whatif_scenario import LIVE, NEW
 
 def loaded():
     h = harness_from_yaml(LIVE)

@@ -11,43 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from common import si_pb2
 from common.config import MAX_CONFIG_BYTES
-from tests.conftest import run_korral, wait_until
+from tests.conftest import run_korral
+from tests.core.whatif_scenario import LIVE, NEW
 from tests.e2e.sirm import SIRM, app, ask, node
 from tests.rest.workload import http
 
 RM = "rm-admin"
-LIVE = """
-partitions:
-  - name: default
-    placementrules:
-      - {name: provided, create: false}
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - {name: a, resources: {guaranteed: {memory: 100}, max: {memory: 1000}}}
-          - {name: b}
-          - {name: c}
-"""
-LOWER_A_DROP_B = """
-partitions:
-  - name: default
-    placementrules:
-      - {name: fixed, value: root.d, filter: {type: allow, users: [bob]}}
-      - {name: provided, create: false}
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - name: a
-            resources: {guaranteed: {memory: 100}, max: {memory: 200}}
-            limits:
-              - {limit: alice, users: [alice], maxresources: {memory: 250}}
-          - {name: c}
-          - {name: d}
-"""
 
 
 @pytest.fixture
@@ -203,7 +173,7 @@ def test_dry_run_reports_what_the_config_would_do_and_changes_nothing(loaded, tm
     stack = loaded
     first = active_checksum(stack)
     new = tmp_path / "new.yaml"
-    new.write_text(LOWER_A_DROP_B)
+    new.write_text(NEW)
     out = config(stack, "apply", "--dry-run", str(new))
     assert out.returncode == 0, out.stderr
     text = out.stdout
