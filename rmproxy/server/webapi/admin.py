@@ -115,10 +115,10 @@ class AdminAuth:
                        "certificate of its --rest-tls-client-ca")
 
 
-def record_view(r: ConfigRecord, with_config: bool = False) -> dict:
-    view = {"id": r.id, "rmID": r.rm_id, "who": r.who, "time": r.at_ns, "action": r.action,
+def record_view(r: ConfigRecord) -> dict:
+    """An audit record as the endpoint shows it (without the config text it replaced)."""
+    return {"id": r.id, "rmID": r.rm_id, "who": r.who, "time": r.at_ns, "action": r.action,
             "oldChecksum": r.old_checksum, "newChecksum": r.new_checksum, "note": r.note}
-    return view | {"oldConfig": r.old_config} if with_config else view
 
 
 class AdminApi:
