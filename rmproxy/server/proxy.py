@@ -289,13 +289,14 @@ class Proxy:
             rm_id=req.rmID, version=req.version, policy_group=req.policyGroup, config=req.config,
             extra_config=dict(req.extraConfig), build_info={**req.buildInfo, "rmId": req.rmID},
             registered_at_ns=time.time_ns())
+        old = self.rms.get(req.rmID)
+        # the config it replaces (another rmproxy may have held the RM): for the config history
+        before = old.registration if old is not None else await self._stored_registration(req.rmID)
         try:
             await self.store.save(reg)
         except Exception as exc:  # redis errors of several kinds: all mean "cannot persist"
             raise RegistrationError(grpc.StatusCode.UNAVAILABLE,
                                     f"registration of RM failed: Redis unavailable: {exc}") from None
-        old = self.rms.get(req.rmID)
-        before = old.registration if old is not None else await self._stored_registration(req.rmID)
         rm = RMSession(req.rmID, partitions, registration=reg)
         if old is not None:  # keep the RM's open channels; everything else is wiped
             for w in old.owned_waiters.values():
