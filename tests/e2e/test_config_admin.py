@@ -6,18 +6,21 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 
 from common.config import MAX_CONFIG_BYTES
-from tests.conftest import run_korral
+from tests.conftest import korral_env, run_korral
 from tests.core.whatif_scenario import LIVE, NEW
 from tests.e2e.sirm import SIRM, app, ask, node
 from tests.rest.workload import http
 
 RM = "rm-admin"
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -188,3 +191,14 @@ def test_dry_run_reports_what_the_config_would_do_and_changes_nothing(loaded, tm
     doc = json.loads(config(stack, "apply", "--dry-run", str(new), "--json").stdout)
     (part,) = doc["partitions"]
     assert part["overMax"][0]["overBy"] == {"memory": 100} and doc["unchanged"] is False
+
+
+def test_the_admin_line_korral_up_printed_runs_as_printed(loaded):
+    stack = loaded
+    row = next(line for line in stack.up_output.splitlines() if line.strip().startswith("admin token"))
+    printed = row.rsplit("(", 1)[1].rstrip(")")
+    assert " config get --state-dir " in printed, row
+    result = subprocess.run(shlex.split(printed), capture_output=True, text=True, timeout=60, cwd=REPO,
+                            env=korral_env(), stdin=subprocess.DEVNULL)
+    assert result.returncode == 0 and result.stdout.rstrip().endswith(f"checksum: {active_checksum(stack)}"), \
+        result.stderr
