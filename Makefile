@@ -41,6 +41,10 @@ help:
 	@echo "make test-stress  run the end-to-end tests STRESS_RUNS times (default 5) with one core kept busy"
 
 setup: $(STAMP) redis-server slapd
+	@# only `make setup` itself says it (make demo/test/... run set-up quietly on their way)
+	if [ "$(MAKECMDGOALS)" = setup ]; then
+	  echo 'set-up done; put korral on PATH with: export PATH="$(abspath $(VENV))/bin:$$PATH"  (or: source $(abspath $(VENV))/bin/activate)'
+	fi
 
 $(STAMP): pyproject.toml $(CONSTRAINTS) $(CONSTRAINTS_USED)
 	@if ! $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then

@@ -30,7 +30,9 @@ from typing import Any, Callable
 
 import orjson
 
-from partition_worker.core import dao
+from common.config import load_config
+from common.config.errors import ConfigError
+from partition_worker.core import dao, whatif
 from partition_worker.core.dao import INT32_MIN
 from partition_worker.step_stats import free_after_next_step, stats_of
 
@@ -155,6 +157,39 @@ def _explain(s, body: dict) -> dict:
         return _missing("ask", "Allocation ask not found")
 
 
+def _app_status(s, body: dict) -> dict:
+    """Where an application stands, for ``korral explain APP``: an active app's state and the
+    keys of its pending asks (at most ``limit``, default 50); a finished, removed or expired one's
+    end (state, since, why) from the finished list or the partition's history of gone apps."""
+    p = s.core
+    app_id = str(body.get("app", ""))
+    app = p.apps.get(app_id)
+    if app is not None:
+        keys = [k.key for k in app.asks.values() if k.pending > 0][:_int_param(body, "limit", 50)]
+        return {"applicationID": app_id, "active": True, "state": app.state.value, "queue": app.queue.path,
+                "pendingKeys": keys}
+    app = p.finished_apps.get(app_id)
+    if app is not None:
+        return {"applicationID": app_id, "active": False, "state": app.state.value, "queue": app.queue.path,
+                "since": app.finished_ns or app.state_time_ns, "reason": app.message, "removed": False}
+    gone = p.lifecycle.gone.get(app_id)
+    if gone is not None:
+        return {"applicationID": app_id, "active": False, "state": gone.state, "queue": gone.queue,
+                "since": gone.since_ns, "reason": gone.reason, "removed": gone.removed, "expired": not gone.removed}
+    return _missing("application", "Application not found")
+
+
+def _whatif(s, body: dict) -> dict:
+    """What the config text ``config`` would do to this partition (``core.whatif``): kept with
+    its new settings, or removed when the config leaves it out. Nothing changes."""
+    try:
+        config = load_config(str(body.get("config", "")))
+    except ConfigError as exc:
+        raise ValueError(f"config is not valid: {exc}") from None
+    mine = next((pc for pc in config.partitions if pc.name == s.partition_name), None)
+    return whatif.removal_whatif(s.core) if mine is None else whatif.config_whatif(s.core, mine)
+
+
 def _nodes(s, body: dict) -> dict:
     nodes = list(s.core.nodes.nodes.values())
     return _page(body, nodes, lambda n: dao.node_dao(n, s.partition_name), lambda n: 1 + len(n.allocations))
@@ -272,6 +307,8 @@ QUERIES: dict[str, Callable[[Any, dict], Any]] = {
     "metrics": _metrics,
     "dump": _dump,
     "explain": _explain,
+    "app_status": _app_status,
+    "whatif": _whatif,
 }
 
 

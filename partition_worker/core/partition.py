@@ -236,18 +236,22 @@ class Partition:
                                 "allocation remove as per RM request", now, report=report)
 
     # ================================================================ config
-    def update_config(self, config: PartitionConfig, now: int, compat: Compat | None = None) -> None:
-        """Apply a new partition config (and compatibility switch; ``None``: unchanged); raises
-        ``ConfigError`` and keeps the old one on error."""
+    def check_config(self, config: PartitionConfig) -> None:
+        """Raise ``ConfigError`` naming the partition if ``update_config`` would refuse ``config``
+        (node sort policy, queues, placement rules); changes nothing."""
         from common.config.errors import ConfigError
         try:
-            policy = parse_node_sort_policy(config.nodesortpolicy.type)
-        except ValueError as exc:
-            raise ConfigError([f"partition {self.name}: {exc}"]) from None
-        try:
+            parse_node_sort_policy(config.nodesortpolicy.type)
             QueueTree(config.root)  # dry run: a bad queue (e.g. an ACL) must not half-apply
         except ValueError as exc:
             raise ConfigError([f"partition {self.name}: {exc}"]) from None
+        PlacementBridge.check_rules(config.placementrules)
+
+    def update_config(self, config: PartitionConfig, now: int, compat: Compat | None = None) -> None:
+        """Apply a new partition config (and compatibility switch; ``None``: unchanged); raises
+        ``ConfigError`` and keeps the old one on error."""
+        self.check_config(config)
+        policy = parse_node_sort_policy(config.nodesortpolicy.type)
         self.placement.update_rules(config.placementrules)
         if compat is not None:
             self.settings.compat = compat

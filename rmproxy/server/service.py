@@ -126,7 +126,7 @@ class KorralService(korral_pb2_grpc.KorralServicer):
 
     async def UpdateConfiguration(self, request, context):  # noqa: N802 (gRPC names)
         try:
-            await self.proxy.update_configuration(request)
+            await self.proxy.config_changes.change(request, who=f"RM {request.rmID}")
         except RegistrationError as exc:
             await context.abort(exc.code, str(exc))
         return korral_pb2.UpdateConfigurationResponse()

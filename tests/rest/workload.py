@@ -105,8 +105,8 @@ def _pending(handle: StackHandle, queue: str, app_id: str) -> list[str]:
             for r in a.get("requests", []) if r.get("pendingCount", 0) > 0]
 
 
-def start_loaded(state_dir: Path) -> Loaded:
-    handle = start_stack(state_dir, workers=3)
+def start_loaded(state_dir: Path, env: dict[str, str] | None = None) -> Loaded:
+    handle = start_stack(state_dir, workers=3, env=env)
     try:
         rm = SIRM(handle.si_address, RM_ID)
         rm.register(CONFIG)
@@ -139,11 +139,11 @@ def stop_loaded(loaded: Loaded) -> list[str]:
     return stop_and_verify(loaded.handle)
 
 
-def loaded_fixture(tmp_path_factory, name: str):
+def loaded_fixture(tmp_path_factory, name: str, env: dict[str, str] | None = None):
     """The body of a ``loaded`` fixture: a loaded stack, stopped and checked after its tests."""
     import pytest
 
-    handle = start_loaded(tmp_path_factory.mktemp(name) / "state")
+    handle = start_loaded(tmp_path_factory.mktemp(name) / "state", env)
     yield handle
     problems = stop_loaded(handle)
     if problems:

@@ -45,6 +45,8 @@ VIEWS = {
              r"root\.a", r">alice<"],
     "nodes": [r'data-loaded="nodes"', r'class="cell" data-node="n1"', r'class="cell" data-node="n2"',
               r'<tr data-node="n1">', r"2 nodes · mean of the highest utilisation \d+%"],
+    "trends": [r'data-loaded="trends"', r"samples, one every 0\.5 s, of \[rm-rest\] default", r"Allocations per second",
+               r'data-queue-chart="root\.a"', r"root\.a \(memory\)"],
     "stack": [r'data-loaded="stack"', r'data-worker="worker-0"', r"rm-rest/default", r"rm-rest/gpu",
               r'data-rm="rm-rest"', r">Running<", r"broker connected", r"allocation, application, node",
               r'data-rmproxy="[^"]+"', r"\(this one\)", r"<td>\d+\.\d s</td>"],

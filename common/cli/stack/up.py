@@ -34,7 +34,8 @@ from string import Template
 from common import netutil, security
 from common.cli import invocation
 from common.cli.stack.redis_server import RedisNotInstalled, find_redis_server, ping, redis_command
-from common.cli.stack.security import StackSecurity, ensure_curve_keys, keys_dir, program_flags, validate_tls
+from common.cli.stack.security import (ADMIN_TOKEN_FILE, StackSecurity, ensure_admin_token, ensure_curve_keys,
+                                      keys_dir, program_flags, validate_tls)
 from common.cli.stack.down import (
     NoStack,
     ProcId,
@@ -259,6 +260,7 @@ def start_stack(opts: UpOptions) -> StackInfo:
     (state_dir / "redis").mkdir(exist_ok=True)
     if opts.security.curve:
         ensure_curve_keys(state_dir)
+    ensure_admin_token(state_dir)
     redis_url = opts.redis_url or f"redis://127.0.0.1:{opts.redis_port}/0"
     info = StackInfo(
         state_dir=str(state_dir), config_path=str(state_dir / "supervisord.conf"),
@@ -390,6 +392,8 @@ def _summary(info: StackInfo, ready: dict) -> str:
         ("Redis", a["redis_url"], f"{redis_kind}" + (f", pid {_pid(info, 'redis')}" if info.redis_embedded else "")),
         ("state dir", info.state_dir, f"logs in {info.logs_dir}"),
         ("security", info.security, f"keys in {keys_dir(Path(info.state_dir))}" if "CURVE" in info.security else "-"),
+        ("admin token", str(Path(info.state_dir) / ADMIN_TOKEN_FILE),
+         f"{invocation()} config get --state-dir {shlex.quote(info.state_dir)}"),
     ]
     width = max(len(r[0]) for r in rows)
     lines = [f"Korral is up ({info.workers} workers, supervisord pid {info.supervisord.pid if info.supervisord else '?'}):"]

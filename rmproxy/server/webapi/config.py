@@ -13,21 +13,12 @@ import yaml
 from aiohttp import web
 
 from common.config import load_config
-from common.config.default import DEFAULT_CONFIG_TEXT
 from common.config.errors import ConfigError
-from common.config.loader import config_checksum
+from common.config.loader import config_with_checksum
 from rmproxy.server.webapi._http import ALLOW_ORIGIN, ApiError, json_response
 from rmproxy.server.webapi.cluster import ClusterReader
 
 __all__ = ["ConfigApi", "config_with_checksum"]
-
-
-def config_with_checksum(text: str) -> str:
-    """The config text with exactly one ``checksum: <SHA-256>`` line, computed as YuniKorn does."""
-    body = text if text.strip() else DEFAULT_CONFIG_TEXT
-    lines = [line for line in body.splitlines() if not line.startswith("checksum:")]
-    clean = "\n".join(lines).strip("\n") + "\n"
-    return clean + f"checksum: {config_checksum(clean)}\n"
 
 
 class ConfigApi:

@@ -2,7 +2,8 @@
 
 A new endpoint is one row here and one handler in the module of its concern:
 ``yunikorn`` (YuniKorn's read paths), ``config``, ``state`` (the full dump), ``history``,
-``health``, ``metrics``, ``korral`` (Korral's own views), ``dashboard``. ``add_routes`` puts the
+``health``, ``metrics``, ``korral`` (Korral's own views), ``trends`` (the dashboard's charts),
+``admin`` (config changes), ``dashboard``. ``add_routes`` puts the
 table on the aiohttp app: every path also answers with a trailing slash (a second route, not
 a redirect, so POST bodies survive), and GET routes answer HEAD too.
 """
@@ -15,6 +16,7 @@ from typing import Awaitable, Callable
 from aiohttp import web
 
 from rmproxy.server.webapi._http import preflight
+from rmproxy.server.webapi.admin import AdminApi
 from rmproxy.server.webapi.config import ConfigApi
 from rmproxy.server.webapi.dashboard import STATIC_PREFIX, WEB_DIR, index
 from rmproxy.server.webapi.health import HealthApi
@@ -22,6 +24,7 @@ from rmproxy.server.webapi.history import History
 from rmproxy.server.webapi.korral import KorralApi
 from rmproxy.server.webapi.metrics import MetricsApi
 from rmproxy.server.webapi.state import StateApi
+from rmproxy.server.webapi.trends import Trends
 from rmproxy.server.webapi.yunikorn import YuniKornApi
 
 __all__ = ["Handlers", "Route", "route_table", "add_routes"]
@@ -30,6 +33,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Route = tuple[str, str, Handler]  # (method, path, handler)
 V1 = "/ws/v1"
 P = V1 + "/partition/{partition}"
+ADMIN = V1 + "/korral/admin/config/{rmID}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +47,8 @@ class Handlers:
     health: HealthApi
     metrics: MetricsApi
     korral: KorralApi
+    admin: AdminApi
+    trends: Trends
 
 
 def route_table(h: Handlers) -> list[Route]:
@@ -84,9 +90,17 @@ def route_table(h: Handlers) -> list[Route]:
         ("GET", f"{V1}/korral/stack", k.stack),
         ("GET", f"{V1}/korral/processes", k.processes),
         ("GET", f"{V1}/korral/partition/{{partition}}/heatmap", k.heatmap),
+        ("GET", f"{V1}/korral/partition/{{partition}}/trends", h.trends.partition),
         ("GET", f"{V1}/korral/partition/{{partition}}/applications", k.app_summaries),
+        ("GET", f"{V1}/korral/partition/{{partition}}/application/{{application}}/explain", k.app_status),
         ("GET", f"{V1}/korral/partition/{{partition}}/application/{{application}}/allocation/{{key}}/explain",
          k.explain),
+        # the admin endpoint (authenticated): an RM's config changed by an operator
+        ("GET", f"{ADMIN}", h.admin.get),
+        ("PUT", f"{ADMIN}", h.admin.apply),
+        ("POST", f"{ADMIN}/dry-run", h.admin.dry_run),
+        ("GET", f"{ADMIN}/history", h.admin.history),
+        ("POST", f"{ADMIN}/rollback/{{id}}", h.admin.rollback),
         # CORS preflight of every /ws/v1 path; the dashboard (its files: STATIC_PREFIX)
         ("OPTIONS", f"{V1}/{{tail:.*}}", preflight),
         ("GET", "/", index),
