@@ -84,6 +84,7 @@ class NodeSortPolicyConfig:
 @dataclass(frozen=True, slots=True)
 class PreemptionConfig:
     enabled: bool = False
+    quotapreemptionenabled: bool = False  # YuniKorn 1.8 (REST ``quotaPreemptionEnabled``)
 
 
 @dataclass(frozen=True, slots=True)

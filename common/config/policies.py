@@ -27,6 +27,7 @@ __all__ = [
     "PROPERTY_PRIORITY_OFFSET",
     "PROPERTY_PREEMPTION_POLICY",
     "PROPERTY_PREEMPTION_DELAY",
+    "PROPERTY_QUOTA_PREEMPTION_DELAY",
 ]
 
 PROPERTY_APP_SORT_POLICY = "application.sort.policy"
@@ -35,6 +36,7 @@ PROPERTY_PRIORITY_POLICY = "priority.policy"
 PROPERTY_PRIORITY_OFFSET = "priority.offset"
 PROPERTY_PREEMPTION_POLICY = "preemption.policy"
 PROPERTY_PREEMPTION_DELAY = "preemption.delay"
+PROPERTY_QUOTA_PREEMPTION_DELAY = "quota.preemption.delay"  # YuniKorn 1.8
 
 
 class NodeSortPolicy(str, Enum):

@@ -66,6 +66,11 @@ class Application:
     ph_pending: int = 0  # pending repeats of placeholder asks (the gang is placed at 0)
     ph_timeout_at: int = 0  # placeholder timeout deadline (0 = no timer running)
     ph_timeout_ns: int = 0  # placeholder timeout, creationTime-adjusted (0: the settings' default)
+    # REST ``backoffDeadline``: until when the unschedulable-ask backoff skips the app (0: never set)
+    backoff_deadline_ns: int = 0
+    # REST ``resourceHistory``: resource-seconds by kind (``resourceUsage``, ``preemptedResource``,
+    # ``placeholderResource``) -> instance type -> resource name (the app summary's tracking)
+    resource_history: dict[str, dict[str, dict[str, int]]] | None = None
     # the pending asks in scheduling order; may hold dead (exhausted/replaced) entries, and
     # asks appended since the last sort (``_unsorted``); entries before ``_head`` are dead
     _order: list[Ask] = field(default_factory=list)

@@ -40,6 +40,11 @@ class PlacementBridge:
         m = self._manager
         return m is not None and bool(getattr(m, "initialised", True))
 
+    @property
+    def rules(self) -> tuple:
+        """The built rules in effect (``placement.Rule``), in order; empty when uninitialised."""
+        return self._manager.rules if self.initialised else ()
+
     def update_rules(self, rules: Sequence[PlacementRuleConfig]) -> None:
         """Raises ``ConfigError`` (from the manager) and keeps the old rules on a bad set."""
         if self._manager is None:

@@ -12,6 +12,7 @@ import grpc
 from aiohttp import web
 
 from common import addresses, korral_pb2_grpc, registry, security
+from common.webui import check_ui_dir
 from rmproxy.server.proxy import Proxy
 from rmproxy.server.service import KorralService, SchedulerService
 from rmproxy.server.webapi import build_app
@@ -36,12 +37,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hold-seconds", type=float, default=os.environ.get("KORRAL_HOLD_SECONDS", "30"),
                         help="how long a request for a partition without a worker is held before it is "
                              "answered with an error [$KORRAL_HOLD_SECONDS, default 30]")
+    parser.add_argument("--ui-dir", default=os.environ.get("KORRAL_UI_DIR", ""),
+                        help="serve the web UI in this directory (its index.html and files, e.g. YuniKorn's "
+                             "web UI as built) at / on the REST address, and Korral's dashboard at /ui/ "
+                             "[$KORRAL_UI_DIR, default Korral's dashboard at /]")
     security.add_curve_client_flags(parser)
     security.add_tls_flags(parser)
     addresses.add_log_level(parser)
 
 
 async def serve(args: argparse.Namespace) -> None:
+    try:
+        ui_dir = check_ui_dir(args.ui_dir) if args.ui_dir else None
+    except ValueError as exc:
+        raise SystemExit(f"rmproxy: {exc}") from None
     proxy = Proxy(args.broker_frontend, registry.AsyncRegistryStore(registry.connect_async(args.redis_url)),
                   name=args.name, rm_timeout=args.rm_timeout, curve=(args.curve_secret, args.curve_server),
                   hold_seconds=args.hold_seconds)
@@ -58,7 +67,7 @@ async def serve(args: argparse.Namespace) -> None:
     if port == 0:
         raise SystemExit(f"rmproxy: cannot listen on SI address {args.si_address}")
     await server.start()
-    runner = web.AppRunner(build_app(proxy), access_log=None)
+    runner = web.AppRunner(build_app(proxy, ui_dir), access_log=None)
     await runner.setup()
     host, _, port = args.rest_address.rpartition(":")
     site = web.TCPSite(runner, host or "0.0.0.0", int(port))

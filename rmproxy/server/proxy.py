@@ -21,6 +21,7 @@ import zmq.asyncio
 
 from common import korral_pb2, registry, si_pb2
 from common.config import load_config
+from common.config.extra import check_extra_config
 from common.config.errors import ConfigError
 from common.envelope import Envelope, Kind, decode_for, encode
 from common.gcpause import gc_paused
@@ -282,6 +283,9 @@ class Proxy:
                                     "registration of RM failed: rmID must not be empty")
         try:
             config = load_config(req.config)
+            extra_errors = check_extra_config(req.extraConfig)
+            if extra_errors:
+                raise ConfigError(extra_errors)
         except ConfigError as exc:
             kept = (f"; RM {req.rmID} keeps its current registration and partitions"
                     if req.rmID in self.rms else "")
@@ -382,9 +386,12 @@ class Proxy:
                                     f"RM {req.rmID} has no active partitions, make sure it is registered")
         try:
             config = load_config(req.config)
+            extra_errors = check_extra_config(req.extraConfig)
+            if extra_errors:
+                raise ConfigError(extra_errors)
         except ConfigError as exc:
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
-                                    f"update of configuration failed: {exc}") from None
+                                    f"update of configuration failed: RM {req.rmID}: {exc}") from None
         names = [p.name for p in config.partitions]
         kept = [p for p in names if p in rm.partitions]
         added = [p for p in names if p not in rm.partitions]

@@ -105,8 +105,9 @@ def _pending(handle: StackHandle, queue: str, app_id: str) -> list[str]:
             for r in a.get("requests", []) if r.get("pendingCount", 0) > 0]
 
 
-def start_loaded(state_dir: Path) -> Loaded:
-    handle = start_stack(state_dir, workers=3)
+def start_loaded(state_dir: Path, extra: tuple[str, ...] = ()) -> Loaded:
+    """The stack of the module doc (``extra``: more ``korral up`` flags), loaded."""
+    handle = start_stack(state_dir, workers=3, extra=extra)
     try:
         rm = SIRM(handle.si_address, RM_ID)
         rm.register(CONFIG)
@@ -139,11 +140,11 @@ def stop_loaded(loaded: Loaded) -> list[str]:
     return stop_and_verify(loaded.handle)
 
 
-def loaded_fixture(tmp_path_factory, name: str):
+def loaded_fixture(tmp_path_factory, name: str, extra: tuple[str, ...] = ()):
     """The body of a ``loaded`` fixture: a loaded stack, stopped and checked after its tests."""
     import pytest
 
-    handle = start_loaded(tmp_path_factory.mktemp(name) / "state")
+    handle = start_loaded(tmp_path_factory.mktemp(name) / "state", extra)
     yield handle
     problems = stop_loaded(handle)
     if problems:
