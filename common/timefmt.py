@@ -5,8 +5,6 @@
 
 from __future__ import annotations
 
-import datetime
-
 __all__ = ["go_duration", "rfc3339_nano"]
 
 _SECOND = 1_000_000_000
@@ -40,9 +38,25 @@ def go_duration(ns: int) -> str:
     return sign + text
 
 
+def _civil(days: int) -> tuple[int, int, int]:
+    """(year, month, day) of ``days`` since 1970-01-01 in the proleptic Gregorian calendar
+    (H. Hinnant's civil_from_days; no clock or datetime module, so the pure core may use it)."""
+    days += 719_468
+    era = days // 146_097
+    doe = days - era * 146_097
+    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    return yoe + era * 400 + (month <= 2), month, day
+
+
 def rfc3339_nano(ns: int) -> str:
     """Go's RFC 3339 text with nanoseconds (trailing zeros dropped) of a Unix time in ns, in UTC."""
     secs, frac = divmod(ns, _SECOND)
-    base = datetime.datetime.fromtimestamp(secs, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    days, secs = divmod(secs, 86_400)
+    year, month, day = _civil(days)
+    base = f"{year:04d}-{month:02d}-{day:02d}T{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}"
     fraction = f"{frac:09d}".rstrip("0")
     return f"{base}.{fraction}Z" if fraction else f"{base}Z"
