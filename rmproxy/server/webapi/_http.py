@@ -77,7 +77,7 @@ def int_query(request: web.Request, name: str, default: int | None) -> int | Non
     except ValueError:
         raise ApiError(400, f"parameter {name} must be an integer, got {raw!r}") from None
     if v < 0:
-        raise ApiError(400, f"parameter {name} must not be negative, got {v}")
+        raise ApiError(400, f"parameter {name} must not be negative, got {raw!r}")
     return v
 
 
