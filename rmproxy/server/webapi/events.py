@@ -74,13 +74,16 @@ class EventStream:
     created_ns: int
     queue: asyncio.Queue = field(default_factory=lambda: asyncio.Queue(STREAM_BUFFER))
     dropped: bool = False
-    skip: dict[Key, int] = field(default_factory=dict)  # records of a partition below this id: sent as history
+    # per partition, (ring, id): the records of that ring below that id were sent as history
+    skip: dict[Key, tuple[int, int]] = field(default_factory=dict)
 
-    def offer(self, key: Key, records: list[dict]) -> None:
-        """Queue ``records`` of one partition; a full queue drops the stream."""
+    def offer(self, key: Key, ring: int, records: list[dict]) -> None:
+        """Queue ``records`` of one partition's ``ring``; a full queue drops the stream."""
         if self.dropped:
             return
-        floor = self.skip.get(key, 0)
+        skip_ring, floor = self.skip.get(key, (ring, 0))
+        if skip_ring != ring:
+            floor = 0
         for rec in records:
             if rec["id"] < floor:
                 continue
@@ -112,7 +115,7 @@ class EventFollower:
         await asyncio.gather(*(self._init_cursor(t) for t in targets if self._key(t) not in self.cursors))
         # from here to add(): no await, so no delivery falls between the history and the stream
         snapshot = dict(self.cursors)
-        stream.skip = {k: nxt for k, (_, nxt) in snapshot.items()}
+        stream.skip = dict(snapshot)
         self.streams.add(stream)
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run())
@@ -173,7 +176,7 @@ class EventFollower:
             self.cursors[key] = (page["ring"], page["next"])
             if page["items"]:
                 for stream in list(self.streams):
-                    stream.offer(key, page["items"])
+                    stream.offer(key, page["ring"], page["items"])
 
 
 class EventsApi:
