@@ -18,18 +18,24 @@ from rmproxy.server.webapi._http import ALLOW_ORIGIN
 __all__ = ["stack", "stack_text"]
 
 
+def _frames(frames) -> str:
+    """One line per frame, outermost first (a frame's line number may be unknown: ``?``)."""
+    return "".join(f"  {f.f_code.co_filename}:{f.f_lineno if f.f_lineno is not None else '?'} "
+                   f"in {f.f_code.co_name}\n" for f in frames)
+
+
 def stack_text() -> str:
     """Every thread's stack, then every pending asyncio task's, innermost frame last."""
     out = io.StringIO()
     names = {t.ident: t.name for t in threading.enumerate()}
     frames = sys._current_frames()
-    out.write(f"{len(frames)} threads, {len(asyncio.all_tasks())} asyncio tasks\n")
+    tasks = sorted(asyncio.all_tasks(), key=lambda t: t.get_name())
+    out.write(f"{len(frames)} threads, {len(tasks)} asyncio tasks\n")
     for ident, frame in frames.items():
-        out.write(f"\nthread {names.get(ident, '?')} ({ident}):\n")
-        out.write("".join(traceback.format_stack(frame)))
-    for task in sorted(asyncio.all_tasks(), key=lambda t: t.get_name()):
-        out.write(f"\ntask {task.get_name()} ({task.get_coro()!r}):\n")
-        task.print_stack(file=out)
+        stack = [f for f, _ in traceback.walk_stack(frame)][::-1]
+        out.write(f"\nthread {names.get(ident, '?')} ({ident}):\n{_frames(stack)}")
+    for task in tasks:
+        out.write(f"\ntask {task.get_name()} ({task.get_coro()!r}):\n{_frames(task.get_stack())}")
     return out.getvalue()
 
 
