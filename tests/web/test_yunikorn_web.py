@@ -1,8 +1,8 @@
 """YuniKorn's own web UI (apache/yunikorn-web v1.8.0) on a running Korral stack, in headless Chromium.
 
-The UI is not part of Korral and is never built here: build it yourself outside the repository
-(docs/testing.md says how) and point ``KORRAL_YUNIKORN_WEB`` at its ``dist/yunikorn-web``
-directory; without it these tests are skipped. rmproxy serves that directory at ``/`` on its REST
+The UI is not part of Korral and nothing here builds it: build it yourself outside the repository,
+as its own README says, and point ``KORRAL_YUNIKORN_WEB`` at its ``dist/yunikorn-web`` directory;
+without it these tests are skipped. rmproxy serves that directory at ``/`` on its REST
 address (``korral up --ui-dir``), so the UI reads ``/ws/v1`` from its own origin as it expects.
 
 Every page is loaded and must render the stack's data; any failed REST call sends the UI to its
@@ -33,7 +33,7 @@ def ui_dir() -> Path:
     path = os.environ.get(UI_ENV)
     if not path:
         pytest.skip(f"YuniKorn's web UI is not given: build apache/yunikorn-web v1.8.0 outside the repository "
-                    f"(docs/testing.md) and set {UI_ENV} to its dist/yunikorn-web directory")
+                    f"(its README) and set {UI_ENV} to its dist/yunikorn-web directory")
     root = Path(path)
     if not (root / "index.html").is_file():
         pytest.fail(f"{UI_ENV}={path} has no index.html: give the built dist/yunikorn-web directory")
