@@ -13,7 +13,7 @@ and ``PartitionSession.snapshot``. Pure functions of the state; nothing here wri
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from common.config.policies import (PROPERTY_PREEMPTION_DELAY, PROPERTY_PREEMPTION_POLICY,
                                     PROPERTY_QUOTA_PREEMPTION_DELAY)
@@ -310,10 +310,11 @@ def node_dao(n: "Node", partition: str, with_allocations: bool = True) -> dict:
         "occupied": n.occupied.prune().as_dict(), "available": n.available.as_dict(),
         "utilized": _percent(n.allocated, n.capacity),
     }
+    own, foreign = _split_allocations(n)
     if with_allocations:
-        d["allocations"] = [alloc_dao(al, partition) for al in own_allocations(n)]
+        d["allocations"] = [alloc_dao(al, partition) for al in own]
     d.update({
-        "foreignAllocations": [foreign_alloc_dao(al) for al in n.allocations.values() if TAG_FOREIGN in al.tags],
+        "foreignAllocations": [foreign_alloc_dao(al) for al in foreign],
         "schedulable": n.schedulable, "ready": n.ready,
         "isReserved": n.reservation is not None,
         "reservations": [n.reservation.ask_key] if n.reservation is not None else [],
@@ -321,9 +322,17 @@ def node_dao(n: "Node", partition: str, with_allocations: bool = True) -> dict:
     return d
 
 
-def own_allocations(n: "Node") -> list["Allocation"]:
+def _split_allocations(n: "Node") -> tuple[Iterable["Allocation"], list["Allocation"]]:
+    """The node's allocations made by the scheduler, and those tagged ``foreign`` (usually none:
+    then one pass)."""
+    allocs = n.allocations.values()
+    foreign = [al for al in allocs if TAG_FOREIGN in al.tags]
+    return ([al for al in allocs if TAG_FOREIGN not in al.tags] if foreign else allocs), foreign
+
+
+def own_allocations(n: "Node") -> Iterable["Allocation"]:
     """The node's allocations made by the scheduler (not tagged ``foreign``)."""
-    return [al for al in n.allocations.values() if TAG_FOREIGN not in al.tags]
+    return _split_allocations(n)[0]
 
 
 def heatmap_row(n: "Node") -> list:

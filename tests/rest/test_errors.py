@@ -7,39 +7,33 @@ import pytest
 
 from tests.rest.workload import Loaded
 
-INVALID_QUEUE = "invalid queue name"
-# today's codes (YuniKorn 1.5+): a missing object is 404, a malformed parameter 400
-CASES = [
-    ("/ws/v1/partition/nope/queues", 404, "Partition not found", "nope"),
-    ("/ws/v1/partition/nope/nodes", 404, "Partition not found", "nope"),
-    ("/ws/v1/partition/nope/placementrules", 404, "Partition not found", "nope"),
-    ("/ws/v1/partition/nope/applications/active", 404, "Partition not found", "nope"),
-    ("/ws/v1/partition/default/queue/root.zz/applications", 404, "Queue not found", "root.zz"),
-    ("/ws/v1/partition/default/queue/root.zz/applications/active", 404, "Queue not found", "root.zz"),
-    ("/ws/v1/partition/default/queue/root.zz", 404, "Queue not found", "root.zz"),
-    ("/ws/v1/partition/default/queue/root.a%20b/applications", 400, INVALID_QUEUE, "root.a b"),
-    ("/ws/v1/partition/default/queue/root..a/applications", 400, INVALID_QUEUE, "root..a"),
-    ("/ws/v1/partition/nope/queue/root..a/applications", 400, INVALID_QUEUE, "root..a"),  # before the partition
-    ("/ws/v1/partition/default/queue/root.a/application/app-b1", 404, "Application not found", "app-b1"),
-    ("/ws/v1/partition/default/application/ghost", 404, "Application not found", "ghost"),
-    ("/ws/v1/partition/default/node/ghost", 404, "Node not found", "ghost"),
-    ("/ws/v1/partition/default/usage/user/ghost", 404, "User not found", "ghost"),
-    ("/ws/v1/partition/default/usage/group/ghost", 404, "Group not found", "ghost"),
-    ("/ws/v1/partition/default/applications/done", 400,
-     "Only following application states are allowed: active, rejected, completed", "done"),
-    ("/ws/v1/partition/default/queue/root.a/applications/completed", 400,
-     "Only following application states are allowed: active", "completed"),
-    ("/ws/v1/partition/default/applications/active?status=sleeping", 400,
-     "Only following active statuses are allowed: new,accepted,starting,running,completing,failing,resuming",
-     "sleeping"),
-    ("/ws/v1/partition/default/nodes?limit=x", 400, "limit", "x"),
-    ("/ws/v1/partition/default/applications?offset=-1", 400, "offset", "-1"),
-    ("/ws/v1/events/batch?count=many", 400, "count", "many"),
-    ("/ws/v1/events/batch?count=0", 400, '0 is not a valid value for "count"', ""),
-    ("/ws/v1/events/batch?start=-1", 400, "start", "-1"),
-    ("/ws/v1/events/stream?count=x", 400, "count", "x"),
-    ("/ws/v1/no/such/path", 404, "Not Found", ""),
-]
+P = "/ws/v1/partition"
+# today's codes (YuniKorn 1.5+): a missing object is 404, a malformed parameter 400;
+# (path, status, message, the object the description names)
+CASES = (
+    [(f"{P}/nope/{tail}", 404, "Partition not found", "nope")
+     for tail in ("queues", "nodes", "placementrules", "applications/active")]
+    + [(f"{P}/default/queue/root.zz{tail}", 404, "Queue not found", "root.zz")
+       for tail in ("/applications", "/applications/active", "")]
+    # an invalid queue name is checked before the partition, as YuniKorn does
+    + [(f"{P}/{part}/queue/{queue}/applications", 400, "invalid queue name", name)
+       for part, queue, name in (("default", "root.a%20b", "root.a b"), ("default", "root..a", "root..a"),
+                                 ("nope", "root..a", "root..a"))]
+    + [(f"{P}/default/{tail}", 404, f"{kind} not found", name) for tail, kind, name in (
+        ("queue/root.a/application/app-b1", "Application", "app-b1"), ("application/ghost", "Application", "ghost"),
+        ("node/ghost", "Node", "ghost"), ("usage/user/ghost", "User", "ghost"), ("usage/group/ghost", "Group", "ghost"))]
+    + [(f"{P}/default/{tail}", 400, f"Only following {what} are allowed: {allowed}", name) for tail, what, allowed, name in (
+        ("applications/done", "application states", "active, rejected, completed", "done"),
+        ("queue/root.a/applications/completed", "application states", "active", "completed"),
+        ("applications/active?status=sleeping", "active statuses",
+         "new,accepted,starting,running,completing,failing,resuming", "sleeping"))]
+    + [(f"/ws/v1/{tail}={value}", 400, param, value) for tail, param, value in (
+        ("partition/default/nodes?limit", "limit", "x"), ("partition/default/applications?offset", "offset", "-1"),
+        ("events/batch?count", "count", "many"), ("events/batch?start", "start", "-1"),
+        ("events/stream?count", "count", "x"))]
+    + [("/ws/v1/events/batch?count=0", 400, '0 is not a valid value for "count"', ""),
+       ("/ws/v1/no/such/path", 404, "Not Found", "")]
+)
 
 
 @pytest.mark.parametrize("path,status,message,named", CASES, ids=[c[0].split("/ws/v1/")[1] for c in CASES])

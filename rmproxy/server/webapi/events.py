@@ -147,7 +147,10 @@ class EventFollower:
     async def _run(self) -> None:
         try:
             while self.streams:
-                await self.poll()
+                try:
+                    await self.poll()
+                except Exception:  # a bug must not stop every stream: logged, tried again
+                    log.exception("event stream: reading the partitions' events failed")
                 await asyncio.sleep(POLL_INTERVAL)
         finally:
             self.cursors.clear()  # nobody follows: the next stream starts from the rings' ends
