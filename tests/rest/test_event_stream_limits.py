@@ -8,9 +8,18 @@ import grpc
 import pytest
 
 from common import si_pb2
-from tests.conftest import wait_until
+from tests.conftest import StackHandle, start_stack, stop_and_verify, wait_until
 from tests.e2e.sirm import SIRM
 from tests.rest.workload import EventStreamClient, http
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory) -> StackHandle:
+    handle = start_stack(tmp_path_factory.mktemp("limits") / "state", workers=2)  # a worker per RM
+    yield handle
+    problems = stop_and_verify(handle)
+    if problems:
+        pytest.fail("\n".join(problems))
 
 
 def register(rm: SIRM, **extra: str) -> None:
@@ -18,8 +27,7 @@ def register(rm: SIRM, **extra: str) -> None:
         rmID=rm.rm_id, version="test", policyGroup="queues", extraConfig=extra), timeout=20)
 
 
-def test_streams_beyond_the_limits_are_refused_with_503(stack_factory) -> None:
-    stack = stack_factory(workers=1)
+def test_streams_beyond_the_limits_are_refused_with_503(stack: StackHandle) -> None:
     rm = SIRM(stack.si_address, "rm-limits")
     register(rm, **{"event.maxStreams": "2", "event.maxStreamsPerHost": "1"})
     base = f"http://{stack.rest_address}"
@@ -47,8 +55,7 @@ def test_streams_beyond_the_limits_are_refused_with_503(stack_factory) -> None:
     rm.close()
 
 
-def test_unusable_extra_config_values_are_refused_naming_the_key(stack_factory) -> None:
-    stack = stack_factory(workers=1)
+def test_unusable_extra_config_values_are_refused_naming_the_key(stack: StackHandle) -> None:
     rm = SIRM(stack.si_address, "rm-extra")
     register(rm)
     for key, value in (("event.maxStreams", "lots"), ("event.maxStreamsPerHost", "-1")):
@@ -58,5 +65,5 @@ def test_unusable_extra_config_values_are_refused_naming_the_key(stack_factory) 
         assert f"extraConfig {key}: {value!r} is not a non-negative integer" in err.value.details()
         assert "rm-extra keeps its current registration" in err.value.details()
     parts = http(f"http://{stack.rest_address}", "/ws/v1/partitions").json()
-    assert [p["rmID"] for p in parts] == ["rm-extra"]
+    assert "rm-extra" in [p["rmID"] for p in parts]
     rm.close()
