@@ -121,6 +121,12 @@ def test_the_health_check_answers_200_with_its_body(loaded: Loaded) -> None:
     assert get(loaded, "/ws/v1/scheduler/healthcheck")["Healthy"] is True
 
 
+def test_head_on_the_stream_opens_no_stream(loaded: Loaded) -> None:
+    r = loaded.get("/ws/v1/events/stream", method="HEAD")
+    assert r.status == 200 and r.body == b"" and r.headers["Content-Type"].startswith("application/json")
+    assert get(loaded, "/debug/fullstatedump")["eventStreams"] == []
+
+
 def test_an_event_stream_sends_history_then_every_new_event(loaded: Loaded) -> None:
     address = loaded.handle.rest_address
     stream = EventStreamClient(address, "?count=2", host="watcher.example:9080")

@@ -232,6 +232,8 @@ class EventsApi:
                            f"{len(self.open)} event streams open on this rmproxy ({same_host} for host {host}); "
                            f"limits: event.maxStreams {limits.total}, event.maxStreamsPerHost {limits.per_host}")
         count = _uint_query(request, "count", 0)
+        if request.method == "HEAD":  # the headers a stream would have; no stream is opened
+            return web.Response(headers=CORS_HEADERS, content_type="application/json", charset="UTF-8")
         stream = EventStream(host, time.time_ns())
         self.open.add(stream)
         resp = web.StreamResponse(headers=CORS_HEADERS)
