@@ -34,8 +34,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["partition_snapshot", "partition_dao", "queues_dao", "queue_dao", "app_dao",
            "app_summary", "node_dao", "heatmap_row", "alloc_dao", "ask_dao", "reservation_dao",
-           "usage_dao", "all_apps", "node_utilisation",
-           "utilisation_bucket", "int_percent", "placement_rules_dao", "foreign_alloc_dao", "own_allocations", "INT32_MIN"]
+           "usage_dao", "all_apps", "node_utilisation", "utilisation_bucket", "int_percent",
+           "placement_rules_dao", "foreign_alloc_dao", "own_allocations", "INT32_MIN"]
 
 INT32_MIN = -(1 << 31)
 # REST partition summary: YuniKorn counts Completing apps as running, New/Accepted as pending

@@ -24,7 +24,8 @@ def test_durations_read_as_go_writes_them(ns: int, text: str) -> None:
 
 @pytest.mark.parametrize("ns,text", [
     (0, "1970-01-01T00:00:00Z"), (951_782_400 * S, "2000-02-29T00:00:00Z"),
-    (1_777_630_272_123_456_789, "2026-05-01T10:11:12.123456789Z"), (1_777_630_272_500_000_000, "2026-05-01T10:11:12.5Z"),
+    (1_777_630_272_123_456_789, "2026-05-01T10:11:12.123456789Z"),
+    (1_777_630_272_500_000_000, "2026-05-01T10:11:12.5Z"),
 ])
 def test_times_are_rfc3339_with_trailing_zeros_of_the_nanoseconds_dropped(ns: int, text: str) -> None:
     assert rfc3339_nano(ns) == text

@@ -20,9 +20,11 @@ CASES = (
        for part, queue, name in (("default", "root.a%20b", "root.a b"), ("default", "root..a", "root..a"),
                                  ("nope", "root..a", "root..a"))]
     + [(f"{P}/default/{tail}", 404, f"{kind} not found", name) for tail, kind, name in (
-        ("queue/root.a/application/app-b1", "Application", "app-b1"), ("application/ghost", "Application", "ghost"),
-        ("node/ghost", "Node", "ghost"), ("usage/user/ghost", "User", "ghost"), ("usage/group/ghost", "Group", "ghost"))]
-    + [(f"{P}/default/{tail}", 400, f"Only following {what} are allowed: {allowed}", name) for tail, what, allowed, name in (
+        ("queue/root.a/application/app-b1", "Application", "app-b1"),
+        ("application/ghost", "Application", "ghost"), ("node/ghost", "Node", "ghost"),
+        ("usage/user/ghost", "User", "ghost"), ("usage/group/ghost", "Group", "ghost"))]
+    + [(f"{P}/default/{tail}", 400, f"Only following {what} are allowed: {allowed}", name)
+       for tail, what, allowed, name in (
         ("applications/done", "application states", "active, rejected, completed", "done"),
         ("queue/root.a/applications/completed", "application states", "active", "completed"),
         ("applications/active?status=sleeping", "active statuses",
