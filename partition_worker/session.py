@@ -40,7 +40,7 @@ from partition_worker.core.settings import CoreSettings
 
 __all__ = ["PartitionSession", "Outbox", "CoreSettings", "EVENT_RING_SIZE"]
 
-EVENT_RING_SIZE = 1000
+EVENT_RING_SIZE = 10_000  # events kept per partition for REST (batch, stream, dump)
 log = logging.getLogger(__name__)
 _NodeInfo = si_pb2.NodeInfo
 _TERM_TO_CORE = {
@@ -96,6 +96,9 @@ class PartitionSession:
             log.warning("partition %s: placement rules rejected, placing apps by their queue name: %s",
                         partition, self.core.placement.error)
         self.event_ring: deque[si_pb2.EventRecord] = deque(maxlen=EVENT_RING_SIZE)
+        # events ever put in the ring: the ring holds ids events_total - len(ring) .. events_total - 1
+        self.events_total = 0
+        self.created_ns = created_ns
 
     # ------------------------------------------------------------------ input
     def apply_allocation_request(self, req: si_pb2.AllocationRequest, now_ns: int) -> None:
@@ -266,7 +269,8 @@ class PartitionSession:
                                      groupID=e.group_id, reason=e.reason, message=e.message,
                                      timestampNano=e.timestamp_ns)
             events.append(rec)
-            self.event_ring.append(rec)
+        self.event_ring.extend(events)
+        self.events_total += len(events)
         states = [si_pb2.UpdateContainerSchedulingStateRequest(
             applicartionID=s.app_id, allocationKey=s.allocation_key,
             state=_SCHED_STATE.Value(s.state.value), reason=s.reason) for s in o.sched_states]

@@ -49,6 +49,10 @@ class PlacementBridge:
         """Raises ``ConfigError`` (from the manager) when ``update_rules`` would refuse ``rules``."""
         if rules:
             PlacementManager(tuple(rules))
+    @property
+    def rules(self) -> tuple:
+        """The built rules in effect (``placement.Rule``), in order; empty when uninitialised."""
+        return self._manager.rules if self.initialised else ()
 
     def update_rules(self, rules: Sequence[PlacementRuleConfig]) -> None:
         """Raises ``ConfigError`` (from the manager) and keeps the old rules on a bad set."""

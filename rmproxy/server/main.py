@@ -12,6 +12,7 @@ import grpc
 from aiohttp import web
 
 from common import addresses, korral_pb2_grpc, registry, security
+from common.webui import check_ui_dir
 from rmproxy.server.proxy import Proxy
 from rmproxy.server.service import KorralService, SchedulerService
 from rmproxy.server.webapi import build_app
@@ -40,6 +41,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trends-interval", type=float, default=os.environ.get("KORRAL_TRENDS_INTERVAL", "10"),
                         help="seconds between the samples of the dashboard's charts (the last hour is kept) "
                              "[$KORRAL_TRENDS_INTERVAL, default 10]")
+    parser.add_argument("--ui-dir", default=os.environ.get("KORRAL_UI_DIR", ""),
+                        help="serve the web UI in this directory (its index.html and files, e.g. YuniKorn's "
+                             "web UI as built) at / on the REST address, and Korral's dashboard at /ui/ "
+                             "[$KORRAL_UI_DIR, default Korral's dashboard at /]")
     security.add_curve_client_flags(parser)
     security.add_tls_flags(parser)
     security.add_rest_tls_flags(parser)
@@ -47,6 +52,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 async def serve(args: argparse.Namespace) -> None:
+    try:
+        ui_dir = check_ui_dir(args.ui_dir) if args.ui_dir else None
+    except ValueError as exc:
+        raise SystemExit(f"rmproxy: {exc}") from None
     proxy = Proxy(args.broker_frontend, registry.AsyncRegistryStore(registry.connect_async(args.redis_url)),
                   name=args.name, rm_timeout=args.rm_timeout, curve=(args.curve_secret, args.curve_server),
                   hold_seconds=args.hold_seconds)
@@ -67,7 +76,7 @@ async def serve(args: argparse.Namespace) -> None:
     await server.start()
     if not args.trends_interval > 0:
         raise SystemExit(f"korral rmproxy: --trends-interval must be positive, got {args.trends_interval:g}")
-    runner = web.AppRunner(build_app(proxy, admin, args.trends_interval), access_log=None)
+    runner = web.AppRunner(build_app(proxy, admin, args.trends_interval, ui_dir), access_log=None)
     await runner.setup()
     host, _, port = args.rest_address.rpartition(":")
     site = web.TCPSite(runner, host or "0.0.0.0", int(port), ssl_context=rest_ssl)

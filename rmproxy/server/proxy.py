@@ -20,8 +20,9 @@ import zmq
 import zmq.asyncio
 
 from common import korral_pb2, registry, si_pb2
-from common.compat import compat_warnings, parse_compat
-from common.config import load_config
+from common.compat import Compat, compat_warnings, parse_compat
+from common.config import SchedulerConfig, load_config
+from common.config.extra import check_extra_config
 from common.config.errors import ConfigError
 from common.envelope import Envelope, Kind, decode_for, encode
 from common.gcpause import gc_paused
@@ -55,6 +56,16 @@ _STREAM_OF_RESPONSE = {
     Kind.SI_NODE_RESPONSE: "node",
 }
 _STREAM_OF_REQUEST = {v: k for k, v in _KIND_OF_STREAM.items()}
+
+
+def _read_config(req) -> tuple[SchedulerConfig, Compat]:
+    """The request's config and compatibility switch; ``ConfigError`` or ``ValueError`` naming
+    what is wrong (queues.yaml, or an extraConfig key Korral reads)."""
+    config = load_config(req.config)
+    errors = check_extra_config(req.extraConfig)
+    if errors:
+        raise ConfigError(errors)
+    return config, parse_compat(req.extraConfig)
 
 
 class Proxy:
@@ -293,8 +304,7 @@ class Proxy:
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
                                     "registration of RM failed: rmID must not be empty")
         try:
-            config = load_config(req.config)
-            compat = parse_compat(req.extraConfig)
+            config, compat = _read_config(req)
         except (ConfigError, ValueError) as exc:
             kept = (f"; RM {req.rmID} keeps its current registration and partitions"
                     if req.rmID in self.rms else "")
@@ -421,8 +431,7 @@ class Proxy:
         """
         rm = self.active_rm(req.rmID)
         try:
-            config = load_config(req.config)
-            compat = parse_compat(req.extraConfig)
+            config, compat = _read_config(req)
         except (ConfigError, ValueError) as exc:
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
                                     f"update of configuration failed: RM {req.rmID}: {exc}") from None

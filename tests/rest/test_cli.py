@@ -107,7 +107,7 @@ def test_explain_names_a_missing_ask_or_application(loaded: Loaded, capsys) -> N
     code, _, err = korral(capsys, "explain", "app-a1", "nope", "--rest-address", addr(loaded))
     assert code == 1 and "404 Allocation ask not found" in err
     code, _, err = korral(capsys, "explain", "app-zz", "k", "--rest-address", addr(loaded))
-    assert code == 1 and "400 Application not found" in err
+    assert code == 1 and "404 Application not found" in err
     code, out, _ = korral(capsys, "explain", "app-b1", "--rest-address", addr(loaded))
     assert code == 0 and out.strip() == "application app-b1 has no pending asks"
 

@@ -25,4 +25,4 @@ def chromium() -> str:
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory) -> Loaded:
     # the trends are sampled every half second, so the charts have points within the test's time
-    yield from loaded_fixture(tmp_path_factory, "web-stack", {"KORRAL_TRENDS_INTERVAL": "0.5"})
+    yield from loaded_fixture(tmp_path_factory, "web-stack", env={"KORRAL_TRENDS_INTERVAL": "0.5"})
