@@ -90,7 +90,8 @@ def _merge_enum(into, other, where: str) -> None:
     numbers = {v.number: v.name for v in into.value}
     for v in other.value:
         if v.number in numbers and numbers[v.number] != v.name:
-            raise ValueError(f"{where}: value {v.number} is {numbers[v.number]} in one revision, {v.name} in the other")
+            raise ValueError(f"{where}: value {v.number} is {numbers[v.number]} in one revision, "
+                             f"{v.name} in the other")
         if v.number not in numbers:
             into.value.add().CopyFrom(v)
 
