@@ -17,6 +17,7 @@ import functools
 import logging
 
 import grpc
+from google.protobuf.unknown_fields import UnknownFieldSet
 
 from common import korral_pb2, korral_pb2_grpc, si_internal_pb2 as si
 from rmproxy.server.proxy import RESYNC_DETAILS, Proxy, RegistrationError
@@ -50,14 +51,24 @@ class Undecodable:
 
 def _reader(message_type):
     """A request deserializer that never raises: gRPC would answer a parse error with a bare
-    INTERNAL; the handler answers an ``Undecodable`` with INVALID_ARGUMENT saying what it got."""
-    name = message_type.DESCRIPTOR.name
+    INTERNAL; the handler answers an ``Undecodable`` with INVALID_ARGUMENT saying what it got.
+    A field of the request itself sent with the wrong wire type (protobuf keeps it as an unknown
+    field, silently) is undecodable too; deeper in the message protobuf's rule stands."""
+    desc = message_type.DESCRIPTOR
+    name = desc.name
 
     def parse(raw: bytes):
         try:
-            return message_type.FromString(raw)
+            msg = message_type.FromString(raw)
         except Exception as exc:  # protobuf's DecodeError, and anything else the bytes cause
-            return Undecodable(name, len(raw), str(exc) or type(exc).__name__)
+            text = str(exc) or type(exc).__name__
+            return Undecodable(name, len(raw), text.rsplit("': ", 1)[-1])  # without our internal type name
+        for f in UnknownFieldSet(msg):
+            known = desc.fields_by_number.get(f.field_number)
+            if known is not None:
+                return Undecodable(name, len(raw), f"field {f.field_number} ({known.name}) has wire type "
+                                                   f"{f.wire_type}, which is not its type")
+        return msg
 
     return parse
 
