@@ -243,3 +243,19 @@ def test_a_re_registration_switches_the_revision(module_stack):
         assert col.released[0].allocationKey == "v-1"
     finally:
         done(rm)
+
+
+def test_bench_e2e_measures_both_revisions_interleaved(module_stack, capsys):
+    import argparse
+    import json
+
+    from rmproxy.bench import e2e as bench_e2e
+
+    parser = argparse.ArgumentParser()
+    bench_e2e.configure(parser)
+    args = parser.parse_args(["--si-address", module_stack.si_address, "--nodes", "10", "--asks", "200",
+                              "--rtt-samples", "3", "--no-core", "--json", "--si-revision", "both"])
+    assert bench_e2e.run(args) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    assert [r["si_revision"] for r in rows] == ["seed", "v1.8"]
+    assert rows[1]["ratio_to_seed"] == round(rows[1]["allocations_per_second"] / rows[0]["allocations_per_second"], 3)
