@@ -14,8 +14,8 @@ is when its allocation arrived), and, before the burst, single-ask round trips
 on the idle cluster (ask sent -> allocation received, then released).
 ``core_allocations_per_second`` comes from ``korral bench core --json --nodes N``
 run as a subprocess in the same invocation, before the stack starts.
-``--si-revision`` picks the SI revision the RM speaks; ``both`` runs every row twice, seed
-then v1.8 (interleaved), and gives the v1.8 row ``ratio_to_seed``.
+``--si-revision`` picks the SI revision the RM speaks; ``both`` runs every row twice, once per
+revision, in alternating order, and gives the v1.8 row ``ratio_to_seed``.
 """
 
 from __future__ import annotations
@@ -62,8 +62,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rest-address", default=None,
                         help="REST address of the stack given with --si-address (for --rest-readers)")
     parser.add_argument("--si-revision", choices=("seed", "v1.8", "both"), default="seed",
-                        help="the SI revision the bench RM speaks; both: each row as seed, then as v1.8 "
-                             "(default: seed)")
+                        help="the SI revision the bench RM speaks; both: each row once as seed and once as "
+                             "v1.8, in alternating order (default: seed)")
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -317,26 +317,35 @@ def run(args: argparse.Namespace) -> int:
 def _rows(si_address: str, nodes_list: list[int], args: argparse.Namespace, core: dict,
           rest_address: str = "") -> list[dict]:
     rows = []
-    revisions = ("seed", "v1.8") if args.si_revision == "both" else (args.si_revision,)
-    for n, revision in ((n, r) for n in nodes_list for r in revisions):
-        row = e2e_row(si_address, n, args.asks, args.rtt_samples, si_revision=revision)
-        row["core_allocations_per_second"] = core[n]
-        row["ratio_to_core"] = round(row["allocations_per_second"] / core[n], 3) if core[n] else None
-        if revision == "v1.8" and len(revisions) == 2:  # the seed row of the same node count ran just before
-            row["ratio_to_seed"] = round(row["allocations_per_second"] / rows[-1]["allocations_per_second"], 3)
-        if args.rest_readers:
-            # quiet, loaded, quiet again: the loaded burst is compared with the mean of the two
-            # around it, so warm-up and drift do not pass for an effect of the reads
-            loaded = e2e_row(si_address, n, args.asks, 0, rest_address, args.rest_readers, revision)
-            after = e2e_row(si_address, n, args.asks, 0, si_revision=revision)
-            quiet = (row["allocations_per_second"] + after["allocations_per_second"]) / 2
-            row["allocations_per_second_with_rest_reads"] = loaded["allocations_per_second"]
-            row["rest_reads"] = loaded["rest_reads"]
-            row["rest_slowdown"] = round(1 - loaded["allocations_per_second"] / quiet, 3)
-        rows.append(row)
-        if args.json:
-            print(json.dumps(row), flush=True)
+    for i, n in enumerate(nodes_list):
+        # both: every row once per revision, the order alternating, so warm-up and drift favour neither
+        revisions = {"both": ("seed", "v1.8") if i % 2 == 0 else ("v1.8", "seed")}.get(args.si_revision,
+                                                                                        (args.si_revision,))
+        pair = {revision: _row(si_address, n, args, core, rest_address, revision) for revision in revisions}
+        if len(pair) == 2:
+            pair["v1.8"]["ratio_to_seed"] = round(
+                pair["v1.8"]["allocations_per_second"] / pair["seed"]["allocations_per_second"], 3)
+        for row in pair.values():
+            rows.append(row)
+            if args.json:
+                print(json.dumps(row), flush=True)
     return rows
+
+
+def _row(si_address: str, n: int, args: argparse.Namespace, core: dict, rest_address: str, revision: str) -> dict:
+    row = e2e_row(si_address, n, args.asks, args.rtt_samples, si_revision=revision)
+    row["core_allocations_per_second"] = core[n]
+    row["ratio_to_core"] = round(row["allocations_per_second"] / core[n], 3) if core[n] else None
+    if args.rest_readers:
+        # quiet, loaded, quiet again: the loaded burst is compared with the mean of the two
+        # around it, so warm-up and drift do not pass for an effect of the reads
+        loaded = e2e_row(si_address, n, args.asks, 0, rest_address, args.rest_readers, revision)
+        after = e2e_row(si_address, n, args.asks, 0, si_revision=revision)
+        quiet = (row["allocations_per_second"] + after["allocations_per_second"]) / 2
+        row["allocations_per_second_with_rest_reads"] = loaded["allocations_per_second"]
+        row["rest_reads"] = loaded["rest_reads"]
+        row["rest_slowdown"] = round(1 - loaded["allocations_per_second"] / quiet, 3)
+    return row
 
 
 def _print_table(rows: list[dict]) -> None:

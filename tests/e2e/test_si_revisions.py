@@ -253,9 +253,10 @@ def test_bench_e2e_measures_both_revisions_interleaved(module_stack, capsys):
 
     parser = argparse.ArgumentParser()
     bench_e2e.configure(parser)
-    args = parser.parse_args(["--si-address", module_stack.si_address, "--nodes", "10", "--asks", "200",
-                              "--rtt-samples", "3", "--no-core", "--json", "--si-revision", "both"])
+    args = parser.parse_args(["--si-address", module_stack.si_address, "--nodes", "10", "--nodes", "10",
+                              "--asks", "200", "--rtt-samples", "3", "--no-core", "--json", "--si-revision", "both"])
     assert bench_e2e.run(args) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
-    assert [r["si_revision"] for r in rows] == ["seed", "v1.8"]
+    assert [r["si_revision"] for r in rows] == ["seed", "v1.8", "v1.8", "seed"]  # the order alternates
     assert rows[1]["ratio_to_seed"] == round(rows[1]["allocations_per_second"] / rows[0]["allocations_per_second"], 3)
+    assert rows[2]["ratio_to_seed"] == round(rows[2]["allocations_per_second"] / rows[3]["allocations_per_second"], 3)
