@@ -96,6 +96,16 @@ def _merge_enum(into, other, where: str) -> None:
             into.value.add().CopyFrom(v)
 
 
+def _merge_by_name(into, other, merge, where: str) -> None:
+    """Each named element of ``other`` merged into ``into``'s of the same name, or added."""
+    mine = {x.name: x for x in into}
+    for x in other:
+        if x.name in mine:
+            merge(mine[x.name], x, f"{where}.{x.name}" if where else x.name)
+        else:
+            into.add().CopyFrom(x)
+
+
 def _merge_message(into, other, where: str) -> None:
     fields = {f.number: f for f in into.field}
     for f in other.field:
@@ -104,18 +114,8 @@ def _merge_message(into, other, where: str) -> None:
             into.field.add().CopyFrom(f)
         elif (mine.name, mine.type, mine.label, mine.type_name) != (f.name, f.type, f.label, f.type_name):
             raise ValueError(f"{where}: field {f.number} is {mine.name} in one revision, {f.name} in the other")
-    nested = {m.name: m for m in into.nested_type}
-    for m in other.nested_type:
-        if m.name in nested:
-            _merge_message(nested[m.name], m, f"{where}.{m.name}")
-        else:
-            into.nested_type.add().CopyFrom(m)
-    enums = {e.name: e for e in into.enum_type}
-    for e in other.enum_type:
-        if e.name in enums:
-            _merge_enum(enums[e.name], e, f"{where}.{e.name}")
-        else:
-            into.enum_type.add().CopyFrom(e)
+    _merge_by_name(into.nested_type, other.nested_type, _merge_message, where)
+    _merge_by_name(into.enum_type, other.enum_type, _merge_enum, where)
     # numbers one revision reserved and the other uses are fields of the union
     used = {f.number for f in into.field}
     names = {f.name for f in into.field}
@@ -144,21 +144,10 @@ def merge_revisions(seed, v18):
 
     roots = [t.split(".")[-1] for m in seed.service[0].method for t in (m.input_type, m.output_type)]
     out = descriptor_pb2.FileDescriptorProto(name=INTERNAL, package=INTERNAL_PACKAGE, syntax="proto3")
-    merged: dict[str, object] = {}
     for fd in (seed, v18):
-        by_name = {m.name: m for m in fd.message_type}
-        for name in _reachable(fd, roots):
-            if name in merged:
-                _merge_message(merged[name], by_name[name], name)
-            else:
-                merged[name] = out.message_type.add()
-                merged[name].CopyFrom(by_name[name])
-        for e in fd.enum_type:
-            existing = next((x for x in out.enum_type if x.name == e.name), None)
-            if existing is None:
-                out.enum_type.add().CopyFrom(e)
-            else:
-                _merge_enum(existing, e, e.name)
+        reachable = set(_reachable(fd, roots))
+        _merge_by_name(out.message_type, [m for m in fd.message_type if m.name in reachable], _merge_message, "")
+        _merge_by_name(out.enum_type, fd.enum_type, _merge_enum, "")
     for m in out.message_type:
         _renamed(m, f".{seed.package}.", f".{INTERNAL_PACKAGE}.")
     return out

@@ -16,7 +16,10 @@ import grpc
 from common import si_v18_pb2 as si18, si_v18_pb2_grpc
 from tests.e2e.sirm import SIRM, Stream
 
-__all__ = ["SIRM18", "node18", "app18", "alloc18", "res18", "raw_stream"]
+__all__ = ["SIRM18", "node18", "app18", "alloc18", "res18", "raw_stream", "report"]
+
+_STREAMS = {"node": ("UpdateNode", si18.NodeRequest), "application": ("UpdateApplication", si18.ApplicationRequest),
+            "allocation": ("UpdateAllocation", si18.AllocationRequest)}
 
 
 class SIRM18(SIRM):
@@ -30,29 +33,42 @@ class SIRM18(SIRM):
                                                 config=config, buildInfo=build_info or {}), timeout=timeout)
 
     def open(self, attach: bool = True) -> None:
-        for name in ("node", "application", "allocation"):
+        for name in _STREAMS:
             self.reopen(name, attach)
 
     def reopen(self, name: str, attach: bool = True) -> None:
         """Open (again) one update stream, e.g. after Korral ended it."""
-        method, req = {"node": (self.stub.UpdateNode, si18.NodeRequest),
-                       "application": (self.stub.UpdateApplication, si18.ApplicationRequest),
-                       "allocation": (self.stub.UpdateAllocation, si18.AllocationRequest)}[name]
-        self.streams[name] = self.open_stream(method, req(rmID=self.rm_id) if attach else None)
+        method, request = _STREAMS[name]
+        self.streams[name] = self.open_stream(getattr(self.stub, method), request(rmID=self.rm_id) if attach else None)
+
+    def send(self, name: str, **fields) -> None:
+        """One request on stream ``name`` with ``fields`` (and the rmID)."""
+        self.streams[name].send(_STREAMS[name][1](rmID=self.rm_id, **fields))
 
     def nodes(self, *nodes: si18.NodeInfo) -> None:
-        self.streams["node"].send(si18.NodeRequest(rmID=self.rm_id, nodes=list(nodes)))
+        self.send("node", nodes=nodes)
 
     def apps(self, *apps: si18.AddApplicationRequest) -> None:
-        self.streams["application"].send(si18.ApplicationRequest(rmID=self.rm_id, new=list(apps)))
+        self.send("application", new=apps)
 
     def allocations(self, *allocations: si18.Allocation) -> None:
-        self.streams["allocation"].send(si18.AllocationRequest(rmID=self.rm_id, allocations=list(allocations)))
+        self.send("allocation", allocations=allocations)
 
     def release(self, app_id: str, *keys: str, term: int = si18.STOPPED_BY_RM) -> None:
-        self.streams["allocation"].send(si18.AllocationRequest(rmID=self.rm_id, releases=si18.AllocationReleasesRequest(
-            allocationsToRelease=[si18.AllocationRelease(partitionName="default", applicationID=app_id,
-                                                         allocationKey=k, terminationType=term) for k in keys])))
+        self.send("allocation", releases=si18.AllocationReleasesRequest(allocationsToRelease=[
+            si18.AllocationRelease(partitionName="default", applicationID=app_id, allocationKey=k, terminationType=term)
+            for k in keys]))
+
+
+def report(rm: SIRM, nodes: tuple = (), apps: tuple = ()) -> None:
+    """Send ``nodes`` (one request), then each app, and wait until all are accepted: an RM of
+    either revision, its streams open."""
+    if nodes:
+        rm.nodes(*nodes)
+        rm.wait_for("node", lambda r: len(r.accepted) == len(nodes))
+    for a in apps:
+        rm.apps(a)
+        rm.wait_for("application", lambda r: any(x.applicationID == a.applicationID for x in r.accepted))
 
 
 def res18(**quantities: int) -> si18.Resource:

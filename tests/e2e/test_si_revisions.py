@@ -6,16 +6,17 @@ to show no seed-only field reaches it."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass, field
 import queue
 import time
 
+import grpc
 import pytest
 
-import grpc
-
 from common import korral_pb2, korral_pb2_grpc, si_pb2, si_v18_pb2 as si18
+from tests.conftest import wait_until
 from tests.e2e.sirm import SIRM, app, ask, node
-from tests.e2e.sirm_v18 import SIRM18, alloc18, app18, node18, res18
+from tests.e2e.sirm_v18 import SIRM18, alloc18, app18, node18, report, res18
 from tests.e2e.test_policies import PREEMPTION_CONFIG
 
 _ids = itertools.count()
@@ -37,46 +38,44 @@ def _seed_view(msg) -> si_pb2.AllocationResponse:
     return si_pb2.AllocationResponse.FromString(msg.SerializeToString())
 
 
+@dataclass
 class Collector:
     """Every allocation response of a v1.8 RM, until a condition on the totals holds."""
 
-    def __init__(self, rm: SIRM18) -> None:
-        self.rm = rm
-        self.new: list = []
-        self.released: list = []
-        self.rejected: list = []
+    rm: SIRM18
+    new: list = field(default_factory=list)
+    released: list = field(default_factory=list)
+    rejected: list = field(default_factory=list)  # the RejectedAllocations
 
     def until(self, cond, timeout: float = 30.0) -> "Collector":
-        deadline = time.monotonic() + timeout
-        while not cond(self):
-            left = deadline - time.monotonic()
-            assert left > 0, f"timed out: {len(self.new)} new, {len(self.released)} released, {self.rejected}"
-            try:
-                r = self.rm.next("allocation", left)
-            except queue.Empty:
-                continue  # the assert above reports the totals
-            seed = _seed_view(r)
-            assert not seed.rejected and not seed.releasedAsks, "seed-only fields sent to a v1.8 RM"
-            assert not any(a.UUID for a in seed.new) and not any(x.UUID for x in seed.released)
-            self.new += r.new
-            self.released += r.released
-            self.rejected += r.rejectedAllocations
+        wait_until(lambda: self._read() or cond(self), timeout, "the allocation responses awaited",
+                   lambda: f"{len(self.new)} new, {len(self.released)} released, {self.rejected}")
         return self
+
+    def _read(self) -> None:
+        """Take the responses that arrived (waits 50 ms for one)."""
+        try:
+            r = self.rm.next("allocation", 0.05)
+        except queue.Empty:
+            return
+        seed = _seed_view(r)
+        assert not seed.rejected and not seed.releasedAsks, "seed-only fields sent to a v1.8 RM"
+        assert not any(a.UUID for a in seed.new) and not any(x.UUID for x in seed.released)
+        self.new += r.new
+        self.released += r.released
+        self.rejected += r.rejectedAllocations
 
 
 def started18(stack, config: str = "", nodes=(("n1", 100),), build_info=None) -> tuple[SIRM18, Collector]:
     rm = SIRM18(stack.si_address, f"rm18-{next(_ids)}")
     rm.register(config, build_info=build_info)
     rm.open()
-    if nodes:
-        rm.nodes(*[node18(n, memory=m, vcore=m) for n, m in nodes])
-        rm.wait_for("node", lambda r: len(r.accepted) == len(nodes))
+    report(rm, nodes=tuple(node18(n, memory=m, vcore=m) for n, m in nodes))
     return rm, Collector(rm)
 
 
 def add_app18(rm: SIRM18, a: si18.AddApplicationRequest) -> None:
-    rm.apps(a)
-    rm.wait_for("application", lambda r: any(x.applicationID == a.applicationID for x in r.accepted))
+    report(rm, apps=(a,))
 
 
 def test_a_v18_rm_schedules_releases_by_key_and_gets_v18_rejections(module_stack):
@@ -155,7 +154,7 @@ def test_create_drain_keeps_a_node_out_until_drain_to_schedulable(module_stack):
         rm.wait_for("node", lambda r: [n.nodeID for n in r.accepted] == ["d1"])
         add_app18(rm, app18("app1"))
         rm.allocations(alloc18("k1", "app1", memory=1, vcore=1))
-        with pytest.raises(AssertionError, match="timed out"):
+        with pytest.raises(AssertionError, match="not reached"):
             col.until(lambda c: c.new, timeout=1.0)  # the only node is drained
         rm.nodes(si18.NodeInfo(nodeID="d1", action=si18.NodeInfo.DRAIN_TO_SCHEDULABLE))
         col.until(lambda c: c.new)
@@ -168,15 +167,14 @@ def test_a_v18_rm_recovers_its_running_allocations_after_re_registering(module_s
     rm, col = started18(module_stack)
     try:
         add_app18(rm, app18("app1"))
-        rm.allocations(alloc18("run-1", "app1", memory=30, vcore=1), alloc18("run-2", "app1", memory=30, vcore=1))
-        col.until(lambda c: len(c.new) == 2)
+        running = [alloc18(f"run-{i}", "app1", memory=30, vcore=1) for i in (1, 2)]
+        rm.allocations(*running)
+        col.until(lambda c: len(c.new) == len(running))
         rm.close()  # not stopped: the next client re-registers the same rmID
         rm = SIRM18(module_stack.si_address, rm.rm_id)  # a restarted RM: same rmID, state wiped
         rm.register()
         rm.open()
-        rm.nodes(node18("n1", memory=100, vcore=100))
-        rm.wait_for("node", lambda r: r.accepted)
-        add_app18(rm, app18("app1"))
+        report(rm, nodes=(node18("n1", memory=100, vcore=100),), apps=(app18("app1"),))
         rm.allocations(alloc18("run-1", "app1", node="n1", memory=30, vcore=1),
                        alloc18("run-2", "app1", node="n1", memory=30, vcore=1),
                        alloc18("new-1", "app1", memory=40, vcore=1))
@@ -196,11 +194,8 @@ def test_two_rms_of_different_revisions_schedule_on_one_stack_at_once(module_sta
     seed.open()
     rm, col = started18(module_stack, nodes=(("v-n1", 1000),))
     try:
-        seed.nodes(node("s-n1", memory=1000, vcore=1000))
-        seed.wait_for("node", lambda r: r.accepted)
-        seed.apps(app("s-app"))
+        report(seed, nodes=(node("s-n1", memory=1000, vcore=1000),), apps=(app("s-app"),))
         add_app18(rm, app18("v-app"))
-        seed.wait_for("application", lambda r: r.accepted)
         for i in range(20):  # interleaved: both RMs' requests in flight together
             seed.asks(ask(f"s-{i}", "s-app", memory=1, vcore=1))
             rm.allocations(alloc18(f"v-{i}", "v-app", memory=1, vcore=1))
@@ -221,10 +216,7 @@ def test_a_re_registration_switches_the_revision(module_stack):
     seed = SIRM(module_stack.si_address, rm_id)
     seed.register()
     seed.open()
-    seed.nodes(node("n1", memory=100, vcore=100))
-    seed.wait_for("node", lambda r: r.accepted)
-    seed.apps(app("app1"))
-    seed.wait_for("application", lambda r: r.accepted)
+    report(seed, nodes=(node("n1", memory=100, vcore=100),), apps=(app("app1"),))
     seed.asks(ask("s-1", "app1", memory=1, vcore=1))
     assert seed.wait_for("allocation", lambda r: r.new).new[0].UUID
     seed.close()
@@ -232,9 +224,7 @@ def test_a_re_registration_switches_the_revision(module_stack):
     try:
         rm.register()
         rm.open()
-        rm.nodes(node18("n1", memory=100, vcore=100))
-        rm.wait_for("node", lambda r: r.accepted)
-        add_app18(rm, app18("app1"))
+        report(rm, nodes=(node18("n1", memory=100, vcore=100),), apps=(app18("app1"),))
         rm.allocations(alloc18("v-1", "app1", memory=1, vcore=1))
         col = Collector(rm).until(lambda c: c.new)
         assert col.new[0].allocationKey == "v-1"

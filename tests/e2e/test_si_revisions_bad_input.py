@@ -11,36 +11,31 @@ import pytest
 
 from common import si_pb2, si_pb2_grpc, si_v18_pb2 as si18, si_v18_pb2_grpc
 from tests.e2e.sirm import SIRM, app, ask, node
-from tests.e2e.sirm_v18 import SIRM18, alloc18, app18, node18, raw_stream
+from tests.e2e.sirm_v18 import SIRM18, alloc18, app18, node18, raw_stream, report
 from tests.e2e.test_si_revisions import Collector, done
 
 _ids = itertools.count()
 
 
-@pytest.fixture
-def rm18(module_stack):
-    rm = SIRM18(module_stack.si_address, f"rm18-bad-{next(_ids)}")
+def _ready(rm, node_info, new_app):
+    """``rm`` registered, with one node and app accepted; stopped after the test."""
     rm.register()
     rm.open()
-    rm.nodes(node18("n1", memory=1000, vcore=1000))
-    rm.wait_for("node", lambda r: r.accepted)
-    rm.apps(app18("app1"))
-    rm.wait_for("application", lambda r: r.accepted)
+    report(rm, nodes=(node_info,), apps=(new_app,))
     yield rm
     done(rm)
+
+
+@pytest.fixture
+def rm18(module_stack):
+    yield from _ready(SIRM18(module_stack.si_address, f"rm18-bad-{next(_ids)}"),
+                      node18("n1", memory=1000, vcore=1000), app18("app1"))
 
 
 @pytest.fixture
 def seed_rm(module_stack):
-    rm = SIRM(module_stack.si_address, f"rm-seed-bad-{next(_ids)}")
-    rm.register()
-    rm.open()
-    rm.nodes(node("n1", memory=1000, vcore=1000))
-    rm.wait_for("node", lambda r: r.accepted)
-    rm.apps(app("app1"))
-    rm.wait_for("application", lambda r: r.accepted)
-    yield rm
-    done(rm)
+    yield from _ready(SIRM(module_stack.si_address, f"rm-seed-bad-{next(_ids)}"),
+                      node("n1", memory=1000, vcore=1000), app("app1"))
 
 
 def ended(stream) -> grpc.RpcError:
