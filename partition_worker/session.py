@@ -15,8 +15,9 @@ core (``now_ns`` passed in, no I/O). Contract:
 
 Outgoing ``partitionName`` fields carry the short partition name.
 
-Both SI revisions (docs/si-revisions.md): requests are read with the internal model
-(``si_internal_pb2``, the union of the two), every field by its own meaning (seed asks,
+Both SI revisions (docs/si-revisions.md): requests are the internal model (``si_internal_pb2``,
+the union of the two, as the worker reads them; in-process callers such as ``korral bench
+core`` may pass the seed's ``si_pb2`` messages), every field read by its own meaning (seed asks,
 v1.8 allocations through ``si_v18``); only a release without UUID depends on the RM's revision
 (``set_revision``, from rmproxy): all of the app for a seed RM, one allocation by key otherwise.
 Responses are written in the RM's revision; while it is undecided, rejections go in both

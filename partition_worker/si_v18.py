@@ -5,8 +5,8 @@ Each element, in order (docs/si-revisions.md has the whole mapping):
 - tag ``foreign``: a pod of another scheduler. It enters as the seed revision carries one: in
   the ``existingAllocations`` of an UPDATE of its node, which is where the core's foreign
   handling reads it (the core never learns which revision the RM speaks);
-- no ``allocationKey`` or ``applicationID``, an unknown application, an empty, zero or negative
-  resource, an unknown node: rejected with YuniKorn's reasons, naming the allocation;
+- an unknown application, an empty, zero or negative resource, an unknown node: rejected with
+  YuniKorn's reasons; no ``allocationKey`` or ``applicationID``: rejected naming what is missing;
 - no ``nodeID``: an ask (``maxAllocations`` 1, the key is the allocation's identity); a key
   already placed is left as it is (YuniKorn would apply a resource change in place);
 - ``nodeID`` set: an allocation the RM placed (its recovery after a re-registration, or its
