@@ -14,7 +14,7 @@ PY := $(VENV)/bin/python
 KORRAL := $(PY) -m common.cli
 STAMP := $(VENV)/.korral-setup-stamp
 DEMO_DIR ?= .state/demo
-DEMO_WORKERS ?= 2
+DEMO_WORKERS ?= 3
 PYTEST_ARGS ?=
 KEEP ?= 0
 # Exact versions to install (`make lock` writes them); empty: the newest versions pyproject.toml allows.
@@ -129,7 +129,18 @@ demo: setup
 	keep=0
 	trap '[ "$$keep" = 1 ] || $(KORRAL) down --state-dir "$(DEMO_DIR)"' EXIT
 	trap 'exit 130' INT TERM
+	# Beside the demo RM (the seed's SI, partitions default and edge), a second RM speaking SI v1.8
+	# on the same port runs the small preset on the third worker.
+	$(KORRAL) sim --preset small --si-revision v1.8 --rm-id korral-sim-v18 --no-progress \
+	  --si-address "127.0.0.1:$$si" > "$(DEMO_DIR)/sim-v18.log" 2>&1 &
+	v18=$$!
 	$(KORRAL) sim --preset demo --si-address "127.0.0.1:$$si" --rest-address "127.0.0.1:$$rest"
+	echo
+	v18_status=0
+	wait $$v18 || v18_status=$$?
+	echo "the second RM, speaking SI v1.8 ($(DEMO_DIR)/sim-v18.log):"
+	tail -n 12 "$(DEMO_DIR)/sim-v18.log"
+	[ "$$v18_status" = 0 ] || { echo "the SI v1.8 RM's sim failed (exit $$v18_status)" >&2; exit "$$v18_status"; }
 	echo
 	$(KORRAL) status --state-dir "$(DEMO_DIR)" || true
 	echo

@@ -46,6 +46,7 @@ KEY_REQUIRED_NODE = "requiredNode"
 KEY_ALLOW_PREEMPTION = "allowPreemption"
 KEY_SCHEDULING_POLICY_PARAMETERS = "schedulingPolicyParameters"
 CREATION_TIME = "creationTime"  # allocation tag (recovery): unix seconds
+TAG_FOREIGN = "foreign"  # allocation tag (SI >= 1.6): a pod of another scheduler, value static|default
 
 # Composed tag names the core reads
 TAG_REQUIRED_NODE = DOMAIN_YUNIKORN + KEY_REQUIRED_NODE  # yunikorn.apache.org/requiredNode

@@ -77,7 +77,8 @@ class Ledger:
         starts its execution timeout, books a placeholder with the gang, and moves the app on."""
         p = self.p
         r = ask.resource
-        alloc = Allocation(uuid=uuid or p.new_uuid(), key=ask.key, app_id=app.app_id, node_id=node.node_id,
+        uuid = uuid or (ask.key if p.key_is_uuid else p.new_uuid())
+        alloc = Allocation(uuid=uuid, key=ask.key, app_id=app.app_id, node_id=node.node_id,
                            resource=r, priority=ask.priority, create_time_ns=now,
                            queue_path=app.queue.path, tags=ask.tags, task_group=ask.task_group,
                            placeholder=ask.placeholder, originator=ask.originator,

@@ -29,8 +29,9 @@ from common.gcpause import gc_paused
 from common.heartbeat import EXPIRY, INTERVAL
 from common.links import broker_dealer
 from common.messages import (KINDS, ConfigUpdate, Heartbeat, PartitionLost, PartitionOwned, PartitionRemove,
-                             ProxyHello, Reply, RMPartitions, RMUnregister, Status, Unroutable)
-from rmproxy.server import split
+                             ProxyHello, Reply, RMPartitions, RMUnregister, SiRevision, Status, Unroutable)
+from common.si_revision import declared_revision
+from rmproxy.server import revision, split
 from rmproxy.server.cluster_view import ClusterView
 from rmproxy.server.config_changes import ConfigChanges
 from rmproxy.server.errors import RegistrationError
@@ -304,6 +305,7 @@ class Proxy:
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
                                     "registration of RM failed: rmID must not be empty")
         try:
+            declared = declared_revision(req.buildInfo)
             config, compat = _read_config(req)
         except (ConfigError, ValueError) as exc:
             kept = (f"; RM {req.rmID} keeps its current registration and partitions"
@@ -325,7 +327,8 @@ class Proxy:
         except Exception as exc:  # redis errors of several kinds: all mean "cannot persist"
             raise RegistrationError(grpc.StatusCode.UNAVAILABLE,
                                     f"registration of RM failed: Redis unavailable: {exc}") from None
-        rm = RMSession(req.rmID, partitions, registration=reg)
+        rm = RMSession(req.rmID, partitions, registration=reg, revision=declared,
+                       revision_why=revision.DECLARED if declared else "")
         if old is not None:  # keep the RM's open channels; everything else is wiped
             for w in old.owned_waiters.values():
                 w.cancel()
@@ -356,14 +359,20 @@ class Proxy:
                 f"registration of RM failed: no worker took partition(s) {missing} within "
                 f"{REGISTER_TIMEOUT:.0f}s{where}: start more workers (korral up --workers N, "
                 "or korral worker on another host)")
-        log.info("registered RM %s with partitions %s", req.rmID, partitions)
+        log.info("registered RM %s with partitions %s, SI revision %s", req.rmID, partitions,
+                 f"{declared} ({revision.DECLARED})" if declared else "to be decided by its messages")
         for listener in self.listeners:
             listener.registered(req.rmID)
         if before is not None:
             await self.config_changes.registered(req.rmID, before.config, req.config)
 
     def handle_request(self, stream: str, rm: RMSession, req) -> None:
-        """Split one SI request per partition and forward it; answer edge rejections at once."""
+        """Split one SI request per partition and forward it; answer edge rejections at once.
+        Raises ``revision.RevisionError`` (nothing applied) when the RM's SI revision forbids it."""
+        if revision.settle(rm, stream, req) is not None:
+            log.info("RM %s speaks SI revision %s (%s)", rm.rm_id, rm.revision, rm.revision_why)
+            for partition, epoch in list(rm.epochs.items()):
+                self._tell_revision(rm, partition, epoch)
         _, splitter, reject, _ = split.STREAMS[stream]
         parts, rejected = splitter(req, rm.rm_id, rm.partitions)
         if rejected is not None:
@@ -374,8 +383,18 @@ class Proxy:
             if epoch is None:
                 rm.hold(stream, partition, part, time.monotonic() + self.hold_seconds)
                 continue
+            if rm.revision is not None:
+                self._tell_revision(rm, partition, epoch)
             self.send(Envelope(kind, rm.rm_id, partition, epoch, rm.next_seq(partition),
                                part.SerializeToString()))
+
+    def _tell_revision(self, rm: RMSession, partition: str, epoch: int) -> None:
+        """Tell the partition's worker the RM's SI revision once per epoch, in the RM's request
+        sequence: it reaches the worker before any request that needs it."""
+        if rm.revision_told.get(partition) != epoch:
+            rm.revision_told[partition] = epoch
+            self.send(Envelope(Kind.SI_REVISION, rm.rm_id, partition, epoch, rm.next_seq(partition),
+                               SiRevision(rm.revision.value).wire()))
 
     def _flush_held(self, rm: RMSession, partition: str) -> None:
         """The partition has an owner again without a resync (a new partition): send what waited."""

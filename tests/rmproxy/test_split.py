@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from common import si_pb2
+from common import si_internal_pb2 as si
 from rmproxy.server import split
 
 
 def test_asks_split_by_partition_and_names_normalised():
-    req = si_pb2.AllocationRequest(rmID="rm", asks=[
-        si_pb2.AllocationAsk(allocationKey="a", applicationID="app", partitionName=""),
-        si_pb2.AllocationAsk(allocationKey="b", applicationID="app", partitionName="[rm]gpu"),
-        si_pb2.AllocationAsk(allocationKey="c", applicationID="app", partitionName="DEFAULT"),
+    req = si.AllocationRequest(rmID="rm", asks=[
+        si.AllocationAsk(allocationKey="a", applicationID="app", partitionName=""),
+        si.AllocationAsk(allocationKey="b", applicationID="app", partitionName="[rm]gpu"),
+        si.AllocationAsk(allocationKey="c", applicationID="app", partitionName="DEFAULT"),
     ])
     parts, rejected = split.split_allocation_request(req, "rm", ["default", "gpu"])
     assert rejected is None
@@ -21,7 +21,7 @@ def test_asks_split_by_partition_and_names_normalised():
 
 
 def test_ask_for_unknown_partition_is_rejected_with_yunikorn_reason():
-    req = si_pb2.AllocationRequest(asks=[si_pb2.AllocationAsk(allocationKey="k", applicationID="app",
+    req = si.AllocationRequest(asks=[si.AllocationAsk(allocationKey="k", applicationID="app",
                                                               partitionName="nope")])
     parts, rejected = split.split_allocation_request(req, "rm", ["default"])
     assert parts == {}
@@ -29,10 +29,10 @@ def test_ask_for_unknown_partition_is_rejected_with_yunikorn_reason():
 
 
 def test_releases_follow_their_partition_and_unknown_ones_are_ignored():
-    req = si_pb2.AllocationRequest(releases=si_pb2.AllocationReleasesRequest(
-        allocationsToRelease=[si_pb2.AllocationRelease(partitionName="", UUID="u1"),
-                              si_pb2.AllocationRelease(partitionName="gone", UUID="u2")],
-        allocationAsksToRelease=[si_pb2.AllocationAskRelease(partitionName="default", allocationKey="k")]))
+    req = si.AllocationRequest(releases=si.AllocationReleasesRequest(
+        allocationsToRelease=[si.AllocationRelease(partitionName="", UUID="u1"),
+                              si.AllocationRelease(partitionName="gone", UUID="u2")],
+        allocationAsksToRelease=[si.AllocationAskRelease(partitionName="default", allocationKey="k")]))
     parts, rejected = split.split_allocation_request(req, "rm", ["default"])
     assert rejected is None
     rel = parts["default"].releases
@@ -41,19 +41,19 @@ def test_releases_follow_their_partition_and_unknown_ones_are_ignored():
 
 
 def test_application_for_unknown_partition_rejected():
-    req = si_pb2.ApplicationRequest(new=[si_pb2.AddApplicationRequest(applicationID="a1", partitionName="x")],
-                                    remove=[si_pb2.RemoveApplicationRequest(applicationID="a2", partitionName="x")])
+    req = si.ApplicationRequest(new=[si.AddApplicationRequest(applicationID="a1", partitionName="x")],
+                                    remove=[si.RemoveApplicationRequest(applicationID="a2", partitionName="x")])
     parts, rejected = split.split_application_request(req, "rm", ["default"])
     assert parts == {}
     assert rejected.rejected[0].reason == "Failed to add application a1 to partition x, partition doesn't exist"
 
 
 def test_nodes_routed_by_node_partition_attribute():
-    req = si_pb2.NodeRequest(nodes=[
-        si_pb2.NodeInfo(nodeID="n1", action=si_pb2.NodeInfo.CREATE),
-        si_pb2.NodeInfo(nodeID="n2", action=si_pb2.NodeInfo.CREATE, attributes={"si/node-partition": "gpu"}),
-        si_pb2.NodeInfo(nodeID="n3", action=si_pb2.NodeInfo.CREATE, attributes={"si/node-partition": "zzz"}),
-        si_pb2.NodeInfo(nodeID="n4", action=si_pb2.NodeInfo.UPDATE, attributes={"si/node-partition": "zzz"}),
+    req = si.NodeRequest(nodes=[
+        si.NodeInfo(nodeID="n1", action=si.NodeInfo.CREATE),
+        si.NodeInfo(nodeID="n2", action=si.NodeInfo.CREATE, attributes={"si/node-partition": "gpu"}),
+        si.NodeInfo(nodeID="n3", action=si.NodeInfo.CREATE, attributes={"si/node-partition": "zzz"}),
+        si.NodeInfo(nodeID="n4", action=si.NodeInfo.UPDATE, attributes={"si/node-partition": "zzz"}),
     ])
     parts, rejected = split.split_node_request(req, "rm", ["default", "gpu"])
     assert [n.nodeID for n in parts["default"].nodes] == ["n1"]
@@ -64,7 +64,7 @@ def test_nodes_routed_by_node_partition_attribute():
 
 
 def test_reject_whole_request_with_a_reason():
-    req = si_pb2.NodeRequest(nodes=[si_pb2.NodeInfo(nodeID="n1", action=si_pb2.NodeInfo.CREATE),
-                                    si_pb2.NodeInfo(nodeID="n2", action=si_pb2.NodeInfo.UPDATE)])
+    req = si.NodeRequest(nodes=[si.NodeInfo(nodeID="n1", action=si.NodeInfo.CREATE),
+                                    si.NodeInfo(nodeID="n2", action=si.NodeInfo.UPDATE)])
     resp = split.reject_node_request(req, "no worker")
     assert [(r.nodeID, r.reason) for r in resp.rejected] == [("n1", "no worker")]
