@@ -6,9 +6,10 @@ import json
 from common.config.model import FilterConfig, PlacementRuleConfig
 from common.constants import TAG_REQUIRED_NODE
 from partition_worker.core import ReleaseAlloc
+from partition_worker.core.commands import AddForeign
 from partition_worker.core.dao import (node_utilisation, partition_snapshot, placement_rules_dao,
                                        queue_dao, utilisation_bucket)
-from tests.core.harness import Harness, partition_config, q
+from tests.core.harness import Harness, partition_config, q, res
 
 # YuniKorn 1.10's keys (dao/*.go), then the v1.2 keys Korral still sends
 QUEUE_KEYS = {"queuename", "status", "partition", "pendingResource", "maxResource", "guaranteedResource",
@@ -148,12 +149,12 @@ def test_backoff_deadline_and_resource_history_show_what_the_app_holds() -> None
     assert view["resourceHistory"] == {"resourceUsage": {"UNKNOWN": {"memory": 4000}}}
 
 
-def test_allocations_tagged_foreign_are_the_nodes_foreign_allocations() -> None:
+def test_the_rms_foreign_allocations_are_the_nodes_foreign_allocations() -> None:
     h = Harness(partition_config())
     h.node("n1", memory=1000, vcore=100)
     h.app("app1").ask("own", "app1", memory=10)
-    h.ask("static", "app1", memory=20, tags={"foreign": "static"})
-    h.ask("other", "app1", memory=30, tags={"foreign": "default"})
+    h.do(AddForeign("static", "n1", res(memory=20), {"foreign": "static"}),
+         AddForeign("other", "n1", res(memory=30), {"foreign": "default"}))
     h.step()
     (node,) = json.loads(json.dumps(partition_snapshot(h.p, "default", "rm1")))["nodes"]
     assert [al["allocationKey"] for al in node["allocations"]] == ["own"]
