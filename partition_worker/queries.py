@@ -194,7 +194,7 @@ def _app_status(s, body: dict) -> dict:
     if gone is not None:
         return {"applicationID": app_id, "active": False, "state": gone.state, "queue": gone.queue,
                 "since": gone.since_ns, "reason": gone.reason, "removed": gone.removed, "expired": not gone.removed}
-    return _missing("application", "Application not found")
+    return _missing("application", "Application not found", app_id)
 
 
 def _whatif(s, body: dict) -> dict:

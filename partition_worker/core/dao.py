@@ -177,10 +177,19 @@ def app_dao(app: "Application", partition: str) -> dict:
         "reservations": [r.ask_key for r in app.reservations.values()],
         "maxRequestPriority": app.max_pending_priority(),
         "minAllocationPriority": min((al.priority for al in allocs), default=INT32_MIN),
-        "startTime": app.start_ns // 1_000_000,  # first Starting or Running (app_usage)
+        "startTime": _start_ms(app),
         "resourceHistory": {k: v for k, v in (app.resource_history or {}).items() if v},
         "backoffDeadline": rfc3339_nano(app.backoff_deadline_ns) if app.backoff_deadline_ns else None,
     }
+
+
+def _start_ms(app: "Application") -> int:
+    """When the app first entered Running, in milliseconds (YuniKorn's REST ``startTime``, 1.6);
+    0 before. (The app summary's StartTime is ``start_ns``: Starting or Running, whichever came first.)"""
+    for t, state in app.state_log:
+        if state == AppState.RUNNING.value:
+            return t // 1_000_000
+    return 0
 
 
 def _declared_task_groups(app: "Application") -> list[dict]:
