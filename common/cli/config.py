@@ -212,6 +212,17 @@ def format_dry_run(doc: dict, source: str) -> str:
     return "\n".join(lines)
 
 
+def _quota_preemption_line(qp: dict) -> str:
+    if not qp.get("enabled"):
+        return f"quota preemption: none ({qp.get('reason', 'not reported')})"
+    if not qp["victimCount"]:
+        return f"quota preemption after {qp['delay']}: nothing to take ({qp['reason']})"
+    apps = sorted({v["applicationID"] for v in qp["victims"]})
+    return (f"quota preemption after {qp['delay']}: would take {_res(qp['preemptable'])} by preempting "
+            f"{qp['victimCount']} allocations of {len(apps)} applications ({', '.join(apps[:10])}"
+            f"{', ...' if len(apps) > 10 else ''}) if the usage is still the same then")
+
+
 def _partition_lines(rm_id: str, part: dict) -> list[str]:
     name = f"[{rm_id}]{part['partition']}"
     if "error" in part:
@@ -233,6 +244,7 @@ def _partition_lines(rm_id: str, part: dict) -> list[str]:
     for d in part["overMax"]:
         out.append(f"  queue {d['queue']} is over its new max {_res(d['max'])} by {_res(d['overBy'])} (uses "
                    f"{_res(d['allocated'])}): nothing more is placed there until its usage drops below the max")
+        out.append("    " + _quota_preemption_line(d.get("quotaPreemption") or {}))
     for d in part["limits"]:
         who = f"user {d['user']}" if "user" in d else f"group {d['group']}"
         over = [f"over maxresources {_res(d['maxResources'])} by {_res(d['overBy'])}"] if d["overBy"] else []

@@ -26,12 +26,14 @@ from typing import TYPE_CHECKING
 from common.config.errors import ConfigError
 from common.config.model import PartitionConfig
 from common.resources import ZERO, Resource
+from common.timefmt import go_duration
 
 from .commands import AddApp
 from .lifecycle import PlacementRejected, place_app
 from .limits import LimitTracker
 from .placement_bridge import PlacementBridge
 from .queue import ObjectState, QueueCreateError, QueueTree
+from .quota_preemption import plan
 
 if TYPE_CHECKING:  # pragma: no cover
     from .partition import Partition
@@ -48,7 +50,8 @@ def config_whatif(p: "Partition", config: PartitionConfig) -> dict:
     except ConfigError as exc:
         return {"action": "update", "refused": str(exc)}
     shadow = shadow_queues(p, config)
-    return {"action": "update", "queues": _queue_changes(p, config), "overMax": _over_max(shadow),
+    return {"action": "update", "queues": _queue_changes(p, config),
+            "overMax": _over_max(shadow, config.preemption.quotapreemptionenabled),
             "limits": _over_limits(p, config), "placement": _placement(p, config, shadow)}
 
 
@@ -100,14 +103,37 @@ def _apps_below(q) -> int:
     return len(q.apps) + sum(_apps_below(c) for c in q.children.values())
 
 
-def _over_max(shadow: QueueTree) -> list[dict]:
+def _over_max(shadow: QueueTree, quota_preemption: bool) -> list[dict]:
     out = []
     for q in shadow:
         over = _over(q.allocated, q.max) if q.parent is not None else {}
         if over:
             out.append({"queue": q.path, "max": _res(q.max), "allocated": _res(q.allocated), "overBy": over,
-                        "guaranteed": _res(q.guaranteed) if q.guaranteed is not None else {}})
+                        "guaranteed": _res(q.guaranteed) if q.guaranteed is not None else {},
+                        "quotaPreemption": _quota_preemption(q, quota_preemption)})
     return sorted(out, key=lambda d: d["queue"])[:LISTED]
+
+
+def _quota_preemption(q, enabled: bool) -> dict:
+    """What quota-change preemption would do to ``q`` (over its new max): why not, or after
+    which delay it would take how much and which allocations (``quota_preemption.plan`` on the
+    live usage; by then the usage may have changed)."""
+    if not enabled:
+        return {"enabled": False, "reason": "preemption.quotapreemptionenabled is off for the partition"}
+    if q.dynamic:
+        return {"enabled": False, "reason": "the queue is not managed (dynamic queues take no part)"}
+    if not q.quota_preemption_delay_ns:
+        return {"enabled": False, "reason": "no quota.preemption.delay on the queue (0: never)"}
+    amount, victims = plan(q)
+    if not amount:
+        return {"enabled": True, "delay": go_duration(q.quota_preemption_delay_ns), "preemptable": {},
+                "reason": "nothing above the guaranteed resources along its path to take", "victimCount": 0,
+                "victims": []}
+    return {"enabled": True, "delay": go_duration(q.quota_preemption_delay_ns), "preemptable": amount,
+            "victimCount": len(victims),
+            "victims": [{"applicationID": a.app_id, "allocationKey": a.key, "queue": a.queue_path,
+                         "resource": _res(a.resource)}
+                        for a in victims[:LISTED]]}
 
 
 def _over_limits(p: "Partition", config: PartitionConfig) -> list[dict]:

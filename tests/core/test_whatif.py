@@ -27,7 +27,9 @@ def test_the_what_if_names_queues_limits_and_placements_the_new_config_changes()
     assert got["queues"] == {"draining": [{"queue": "root.b", "applications": 2, "allocated": {"memory": 55, "vcore": 2}}],
                              "removed": ["root.c"], "added": ["root.d"]}
     assert got["overMax"] == [{"queue": "root.a", "max": {"memory": 200}, "allocated": {"memory": 310, "vcore": 4},
-                               "overBy": {"memory": 110}, "guaranteed": {"memory": 100}}]
+                               "overBy": {"memory": 110}, "guaranteed": {"memory": 100},
+                               "quotaPreemption": {"enabled": False, "reason":
+                                                   "preemption.quotapreemptionenabled is off for the partition"}}]
     (limit,) = got["limits"]
     assert (limit["queue"], limit["user"], limit["overBy"], limit["runningApplications"], limit["applications"]) == \
         ("root.a", "alice", {"memory": 60}, 2, ["app1", "app4"])
@@ -56,3 +58,27 @@ def test_a_partition_left_out_of_the_config_would_fail_its_apps():
     assert whatif.removal_whatif(h.p) == {"action": "remove", "applications": 4,
                                           "failedApplications": ["app1", "app2", "app3", "app4"],
                                           "allocations": 6, "nodes": 1}
+
+
+def test_the_what_if_says_what_quota_preemption_would_take_and_takes_nothing():
+    h = loaded()
+    new = NEW.replace("    placementrules:", "    preemption: {quotapreemptionenabled: true}\n    placementrules:", 1)
+    new = new.replace("resources: {guaranteed: {memory: 100}, max: {memory: 200}}",
+                      "resources: {guaranteed: {memory: 100}, max: {memory: 200}}\n"
+                      "            properties: {quota.preemption.delay: 30s}")
+    allocations = dict(h.p.allocations)
+    (over,) = whatif.config_whatif(h.p, load_config(new).partitions[0])["overMax"]
+    qp = over["quotaPreemption"]
+    # 110 over the max, all of it above the guarantee; smaller shares of the max go first: app4's
+    # 10, then one of app1's 100s (YuniKorn never takes more than the excess)
+    assert (qp["enabled"], qp["delay"], qp["preemptable"], qp["victimCount"]) == (True, "30s", {"memory": 110}, 2)
+    assert [(v["applicationID"], v["resource"]["memory"]) for v in qp["victims"]] == [("app4", 10), ("app1", 100)]
+    assert all(v["queue"] == "root.a" for v in qp["victims"])
+    assert dict(h.p.allocations) == allocations and not h.log.released  # nothing preempted
+
+
+def test_a_queue_without_a_quota_preemption_delay_is_reported_as_never_preempted():
+    h = loaded()
+    new = NEW.replace("    placementrules:", "    preemption: {quotapreemptionenabled: true}\n    placementrules:", 1)
+    (over,) = whatif.config_whatif(h.p, load_config(new).partitions[0])["overMax"]
+    assert over["quotaPreemption"] == {"enabled": False, "reason": "no quota.preemption.delay on the queue (0: never)"}

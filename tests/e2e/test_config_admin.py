@@ -185,6 +185,7 @@ def test_dry_run_reports_what_the_config_would_do_and_changes_nothing(loaded, tm
     assert "queue root.b drains: left out of the config, it still holds 1 applications using memory: 50 B" in text
     assert "queue root.d is added" in text
     assert "queue root.a is over its new max memory: 200 B by memory: 100 B" in text
+    assert "quota preemption: none (preemption.quotapreemptionenabled is off for the partition)" in text
     assert "user alice in root.a would exceed the new limit: over maxresources memory: 250 B by memory: 50 B" in text
     assert "app-b (bob): root.b -> root.d" in text
     assert active_checksum(stack) == first and queue_max(stack, "root.a") == {"memory": 1000}
