@@ -441,17 +441,21 @@ class Proxy:
         await self._stop_rm(rm_id, "voluntary shutdown")
 
     async def maintain(self) -> None:
-        """Every second: Stop RMs Paused too long; write back registrations Redis lost."""
+        """``maintain_once`` every ``MAINTAIN_INTERVAL``."""
         while True:
             await asyncio.sleep(MAINTAIN_INTERVAL)
-            now = time.monotonic()
-            for rm in list(self.rms.values()):
-                self._expire_held(rm, now)
-                if rm.state is RMState.PAUSED and now - rm.paused_since > self.rm_timeout:
-                    log.warning("RM %s Paused for over %.0fs: Stopped, its partitions are released",
-                                rm.rm_id, self.rm_timeout)
-                    await self._stop_rm(rm.rm_id, "paused too long")
-            await self._restore_registrations()
+            await self.maintain_once(time.monotonic())
+
+    async def maintain_once(self, now: float) -> None:
+        """Answer held requests past their deadline; Stop RMs Paused too long; write back
+        registrations Redis lost. ``now``: monotonic seconds."""
+        for rm in list(self.rms.values()):
+            self._expire_held(rm, now)
+            if rm.state is RMState.PAUSED and now - rm.paused_since > self.rm_timeout:
+                log.warning("RM %s Paused for over %.0fs: Stopped, its partitions are released",
+                            rm.rm_id, self.rm_timeout)
+                await self._stop_rm(rm.rm_id, "paused too long")
+        await self._restore_registrations()
 
     async def _restore_registrations(self) -> None:
         try:

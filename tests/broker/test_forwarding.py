@@ -16,6 +16,7 @@ import zmq
 from broker.main import Broker
 from broker.table import RoutingTable
 from common.envelope import VERSION, Envelope, Kind, decode, encode
+from tests.conftest import wait_until
 
 RM, PART = "rm", "default"
 WAIT = 5.0
@@ -35,13 +36,6 @@ def _recv(sock: zmq.Socket, kind: Kind) -> bytes:
             if decode(raw).kind is kind:
                 return raw
     raise AssertionError(f"no {kind.value} within {WAIT}s")
-
-
-def _until(cond) -> None:
-    deadline = time.monotonic() + WAIT
-    while not cond():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -93,15 +87,14 @@ def test_bad_frames_are_counted_and_dropped_and_routing_goes_on(stack):
     worker.send(b"\xc1not msgpack")
     proxy.send(msgpack.packb([VERSION, "query", RM, PART, epoch]))  # a 5-element array
     proxy.send(_with_body(Kind.SI_NODE, epoch, b"\xc1")[:-1])  # no body at all
-    _until(lambda: broker.table.bad_frames == 3)
+    wait_until(lambda: broker.table.bad_frames == 3, WAIT, "three bad frames counted", interval=0.01)
     # a bad body for a partition without a worker: the UNROUTABLE answer would quote it; dropped
     proxy.send(b"\x97" + msgpack.packb([VERSION, "si.node", RM, "nowhere", 1, 1])[1:] + b"\xc1")
-    _until(lambda: broker.table.bad_frames == 4)
+    wait_until(lambda: broker.table.bad_frames == 4, WAIT, "four bad frames counted", interval=0.01)
     query = encode(Envelope(Kind.QUERY, RM, PART, epoch, 0, {"what": "partition", "id": 42}))
     proxy.send(query)
     assert _recv(worker, Kind.QUERY) == query
-    time.sleep(0.2)
-    while proxy.poll(0):  # nothing came back for the dropped frames (status heartbeats aside)
+    while proxy.poll(200):  # nothing comes back for the dropped frames (status heartbeats aside)
         assert decode(proxy.recv()).kind is Kind.STATUS
 
 
@@ -114,7 +107,7 @@ def test_a_bad_body_is_forwarded_and_the_worker_drops_it(stack, caplog):
     loop = WorkerLoop(ctx, "unused", store=None, name="w1", session_factory=object)
     loop.sock = worker  # the worker's own receive path (broker heartbeats are handled, not dropped)
     with caplog.at_level(logging.WARNING):
-        _until(lambda: loop._drain() or loop.dropped)
+        wait_until(lambda: loop._drain() or loop.dropped, WAIT, "the worker dropping the frame", interval=0.01)
     assert loop.dropped == 1
     assert "worker w1 dropped a frame" in caplog.text and "not msgpack" in caplog.text
     assert broker.table.bad_frames == 0  # the broker routed it by its header

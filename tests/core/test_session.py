@@ -5,6 +5,7 @@ import json
 from common import si_pb2
 from partition_worker.session import PartitionSession
 from tests.core.harness import START, partition_config, q
+from tests.si_builders import allocation, app, ask, node, remove_app
 
 
 def session() -> PartitionSession:
@@ -13,26 +14,12 @@ def session() -> PartitionSession:
 
 
 def add_app(s, app_id, queue="root.a", now=START, user="alice"):
-    s.apply_application_request(si_pb2.ApplicationRequest(new=[si_pb2.AddApplicationRequest(
-        applicationID=app_id, queueName=queue, partitionName="default",
-        ugi=si_pb2.UserGroupInformation(user=user))]), now)
+    s.apply_application_request(si_pb2.ApplicationRequest(new=[app(app_id, queue, user=user)]), now)
 
 
-def add_node(s, node_id, memory=1000, vcore=100, now=START, action=si_pb2.NodeInfo.CREATE,
-             existing=()):
-    info = si_pb2.NodeInfo(nodeID=node_id, action=action)
-    info.schedulableResource.resources["memory"].value = memory
-    info.schedulableResource.resources["vcore"].value = vcore
-    info.existingAllocations.extend(existing)
-    s.apply_node_request(si_pb2.NodeRequest(nodes=[info]), now)
-
-
-def ask(key, app_id, memory=10, vcore=1, repeat=1):
-    a = si_pb2.AllocationAsk(allocationKey=key, applicationID=app_id, partitionName="default",
-                             maxAllocations=repeat)
-    a.resourceAsk.resources["memory"].value = memory
-    a.resourceAsk.resources["vcore"].value = vcore
-    return a
+def add_node(s, node_id, memory=1000, vcore=100, now=START, **kw):
+    """``kw``: the node builder's ``action``, ``existing``."""
+    s.apply_node_request(si_pb2.NodeRequest(nodes=[node(node_id, memory=memory, vcore=vcore, **kw)]), now)
 
 
 def test_allocations_come_out_as_an_allocation_response() -> None:
@@ -85,10 +72,7 @@ def test_release_by_rm_is_confirmed_and_decommission_releases() -> None:
 def test_existing_allocations_are_recovered_from_node_create() -> None:
     s = session()
     add_app(s, "app1")
-    existing = si_pb2.Allocation(allocationKey="pod1", UUID="pod1", applicationID="app1",
-                                 nodeID="n1", partitionName="default")
-    existing.resourcePerAlloc.resources["memory"].value = 100
-    add_node(s, "n1", existing=[existing])
+    add_node(s, "n1", existing=[allocation("pod1", "n1", "app1", memory=100, vcore=None)])
     out = s.step(START)
     assert out.allocation is None  # recovered, not newly allocated
     assert [n.nodeID for n in out.node.accepted] == ["n1"]
@@ -163,9 +147,7 @@ def test_an_empty_resource_name_is_rejected_naming_the_ask_and_the_node() -> Non
     bad = ask("k1", "app1")
     bad.resourceAsk.resources[""].value = 1
     s.apply_allocation_request(si_pb2.AllocationRequest(asks=[bad]), START)
-    info = si_pb2.NodeInfo(nodeID="n9", action=si_pb2.NodeInfo.CREATE)
-    info.schedulableResource.resources[""].value = 5
-    s.apply_node_request(si_pb2.NodeRequest(nodes=[info]), START)
+    s.apply_node_request(si_pb2.NodeRequest(nodes=[node("n9", memory=None, vcore=None, **{"": 5})]), START)
     out = s.step(START)
     assert "ask k1" in out.allocation.rejected[0].reason
     assert out.node.rejected[0].nodeID == "n9" and "node n9" in out.node.rejected[0].reason
@@ -187,9 +169,7 @@ def test_an_internal_error_becomes_an_event_and_the_rest_is_applied(monkeypatch)
     from partition_worker.core import partition as part_mod
     monkeypatch.setitem(part_mod._HANDLERS, part_mod.RemoveApp, boom)
     s.apply_application_request(si_pb2.ApplicationRequest(
-        new=[si_pb2.AddApplicationRequest(applicationID="a1", queueName="root.a",
-                                          ugi=si_pb2.UserGroupInformation(user="u"))],
-        remove=[si_pb2.RemoveApplicationRequest(applicationID="a1")]), START)
+        new=[app("a1", "root.a", user="u")], remove=[remove_app("a1")]), START)
     out = s.step(START)
     assert [a.applicationID for a in out.application.accepted] == ["a1"]
     (ev,) = [e for e in out.events if e.reason == "InternalError"]
@@ -226,10 +206,8 @@ def test_node_update_and_drain_through_the_session() -> None:
 def test_recovered_allocation_keeps_the_creation_time_tag() -> None:
     s = session()
     add_app(s, "app1")
-    existing = si_pb2.Allocation(allocationKey="pod1", UUID="pod1", applicationID="app1",
-                                 nodeID="n1", allocationTags={"creationTime": "1700000000"})
-    existing.resourcePerAlloc.resources["memory"].value = 10
-    add_node(s, "n1", existing=[existing])
+    add_node(s, "n1", existing=[allocation("pod1", "n1", "app1", partition="",
+                                           tags={"creationTime": "1700000000"}, vcore=None)])
     assert s.core.allocations["pod1"].create_time_ns == 1_700_000_000 * 10**9
 
 

@@ -6,7 +6,8 @@ import grpc
 import pytest
 
 from common import korral_pb2_grpc, si_pb2
-from tests.e2e.sirm import SIRM, app, ask, node
+from tests.e2e.sirm import SIRM
+from tests.si_builders import app, ask, node
 
 ONE = """
 partitions:
@@ -50,20 +51,16 @@ def test_hot_reload_lowers_max_adds_queue_and_partition(stack):
         rm.apps(app("app-a", queue="root.a"))
         rm.wait_for("application", lambda r: r.accepted)
         rm.asks(*[ask(f"k{i}", "app-a", memory=10) for i in range(3)])
-        got = 0
-        while got < 3:
-            got += len(rm.wait_for("allocation", lambda r: r.new).new)
+        rm.wait_allocated({"k0", "k1", "k2"})
 
         update(stack.si_address, rm.rm_id, LOWER_MAX_ADD_QUEUE_AND_PARTITION)
         # root.a now has max 30 and holds 30: the next ask stays pending
         rm.asks(ask("over", "app-a", memory=10))
-        with pytest.raises(Exception):
+        with pytest.raises(TimeoutError):
             rm.wait_for("allocation", lambda r: r.new, timeout=2)
         # the new queue takes apps; the new partition takes nodes and apps
         rm.apps(app("app-c", queue="root.c"), app("app-x", queue="root.x", partition="gpu"))
-        accepted = set()
-        while len(accepted) < 2:
-            accepted |= {a.applicationID for a in rm.wait_for("application", lambda r: r.accepted).accepted}
+        rm.wait_accepted("application", {"app-c", "app-x"})
         rm.nodes(node("g1", partition="gpu", memory=100, vcore=10))
         assert [n.nodeID for n in rm.wait_for("node", lambda r: r.accepted or r.rejected).accepted] == ["g1"]
         rm.asks(ask("gx", "app-x", partition="gpu", memory=5))

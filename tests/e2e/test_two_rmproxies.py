@@ -15,7 +15,8 @@ import pytest
 
 from common.netutil import free_ports, wait_for_http
 from tests.conftest import wait_until
-from tests.e2e.sirm import SIRM, app, ask, node
+from tests.e2e.sirm import SIRM
+from tests.si_builders import app, ask, node
 
 
 @pytest.fixture

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
-from tests.e2e.sirm import SIRM, node
+from tests.conftest import wait_until
+from tests.e2e.sirm import SIRM
 from tests.rest.workload import http
+from tests.si_builders import node
 
 
 def test_a_paused_rm_makes_the_scheduler_unhealthy(stack_factory) -> None:
@@ -19,13 +19,12 @@ def test_a_paused_rm_makes_the_scheduler_unhealthy(stack_factory) -> None:
     ok = http(base, "/ws/v1/scheduler/healthcheck")
     assert ok.status == 200 and ok.json()["Healthy"] is True
     rm.close()  # the RM's streams end: rmproxy marks it Paused
-    deadline = time.monotonic() + 10
-    while True:
+
+    def unhealthy():
         r = http(base, "/ws/v1/scheduler/healthcheck")
-        if r.status == 503:
-            break
-        assert time.monotonic() < deadline, f"still healthy after the RM dropped: {r.body[:300]!r}"
-        time.sleep(0.2)
+        return r if r.status == 503 else None
+
+    r = wait_until(unhealthy, 10, "the health check failing after the RM dropped", interval=0.2)
     body = r.json()
     assert body["status_code"] == 503 and body["Healthy"] is False
     assert "RM connections" in body["description"] and "rm-health is Paused" in body["description"]

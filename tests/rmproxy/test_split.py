@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from common import si_pb2
 from rmproxy.server import split
+from tests.si_builders import app, ask, node, remove_app
 
 
 def test_asks_split_by_partition_and_names_normalised():
     req = si_pb2.AllocationRequest(rmID="rm", asks=[
-        si_pb2.AllocationAsk(allocationKey="a", applicationID="app", partitionName=""),
-        si_pb2.AllocationAsk(allocationKey="b", applicationID="app", partitionName="[rm]gpu"),
-        si_pb2.AllocationAsk(allocationKey="c", applicationID="app", partitionName="DEFAULT"),
-    ])
+        ask("a", "app", ""), ask("b", "app", "[rm]gpu"), ask("c", "app", "DEFAULT")])
     parts, rejected = split.split_allocation_request(req, "rm", ["default", "gpu"])
     assert rejected is None
     assert [a.allocationKey for a in parts["default"].asks] == ["a", "c"]
@@ -21,8 +19,7 @@ def test_asks_split_by_partition_and_names_normalised():
 
 
 def test_ask_for_unknown_partition_is_rejected_with_yunikorn_reason():
-    req = si_pb2.AllocationRequest(asks=[si_pb2.AllocationAsk(allocationKey="k", applicationID="app",
-                                                              partitionName="nope")])
+    req = si_pb2.AllocationRequest(asks=[ask("k", "app", "nope")])
     parts, rejected = split.split_allocation_request(req, "rm", ["default"])
     assert parts == {}
     assert rejected.rejected[0].reason == "Failed to find partition nope, for application app and allocation k"
@@ -41,20 +38,15 @@ def test_releases_follow_their_partition_and_unknown_ones_are_ignored():
 
 
 def test_application_for_unknown_partition_rejected():
-    req = si_pb2.ApplicationRequest(new=[si_pb2.AddApplicationRequest(applicationID="a1", partitionName="x")],
-                                    remove=[si_pb2.RemoveApplicationRequest(applicationID="a2", partitionName="x")])
+    req = si_pb2.ApplicationRequest(new=[app("a1", partition="x")], remove=[remove_app("a2", "x")])
     parts, rejected = split.split_application_request(req, "rm", ["default"])
     assert parts == {}
     assert rejected.rejected[0].reason == "Failed to add application a1 to partition x, partition doesn't exist"
 
 
 def test_nodes_routed_by_node_partition_attribute():
-    req = si_pb2.NodeRequest(nodes=[
-        si_pb2.NodeInfo(nodeID="n1", action=si_pb2.NodeInfo.CREATE),
-        si_pb2.NodeInfo(nodeID="n2", action=si_pb2.NodeInfo.CREATE, attributes={"si/node-partition": "gpu"}),
-        si_pb2.NodeInfo(nodeID="n3", action=si_pb2.NodeInfo.CREATE, attributes={"si/node-partition": "zzz"}),
-        si_pb2.NodeInfo(nodeID="n4", action=si_pb2.NodeInfo.UPDATE, attributes={"si/node-partition": "zzz"}),
-    ])
+    req = si_pb2.NodeRequest(nodes=[node("n1"), node("n2", "gpu"), node("n3", "zzz"),
+                                    node("n4", "zzz", action=si_pb2.NodeInfo.UPDATE)])
     parts, rejected = split.split_node_request(req, "rm", ["default", "gpu"])
     assert [n.nodeID for n in parts["default"].nodes] == ["n1"]
     assert parts["default"].nodes[0].attributes["si/node-partition"] == "default"
@@ -64,7 +56,6 @@ def test_nodes_routed_by_node_partition_attribute():
 
 
 def test_reject_whole_request_with_a_reason():
-    req = si_pb2.NodeRequest(nodes=[si_pb2.NodeInfo(nodeID="n1", action=si_pb2.NodeInfo.CREATE),
-                                    si_pb2.NodeInfo(nodeID="n2", action=si_pb2.NodeInfo.UPDATE)])
+    req = si_pb2.NodeRequest(nodes=[node("n1"), node("n2", action=si_pb2.NodeInfo.UPDATE)])
     resp = split.reject_node_request(req, "no worker")
     assert [(r.nodeID, r.reason) for r in resp.rejected] == [("n1", "no worker")]
