@@ -1,4 +1,6 @@
-"""Shared fixtures: a real ``redis-server``, the ``korral`` CLI, and real stacks via ``korral up``.
+"""Shared fixtures and helpers: a real ``redis-server``, the ``korral`` CLI, real stacks via
+``korral up``, the one wait helper (``wait_until``) and the one way to stop a process
+(``stop_process``).
 
 - ``redis_server``: a ``RedisServer`` on a free loopback port in a tmp dir, stopped after.
 - ``korral``: run ``korral ARGS...`` as a subprocess (clean ``KORRAL_*`` environment).
@@ -57,6 +59,23 @@ def wait_until(predicate, timeout: float, what: str, context=None, *, interval: 
         time.sleep(interval)
     extra = f"\n{context()}" if context is not None else ""
     raise AssertionError(f"{what} not reached in {timeout}s (last: {last}){extra}")
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 5.0, *, group: bool = False) -> bool:
+    """Stop a process this test started: SIGTERM by its pid (its process group with ``group``),
+    SIGKILL after ``timeout``; reaped either way. True when it had to be killed."""
+    if proc.poll() is not None:
+        return False
+    send = os.killpg if group else os.kill
+    send(proc.pid, signal.SIGCONT)  # a stopped process cannot handle SIGTERM
+    send(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+        return False
+    except subprocess.TimeoutExpired:
+        send(proc.pid, signal.SIGKILL)
+        proc.wait(5)
+        return True
 
 
 @pytest.fixture

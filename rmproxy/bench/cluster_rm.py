@@ -6,7 +6,7 @@ and records every violation of the scheduler's contract it sees (an allocation
 for an unknown ask, an allocation key allocated twice, a duplicate UUID, a
 rejected node, application or ask). ``scheduler_view`` reads the partition back
 through the REST API, so a test can assert that the scheduler holds exactly
-what the RM holds. ``korral bench recovery`` and ``e2e`` drive it, and it is the
+what the RM holds. ``korral bench recovery`` drives it, and it is the
 one client-based RM of the tests.
 """
 
@@ -170,18 +170,18 @@ class ClusterRM(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                 self.violations.append(f"ask {r.allocationKey} rejected: {r.reason}")
 
     def update_node(self, response: si_pb2.NodeResponse) -> None:
-        with self.changed:
-            self.changed.notify_all()
-            self.accepted_nodes.update(n.nodeID for n in response.accepted)
-            for n in response.rejected:
-                self.violations.append(f"node {n.nodeID} rejected: {n.reason}")
+        self._verdicts(self.accepted_nodes, (n.nodeID for n in response.accepted),
+                       (f"node {n.nodeID} rejected: {n.reason}" for n in response.rejected))
 
     def update_application(self, response: si_pb2.ApplicationResponse) -> None:
+        self._verdicts(self.accepted_apps, (a.applicationID for a in response.accepted),
+                       (f"application {a.applicationID} rejected: {a.reason}" for a in response.rejected))
+
+    def _verdicts(self, accepted: set[str], ids, rejections) -> None:
         with self.changed:
             self.changed.notify_all()
-            self.accepted_apps.update(a.applicationID for a in response.accepted)
-            for a in response.rejected:
-                self.violations.append(f"application {a.applicationID} rejected: {a.reason}")
+            accepted.update(ids)
+            self.violations.extend(rejections)
 
     def connection_lost(self, reason: str) -> None:
         with self.changed:

@@ -9,6 +9,7 @@ responses and are pushed, unparsed, onto the RM's stream.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -22,7 +23,7 @@ import zmq.asyncio
 from common import korral_pb2, registry, si_pb2
 from common.config import load_config
 from common.config.errors import ConfigError
-from common.envelope import Envelope, Kind, decode_for, encode
+from common.envelope import Envelope, Kind, dispatch, encode
 from common.gcpause import gc_paused
 from common.heartbeat import EXPIRY, INTERVAL
 from common.links import broker_dealer
@@ -154,16 +155,10 @@ class Proxy:
 
     def _on_broker(self, raw: Any) -> None:
         """One frame from the broker (bytes or a ZeroMQ frame): decode, then its handler."""
-        if len(raw) > LARGE_FRAME:  # a worker's large answer: thousands of objects, nothing cyclic
-            with gc_paused():
-                got = decode_for(raw, self._HANDLERS, f"rmproxy {self.name}")
-        else:
-            got = decode_for(raw, self._HANDLERS, f"rmproxy {self.name}")
-        if got is None:
-            self.dropped += 1
-            return
-        env, handler = got
-        handler(self, env)
+        # a worker's large answer: thousands of objects, nothing cyclic
+        with gc_paused() if len(raw) > LARGE_FRAME else contextlib.nullcontext():
+            if not dispatch(self, raw, self._HANDLERS, f"rmproxy {self.name}"):
+                self.dropped += 1
 
     def _on_heartbeat(self, env: Envelope) -> None:
         if Heartbeat.decode(env.body).reannounce:

@@ -2,7 +2,7 @@
 
 ``Recorder`` is a callback with no state and no replay hook: it records every callback and
 counts callbacks of one stream that overlap (the client's ordering contract). The tests that
-need an RM with state use ``ClusterRM``.
+need an RM with state use ``ClusterRM`` (``rm_with_node_and_app`` starts one).
 """
 
 from __future__ import annotations
@@ -13,9 +13,12 @@ import threading
 import time
 
 from common import si_pb2
+from rmproxy.bench.cluster_rm import ClusterRM
 from rmproxy.client import Backoff, ResourceManagerCallback, SchedulerAPI, StateDumpPlugin
+from tests.conftest import wait_until
+from tests.si_builders import app, node
 
-__all__ = ["Recorder", "fast_api", "register", "is_attach"]
+__all__ = ["Recorder", "fast_api", "register", "is_attach", "rm_with_node_and_app"]
 
 
 class Recorder(ResourceManagerCallback, StateDumpPlugin):
@@ -86,3 +89,13 @@ def fast_api(address, **kw):
 def register(api, callback, rm_id="rm-test", **kw):
     return api.register_resource_manager(
         si_pb2.RegisterResourceManagerRequest(rmID=rm_id, policyGroup="queues"), callback, **kw)
+
+
+def rm_with_node_and_app(api: SchedulerAPI, rm_id: str = "rm-test") -> ClusterRM:
+    """A ``ClusterRM`` registered through ``api`` whose node n1 and application app-1 were accepted."""
+    rm = ClusterRM(rm_id)
+    rm.register(api)
+    rm.report_nodes(node("n1"))
+    rm.report_apps(app("app-1"))
+    wait_until(lambda: rm.accepted_apps and rm.accepted_nodes, 10, "n1 and app-1 accepted")
+    return rm

@@ -11,7 +11,7 @@ import pytest
 from common import korral_pb2, si_pb2
 from rmproxy.bench.cluster_rm import ClusterRM
 from rmproxy.client import ClientState, NotConnectedError, ResourceManagerCallback, SchedulerAPI, SchedulerError
-from tests.client.rms import Recorder, fast_api, is_attach, register
+from tests.client.rms import Recorder, fast_api, is_attach, register, rm_with_node_and_app
 from tests.conftest import wait_until
 from tests.si_builders import allocation, app, ask, node
 
@@ -94,12 +94,8 @@ def test_concurrent_senders_lose_nothing_and_callbacks_never_overlap(fake):
 
 
 def test_server_restart_reconnects_reregisters_and_replays_in_shim_order(fake):
-    rm = ClusterRM("rm-test")
     api = fast_api(fake.address)
-    rm.register(api)
-    rm.report_nodes(node("n1"))
-    rm.report_apps(app("app-1"))
-    wait_until(lambda: rm.accepted_apps and rm.accepted_nodes, 10, "app and node accepted")
+    rm = rm_with_node_and_app(api)
     rm.report_asks(ask("k1"))
     wait_until(lambda: len(rm.running) == 1, 10, "k1 running")
 
@@ -124,12 +120,8 @@ def test_server_restart_reconnects_reregisters_and_replays_in_shim_order(fake):
 
 
 def test_reregister_notice_triggers_resync_and_replay(fake):
-    rm = ClusterRM("rm-test")
     api = fast_api(fake.address)
-    rm.register(api)
-    rm.report_apps(app("app-1"))
-    rm.report_nodes(node("n1"))
-    wait_until(lambda: rm.accepted_apps and rm.accepted_nodes, 10, "app and node accepted")
+    rm = rm_with_node_and_app(api)
     fake.request_reregister("rm-test")
     wait_until(lambda: api.reconnects == 1 and api.state is ClientState.RUNNING, 10, "the client running again")
     assert fake.register_count == 2
@@ -223,12 +215,8 @@ def test_sends_made_during_recovery_are_neither_lost_nor_doubled(fake):
 
     from rmproxy.client import Backoff
 
-    rm = ClusterRM("rm-test")
     api = SchedulerAPI(fake.address, backoff=Backoff(base=0.4, cap=0.4, rng=random.Random(1)))
-    rm.register(api)
-    rm.report_nodes(node("n1"))
-    rm.report_apps(app("app-1"))
-    wait_until(lambda: rm.accepted_apps == {"app-1"}, 10, "app-1 accepted")
+    rm = rm_with_node_and_app(api)
     fake.restart()
     wait_until(lambda: api.state is ClientState.RECOVERING, 10, "the client recovering")
     rm.report_apps(app("app-2"))  # during the backoff: held, and covered by the snapshot

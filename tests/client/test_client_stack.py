@@ -11,17 +11,13 @@ import pytest
 
 from rmproxy.client import ClientState
 from rmproxy.bench.cluster_rm import ClusterRM, scheduler_view
+from rmproxy.bench.recovery import provided_partitions
 from common import si_pb2
 from tests.client.rms import fast_api
 from tests.conftest import wait_until
 from tests.si_builders import app, ask, node
 
-CONFIG = """
-partitions:
-  - name: default
-    placementrules: [{name: provided, create: true}]
-    queues: [{name: root, submitacl: '*'}]
-"""
+CONFIG = provided_partitions("default")
 
 
 def view_or_none(rest_address):

@@ -22,11 +22,21 @@ def add_node(s, node_id, memory=1000, vcore=100, now=START, **kw):
     s.apply_node_request(si_pb2.NodeRequest(nodes=[node(node_id, memory=memory, vcore=vcore, **kw)]), now)
 
 
-def test_allocations_come_out_as_an_allocation_response() -> None:
+def add_asks(s, *asks, now=START):
+    s.apply_allocation_request(si_pb2.AllocationRequest(asks=list(asks)), now)
+
+
+def app1_and_n1(**node_kw) -> PartitionSession:
+    """A session holding app1 (root.a) and node n1 (``node_kw`` as ``add_node``'s)."""
     s = session()
     add_app(s, "app1")
-    add_node(s, "n1")
-    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("k1", "app1", repeat=2)]), START)
+    add_node(s, "n1", **node_kw)
+    return s
+
+
+def test_allocations_come_out_as_an_allocation_response() -> None:
+    s = app1_and_n1()
+    add_asks(s, ask("k1", "app1", repeat=2))
     out = s.step(START)
     assert [a.allocationKey for a in out.allocation.new] == ["k1", "k1"]
     a = out.allocation.new[0]
@@ -42,7 +52,7 @@ def test_allocations_come_out_as_an_allocation_response() -> None:
 def test_rejections_carry_reasons() -> None:
     s = session()
     add_app(s, "app1", queue="root.nope")
-    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("k1", "ghost")]), START)
+    add_asks(s, ask("k1", "ghost"))
     add_node(s, "n1")
     add_node(s, "n1")
     out = s.step(START)
@@ -52,10 +62,8 @@ def test_rejections_carry_reasons() -> None:
 
 
 def test_release_by_rm_is_confirmed_and_decommission_releases() -> None:
-    s = session()
-    add_app(s, "app1")
-    add_node(s, "n1")
-    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("k1", "app1", repeat=2)]), START)
+    s = app1_and_n1()
+    add_asks(s, ask("k1", "app1", repeat=2))
     uuids = [a.UUID for a in s.step(START).allocation.new]
     rel = si_pb2.AllocationReleasesRequest(allocationsToRelease=[si_pb2.AllocationRelease(
         applicationID="app1", partitionName="default", UUID=uuids[0],
@@ -70,9 +78,7 @@ def test_release_by_rm_is_confirmed_and_decommission_releases() -> None:
 
 
 def test_existing_allocations_are_recovered_from_node_create() -> None:
-    s = session()
-    add_app(s, "app1")
-    add_node(s, "n1", existing=[allocation("pod1", "n1", "app1", memory=100, vcore=None)])
+    s = app1_and_n1(existing=[allocation("pod1", "n1", "app1", memory=100, vcore=None)])
     out = s.step(START)
     assert out.allocation is None  # recovered, not newly allocated
     assert [n.nodeID for n in out.node.accepted] == ["n1"]
@@ -81,10 +87,8 @@ def test_existing_allocations_are_recovered_from_node_create() -> None:
 
 
 def test_scheduling_states_and_events_are_forwarded() -> None:
-    s = session()
-    add_app(s, "app1")
-    add_node(s, "n1", memory=5)
-    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("big", "app1", memory=50)]), START)
+    s = app1_and_n1(memory=5)
+    add_asks(s, ask("big", "app1", memory=50))
     out = s.step(START)
     (st,) = out.scheduling_states
     assert (st.applicartionID, st.allocationKey, st.state) == (
@@ -94,10 +98,8 @@ def test_scheduling_states_and_events_are_forwarded() -> None:
 
 
 def test_snapshot_is_json_serialisable_with_yunikorn_names() -> None:
-    s = session()
-    add_app(s, "app1")
-    add_node(s, "n1")
-    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("k1", "app1")]), START)
+    s = app1_and_n1()
+    add_asks(s, ask("k1", "app1"))
     s.step(START)
     snap = json.loads(json.dumps(s.snapshot()))
     assert snap["queues"]["queuename"] == "root"
@@ -127,10 +129,8 @@ def test_config_update_for_another_partition_is_refused() -> None:
 
 
 def test_stopping_the_partition_fails_apps_and_releases_everything() -> None:
-    s = session()
-    add_app(s, "app1")
-    add_node(s, "n1")
-    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("k1", "app1")]), START)
+    s = app1_and_n1()
+    add_asks(s, ask("k1", "app1"))
     s.step(START)
     s.stop(START + 1)
     out = s.step(START + 1)
@@ -146,7 +146,7 @@ def test_an_empty_resource_name_is_rejected_naming_the_ask_and_the_node() -> Non
     add_app(s, "app1")
     bad = ask("k1", "app1")
     bad.resourceAsk.resources[""].value = 1
-    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[bad]), START)
+    add_asks(s, bad)
     s.apply_node_request(si_pb2.NodeRequest(nodes=[node("n9", memory=None, vcore=None, **{"": 5})]), START)
     out = s.step(START)
     assert "ask k1" in out.allocation.rejected[0].reason
@@ -187,9 +187,7 @@ def test_the_event_ring_is_bounded() -> None:
 
 
 def test_node_update_and_drain_through_the_session() -> None:
-    s = session()
-    add_app(s, "app1")
-    add_node(s, "n1", memory=100)
+    s = app1_and_n1(memory=100)
     upd = si_pb2.NodeInfo(nodeID="n1", action=si_pb2.NodeInfo.UPDATE)
     upd.occupiedResource.resources["memory"].value = 95
     s.apply_node_request(si_pb2.NodeRequest(nodes=[upd]), START)
@@ -204,22 +202,18 @@ def test_node_update_and_drain_through_the_session() -> None:
 
 
 def test_recovered_allocation_keeps_the_creation_time_tag() -> None:
-    s = session()
-    add_app(s, "app1")
-    add_node(s, "n1", existing=[allocation("pod1", "n1", "app1", partition="",
-                                           tags={"creationTime": "1700000000"}, vcore=None)])
+    s = app1_and_n1(existing=[allocation("pod1", "n1", "app1", partition="", tags={"creationTime": "1700000000"},
+                                         vcore=None)])
     assert s.core.allocations["pod1"].create_time_ns == 1_700_000_000 * 10**9
 
 
 def test_explain_counts_node_rejections_by_stage() -> None:
     import pytest
-    s = session()
-    add_app(s, "app1")
-    add_node(s, "n1", memory=5)
+    s = app1_and_n1(memory=5)
     add_node(s, "n2", memory=500)
     s.apply_node_request(si_pb2.NodeRequest(nodes=[si_pb2.NodeInfo(
         nodeID="n2", action=si_pb2.NodeInfo.DRAIN_NODE)]), START)
-    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("big", "app1", memory=50)]), START)
+    add_asks(s, ask("big", "app1", memory=50))
     s.step(START)
     why = s.explain("app1", "big")
     assert why["nodes"] == {"node drained": 1, "insufficient free resources": 1}

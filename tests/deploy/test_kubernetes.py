@@ -81,6 +81,13 @@ def parsed(objs, obj, c):
     return parse_korral(korral_argv(c), container_env(objs, obj, c))
 
 
+def korral_container(objs, subcommand: str):
+    """The container running ``korral SUBCOMMAND``: (workload, pod spec, container, its environment,
+    its parsed command line)."""
+    obj, spec, c, _ = next(x for x in korral_containers(objs) if x[3] == subcommand)
+    return obj, spec, c, container_env(objs, obj, c), parsed(objs, obj, c)
+
+
 # --- rendering ------------------------------------------------------------------------------------
 
 def test_overlays_render_the_expected_objects(renders):
@@ -387,8 +394,8 @@ def test_production_curve_keys_fit_together(renders, tmp_path):
             servers = publics.setdefault("server", set())
             servers.add(zmq.auth.load_certificate(str(server_file))[0])
     assert publics.pop("server") == {publics["broker"]}
-    broker, spec, c, _ = next(x for x in korral_containers(objs) if x[3] == "broker")
-    allowed_dir = parsed(objs, broker, c).curve_allowed
+    _broker, spec, c, _env, args = korral_container(objs, "broker")
+    allowed_dir = args.curve_allowed
     mount, volume = mount_for(c, spec, allowed_dir)
     assert mount["mountPath"].rstrip("/") == allowed_dir.rstrip("/"), "the allowed directory is a whole volume"
     allowed = tmp_path / "allowed"
@@ -400,8 +407,7 @@ def test_production_curve_keys_fit_together(renders, tmp_path):
 
 def test_production_tls_files_are_mounted_and_pair_up(renders, tree):
     objs = renders["production"]
-    obj, spec, c, _ = next(x for x in korral_containers(objs) if x[3] == "rmproxy")
-    ns = parsed(objs, obj, c)
+    _obj, spec, c, _env, ns = korral_container(objs, "rmproxy")
     cert = _mounted_file(objs, spec, c, ns.tls_cert)
     key = _mounted_file(objs, spec, c, ns.tls_key)
     ca = _mounted_file(objs, spec, c, ns.tls_client_ca)
@@ -491,8 +497,8 @@ def _korral_invocations(command: list[str]) -> list[list[str]]:
 @overlay_params()
 def test_rmproxy_probes_use_real_routes_on_the_rest_port(renders, overlay):
     objs = renders[overlay]
-    obj, _spec, c, _ = next(x for x in korral_containers(objs) if x[3] == "rmproxy")
-    rest_port = host_port(parsed(objs, obj, c).rest_address)[1]
+    _obj, _spec, c, _env, rmproxy = korral_container(objs, "rmproxy")
+    rest_port = host_port(rmproxy.rest_address)[1]
     routes = _rest_routes()
     ready, live = c["readinessProbe"]["httpGet"], c["livenessProbe"]["httpGet"]
     assert ready["path"] == "/ws/v1/korral/ready"
@@ -506,9 +512,7 @@ def test_rmproxy_probes_use_real_routes_on_the_rest_port(renders, overlay):
 @overlay_params()
 def test_broker_probes_ask_the_broker_itself(renders, overlay):
     objs = renders[overlay]
-    obj, spec, c, _ = next(x for x in korral_containers(objs) if x[3] == "broker")
-    env = container_env(objs, obj, c)
-    broker = parsed(objs, obj, c)
+    _obj, spec, c, env, broker = korral_container(objs, "broker")
     for kind in ("readinessProbe", "livenessProbe"):
         command = c[kind]["exec"]["command"]
         assert command[:2] == ["sh", "-c"] and command[2].rstrip().endswith("test $? -ne 1"), command
@@ -526,9 +530,7 @@ def test_broker_probes_ask_the_broker_itself(renders, overlay):
 @overlay_params()
 def test_worker_probes_check_the_health_file_the_worker_writes(renders, overlay):
     objs = renders[overlay]
-    obj, spec, c, _ = next(x for x in korral_containers(objs) if x[3] == "worker")
-    env = container_env(objs, obj, c)
-    worker = parsed(objs, obj, c)
+    _obj, spec, c, env, worker = korral_container(objs, "worker")
     assert worker.health_file, "the worker must write a health file for its probes"
     _mount, volume = mount_for(c, spec, worker.health_file)
     assert "emptyDir" in volume, "the health file needs a writable volume (the root filesystem is read-only)"

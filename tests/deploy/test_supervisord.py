@@ -19,7 +19,7 @@ import pytest
 from supervisor.options import ServerOptions
 
 from common.netutil import free_ports
-from tests.conftest import wait_until
+from tests.conftest import stop_process, wait_until
 from tests.deploy.compose import DEPLOY, REPO, environment, env_var_is_read, parse_korral
 
 WORKER_HOST = DEPLOY / "worker-host.supervisord.conf"
@@ -139,16 +139,8 @@ def test_worker_host_runs_workers_that_join_a_remote_broker(tmp_path, redis_serv
             p.read_text(errors="replace")[-2000:] for p in tmp_path.glob("*.log")), interval=0.2)
         assert len(workers) == 2
     finally:
-        supervisord.send_signal(signal.SIGTERM)  # supervisord stops its programs, then exits
-        try:
-            supervisord.wait(20)
-        except subprocess.TimeoutExpired:
-            supervisord.kill()
-        broker.send_signal(signal.SIGTERM)
-        try:
-            broker.wait(10)
-        except subprocess.TimeoutExpired:
-            broker.kill()
+        stop_process(supervisord, 20)  # supervisord stops its programs, then exits
+        stop_process(broker, 10)
         left = [pid for pid in workers if _alive(pid)]
         for pid in left:
             os.kill(pid, signal.SIGKILL)

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import stop_process
+
 REPO = Path(__file__).resolve().parents[2]
 IP = shutil.which("ip") or "/usr/sbin/ip"
 NETNS_ETC = Path("/etc/netns")  # per-namespace /etc overrides of `ip netns exec`
@@ -229,16 +231,7 @@ class NetLab:
 
     def stop(self, proc: Proc, timeout: float = 5.0) -> None:
         """SIGTERM by pid, SIGKILL after timeout; reaps it."""
-        if proc.alive():
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-        try:
-            proc.popen.wait(5)
-        except subprocess.TimeoutExpired:
-            pass
+        stop_process(proc.popen, timeout)
 
     def leftovers(self) -> list[int]:
         """Pids of processes still inside this lab's namespaces."""

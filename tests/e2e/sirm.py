@@ -80,6 +80,21 @@ class SIRM:
         """The RM with its calls made from inside ``host`` of ``lab`` (a ``NetLab``)."""
         return cls(address, rm_id, NamespaceTransport(lab, host, address, f"rm-{rm_id}"))
 
+    def __enter__(self) -> "SIRM":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self, *nodes: si_pb2.NodeInfo, config: str = "") -> "SIRM":
+        """``register``, ``open``, then report ``nodes`` and wait until they are accepted."""
+        self.register(config)
+        self.open()
+        if nodes:
+            self.nodes(*nodes)
+            self.wait_accepted("node", {n.nodeID for n in nodes})
+        return self
+
     # -- calls ------------------------------------------------------------------------------
 
     def register(self, config: str = "", timeout: float = 20.0) -> None:

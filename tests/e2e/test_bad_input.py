@@ -13,15 +13,11 @@ from tests.si_builders import app, ask, node
 
 @pytest.fixture
 def rm(module_stack):
-    client = SIRM(module_stack.si_address, "rm-bad")
-    client.register()
-    client.open()
-    client.nodes(node("node-1", memory=1000, vcore=1000))
-    client.wait_for("node", lambda r: r.accepted)
-    client.apps(app("app-1"))
-    client.wait_for("application", lambda r: r.accepted)
-    yield client
-    client.close()
+    with SIRM(module_stack.si_address, "rm-bad") as client:
+        client.start(node("node-1", memory=1000, vcore=1000))
+        client.apps(app("app-1"))
+        client.wait_accepted("application", {"app-1"})
+        yield client
 
 
 def still_serving(rm: SIRM, key: str) -> None:

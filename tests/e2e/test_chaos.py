@@ -14,8 +14,9 @@ import time
 
 import pytest
 
-from rmproxy.bench.cluster_rm import ClusterRM, scheduler_view
-from tests.e2e.test_failover import TWO_PARTITIONS, Workload, owner_of, wait_until
+from rmproxy.bench.cluster_rm import scheduler_view
+from tests.conftest import wait_until
+from tests.e2e.test_failover import Workload, owner_of, two_partition_rm
 
 SOAK_SECONDS = float(os.environ.get("KORRAL_SOAK_SECONDS", 120))
 
@@ -27,15 +28,10 @@ def test_random_kills_for_two_minutes(stack, stack_options):
     seed = int(os.environ.get("KORRAL_SOAK_SEED", time.time()))
     rng = random.Random(seed)
     print(f"chaos seed {seed}")
-    rm = ClusterRM("rm-chaos", node_memory=1_000_000, node_vcore=100_000)  # room for the whole soak
-    rm.connect(stack.si_address, TWO_PARTITIONS)
+    # room for the whole soak
+    rm = two_partition_rm(stack, "rm-chaos", 10, node_memory=1_000_000, node_vcore=100_000)
     kills: list[tuple[str, float]] = []
     try:
-        rm.add_nodes(10, "default")
-        rm.add_nodes(10, "second")
-        rm.add_app("app-default", "root.a", "default")
-        rm.add_app("app-second", "root.b", "second")
-        rm.wait(lambda r: len(r.accepted_nodes) == 20)
         end = time.monotonic() + SOAK_SECONDS
         with Workload(rm):
             while time.monotonic() < end:

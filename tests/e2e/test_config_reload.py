@@ -4,34 +4,24 @@ from __future__ import annotations
 
 import grpc
 import pytest
+import yaml
 
 from common import korral_pb2_grpc, si_pb2
 from tests.e2e.sirm import SIRM
 from tests.si_builders import app, ask, node
 
-ONE = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - {name: a, resources: {max: {memory: 100}}}
-          - {name: b}
-"""
 
-LOWER_MAX_ADD_QUEUE_AND_PARTITION = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - {name: a, resources: {max: {memory: 30}}}
-          - {name: c}
-  - name: gpu
-    queues: [{name: root, submitacl: '*', queues: [{name: x}]}]
-"""
+def config(a_max: int, other: str, *more_partitions: dict) -> str:
+    """Partition default with an open root over queue a (max memory ``a_max``) and queue
+    ``other``, then ``more_partitions``."""
+    default = {"name": "default", "queues": [{"name": "root", "submitacl": "*", "queues": [
+        {"name": "a", "resources": {"max": {"memory": a_max}}}, {"name": other}]}]}
+    return yaml.safe_dump({"partitions": [default, *more_partitions]}, sort_keys=False)
+
+
+ONE = config(100, "b")
+GPU = {"name": "gpu", "queues": [{"name": "root", "submitacl": "*", "queues": [{"name": "x"}]}]}
+LOWER_MAX_ADD_QUEUE_AND_PARTITION = config(30, "c", GPU)
 
 
 def update(address: str, rm_id: str, config: str) -> None:
@@ -44,12 +34,9 @@ def update(address: str, rm_id: str, config: str) -> None:
 def test_hot_reload_lowers_max_adds_queue_and_partition(stack):
     rm = SIRM(stack.si_address, "rm-reload")
     try:
-        rm.register(ONE)
-        rm.open()
-        rm.nodes(node("n1", memory=1000, vcore=100))
-        rm.wait_for("node", lambda r: r.accepted)
+        rm.start(node("n1", memory=1000, vcore=100), config=ONE)
         rm.apps(app("app-a", queue="root.a"))
-        rm.wait_for("application", lambda r: r.accepted)
+        rm.wait_accepted("application", {"app-a"})
         rm.asks(*[ask(f"k{i}", "app-a", memory=10) for i in range(3)])
         rm.wait_allocated({"k0", "k1", "k2"})
 
@@ -84,7 +71,7 @@ def test_invalid_config_update_is_rejected_whole_and_the_old_stays(stack):
         rm.register(ONE)
         rm.open()
         with pytest.raises(grpc.RpcError) as info:
-            update(stack.si_address, rm.rm_id, ONE.replace("max: {memory: 100}", "max: {memory: -1}"))
+            update(stack.si_address, rm.rm_id, config(-1, "b"))
         assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "update of configuration failed" in info.value.details()
         rm.nodes(node("n1", memory=1000, vcore=100))

@@ -30,9 +30,11 @@ import grpc
 import pytest
 
 from common import si_pb2
+from rmproxy.bench.recovery import provided_partitions
 from tests.conftest import wait_until
 from tests.e2e.netns import NetLab, tails, unavailable_reason
 from tests.e2e.sirm import SIRM
+from tests.e2e.test_security import make_keys
 from tests.si_builders import app, ask, node
 
 REASON = unavailable_reason()
@@ -40,15 +42,7 @@ pytestmark = pytest.mark.skipif(REASON is not None, reason=f"multi-host test nee
 
 RM_ID = "rm-mh"
 REDIS_PASSWORD = "mh-secret"
-CONFIG = """
-partitions:
-  - name: pa
-    placementrules: [{name: provided, create: true}]
-    queues: [{name: root, submitacl: '*'}]
-  - name: pb
-    placementrules: [{name: provided, create: true}]
-    queues: [{name: root, submitacl: '*'}]
-"""
+CONFIG = provided_partitions("pa", "pb")
 FRONTEND_PORT, BACKEND_PORT, REDIS_PORT, SI_PORT, REST_PORT = 5555, 5556, 6379, 9090, 9080
 
 
@@ -61,14 +55,6 @@ def lab(tmp_path):
     finally:
         problems = net.close()
     assert problems == []
-
-
-def make_keys(korral, out: Path, names: list[str]) -> None:
-    args = ["keys", "--out", str(out)]
-    for n in names:
-        args += ["--name", n]
-    result = korral(*args)
-    assert result.returncode == 0, result.stdout + result.stderr
 
 
 class Stack:
@@ -155,13 +141,10 @@ def report(rm: SIRM, held: dict[str, si_pb2.Allocation], asks: list[si_pb2.Alloc
 
 
 @pytest.fixture
-def running(lab, korral, tmp_path) -> Stack:
+def running(lab, tmp_path) -> Stack:
     """The layout of the module docstring, started, with every worker joined over CURVE."""
     keys = tmp_path / "keys"
-    make_keys(korral, keys, ["broker", "wa", "wb", "standby", "rmproxy"])
-    (keys / "allowed").mkdir()
-    for name in ("wa", "wb", "standby", "rmproxy"):
-        shutil.copy(keys / f"{name}.key", keys / "allowed" / f"{name}.key")
+    make_keys(keys, "broker", "wa", "wb", "standby", "rmproxy", allow=("wa", "wb", "standby", "rmproxy"))
     s = Stack(lab, keys)
     s.start(tmp_path / "redis")
     wait_until(lambda: set(s.workers()) == {"wa", "wb", "standby"}, 30,

@@ -13,30 +13,11 @@ import urllib.request
 
 from tests.conftest import wait_until
 from tests.e2e.sirm import SIRM
-from tests.e2e.test_config_reload import update
+from tests.e2e.test_config_reload import config, update
 from tests.si_builders import app, ask, node, remove_app
 
-BEFORE = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - {name: a, resources: {max: {memory: 100000}}}
-          - {name: b}
-"""
-
-AFTER = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - {name: a, resources: {max: {memory: 2000}}}
-          - {name: c}
-"""
+BEFORE = config(100_000, "b")
+AFTER = config(2000, "c")
 
 
 def queues(rest: str) -> dict[str, dict]:

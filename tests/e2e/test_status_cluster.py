@@ -25,12 +25,8 @@ def _status_naming(rm_id: str, *args: str) -> dict | None:
 
 
 def test_status_shows_workers_partitions_and_rms_from_any_entry_point(stack):
-    rm = SIRM(stack.si_address, "rm-status")
-    try:
-        rm.register()
-        rm.open()
-        rm.nodes(node("n1", memory=10))
-        rm.wait_for("node", lambda r: r.accepted)
+    with SIRM(stack.si_address, "rm-status") as rm:
+        rm.start(node("n1", memory=10))
         for args in (("--rest-address", stack.rest_address), ("--broker", stack.broker_frontend)):
             doc = wait_until(lambda: _status_naming("rm-status", *args), 10,
                              f"rm-status in the status through {args[0]}", interval=0.3)
@@ -43,8 +39,6 @@ def test_status_shows_workers_partitions_and_rms_from_any_entry_point(stack):
             assert {"rmID": "rm-status", "partition": "default", "worker": owners[0]["name"],
                     "epoch": owners[0]["epoch"], "loaded": True, "lastEpoch": owners[0]["epoch"],
                     "state": "owned"} in doc["partitions"]
-    finally:
-        rm.close()
 
 
 def test_status_of_an_unreachable_broker_is_a_clear_error():
@@ -65,17 +59,11 @@ def test_an_rm_that_shut_down_leaves_the_status_at_once(stack):
         owned = {w["partition"] for w in doc["workers"] if w["partition"]}
         return rms, {p["rmID"] for p in doc["partitions"]}, owned
 
-    rm = SIRM(stack.si_address, "rm-bye")
-    try:
-        rm.register()
-        rm.open()
-        rm.nodes(node("n1", memory=10))
-        rm.wait_for("node", lambda r: r.accepted)
+    with SIRM(stack.si_address, "rm-bye") as rm:
+        rm.start(node("n1", memory=10))
         wait_until(lambda: _status_naming("rm-bye", "--rest-address", stack.rest_address), 10,
                    "the RM in the status", interval=0.2)
         with grpc.insecure_channel(stack.si_address) as channel:
             korral_pb2_grpc.KorralStub(channel).Shutdown(korral_pb2.ShutdownRequest(rmID="rm-bye"), timeout=10)
         rms, partitions, owned = rms_and_partitions()
         assert "rm-bye" not in rms and "rm-bye" not in partitions and "rm-bye/default" not in owned
-    finally:
-        rm.close()
