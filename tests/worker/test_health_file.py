@@ -159,7 +159,10 @@ def test_probes_against_a_real_worker_and_broker(tmp_path, redis_server):
             wait_until(lambda: probe("ready").returncode == 1, READY_WITHIN + 5, "ready failing without a broker",
                        context)
             assert probe("live").returncode == 0, "a worker without a broker must stay live"
-            time.sleep(3.5)  # longer than --stall-seconds: the loop keeps turning, so it stays live
+            # the loop keeps turning for longer than --stall-seconds (3) without a broker: still live
+            past_the_stall = time.time() + 3.5
+            wait_until(lambda: json.loads(health_file.read_text())["turn"] > past_the_stall, 10,
+                       "a loop turn recorded 3.5 s on", context)
             live = probe("live")
             assert live.returncode == 0, live.stderr
 
