@@ -109,6 +109,7 @@ class SIRM:
         self.transport.open(self.responses, first)
 
     def send(self, stream: str, request) -> None:
+        self._responses(stream)  # the stream is known and open
         self.transport.send(stream, request)
 
     def nodes(self, *nodes: si_pb2.NodeInfo) -> None:
@@ -127,10 +128,6 @@ class SIRM:
         self.send("allocation", si_pb2.AllocationRequest(
             rmID=self.rm_id, releases=si_pb2.AllocationReleasesRequest(allocationsToRelease=list(releases))))
 
-    def close_streams(self) -> None:
-        """End the requests of the streams (a half-close; the scheduler may still answer)."""
-        self.transport.close_streams()
-
     def cancel_streams(self) -> None:
         """Cancel the streams, as a restarting RM's go away."""
         self.transport.cancel_streams()
@@ -144,12 +141,19 @@ class SIRM:
         """The next response of ``stream``; its end raises (a ``grpc.RpcError``), and so does
         nothing within ``timeout`` (``TimeoutError``)."""
         try:
-            item = self.responses[stream].get(timeout=max(timeout, 0.0))
+            item = self._responses(stream).get(timeout=max(timeout, 0.0))
         except queue.Empty:
             raise TimeoutError(f"no {stream} response for {self.rm_id} within {timeout:.1f}s") from None
         if isinstance(item, Exception):
             raise item
         return item
+
+    def _responses(self, stream: str) -> queue.Queue:
+        if stream not in STREAMS:
+            raise ValueError(f"{self.rm_id}: no stream {stream!r}; the streams are {', '.join(STREAMS)}")
+        if stream not in self.responses:
+            raise RuntimeError(f"{self.rm_id}: the {stream} stream is not open (call open() first)")
+        return self.responses[stream]
 
     def read_until(self, stream: str, step: Callable[[Any], T | None], timeout: float,
                    what: Callable[[], str]) -> T:
@@ -224,7 +228,9 @@ class GrpcTransport:
         self.stub.RegisterResourceManager(request, timeout=timeout)
 
     def open(self, sinks: dict[str, Any], first: dict[str, Any]) -> None:
-        """Open each stream; its responses, then its end (a ``grpc.RpcError``), go to ``sinks[name].put``."""
+        """Open each stream (the requests of the ones opened before end); its responses, then its end
+        (a ``grpc.RpcError``), go to ``sinks[name].put``."""
+        self._end_requests()
         for name, sink in sinks.items():
             requests: queue.Queue = queue.Queue()
             if first[name] is not None:
@@ -236,19 +242,19 @@ class GrpcTransport:
     def send(self, stream: str, request) -> None:
         self._requests[stream].put(request)
 
-    def close_streams(self) -> None:
+    def _end_requests(self) -> None:
         for requests in self._requests.values():
             requests.put(None)
         self._requests.clear()
 
     def cancel_streams(self) -> None:
-        self.close_streams()
+        self._end_requests()
         for call in self._calls.values():
             call.cancel()
         self._calls.clear()
 
     def close(self) -> None:
-        self.close_streams()
+        self._end_requests()
         self.channel.close()
 
 
@@ -335,9 +341,6 @@ class NamespaceTransport:
     def send(self, stream: str, request) -> None:
         self._call("send", stream=stream, request=_b64(request))
 
-    def close_streams(self) -> None:
-        self._call("close_streams")
-
     def cancel_streams(self) -> None:
         self._call("cancel_streams")
 
@@ -386,7 +389,6 @@ def _driver(address: str) -> int:
             _decode(si_pb2.RegisterResourceManagerRequest, cmd["request"]), cmd["timeout_s"]),
         "open": open_,
         "send": lambda cmd: transport.send(cmd["stream"], _decode(STREAMS[cmd["stream"]].request, cmd["request"])),
-        "close_streams": lambda cmd: transport.close_streams(),
         "cancel_streams": lambda cmd: transport.cancel_streams(),
         "exit": lambda cmd: None,
     }
