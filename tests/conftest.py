@@ -26,6 +26,9 @@ from common.netutil import free_ports, http_get_json
 from common.cli.stack.redis_server import RedisServer
 from common.cli.stack.down import NoStack, ProcId, live_children, load_stack
 
+__all__ = ["UP_TIMEOUT", "korral_env", "run_korral", "wait_until", "stop_process", "StackHandle",
+           "start_stack", "stop_and_verify"]
+
 UP_TIMEOUT = 60.0  # seconds `korral up` may take to report ready before the fixture fails
 
 

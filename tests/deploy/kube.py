@@ -20,6 +20,12 @@ import pytest
 from tests.deploy.compose import REPO, parse_korral
 from tests.deploy.kustomize import build, obj_id
 
+__all__ = ["KUBE", "OVERLAYS", "WORKLOADS", "make_pki", "production_tree", "render_all", "by_id", "find",
+           "pod_template", "workloads", "containers", "is_korral", "secret_data", "env_values", "expand",
+           "var_refs", "mount_for", "volume_files", "labels_match", "load_example", "korral_argv",
+           "overlay_params", "korral_containers", "container_env", "parsed", "korral_container",
+           "service_target", "mounted_file"]
+
 KUBE = REPO / "deploy" / "kubernetes"
 OVERLAYS = ("dev", "production")
 WORKLOADS = ("Deployment", "StatefulSet", "Job")

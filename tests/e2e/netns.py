@@ -36,6 +36,8 @@ from typing import Any
 
 from tests.conftest import stop_process
 
+__all__ = ["NetLab", "Host", "Proc", "NetnsUnavailable", "unavailable_reason", "tails"]
+
 REPO = Path(__file__).resolve().parents[2]
 IP = shutil.which("ip") or "/usr/sbin/ip"
 NETNS_ETC = Path("/etc/netns")  # per-namespace /etc overrides of `ip netns exec`
