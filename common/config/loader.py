@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Any, Callable, TypeVar
 
 from common.config._yaml import YamlError, read_yaml
+from common.config.default import DEFAULT_CONFIG_TEXT
 from common.config.errors import ConfigError
 from common.config.model import (
     ChildTemplateConfig,
@@ -32,6 +33,7 @@ from common.config.model import (
     QueueConfig,
     ResourcesConfig,
     SchedulerConfig,
+    UserGroupResolverConfig,
 )
 from common.config.quantity import parse_resources
 from common.config.placement_rules import MAX_PARENT_DEPTH
@@ -40,6 +42,8 @@ from common.config.validate import validate_partition
 __all__ = [
     "load_config",
     "config_checksum",
+    "config_with_checksum",
+    "served_checksum",
     "MAX_CONFIG_BYTES",
     "MAX_QUEUES",
     "MAX_QUEUE_DEPTH",
@@ -55,7 +59,8 @@ MAX_ERRORS = 200  # beyond this, one summary line
 UINT64_MAX = 2**64 - 1
 
 _TOP_KEYS = ("partitions", "checksum")
-_PARTITION_KEYS = ("name", "queues", "placementrules", "limits", "preemption", "nodesortpolicy", "statedumpfilepath")
+_PARTITION_KEYS = ("name", "queues", "placementrules", "limits", "preemption", "nodesortpolicy", "statedumpfilepath",
+                   "usergroupresolver")
 _QUEUE_KEYS = (
     "name", "parent", "resources", "maxapplications", "properties",
     "adminacl", "submitacl", "childtemplate", "queues", "limits",
@@ -64,7 +69,8 @@ _TEMPLATE_KEYS = ("properties", "resources", "maxapplications")
 _RULE_KEYS = ("name", "create", "parent", "filter", "value")
 _LIMIT_KEYS = ("limit", "users", "groups", "maxresources", "maxapplications")
 _NODESORT_KEYS = ("type", "resourceweights")
-_PREEMPTION_KEYS = ("enabled",)
+_PREEMPTION_KEYS = ("enabled", "quotapreemptionenabled")
+_RESOLVER_KEYS = ("type",)
 
 
 _Model = TypeVar("_Model")
@@ -87,6 +93,25 @@ def config_checksum(text: str) -> str:
     if marker in text:
         strip = (marker + text.split(marker, 2)[1]).rstrip("\n")[: len(marker) + 64]
     return hashlib.sha256(text.replace(strip, "").encode("utf-8")).hexdigest().upper()
+
+
+def config_with_checksum(text: str) -> str:
+    """The config text as ``/ws/v1/config`` serves it (the default config for an empty one),
+    ending with exactly one ``checksum: <SHA-256>`` line computed as YuniKorn does."""
+    clean = _served_text(text)
+    return clean + f"checksum: {config_checksum(clean)}\n"
+
+
+def served_checksum(text: str) -> str:
+    """The checksum ``/ws/v1/config`` shows for a registered config text: what
+    ``korral config`` compares and swaps on."""
+    return config_checksum(_served_text(text))
+
+
+def _served_text(text: str) -> str:
+    body = text if text.strip() else DEFAULT_CONFIG_TEXT
+    lines = [line for line in body.splitlines() if not line.startswith("checksum:")]
+    return "\n".join(lines).strip("\n") + "\n"
 
 
 def load_config(text: str | bytes, *, source: str = "") -> SchedulerConfig:
@@ -283,7 +308,13 @@ class _Builder:
         preemption = PreemptionConfig()
         raw_pre = self.mapping(part.get("preemption"), _PREEMPTION_KEYS, where, f"{path}.preemption")
         if raw_pre:
-            preemption = PreemptionConfig(enabled=self.boolean(raw_pre.get("enabled"), where, f"{path}.preemption.enabled"))
+            preemption = PreemptionConfig(
+                enabled=self.boolean(raw_pre.get("enabled"), where, f"{path}.preemption.enabled"),
+                quotapreemptionenabled=self.boolean(raw_pre.get("quotapreemptionenabled"), where,
+                                                    f"{path}.preemption.quotapreemptionenabled"))
+        raw_resolver = self.mapping(part.get("usergroupresolver"), _RESOLVER_KEYS, where, f"{path}.usergroupresolver")
+        resolver = UserGroupResolverConfig(
+            type=self.string((raw_resolver or {}).get("type"), where, f"{path}.usergroupresolver.type"))
         nodesort = self.nodesort(part.get("nodesortpolicy"), where, f"{path}.nodesortpolicy")
         dump = self.string(part.get("statedumpfilepath"), where, f"{path}.statedumpfilepath")
         if dump:
@@ -296,6 +327,7 @@ class _Builder:
             preemption=preemption,
             nodesortpolicy=nodesort,
             statedumpfilepath=dump,
+            usergroupresolver=resolver,
         )
         if root is not None:
             errors, warnings = validate_partition(config)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .app_state import AppEvent, AppState
+from .app_usage import track_release
 from .objects import Allocation, Reservation
 from .outcomes import AllocationNew, AllocationReleased, SchedState, Termination
 
@@ -76,7 +77,8 @@ class Ledger:
         starts its execution timeout, books a placeholder with the gang, and moves the app on."""
         p = self.p
         r = ask.resource
-        alloc = Allocation(uuid=uuid or p.new_uuid(), key=ask.key, app_id=app.app_id, node_id=node.node_id,
+        uuid = uuid or (ask.key if p.key_is_uuid else p.new_uuid())
+        alloc = Allocation(uuid=uuid, key=ask.key, app_id=app.app_id, node_id=node.node_id,
                            resource=r, priority=ask.priority, create_time_ns=now,
                            queue_path=app.queue.path, tags=ask.tags, task_group=ask.task_group,
                            placeholder=ask.placeholder, originator=ask.originator,
@@ -143,6 +145,7 @@ class Ledger:
             app.queue.sub_allocated(r)
             if self._limits.active:
                 self._limits.on_release(app, r)
+            track_release(app, alloc, node, term, now)
             ask = app.asks.get(alloc.key)
             if ask is not None and ask.pending <= 0:
                 del app.asks[alloc.key]  # fully placed and now ending: keep memory bounded

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from common.compat import Compat
 from common.config.model import PartitionConfig
 from common.constants import TAG_ALLOW_PREEMPTION, TAG_NODE_SELECTOR_PREFIX, TAG_REQUIRED_NODE
 from common.resources import Resource
@@ -31,8 +32,9 @@ from common.resources import Resource
 from . import scheduler
 from .app_state import AppEvent, AppState
 from .application import Application
-from .commands import (AddApp, AddAsk, AddNode, DrainNode, ReleaseAlloc, ReleaseAsk, RemoveApp,
-                       RemoveNode, UndrainNode, UpdateNode)
+from .commands import (AddAllocation, AddApp, AddAsk, AddForeign, AddNode, DrainNode, ReleaseAlloc,
+                       ReleaseAsk, ReleaseForeign, RemoveApp, RemoveNode, UndrainNode, UpdateNode)
+from .foreign import ForeignAllocations
 from .gang import Gangs
 from .ledger import Ledger
 from .lifecycle import AppLifecycle
@@ -44,6 +46,7 @@ from .outcomes import (AskRejected, Event, EventType, Outcomes, SchedState, Sche
                        Termination)
 from .placement_bridge import PlacementBridge
 from .queue import ObjectState, Queue, QueueTree
+from .quota_preemption import QuotaPreemption
 from .settings import CoreSettings
 from .timers import Timers
 
@@ -57,7 +60,9 @@ _RUN_ON_ASK = (AppState.NEW, AppState.COMPLETING)
 class Partition:
     """One partition's scheduling state. ``name`` is the short name, ``full_name`` YuniKorn's
     ``[rmID]name`` used in messages. ``new_uuid`` makes allocation UUIDs; ``created_ns`` is the
-    partition's creation time (its first state change, REST ``lastStateTransitionTime``)."""
+    partition's creation time (its first state change, REST ``lastStateTransitionTime``).
+    ``key_is_uuid``: an allocation's UUID is its ask's key (one allocation per ask, the key is
+    the RM's identity of it, as in SI >= 1.6); set by the adapter before the first allocation."""
 
     def __init__(self, name: str, config: PartitionConfig, settings: CoreSettings | None = None,
                  rm_id: str = "", *, new_uuid: Callable[[], str], created_ns: int) -> None:
@@ -65,11 +70,12 @@ class Partition:
         self.full_name = f"[{rm_id}]{name}" if rm_id else name
         self.settings = settings or CoreSettings()
         self.new_uuid = new_uuid
+        self.key_is_uuid = False
         self.outcomes = Outcomes()
         self.state = ObjectState.ACTIVE
         self.state_time_ns = created_ns
         self.last_cycle_stages: dict[str, float] | None = None  # seconds per stage of the last cycle
-        self.queues = QueueTree(config.root)
+        self.queues = QueueTree(config.root, self.settings.compat.stateaware_is_fifo)
         policy = parse_node_sort_policy(config.nodesortpolicy.type)
         self.nodes = NodeCollection(policy, dict(config.nodesortpolicy.resourceweights))
         self.placement = PlacementBridge(config.placementrules, self.settings.group_lookup)
@@ -90,6 +96,8 @@ class Partition:
         self.lifecycle = AppLifecycle(self, self.timers)
         self.gangs = Gangs(self, self.timers)
         self.node_registry = NodeRegistry(self)
+        self.quota = QuotaPreemption(self)  # quota-change preemption (1.8)
+        self.foreign = ForeignAllocations(self)  # allocations of other schedulers (1.7)
         # read-only views of the parts' books (the dicts themselves, never rebound)
         self.apps: dict[str, Application] = self.lifecycle.apps
         self.finished_apps: dict[str, Application] = self.lifecycle.finished_apps
@@ -231,29 +239,44 @@ class Partition:
                                 "allocation remove as per RM request", now, report=report)
 
     # ================================================================ config
-    def update_config(self, config: PartitionConfig, now: int) -> None:
-        """Apply a new partition config; raises ``ConfigError`` and keeps the old one on error."""
+    def check_config(self, config: PartitionConfig) -> None:
+        """Raise ``ConfigError`` naming the partition if ``update_config`` would refuse ``config``
+        (node sort policy, queues, placement rules); changes nothing."""
         from common.config.errors import ConfigError
         try:
-            policy = parse_node_sort_policy(config.nodesortpolicy.type)
-        except ValueError as exc:
-            raise ConfigError([f"partition {self.name}: {exc}"]) from None
-        try:
+            parse_node_sort_policy(config.nodesortpolicy.type)
             QueueTree(config.root)  # dry run: a bad queue (e.g. an ACL) must not half-apply
         except ValueError as exc:
             raise ConfigError([f"partition {self.name}: {exc}"]) from None
+        PlacementBridge.check_rules(config.placementrules)
+
+    def update_config(self, config: PartitionConfig, now: int, compat: Compat | None = None) -> None:
+        """Apply a new partition config (and compatibility switch; ``None``: unchanged); raises
+        ``ConfigError`` and keeps the old one on error."""
+        self.check_config(config)
+        policy = parse_node_sort_policy(config.nodesortpolicy.type)
         self.placement.update_rules(config.placementrules)
+        if compat is not None:
+            self.settings.compat = compat
+            self.queues.stateaware_fifo = compat.stateaware_is_fifo
+        old_delays = {q.path: q.quota_preemption_delay_ns for q in self.queues}
         created, draining = self.queues.update(config.root)
         self.nodes.set_policy(policy, dict(config.nodesortpolicy.resourceweights))
         self.root.max = self.total if self.nodes.nodes else None
         self.config = config
         self.limits.configure(config, self.apps.values())
         self.preemption_enabled = config.preemption.enabled
+        self.quota.config_updated(old_delays, now)
         self.queues_created(created, now)
         for path in draining:
             self.event(EventType.QUEUE, path, "QueueDraining", f"queue {path} removed from the config, draining", now)
         self.queues_dirty = True
         self.changed = True
+
+    def set_group_lookup(self, group_lookup) -> None:
+        """The partition's usergroupresolver changed (the worker built and checked the lookup)."""
+        self.settings.group_lookup = group_lookup
+        self.placement.set_lookup(group_lookup)
 
     def _cleanup_queues(self, now: int) -> None:
         self.queues_dirty = False
@@ -296,9 +319,12 @@ _HANDLERS: dict[type, Callable[[Partition, object, int], None]] = {
     AddAsk: Partition._add_ask,
     ReleaseAsk: Partition._release_ask,
     ReleaseAlloc: Partition._release_alloc,
+    AddAllocation: lambda p, cmd, now: p.node_registry.place(cmd, now),
     AddNode: lambda p, cmd, now: p.node_registry.add(cmd, now),
     UpdateNode: lambda p, cmd, now: p.node_registry.update(cmd, now),
     DrainNode: lambda p, cmd, now: p.node_registry.drain(cmd, now),
     UndrainNode: lambda p, cmd, now: p.node_registry.undrain(cmd, now),
     RemoveNode: lambda p, cmd, now: p.node_registry.remove(cmd, now),
+    AddForeign: lambda p, cmd, now: p.foreign.add(cmd, now),
+    ReleaseForeign: lambda p, cmd, now: p.foreign.release(cmd, now),
 }

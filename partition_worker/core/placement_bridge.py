@@ -12,11 +12,11 @@ from typing import Sequence
 
 from common.config.model import PlacementRuleConfig
 
-__all__ = ["PlacementBridge", "PlacementError"]
+__all__ = ["PlacementBridge", "PlacementError", "GroupLookupError"]
 
 from common.config.errors import ConfigError
-from partition_worker.placement import (AppPlacementInfo, GroupResolver, PlacementError,
-                                        PlacementManager, no_lookup)
+from partition_worker.placement import (AppPlacementInfo, GroupLookupError, GroupResolver,
+                                        PlacementError, PlacementManager, no_lookup)
 
 
 class PlacementBridge:
@@ -39,6 +39,20 @@ class PlacementBridge:
     def initialised(self) -> bool:
         m = self._manager
         return m is not None and bool(getattr(m, "initialised", True))
+
+    def set_lookup(self, group_lookup) -> None:
+        """A new group lookup (the partition's usergroupresolver changed): the cache starts empty."""
+        self._resolver = GroupResolver(lookup=group_lookup or no_lookup)
+
+    @staticmethod
+    def check_rules(rules: Sequence[PlacementRuleConfig]) -> None:
+        """Raises ``ConfigError`` (from the manager) when ``update_rules`` would refuse ``rules``."""
+        if rules:
+            PlacementManager(tuple(rules))
+    @property
+    def rules(self) -> tuple:
+        """The built rules in effect (``placement.Rule``), in order; empty when uninitialised."""
+        return self._manager.rules if self.initialised else ()
 
     def update_rules(self, rules: Sequence[PlacementRuleConfig]) -> None:
         """Raises ``ConfigError`` (from the manager) and keeps the old rules on a bad set."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from common.compat import SEEDS, Compat
+
 __all__ = ["CoreSettings", "SECOND", "MINUTE", "DAY"]
 
 SECOND = 1_000_000_000
@@ -29,6 +31,7 @@ class CoreSettings:
     max_reservations: int = 256  # per partition; bounds the scan cost of reserving
     idle_cycle_interval_ns: int = SECOND  # cycle at this interval while asks are pending
     max_completed_apps: int = 10_000  # completed/failed/rejected apps kept for REST until expiry
+    max_gone_apps: int = 10_000  # removed or expired apps remembered for `korral explain` (a few 100 B each)
     # user -> groups, for apps whose ugi has none (results cached by the placement resolver).
     # None: YuniKorn v1.2's default, the user's own name as the only group. The worker shell
     # injects the OS lookup; the core never calls it except through this setting.
@@ -37,3 +40,6 @@ class CoreSettings:
     # selection) as YuniKorn's sorting-latency metrics do. None: nothing is timed. Injected by
     # the worker shell (time.perf_counter); the core only reads it and records per-cycle totals.
     stage_timer: Callable[[], float] | None = None
+    # which YuniKorn version's semantics where the seeds and today differ (extraConfig
+    # korral.compatibility); the partition reads it at each decision, so an update applies at once
+    compat: Compat = SEEDS

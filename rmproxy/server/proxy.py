@@ -21,16 +21,21 @@ import zmq
 import zmq.asyncio
 
 from common import korral_pb2, registry, si_pb2
-from common.config import load_config
+from common.compat import Compat, compat_warnings, parse_compat
+from common.config import SchedulerConfig, load_config
+from common.config.extra import check_extra_config
 from common.config.errors import ConfigError
 from common.envelope import Envelope, Kind, dispatch, encode
 from common.gcpause import gc_paused
 from common.heartbeat import EXPIRY, INTERVAL
 from common.links import broker_dealer
 from common.messages import (KINDS, ConfigUpdate, Heartbeat, PartitionLost, PartitionOwned, PartitionRemove,
-                             ProxyHello, Reply, RMPartitions, RMUnregister, Status, Unroutable)
-from rmproxy.server import split
+                             ProxyHello, Reply, RMPartitions, RMUnregister, SiRevision, Status, Unroutable)
+from common.si_revision import declared_revision
+from rmproxy.server import revision, split
 from rmproxy.server.cluster_view import ClusterView
+from rmproxy.server.config_changes import ConfigChanges
+from rmproxy.server.errors import RegistrationError
 from rmproxy.server.rms import RMSession, RMState
 from rmproxy.server.worker_requests import NoAnswer, WorkerRequests
 
@@ -55,12 +60,14 @@ _STREAM_OF_RESPONSE = {
 _STREAM_OF_REQUEST = {v: k for k, v in _KIND_OF_STREAM.items()}
 
 
-class RegistrationError(Exception):
-    """Registration failed; ``code`` is the gRPC status to answer with."""
-
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+def _read_config(req) -> tuple[SchedulerConfig, Compat]:
+    """The request's config and compatibility switch; ``ConfigError`` or ``ValueError`` naming
+    what is wrong (queues.yaml, or an extraConfig key Korral reads)."""
+    config = load_config(req.config)
+    errors = check_extra_config(req.extraConfig)
+    if errors:
+        raise ConfigError(errors)
+    return config, parse_compat(req.extraConfig)
 
 
 class Proxy:
@@ -87,6 +94,7 @@ class Proxy:
         self.listeners: list[Any] = []
         self.dropped = 0
         self.started_ns = time.time_ns()
+        self.config_changes = ConfigChanges(self)  # every config change goes through it, audited
 
     # -- broker link ----------------------------------------------------------------
 
@@ -166,8 +174,16 @@ class Proxy:
             self._broker_reset("the broker restarted")
 
     def _broker_reset(self, reason: str) -> None:
-        """What was in flight through the old broker may be lost: every RM resyncs (re-registers)."""
+        """What was in flight through the old broker may be lost: every RM resyncs (re-registers).
+        A registration (or config update) still waiting for its partitions' owners fails at once:
+        its RM_REGISTER may have died with the old broker, and the new one assigns nothing for it."""
         for rm in list(self.rms.values()):
+            waiting = [p for p, w in rm.owned_waiters.items() if not w.done()]
+            for p in waiting:
+                rm.owned_waiters.pop(p).set_exception(RegistrationError(
+                    grpc.StatusCode.UNAVAILABLE,
+                    f"registration of RM failed: {reason} before partition [{rm.rm_id}]{p} had a worker; "
+                    "register again"))
             if rm.epochs:
                 self.resync(rm, reason)
 
@@ -211,6 +227,14 @@ class Proxy:
         self.view.on_lost(env.rm_id, env.partition, env.epoch, reason)
         rm = self.rms.get(env.rm_id)
         if rm is not None and env.partition in rm.partitions:
+            waiter = rm.owned_waiters.pop(env.partition, None)
+            if waiter is not None and not waiter.done():
+                # the worker died while it loaded the partition for a registration still waiting:
+                # that registration fails now (the RM registers again) instead of after 10 s
+                waiter.set_exception(RegistrationError(
+                    grpc.StatusCode.UNAVAILABLE,
+                    f"registration of RM failed: partition [{rm.rm_id}]{env.partition} lost epoch {env.epoch} "
+                    f"while its worker loaded it: {reason}; register again"))
             self.resync(rm, f"partition [{rm.rm_id}]{env.partition} lost epoch {env.epoch}: {reason}")
 
     def _on_response(self, env: Envelope) -> None:
@@ -243,7 +267,7 @@ class Proxy:
         reason, original = unroutable.reason, unroutable.body
         log.warning("unroutable %s for [%s]%s: %s", unroutable.kind, env.rm_id, env.partition, reason)
         if isinstance(original, dict):  # a config update or a query waiting for its reply
-            self.requests.answer(Reply(unroutable.request_id, error=reason))
+            self.requests.answer(Reply(unroutable.request_id, error=reason, unavailable=True))
             return
         stream = _STREAM_OF_REQUEST.get(KINDS.get(unroutable.kind or ""))  # type: ignore[arg-type]
         rm = self.rms.get(env.rm_id)
@@ -276,26 +300,30 @@ class Proxy:
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
                                     "registration of RM failed: rmID must not be empty")
         try:
-            config = load_config(req.config)
-        except ConfigError as exc:
+            declared = declared_revision(req.buildInfo)
+            config, compat = _read_config(req)
+        except (ConfigError, ValueError) as exc:
             kept = (f"; RM {req.rmID} keeps its current registration and partitions"
                     if req.rmID in self.rms else "")
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
                                     f"registration of RM failed: RM {req.rmID}: {exc}{kept}") from None
-        for warning in config.warnings:
+        for warning in (*config.warnings, *compat_warnings(config, compat)):
             log.warning("RM %s config: %s", req.rmID, warning)
         partitions = [p.name for p in config.partitions]
         reg = registry.Registration(
             rm_id=req.rmID, version=req.version, policy_group=req.policyGroup, config=req.config,
             extra_config=dict(req.extraConfig), build_info={**req.buildInfo, "rmId": req.rmID},
             registered_at_ns=time.time_ns())
+        old = self.rms.get(req.rmID)
+        # the config it replaces (another rmproxy may have held the RM): for the config history
+        before = old.registration if old is not None else await self._stored_registration(req.rmID)
         try:
             await self.store.save(reg)
         except Exception as exc:  # redis errors of several kinds: all mean "cannot persist"
             raise RegistrationError(grpc.StatusCode.UNAVAILABLE,
                                     f"registration of RM failed: Redis unavailable: {exc}") from None
-        old = self.rms.get(req.rmID)
-        rm = RMSession(req.rmID, partitions, registration=reg)
+        rm = RMSession(req.rmID, partitions, registration=reg, revision=declared,
+                       revision_why=revision.DECLARED if declared else "")
         if old is not None:  # keep the RM's open channels; everything else is wiped
             for w in old.owned_waiters.values():
                 w.cancel()
@@ -305,7 +333,17 @@ class Proxy:
         waiters = {p: loop.create_future() for p in partitions}
         rm.owned_waiters = dict(waiters)
         self.send(Envelope(Kind.RM_REGISTER, req.rmID, body=RMPartitions(tuple(partitions)).wire()))
-        done, pending = await asyncio.wait(waiters.values(), timeout=REGISTER_TIMEOUT)
+        done, pending = await asyncio.wait(waiters.values(), timeout=REGISTER_TIMEOUT,
+                                           return_when=asyncio.FIRST_EXCEPTION)
+        failed = next((w for w in done if w.cancelled() or w.exception() is not None), None)
+        if failed is not None:
+            for w in pending:
+                w.cancel()
+            if failed.cancelled():
+                raise RegistrationError(grpc.StatusCode.UNAVAILABLE,
+                                        f"registration of RM {req.rmID} failed: a newer registration of it "
+                                        "came in meanwhile")
+            raise failed.exception()  # type: ignore[misc]
         if pending:
             missing = ", ".join(f"[{req.rmID}]{p}" for p, w in waiters.items() if w in pending)
             for w in pending:
@@ -316,15 +354,20 @@ class Proxy:
                 f"registration of RM failed: no worker took partition(s) {missing} within "
                 f"{REGISTER_TIMEOUT:.0f}s{where}: start more workers (korral up --workers N, "
                 "or korral worker on another host)")
-        for w in done:
-            if w.exception() is not None:
-                raise w.exception()  # type: ignore[misc]
-        log.info("registered RM %s with partitions %s", req.rmID, partitions)
+        log.info("registered RM %s with partitions %s, SI revision %s", req.rmID, partitions,
+                 f"{declared} ({revision.DECLARED})" if declared else "to be decided by its messages")
         for listener in self.listeners:
             listener.registered(req.rmID)
+        if before is not None:
+            await self.config_changes.registered(req.rmID, before.config, req.config)
 
     def handle_request(self, stream: str, rm: RMSession, req) -> None:
-        """Split one SI request per partition and forward it; answer edge rejections at once."""
+        """Split one SI request per partition and forward it; answer edge rejections at once.
+        Raises ``revision.RevisionError`` (nothing applied) when the RM's SI revision forbids it."""
+        if revision.settle(rm, stream, req) is not None:
+            log.info("RM %s speaks SI revision %s (%s)", rm.rm_id, rm.revision, rm.revision_why)
+            for partition, epoch in list(rm.epochs.items()):
+                self._tell_revision(rm, partition, epoch)
         _, splitter, reject, _ = split.STREAMS[stream]
         parts, rejected = splitter(req, rm.rm_id, rm.partitions)
         if rejected is not None:
@@ -335,8 +378,18 @@ class Proxy:
             if epoch is None:
                 rm.hold(stream, partition, part, time.monotonic() + self.hold_seconds)
                 continue
+            if rm.revision is not None:
+                self._tell_revision(rm, partition, epoch)
             self.send(Envelope(kind, rm.rm_id, partition, epoch, rm.next_seq(partition),
                                part.SerializeToString()))
+
+    def _tell_revision(self, rm: RMSession, partition: str, epoch: int) -> None:
+        """Tell the partition's worker the RM's SI revision once per epoch, in the RM's request
+        sequence: it reaches the worker before any request that needs it."""
+        if rm.revision_told.get(partition) != epoch:
+            rm.revision_told[partition] = epoch
+            self.send(Envelope(Kind.SI_REVISION, rm.rm_id, partition, epoch, rm.next_seq(partition),
+                               SiRevision(rm.revision.value).wire()))
 
     def _flush_held(self, rm: RMSession, partition: str) -> None:
         """The partition has an owner again without a resync (a new partition): send what waited."""
@@ -364,6 +417,25 @@ class Proxy:
         rm.notify(korral_pb2.SchedulerNotice(reRegister=korral_pb2.ReRegisterRequest(reason=reason)))
         rm.close_streams(grpc.StatusCode.UNAVAILABLE, RESYNC_DETAILS + reason)
 
+    async def _stored_registration(self, rm_id: str) -> registry.Registration | None:
+        try:
+            return await self.store.load(rm_id)
+        except Exception:  # Redis down: the save below says so to the RM
+            return None
+
+    def active_rm(self, rm_id: str) -> RMSession:
+        """The RM's session if it is registered and owns partitions (else FAILED_PRECONDITION) and
+        is not asked to re-register (else UNAVAILABLE: a config change waits for that)."""
+        rm = self.rms.get(rm_id)
+        if rm is not None and rm.resync_reason is not None:
+            raise RegistrationError(grpc.StatusCode.UNAVAILABLE,
+                                    f"update of configuration failed: RM {rm_id} was asked to re-register "
+                                    f"({rm.resync_reason}); nothing changed: retry once it has re-registered")
+        if rm is None or not rm.epochs:
+            raise RegistrationError(grpc.StatusCode.FAILED_PRECONDITION,
+                                    f"RM {rm_id} has no active partitions, make sure it is registered")
+        return rm
+
     async def update_configuration(self, req: si_pb2.UpdateConfigurationRequest) -> None:
         """Hot reload: update kept partitions in place, create added ones, remove dropped ones.
 
@@ -371,25 +443,34 @@ class Proxy:
         updated before anything else, so a partition that refuses the change leaves the
         registration (and every other partition's membership) as it was.
         """
-        rm = self.rms.get(req.rmID)
-        if rm is None or not rm.epochs:
-            raise RegistrationError(grpc.StatusCode.FAILED_PRECONDITION,
-                                    f"RM {req.rmID} has no active partitions, make sure it is registered")
+        rm = self.active_rm(req.rmID)
         try:
-            config = load_config(req.config)
-        except ConfigError as exc:
+            config, compat = _read_config(req)
+        except (ConfigError, ValueError) as exc:
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
-                                    f"update of configuration failed: {exc}") from None
+                                    f"update of configuration failed: RM {req.rmID}: {exc}") from None
+        for warning in (*config.warnings, *compat_warnings(config, compat)):
+            log.warning("RM %s config: %s", req.rmID, warning)
         names = [p.name for p in config.partitions]
         kept = [p for p in names if p in rm.partitions]
         added = [p for p in names if p not in rm.partitions]
         removed = [p for p in rm.partitions if p not in names]
         results = await asyncio.gather(*(
-            self.ask_worker(rm, p, Kind.CONFIG_UPDATE, ConfigUpdate(req.config)) for p in kept))
-        errors = [r.error for r in results if r.error]
-        if errors:
+            self.ask_worker(rm, p, Kind.CONFIG_UPDATE, ConfigUpdate(req.config, extra_config=dict(req.extraConfig)))
+            for p in kept))
+        # A worker that refused the config makes the request invalid; one that could not be
+        # reached (no worker, it died, the broker restarted) makes it fail for now: UNAVAILABLE,
+        # so the RM retries instead of taking its config for wrong. The registration is only
+        # replaced below, so a retry (or the RM's re-registration) starts from a known config.
+        refused = [r.error for r in results if r.error and not r.unavailable]
+        unreached = [r.error for r in results if r.error and r.unavailable]
+        if refused:
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
-                                    "update of configuration failed: " + "; ".join(errors))
+                                    "update of configuration failed: " + "; ".join(refused + unreached))
+        if unreached:
+            raise RegistrationError(grpc.StatusCode.UNAVAILABLE,
+                                    "update of configuration failed: " + "; ".join(unreached)
+                                    + "; the registration is unchanged: retry")
         old = rm.registration
         reg = registry.Registration(
             rm_id=req.rmID, version=old.version if old else "", policy_group=req.policyGroup,
@@ -425,11 +506,11 @@ class Proxy:
         after the RM's earlier requests), and wait for its reply; failures are a Reply's error."""
         epoch = rm.epochs.get(partition)
         if epoch is None:
-            return Reply(error=f"partition [{rm.rm_id}]{partition} has no worker")
+            return Reply(error=f"partition [{rm.rm_id}]{partition} has no worker", unavailable=True)
         try:
             return await self.requests.ask(kind, rm.rm_id, partition, epoch, rm.next_seq(partition), body)
         except NoAnswer as exc:
-            return Reply(error=str(exc))
+            return Reply(error=str(exc), unavailable=True)
 
     async def shutdown_rm(self, rm_id: str) -> None:
         """A voluntary shutdown: Running -> Stopped at once."""
@@ -463,6 +544,7 @@ class Proxy:
 
     async def _stop_rm(self, rm_id: str, reason: str) -> None:
         rm = self.rms.pop(rm_id, None)
+        self.config_changes.forget(rm_id)
         self.send(Envelope(Kind.RM_UNREGISTER, rm_id, body=RMUnregister(reason).wire()))
         if rm is not None:
             rm.state = RMState.STOPPED

@@ -17,12 +17,12 @@ import grpc
 from rich.console import Console
 from rich.live import Live
 
-from common import si_pb2
-from rmproxy.client import SchedulerAPI
+from rmproxy.client import SchedulerAPI, channel_options
 from rmproxy.sim.checks import Validator, config_limits
 from rmproxy.sim.cluster import SimCluster
 from rmproxy.sim.report import LiveView
 from rmproxy.sim.stats import Stats
+from rmproxy.sim.wire import wire_for
 from rmproxy.sim.workload import Plan, default_config_text
 
 __all__ = ["SimOptions", "SimResult", "simulate"]
@@ -41,6 +41,7 @@ class SimOptions:
     drain: float = 5.0  # after the last task is over, wait this long for stragglers
     credentials: Any = None  # grpc.ChannelCredentials for rmproxy's TLS; None: plaintext
     rest_address: str = ""  # when set, the cluster view is read at the end, before the RM unregisters
+    si_revision: str = "seed"  # the SI revision the sim's RM speaks: seed | v1.8
 
 
 @dataclass(slots=True)
@@ -121,18 +122,20 @@ def simulate(plan: Plan, options: SimOptions, console: Console | None = None,
     console = console or Console()
     config = plan.workload.config or default_config_text(plan.workload)
     queue_max, ugm = config_limits(config)
-    validator = Validator({n.node_id: dict(n.resources) for n in plan.nodes}, queue_max, ugm=ugm)
+    # a node's room for this scheduler: its capacity less its foreign allocation
+    validator = Validator({n.node_id: {k: v - (n.foreign or {}).get(k, 0) for k, v in n.resources.items()}
+                           for n in plan.nodes}, queue_max, ugm=ugm)
     stats = Stats(_capacity(plan))
     channel = None
     if options.credentials is not None:
-        channel = grpc.secure_channel(options.si_address, options.credentials,
-                                      options=[("grpc.max_receive_message_length", 64 << 20)])
-    api = SchedulerAPI(options.si_address, channel=channel)
-    cluster = SimCluster(plan, api, clock, validator, stats)
+        channel = grpc.secure_channel(options.si_address, options.credentials, options=channel_options())
+    api = SchedulerAPI(options.si_address, channel=channel, si_revision=options.si_revision)
+    wire = wire_for(options.si_revision)
+    cluster = SimCluster(plan, api, clock, validator, stats, wire)
     duration = options.duration if options.duration is not None else plan.workload.duration
     try:
         api.register_resource_manager(
-            si_pb2.RegisterResourceManagerRequest(
+            wire.pb.RegisterResourceManagerRequest(
                 rmID=options.rm_id, policyGroup="queues", config=config,
                 buildInfo={"buildVersion": "korral-sim", "isPluginVersion": "false"}),
             cluster)
@@ -143,8 +146,14 @@ def simulate(plan: Plan, options: SimOptions, console: Console | None = None,
         deadline = clock() + duration
         with Live(console=console, refresh_per_second=4, transient=False) if view else _Null() as live:
             next_draw = 0.0
+            updates = list(plan.workload.config_updates)
             while True:
                 now = clock()
+                while updates and now - cluster.t0 >= updates[0][0]:
+                    _, text = updates.pop(0)  # a new max holds for the allocations that follow it
+                    api.update_configuration(si_pb2.UpdateConfigurationRequest(
+                        rmID=options.rm_id, policyGroup="queues", config=text))
+                    validator.queue_max, validator.ugm = config_limits(text)
                 cluster.tick()
                 if view is not None and now >= next_draw:
                     live.update(view.renderable(cluster, stats, now))

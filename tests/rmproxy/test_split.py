@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from common import si_pb2
+from common import si_internal_pb2 as si
 from rmproxy.server import split
-from tests.si_builders import app, ask, node, remove_app
+from tests.si_builders import internal
+
+app, ask, node, remove_app = internal.app, internal.ask, internal.node, internal.remove_app
 
 
 def test_asks_split_by_partition_and_names_normalised():
-    req = si_pb2.AllocationRequest(rmID="rm", asks=[
+    req = si.AllocationRequest(rmID="rm", asks=[
         ask("a", "app", ""), ask("b", "app", "[rm]gpu"), ask("c", "app", "DEFAULT")])
     parts, rejected = split.split_allocation_request(req, "rm", ["default", "gpu"])
     assert rejected is None
@@ -19,17 +21,17 @@ def test_asks_split_by_partition_and_names_normalised():
 
 
 def test_ask_for_unknown_partition_is_rejected_with_yunikorn_reason():
-    req = si_pb2.AllocationRequest(asks=[ask("k", "app", "nope")])
+    req = si.AllocationRequest(asks=[ask("k", "app", "nope")])
     parts, rejected = split.split_allocation_request(req, "rm", ["default"])
     assert parts == {}
     assert rejected.rejected[0].reason == "Failed to find partition nope, for application app and allocation k"
 
 
 def test_releases_follow_their_partition_and_unknown_ones_are_ignored():
-    req = si_pb2.AllocationRequest(releases=si_pb2.AllocationReleasesRequest(
-        allocationsToRelease=[si_pb2.AllocationRelease(partitionName="", UUID="u1"),
-                              si_pb2.AllocationRelease(partitionName="gone", UUID="u2")],
-        allocationAsksToRelease=[si_pb2.AllocationAskRelease(partitionName="default", allocationKey="k")]))
+    req = si.AllocationRequest(releases=si.AllocationReleasesRequest(
+        allocationsToRelease=[si.AllocationRelease(partitionName="", UUID="u1"),
+                              si.AllocationRelease(partitionName="gone", UUID="u2")],
+        allocationAsksToRelease=[si.AllocationAskRelease(partitionName="default", allocationKey="k")]))
     parts, rejected = split.split_allocation_request(req, "rm", ["default"])
     assert rejected is None
     rel = parts["default"].releases
@@ -38,15 +40,15 @@ def test_releases_follow_their_partition_and_unknown_ones_are_ignored():
 
 
 def test_application_for_unknown_partition_rejected():
-    req = si_pb2.ApplicationRequest(new=[app("a1", partition="x")], remove=[remove_app("a2", "x")])
+    req = si.ApplicationRequest(new=[app("a1", partition="x")], remove=[remove_app("a2", "x")])
     parts, rejected = split.split_application_request(req, "rm", ["default"])
     assert parts == {}
     assert rejected.rejected[0].reason == "Failed to add application a1 to partition x, partition doesn't exist"
 
 
 def test_nodes_routed_by_node_partition_attribute():
-    req = si_pb2.NodeRequest(nodes=[node("n1"), node("n2", "gpu"), node("n3", "zzz"),
-                                    node("n4", "zzz", action=si_pb2.NodeInfo.UPDATE)])
+    req = si.NodeRequest(nodes=[node("n1"), node("n2", "gpu"), node("n3", "zzz"),
+                                    node("n4", "zzz", action=si.NodeInfo.UPDATE)])
     parts, rejected = split.split_node_request(req, "rm", ["default", "gpu"])
     assert [n.nodeID for n in parts["default"].nodes] == ["n1"]
     assert parts["default"].nodes[0].attributes["si/node-partition"] == "default"
@@ -56,6 +58,6 @@ def test_nodes_routed_by_node_partition_attribute():
 
 
 def test_reject_whole_request_with_a_reason():
-    req = si_pb2.NodeRequest(nodes=[node("n1"), node("n2", action=si_pb2.NodeInfo.UPDATE)])
+    req = si.NodeRequest(nodes=[node("n1"), node("n2", action=si.NodeInfo.UPDATE)])
     resp = split.reject_node_request(req, "no worker")
     assert [(r.nodeID, r.reason) for r in resp.rejected] == [("n1", "no worker")]
