@@ -26,7 +26,7 @@ from common.constants import APP_TAG_NAMESPACE, NODE_PARTITION
 from common.si_resource import fill_si_resource
 
 __all__ = ["NODE_DEFAULT", "ASK_DEFAULT", "Builders", "seed", "internal", "v18", "resource", "node", "app",
-           "ask", "allocation", "release", "remove_app"]
+           "ask", "allocation", "release", "release_key", "remove_app"]
 
 NODE_DEFAULT = {"memory": 1000, "vcore": 1000}
 ASK_DEFAULT = {"memory": 10, "vcore": 1}
@@ -93,13 +93,19 @@ class Builders:
         return msg
 
     def release(self, of, termination: int | None = None, message: str = ""):
-        """The release of an allocation (by default the RM stopping it); by UUID and key where the
-        revision has UUIDs, else by key."""
+        """The release of an allocation ``of`` (or of what a response's release names): by UUID and
+        key where the revision has UUIDs, else by key; by default the RM stopping it."""
+        return self.release_key(of.allocationKey, of.applicationID, of.partitionName, termination=termination,
+                                message=message, uuid=of.UUID if self._has_uuid else None)
+
+    def release_key(self, key: str, app_id: str = "app-1", partition: str = "default", *,
+                    termination: int | None = None, message: str = "", uuid: str | None = None):
+        """The release of allocation ``key`` (v1.8 releases by key); ``uuid`` only if given."""
         msg = self.pb.AllocationRelease(
-            partitionName=of.partitionName, applicationID=of.applicationID, allocationKey=of.allocationKey,
-            terminationType=self.pb.STOPPED_BY_RM if termination is None else termination, message=message)
-        if self._has_uuid:
-            msg.UUID = of.UUID
+            partitionName=partition, applicationID=app_id, allocationKey=key, message=message,
+            terminationType=self.pb.STOPPED_BY_RM if termination is None else termination)
+        if uuid is not None:
+            msg.UUID = uuid
         return msg
 
     def remove_app(self, app_id: str, partition: str = "default"):
@@ -109,5 +115,5 @@ class Builders:
 seed = Builders(si_pb2)
 internal = Builders(si_internal_pb2)
 v18 = Builders(si_v18_pb2)
-resource, node, app, ask, allocation, release, remove_app = (
-    seed.resource, seed.node, seed.app, seed.ask, seed.allocation, seed.release, seed.remove_app)
+resource, node, app, ask, allocation, release, release_key, remove_app = (
+    seed.resource, seed.node, seed.app, seed.ask, seed.allocation, seed.release, seed.release_key, seed.remove_app)

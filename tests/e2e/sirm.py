@@ -2,7 +2,11 @@
 client is (no Korral client library involved).
 
 ``SIRM`` registers, opens the three update streams, sends requests and reads responses with a
-deadline. Where its gRPC calls are made is a transport detail:
+deadline. It speaks one SI revision (``SEED``, common/si.proto, by default; ``V18``, common/si_v18.proto,
+each from its own stubs only), or ``RAW``: frames of request bytes no stub can build (garbage, one
+message with both revisions' fields), bound to the RM by the ``rmid`` metadata, responses as bytes.
+Korral's own calls (``korral.v1`` UpdateConfiguration, Shutdown) go through the same transport.
+Where its gRPC calls are made is a transport detail:
 
 - ``GrpcTransport`` (the default): in this process;
 - ``NamespaceTransport`` (``SIRM.in_namespace``): in a driver process inside a host of a
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import functools
 import itertools
 import json
 import os
@@ -27,13 +32,15 @@ import subprocess
 import sys
 import threading
 import time
+from types import ModuleType, SimpleNamespace
 from typing import Any, Callable, NamedTuple, TypeVar
 
 import grpc
 
-from common import si_pb2, si_pb2_grpc
+from common import korral_pb2, korral_pb2_grpc, si_pb2, si_pb2_grpc, si_v18_pb2, si_v18_pb2_grpc
 
-__all__ = ["SIRM", "STREAMS", "StreamEnded", "GrpcTransport", "NamespaceTransport"]
+__all__ = ["SIRM", "Revision", "SEED", "V18", "RAW", "StreamEnded", "GrpcTransport",
+           "NamespaceTransport"]
 
 T = TypeVar("T")
 
@@ -44,10 +51,47 @@ class _Kind(NamedTuple):
     response: type
 
 
-STREAMS = {
-    "node": _Kind("UpdateNode", si_pb2.NodeRequest, si_pb2.NodeResponse),
-    "application": _Kind("UpdateApplication", si_pb2.ApplicationRequest, si_pb2.ApplicationResponse),
-    "allocation": _Kind("UpdateAllocation", si_pb2.AllocationRequest, si_pb2.AllocationResponse),
+class _Bytes:
+    """A raw frame's "message type": the bytes as they are."""
+
+    FromString = staticmethod(bytes)
+
+
+class Revision(NamedTuple):
+    """What an RM of one SI revision is made of: its messages (``pb``; None for raw frames), its
+    stub over a channel, and its three streams' methods and message types."""
+
+    name: str
+    pb: ModuleType | None
+    stub: Callable[[grpc.Channel, str], Any]  # (channel, rm_id) -> the stub
+    streams: dict[str, _Kind]
+
+
+def _streams(pb: Any) -> dict[str, _Kind]:
+    return {"node": _Kind("UpdateNode", pb.NodeRequest, pb.NodeResponse),
+            "application": _Kind("UpdateApplication", pb.ApplicationRequest, pb.ApplicationResponse),
+            "allocation": _Kind("UpdateAllocation", pb.AllocationRequest, pb.AllocationResponse)}
+
+
+def _raw_stub(channel: grpc.Channel, rm_id: str) -> SimpleNamespace:
+    """The three stream methods on bytes, bound to ``rm_id`` by metadata (a frame may carry no rmID)."""
+    return SimpleNamespace(**{
+        method: functools.partial(channel.stream_stream(f"/si.v1.Scheduler/{method}", request_serializer=bytes,
+                                                        response_deserializer=bytes), metadata=(("rmid", rm_id),))
+        for method in ("UpdateNode", "UpdateApplication", "UpdateAllocation")})
+
+
+SEED = Revision("seed", si_pb2, lambda channel, rm_id: si_pb2_grpc.SchedulerStub(channel), _streams(si_pb2))
+V18 = Revision("v1.8", si_v18_pb2, lambda channel, rm_id: si_v18_pb2_grpc.SchedulerStub(channel),
+               _streams(si_v18_pb2))
+RAW = Revision("raw", None, _raw_stub, {name: _Kind(kind.method, _Bytes, _Bytes) for name, kind in _streams(si_pb2).items()})
+REVISIONS = {r.name: r for r in (SEED, V18, RAW)}
+
+# the unary calls: method -> (service, the request's type in a revision)
+_UNARY: dict[str, tuple[str, Callable[[Revision], type]]] = {
+    "RegisterResourceManager": ("si", lambda rev: rev.pb.RegisterResourceManagerRequest),
+    "UpdateConfiguration": ("korral", lambda rev: si_pb2.UpdateConfigurationRequest),
+    "Shutdown": ("korral", lambda rev: korral_pb2.ShutdownRequest),
 }
 
 
@@ -70,15 +114,24 @@ class SIRM:
     """One RM: ``register``, ``open``, send (``nodes``, ``apps``, ``asks``, ...), read (``next``,
     ``wait_for``, ``wait_accepted``, ``wait_allocated``, ``wait_ended``), ``close``."""
 
-    def __init__(self, address: str, rm_id: str = "rm-test", transport=None) -> None:
-        self.rm_id = rm_id
-        self.transport = transport if transport is not None else GrpcTransport(address)
+    def __init__(self, address: str, rm_id: str = "rm-test", transport=None, revision: Revision = SEED) -> None:
+        self.address, self.rm_id, self.revision = address, rm_id, revision
+        self.transport = transport if transport is not None else GrpcTransport(address, rm_id, revision)
         self.responses: dict[str, queue.Queue] = {}
 
     @classmethod
-    def in_namespace(cls, lab, host, address: str, rm_id: str) -> "SIRM":
+    def in_namespace(cls, lab, host, address: str, rm_id: str, revision: Revision = SEED) -> "SIRM":
         """The RM with its calls made from inside ``host`` of ``lab`` (a ``NetLab``)."""
-        return cls(address, rm_id, NamespaceTransport(lab, host, address, f"rm-{rm_id}"))
+        return cls(address, rm_id, NamespaceTransport(lab, host, address, f"rm-{rm_id}", rm_id, revision), revision)
+
+    def raw(self, stream: str, *frames: bytes) -> "SIRM":
+        """Another RM object of this RM's id, its ``stream`` opened (not attached: the metadata binds
+        it) on raw frames, ``frames`` sent: it replaces this RM's stream of that kind in rmproxy."""
+        raw = SIRM(self.address, self.rm_id, revision=RAW)
+        raw.reopen(stream, attach=False)
+        for frame in frames:
+            raw.send(stream, frame)
+        return raw
 
     def __enter__(self) -> "SIRM":
         return self
@@ -86,47 +139,78 @@ class SIRM:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def start(self, *nodes: si_pb2.NodeInfo, config: str = "") -> "SIRM":
+    def start(self, *nodes, config: str = "") -> "SIRM":
         """``register``, ``open``, then report ``nodes`` and wait until they are accepted."""
         self.register(config)
         self.open()
+        return self.report(nodes)
+
+    def report(self, nodes=(), apps=()) -> "SIRM":
+        """Send ``nodes`` (one request), then ``apps`` (one), each waited for until accepted."""
         if nodes:
             self.nodes(*nodes)
             self.wait_accepted("node", {n.nodeID for n in nodes})
+        if apps:
+            self.apps(*apps)
+            self.wait_accepted("application", {a.applicationID for a in apps})
         return self
 
     # -- calls ------------------------------------------------------------------------------
 
-    def register(self, config: str = "", timeout: float = 20.0) -> None:
-        self.transport.register(si_pb2.RegisterResourceManagerRequest(
-            rmID=self.rm_id, version="test", policyGroup="queues", config=config), timeout)
+    def register(self, config: str = "", timeout: float = 20.0, build_info: dict[str, str] | None = None,
+                 extra_config: dict[str, str] | None = None) -> None:
+        self.transport.unary("RegisterResourceManager", self.revision.pb.RegisterResourceManagerRequest(
+            rmID=self.rm_id, version="test", policyGroup="queues", config=config, buildInfo=build_info or {},
+            extraConfig=extra_config or {}), timeout)
+
+    def update_config(self, config: str, extra_config: dict[str, str] | None = None, timeout: float = 30.0) -> None:
+        """korral.v1 UpdateConfiguration of this RM's config."""
+        self.transport.unary("UpdateConfiguration", si_pb2.UpdateConfigurationRequest(
+            rmID=self.rm_id, policyGroup="queues", config=config, extraConfig=extra_config or {}), timeout)
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """korral.v1 Shutdown: rmproxy forgets the RM and frees its partitions' workers."""
+        self.transport.unary("Shutdown", korral_pb2.ShutdownRequest(rmID=self.rm_id), timeout)
 
     def open(self, attach: bool = True) -> None:
         """Open the three update streams, attached each with an empty request carrying the rmID;
         what the streams opened before send from now on is dropped."""
-        self.responses = {name: queue.Queue() for name in STREAMS}
-        first = {name: kind.request(rmID=self.rm_id) if attach else None for name, kind in STREAMS.items()}
-        self.transport.open(self.responses, first)
+        for stream in self.revision.streams:
+            self.reopen(stream, attach)
+
+    def reopen(self, stream: str, attach: bool = True) -> None:
+        """Open (again) one update stream, e.g. after Korral ended it; what it sent before is dropped."""
+        kind = self._kind(stream)
+        self.responses[stream] = queue.Queue()
+        self.transport.open({stream: self.responses[stream]}, {stream: kind.request(rmID=self.rm_id) if attach else None})
 
     def send(self, stream: str, request) -> None:
         self._responses(stream)  # the stream is known and open
         self.transport.send(stream, request)
 
-    def nodes(self, *nodes: si_pb2.NodeInfo) -> None:
-        self.send("node", si_pb2.NodeRequest(rmID=self.rm_id, nodes=list(nodes)))
+    def request(self, stream: str, **fields) -> None:
+        """One request of this revision on ``stream`` with ``fields`` (and the rmID)."""
+        self.send(stream, self._kind(stream).request(rmID=self.rm_id, **fields))
 
-    def apps(self, *apps: si_pb2.AddApplicationRequest) -> None:
-        self.send("application", si_pb2.ApplicationRequest(rmID=self.rm_id, new=list(apps)))
+    def nodes(self, *nodes) -> None:
+        self.request("node", nodes=nodes)
 
-    def remove_apps(self, *removals: si_pb2.RemoveApplicationRequest) -> None:
-        self.send("application", si_pb2.ApplicationRequest(rmID=self.rm_id, remove=list(removals)))
+    def apps(self, *apps) -> None:
+        self.request("application", new=apps)
 
-    def asks(self, *asks: si_pb2.AllocationAsk) -> None:
-        self.send("allocation", si_pb2.AllocationRequest(rmID=self.rm_id, asks=list(asks)))
+    def remove_apps(self, *removals) -> None:
+        self.request("application", remove=removals)
 
-    def releases(self, *releases: si_pb2.AllocationRelease) -> None:
-        self.send("allocation", si_pb2.AllocationRequest(
-            rmID=self.rm_id, releases=si_pb2.AllocationReleasesRequest(allocationsToRelease=list(releases))))
+    def asks(self, *asks) -> None:
+        """Asks: ``AllocationAsk``s in the seed, ``Allocation``s without a node in v1.8."""
+        self.request("allocation", **{"asks" if self.revision is SEED else "allocations": asks})
+
+    def allocations(self, *allocations) -> None:
+        """Allocations the RM placed or asks (v1.8 only: the seed has no such field)."""
+        self.request("allocation", allocations=allocations)
+
+    def releases(self, *releases) -> None:
+        self.request("allocation", releases=self.revision.pb.AllocationReleasesRequest(allocationsToRelease=releases))
 
     def cancel_streams(self) -> None:
         """Cancel the streams, as a restarting RM's go away."""
@@ -148,9 +232,13 @@ class SIRM:
             raise item
         return item
 
+    def _kind(self, stream: str) -> _Kind:
+        if stream not in self.revision.streams:
+            raise ValueError(f"{self.rm_id}: no stream {stream!r}; the streams are {', '.join(self.revision.streams)}")
+        return self.revision.streams[stream]
+
     def _responses(self, stream: str) -> queue.Queue:
-        if stream not in STREAMS:
-            raise ValueError(f"{self.rm_id}: no stream {stream!r}; the streams are {', '.join(STREAMS)}")
+        self._kind(stream)
         if stream not in self.responses:
             raise RuntimeError(f"{self.rm_id}: the {stream} stream is not open (call open() first)")
         return self.responses[stream]
@@ -193,7 +281,8 @@ class SIRM:
         want, got = set(keys), {}
 
         def step(r):
-            rejected = [x for x in r.rejected if x.allocationKey in want]
+            rejected = [x for x in (r.rejectedAllocations if self.revision is V18 else r.rejected)
+                        if x.allocationKey in want]
             assert not rejected, f"asks rejected: {rejected}"
             for a in r.new:
                 if a.allocationKey in want:
@@ -207,7 +296,7 @@ class SIRM:
         """Read every stream until it ends (responses meanwhile dropped): stream -> its end."""
         ended: dict[str, grpc.RpcError] = {}
         deadline = time.monotonic() + timeout
-        for stream in STREAMS:
+        for stream in list(self.responses):
             try:
                 self.read_until(stream, lambda r: None, deadline - time.monotonic(), lambda: f"the end of {stream}")
             except grpc.RpcError as end:
@@ -218,34 +307,35 @@ class SIRM:
 class GrpcTransport:
     """The RM's calls, made in this process on the generated stubs."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, rm_id: str, revision: Revision = SEED) -> None:
         self.channel = grpc.insecure_channel(address)
-        self.stub = si_pb2_grpc.SchedulerStub(self.channel)
+        self.revision = revision
+        self.stubs = {"si": revision.stub(self.channel, rm_id), "korral": korral_pb2_grpc.KorralStub(self.channel)}
         self._requests: dict[str, queue.Queue] = {}
         self._calls: dict[str, Any] = {}
 
-    def register(self, request: si_pb2.RegisterResourceManagerRequest, timeout: float) -> None:
-        self.stub.RegisterResourceManager(request, timeout=timeout)
+    def unary(self, method: str, request, timeout: float) -> None:
+        getattr(self.stubs[_UNARY[method][0]], method)(request, timeout=timeout)
 
     def open(self, sinks: dict[str, Any], first: dict[str, Any]) -> None:
-        """Open each stream (the requests of the ones opened before end); its responses, then its end
-        (a ``grpc.RpcError``), go to ``sinks[name].put``."""
-        self._end_requests()
+        """Open each stream of ``sinks`` (the requests of the ones opened before under that name end);
+        its responses, then its end (a ``grpc.RpcError``), go to ``sinks[name].put``."""
         for name, sink in sinks.items():
+            self._end_requests(name)
             requests: queue.Queue = queue.Queue()
             if first[name] is not None:
                 requests.put(first[name])
-            call = getattr(self.stub, STREAMS[name].method)(iter(requests.get, None))
+            call = getattr(self.stubs["si"], self.revision.streams[name].method)(iter(requests.get, None))
             self._requests[name], self._calls[name] = requests, call
             threading.Thread(target=_pump, args=(name, call, sink), daemon=True).start()
 
     def send(self, stream: str, request) -> None:
         self._requests[stream].put(request)
 
-    def _end_requests(self) -> None:
-        for requests in self._requests.values():
-            requests.put(None)
-        self._requests.clear()
+    def _end_requests(self, *names: str) -> None:
+        for name in names or list(self._requests):
+            if name in self._requests:
+                self._requests.pop(name).put(None)
 
     def cancel_streams(self) -> None:
         self._end_requests()
@@ -270,7 +360,7 @@ def _pump(name: str, call, sink) -> None:
 # --- across a namespace boundary ------------------------------------------------------------------
 
 def _b64(message) -> str:
-    return base64.b64encode(message.SerializeToString()).decode()
+    return base64.b64encode(message if isinstance(message, bytes) else message.SerializeToString()).decode()
 
 
 def _decode(message_type: type, text: str):
@@ -280,15 +370,18 @@ def _decode(message_type: type, text: str):
 class NamespaceTransport:
     """The RM's calls, made by a driver process started in ``host`` of ``lab``."""
 
-    def __init__(self, lab, host, address: str, name: str) -> None:
+    def __init__(self, lab, host, address: str, name: str, rm_id: str, revision: Revision = SEED) -> None:
         """``name``: the driver's name in the lab (its log is ``name.log``)."""
-        self.proc = lab.start(host, name,
-                              [sys.executable, "-m", "tests.e2e.sirm", "--address", address],
+        self.revision = revision
+        self.proc = lab.start(host, name, [sys.executable, "-m", "tests.e2e.sirm", "--address", address,
+                                           "--rm-id", rm_id, "--revision", revision.name],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.replies: queue.Queue = queue.Queue()
         self.ids = itertools.count(1)
         self._lock = threading.Lock()
-        self._generation, self._sinks = 0, {}  # responses of an earlier open() are dropped
+        # stream -> (generation, sink): responses of a stream opened before under that name are dropped
+        self._generations = itertools.count(1)
+        self._sinks: dict[str, tuple[int, Any]] = {}
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -298,16 +391,16 @@ class NamespaceTransport:
                 self.replies.put(msg)
                 continue
             with self._lock:
-                sink = self._sinks.get(msg["stream"]) if msg["generation"] == self._generation else None
-            if sink is None:
+                generation, sink = self._sinks.get(msg["stream"], (None, None))
+            if generation != msg["generation"]:
                 continue
             if "response" in msg:
-                sink.put(_decode(STREAMS[msg["stream"]].response, msg["response"]))
+                sink.put(_decode(self.revision.streams[msg["stream"]].response, msg["response"]))
             else:
                 sink.put(StreamEnded(f"{msg['stream']} stream", grpc.StatusCode[msg["code"]], msg["details"]))
         gone = StreamEnded("RM driver", grpc.StatusCode.UNAVAILABLE, f"the RM driver exited:\n{self.proc.tail()}")
         with self._lock:
-            for sink in self._sinks.values():
+            for _, sink in self._sinks.values():
                 sink.put(gone)
         self.replies.put({"reply": 0, "error": {"code": "UNAVAILABLE", "details": gone.details()}})
 
@@ -327,15 +420,14 @@ class NamespaceTransport:
                     raise StreamEnded(op, grpc.StatusCode[error["code"]], error["details"])
                 return
 
-    def register(self, request: si_pb2.RegisterResourceManagerRequest, timeout: float) -> None:
-        self._call("register", timeout=timeout + 5, request=_b64(request), timeout_s=timeout)
+    def unary(self, method: str, request, timeout: float) -> None:
+        self._call("unary", timeout=timeout + 5, method=method, request=_b64(request), timeout_s=timeout)
 
     def open(self, sinks: dict[str, Any], first: dict[str, Any]) -> None:
         with self._lock:
-            self._generation += 1
-            self._sinks = sinks
-            generation = self._generation
-        self._call("open", generation=generation,
+            generations = {name: next(self._generations) for name in sinks}
+            self._sinks.update({name: (generations[name], sink) for name, sink in sinks.items()})
+        self._call("open", generations=generations,
                    first={name: None if msg is None else _b64(msg) for name, msg in first.items()})
 
     def send(self, stream: str, request) -> None:
@@ -369,9 +461,9 @@ class _Forward:
             self.emit({**self.tag, "response": _b64(item)})
 
 
-def _driver(address: str) -> int:
+def _driver(address: str, rm_id: str, revision: Revision) -> int:
     """The driver loop (runs inside a namespace): JSON lines in on stdin, JSON lines out on stdout."""
-    transport = GrpcTransport(address)
+    transport = GrpcTransport(address, rm_id, revision)
     out_lock = threading.Lock()
 
     def emit(obj: dict) -> None:
@@ -380,15 +472,16 @@ def _driver(address: str) -> int:
             sys.stdout.flush()
 
     def open_(cmd: dict) -> None:
-        transport.open({name: _Forward(emit, name, cmd["generation"]) for name in STREAMS},
-                       {name: None if text is None else _decode(STREAMS[name].request, text)
+        transport.open({name: _Forward(emit, name, generation) for name, generation in cmd["generations"].items()},
+                       {name: None if text is None else _decode(revision.streams[name].request, text)
                         for name, text in cmd["first"].items()})
 
     ops: dict[str, Callable[[dict], None]] = {
-        "register": lambda cmd: transport.register(
-            _decode(si_pb2.RegisterResourceManagerRequest, cmd["request"]), cmd["timeout_s"]),
+        "unary": lambda cmd: transport.unary(
+            cmd["method"], _decode(_UNARY[cmd["method"]][1](revision), cmd["request"]), cmd["timeout_s"]),
         "open": open_,
-        "send": lambda cmd: transport.send(cmd["stream"], _decode(STREAMS[cmd["stream"]].request, cmd["request"])),
+        "send": lambda cmd: transport.send(cmd["stream"],
+                                           _decode(revision.streams[cmd["stream"]].request, cmd["request"])),
         "cancel_streams": lambda cmd: transport.cancel_streams(),
         "exit": lambda cmd: None,
     }
@@ -413,7 +506,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.e2e.sirm",
                                      description="an SI RM driven by JSON lines on stdin (NamespaceTransport)")
     parser.add_argument("--address", required=True)
-    return _driver(parser.parse_args(argv).address)
+    parser.add_argument("--rm-id", required=True)
+    parser.add_argument("--revision", choices=REVISIONS, default=SEED.name)
+    args = parser.parse_args(argv)
+    return _driver(args.address, args.rm_id, REVISIONS[args.revision])
 
 
 if __name__ == "__main__":
