@@ -281,19 +281,19 @@ def test_a_long_outage_does_not_slow_the_channels_reconnects_beyond_the_clients_
     """gRPC's own reconnect backoff (1 s, x1.6, up to 120 s) made a recovering RM wait ~7 s more
     after a 30 s rmproxy outage, and up to two minutes after a longer one (found by the chaos
     soak: RMs came back seconds after rmproxy). The channel now retries at the client's pace."""
-    rm = StatefulRM()
+    rm = ClusterRM("rm-test")
     api = fast_api(fake.address)  # backoff cap 0.2 s
     register(api, rm)
     fake.stop()
     deaf = _DeafPort(fake.port)
     try:
-        assert wait_until(lambda: api.state is ClientState.RECOVERING)
+        wait_until(lambda: api.state is ClientState.RECOVERING, 10, "the client recovering")
         # 15 attempts: ~3 s at the client's pace; with gRPC's default backoff, over 5 minutes
-        assert wait_until(lambda: deaf.attempts >= 15, timeout=20), deaf.attempts
+        wait_until(lambda: deaf.attempts >= 15, 20, "15 connection attempts", lambda: f"{deaf.attempts} attempts")
     finally:
         deaf.close()
     fake.start()
-    assert wait_until(lambda: api.state is ClientState.RUNNING and api.reconnects == 1, timeout=10)
+    wait_until(lambda: api.state is ClientState.RUNNING and api.reconnects == 1, 10, "the client running again")
     api.close()
 
 

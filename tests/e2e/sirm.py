@@ -261,6 +261,19 @@ class SIRM:
         return self.read_until(stream, lambda r: r if predicate(r) else None, timeout,
                                lambda: f"a matching {stream} response")
 
+    def collect(self, stream: str, fields: str, count: int, timeout: float = 15.0,
+                keep: Callable[[Any], bool] = lambda item: True) -> list:
+        """Read ``stream`` until ``count`` items of the responses' ``fields`` (e.g. "new", or
+        "accepted rejected") for which ``keep`` holds came: those items, in order (more if the last
+        response had more)."""
+        got: list = []
+
+        def step(r):
+            got.extend(x for field in fields.split() for x in getattr(r, field) if keep(x))
+            return got if len(got) >= count else None
+
+        return self.read_until(stream, step, timeout, lambda: f"{count} {stream} {fields} (got {len(got)})")
+
     def wait_accepted(self, stream: str, ids, timeout: float = 15.0) -> None:
         """Read ``stream`` ("node" or "application") until every id of ``ids`` is accepted (responses
         come per partition); a rejection of one of them fails the test naming it."""

@@ -6,7 +6,6 @@ import grpc
 import pytest
 import yaml
 
-from common import korral_pb2_grpc, si_pb2
 from tests.e2e.sirm import SIRM
 from tests.si_builders import app, ask, node
 
@@ -24,12 +23,6 @@ GPU = {"name": "gpu", "queues": [{"name": "root", "submitacl": "*", "queues": [{
 LOWER_MAX_ADD_QUEUE_AND_PARTITION = config(30, "c", GPU)
 
 
-def update(address: str, rm_id: str, config: str) -> None:
-    stub = korral_pb2_grpc.KorralStub(grpc.insecure_channel(address))
-    stub.UpdateConfiguration(si_pb2.UpdateConfigurationRequest(rmID=rm_id, policyGroup="queues", config=config),
-                             timeout=30)
-
-
 @pytest.mark.parametrize("stack_options", [{"workers": 3}])
 def test_hot_reload_lowers_max_adds_queue_and_partition(stack):
     rm = SIRM(stack.si_address, "rm-reload")
@@ -40,7 +33,7 @@ def test_hot_reload_lowers_max_adds_queue_and_partition(stack):
         rm.asks(*[ask(f"k{i}", "app-a", memory=10) for i in range(3)])
         rm.wait_allocated({"k0", "k1", "k2"})
 
-        update(stack.si_address, rm.rm_id, LOWER_MAX_ADD_QUEUE_AND_PARTITION)
+        rm.update_config(LOWER_MAX_ADD_QUEUE_AND_PARTITION)
         # root.a now has max 30 and holds 30: the next ask stays pending
         rm.asks(ask("over", "app-a", memory=10))
         with pytest.raises(TimeoutError):
@@ -54,7 +47,7 @@ def test_hot_reload_lowers_max_adds_queue_and_partition(stack):
         assert rm.wait_for("allocation", lambda r: r.new).new[0].nodeID == "g1"
 
         # removing the gpu partition fails its app and frees its worker
-        update(stack.si_address, rm.rm_id, ONE)
+        rm.update_config(ONE)
         failed = rm.wait_for("application", lambda r: any(u.applicationID == "app-x" and u.state == "Failing"
                                                           for u in r.updated), timeout=10)
         assert failed
@@ -71,7 +64,7 @@ def test_invalid_config_update_is_rejected_whole_and_the_old_stays(stack):
         rm.register(ONE)
         rm.open()
         with pytest.raises(grpc.RpcError) as info:
-            update(stack.si_address, rm.rm_id, config(-1, "b"))
+            rm.update_config(config(-1, "b"))
         assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "update of configuration failed" in info.value.details()
         rm.nodes(node("n1", memory=1000, vcore=100))
@@ -83,7 +76,7 @@ def test_invalid_config_update_is_rejected_whole_and_the_old_stays(stack):
 
 
 def test_update_for_an_unregistered_rm_is_refused(stack):
-    with pytest.raises(grpc.RpcError) as info:
-        update(stack.si_address, "nobody", ONE)
+    with SIRM(stack.si_address, "nobody") as rm, pytest.raises(grpc.RpcError) as info:
+        rm.update_config(ONE)
     assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "RM nobody has no active partitions" in info.value.details()

@@ -13,7 +13,7 @@ import urllib.request
 
 from tests.conftest import wait_until
 from tests.e2e.sirm import SIRM
-from tests.e2e.test_config_reload import config, update
+from tests.e2e.test_config_reload import config
 from tests.si_builders import app, ask, node, remove_app
 
 BEFORE = config(100_000, "b")
@@ -67,7 +67,7 @@ def test_reload_under_load(stack):
         rm.read_until("allocation", record_until(lambda: len(allocations) >= 20), 20,
                       lambda: f"20 allocations before the update (got {len(allocations)})")
         before_update = len(allocations)
-        update(stack.si_address, rm.rm_id, AFTER)
+        rm.update_config(AFTER)
         # the load goes on through the update: b's asks are still allocated after it
         rm.read_until("allocation", record_until(
             lambda: any(k.startswith("b-") for k in list(allocations)[before_update:])), 20,

@@ -49,10 +49,6 @@ def test_status_of_an_unreachable_broker_is_a_clear_error():
 def test_an_rm_that_shut_down_leaves_the_status_at_once(stack):
     """The broker's view reaches rmproxy a heartbeat later; an RM this rmproxy just stopped must
     not show as Running, nor its partitions as owned, in the meantime."""
-    import grpc
-
-    from common import korral_pb2, korral_pb2_grpc
-
     def rms_and_partitions() -> tuple[set, set, set]:
         doc = _status("--rest-address", stack.rest_address)
         rms = set(_rms(doc))
@@ -63,7 +59,6 @@ def test_an_rm_that_shut_down_leaves_the_status_at_once(stack):
         rm.start(node("n1", memory=10))
         wait_until(lambda: _status_naming("rm-bye", "--rest-address", stack.rest_address), 10,
                    "the RM in the status", interval=0.2)
-        with grpc.insecure_channel(stack.si_address) as channel:
-            korral_pb2_grpc.KorralStub(channel).Shutdown(korral_pb2.ShutdownRequest(rmID="rm-bye"), timeout=10)
+        rm.shutdown()
         rms, partitions, owned = rms_and_partitions()
         assert "rm-bye" not in rms and "rm-bye" not in partitions and "rm-bye/default" not in owned

@@ -22,7 +22,7 @@ from tests.conftest import StackHandle, start_stack, stop_and_verify, wait_until
 from tests.e2e.sirm import SIRM
 from tests.si_builders import app, ask, node
 
-__all__ = ["CONFIG", "Loaded", "Http", "start_loaded", "stop_loaded", "add_ask", "add_app_states", "http",
+__all__ = ["CONFIG", "Loaded", "Http", "start_loaded", "stop_loaded", "add_app_states", "http",
            "EventStreamClient"]
 
 RM_ID = "rm-rest"
@@ -151,10 +151,8 @@ def start_loaded(state_dir: Path, extra: tuple[str, ...] = (), env: dict[str, st
 def add_app_states(loaded: Loaded) -> None:
     """Two more applications in partition default, for views of every state: ``app-idle`` in root.b
     without asks (New) and ``app-ghost`` for a queue that does not exist (Rejected)."""
-    rm = loaded.rm
-    rm.streams["application"].send(si_pb2.ApplicationRequest(rmID=RM_ID, new=[
-        _app("app-idle", "root.b", "default", "bob"), _app("app-ghost", "root.nope", "default", "eve")]))
-    _count(rm, "application", lambda r: len(r.accepted) + len(r.rejected), 2)
+    loaded.rm.apps(app("app-idle", "root.b", user="bob"), app("app-ghost", "root.nope", user="eve"))
+    loaded.rm.collect("application", "accepted rejected", 2, timeout=20)
 
 
 def stop_loaded(loaded: Loaded) -> list[str]:
