@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -26,7 +27,7 @@ from common.netutil import free_ports, http_get_json
 from common.cli.stack.redis_server import RedisServer
 from common.cli.stack.down import NoStack, ProcId, live_children, load_stack
 
-__all__ = ["UP_TIMEOUT", "korral_env", "run_korral", "wait_until", "stop_process", "StackHandle",
+__all__ = ["UP_TIMEOUT", "korral_env", "run_korral", "wait_until", "wait_until_async", "stop_process", "StackHandle",
            "start_stack", "stop_and_verify"]
 
 UP_TIMEOUT = 60.0  # seconds `korral up` may take to report ready before the fixture fails
@@ -60,8 +61,24 @@ def wait_until(predicate, timeout: float, what: str, context=None, *, interval: 
         except OSError as exc:
             last = exc
         time.sleep(interval)
+    raise _not_reached(what, timeout, last, context)
+
+
+async def wait_until_async(predicate, timeout: float, what: str, context=None):
+    """``wait_until`` inside a coroutine, for state the event loop's other tasks change: the
+    event loop runs between two polls (``predicate`` is not called for an OSError here)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not (last := predicate()):
+        if loop.time() >= deadline:
+            raise _not_reached(what, timeout, last, context)
+        await asyncio.sleep(0)
+    return last
+
+
+def _not_reached(what: str, timeout: float, last, context) -> AssertionError:
     extra = f"\n{context()}" if context is not None else ""
-    raise AssertionError(f"{what} not reached in {timeout}s (last: {last}){extra}")
+    return AssertionError(f"{what} not reached in {timeout}s (last: {last}){extra}")
 
 
 def stop_process(proc: subprocess.Popen, timeout: float = 5.0, *, group: bool = False) -> bool:

@@ -23,6 +23,7 @@ import zmq
 
 from broker.main import Broker
 from broker.table import RoutingTable
+from tests.conftest import wait_until
 
 WAIT_MS = 10_000
 
@@ -76,9 +77,12 @@ def backend_monitor(b: Broker) -> zmq.Socket:
 def settle(b: Broker, mon: zmq.Socket, gone: bytes) -> None:
     """The broker's own handling of the close: the monitor's report, then its probes."""
     b._on_monitor(mon)
-    deadline = time.monotonic() + 5
-    while gone in b.table.workers and time.monotonic() < deadline:
+
+    def probed_gone() -> bool:
         b._probe_suspects(time.monotonic())
+        return gone not in b.table.workers
+
+    wait_until(probed_gone, 5, f"{gone.decode()} declared gone by the broker's probes", interval=0.01)
 
 
 def test_a_killed_worker_is_gone_at_once(broker):

@@ -27,15 +27,17 @@ def _with_body(kind: Kind, epoch: int, body: bytes) -> bytes:
     return b"\x97" + msgpack.packb([VERSION, kind.value, RM, PART, epoch, 1])[1:] + body
 
 
-def _recv(sock: zmq.Socket, kind: Kind) -> bytes:
-    """The next frame of ``kind``, heartbeats and status skipped."""
+def _recv(sock: zmq.Socket, want: Kind | bytes, copy: bool = True):
+    """The next frame of kind ``want`` (or exactly the bytes ``want``), heartbeats and status
+    skipped; with ``copy=False`` a ``zmq.Frame``, as rmproxy's link receives it."""
     deadline = time.monotonic() + WAIT
     while time.monotonic() < deadline:
         if sock.poll(100):
-            raw = sock.recv()
-            if decode(raw).kind is kind:
-                return raw
-    raise AssertionError(f"no {kind.value} within {WAIT}s")
+            frame = sock.recv(copy=copy)
+            raw = frame if copy else frame.bytes
+            if raw == want if isinstance(want, bytes) else decode(raw).kind is want:
+                return frame
+    raise AssertionError(f"no {want!r} within {WAIT}s")
 
 
 @pytest.fixture
@@ -119,9 +121,7 @@ def test_a_bad_answer_body_is_forwarded_and_rmproxy_drops_it(stack, caplog):
     _, broker, worker, proxy, epoch = stack
     bad = _with_body(Kind.QUERY_RESULT, epoch, b"\xc6\x00\x00\xff\xff")  # a bin cut short
     worker.send(bad)
-    deadline = time.monotonic() + WAIT
-    while (frame := proxy.recv(copy=False)).bytes != bad:  # status heartbeats skipped
-        assert time.monotonic() < deadline
+    frame = _recv(proxy, bad, copy=False)
     rmproxy = Proxy("unused", store=None, name="p1")
     try:
         with caplog.at_level(logging.WARNING):

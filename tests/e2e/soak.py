@@ -231,13 +231,16 @@ class SoakRM(ClusterRM):
             # the client is between registrations is covered by the next replay
             try:
                 if done:
-                    self.api.update_allocation(si_pb2.AllocationRequest(
-                        rmID=self.rm_id, releases=si_pb2.AllocationReleasesRequest(allocationsToRelease=[
-                            release(a, message="task completed") for a in done])))
+                    self.finish(done)
                 if asks:
                     self.api.update_allocation(si_pb2.AllocationRequest(rmID=self.rm_id, asks=asks))
             except SchedulerError:
                 pass
+
+    def finish(self, done: list[si_pb2.Allocation]) -> None:
+        """Tell the scheduler these tasks completed (the caller dropped them from ``running``)."""
+        self.api.update_allocation(si_pb2.AllocationRequest(rmID=self.rm_id, releases=si_pb2.AllocationReleasesRequest(
+            allocationsToRelease=[release(a, message="task completed") for a in done])))
 
     # -- callbacks ----------------------------------------------------------------------
 
@@ -753,12 +756,7 @@ def make_room(rms: list[SoakRM]) -> None:
             for a in done:
                 del rm.running[a.allocationKey]
             if done:
-                rm.api.update_allocation(si_pb2.AllocationRequest(
-                    rmID=rm.rm_id, releases=si_pb2.AllocationReleasesRequest(allocationsToRelease=[
-                        si_pb2.AllocationRelease(partitionName=a.partitionName, applicationID=a.applicationID,
-                                                 UUID=a.UUID, allocationKey=a.allocationKey,
-                                                 terminationType=si_pb2.STOPPED_BY_RM, message="task completed")
-                        for a in done])))
+                rm.finish(done)
 
 
 def final_check(rest: str, rms: list[SoakRM], seed: int) -> dict:
