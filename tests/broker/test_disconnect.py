@@ -13,7 +13,6 @@ driven step by step to put the two events in the order of the incident.
 
 from __future__ import annotations
 
-import itertools
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ import pytest
 import zmq
 
 from broker.main import Broker
-from broker.table import RoutingTable
+from tests.broker.loopback import loopback_broker
 from tests.conftest import wait_until
 
 WAIT_MS = 10_000
@@ -43,9 +42,7 @@ sys.stdin.read()
 @pytest.fixture
 def broker():
     ctx = zmq.Context()
-    counter = itertools.count(1)
-    b = Broker(ctx, "tcp://127.0.0.1:*", "tcp://127.0.0.1:*",
-               RoutingTable(lambda rm, p, floor: max(next(counter), floor + 1)))
+    b = loopback_broker(ctx)
     peers: list[subprocess.Popen] = []
     yield b, peers
     for p in peers:

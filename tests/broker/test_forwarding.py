@@ -4,7 +4,6 @@ not is forwarded and dropped (logged, counted) by the receiving worker or rmprox
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 import time
@@ -13,9 +12,8 @@ import msgpack
 import pytest
 import zmq
 
-from broker.main import Broker
-from broker.table import RoutingTable
 from common.envelope import VERSION, Envelope, Kind, decode, encode
+from tests.broker.loopback import loopback_broker
 from tests.conftest import wait_until
 
 RM, PART = "rm", "default"
@@ -44,9 +42,7 @@ def _recv(sock: zmq.Socket, want: Kind | bytes, copy: bool = True):
 def stack():
     """A broker in a thread, a worker that owns [rm]default, and an rmproxy holding the RM."""
     ctx = zmq.Context()
-    counter = itertools.count(1)
-    table = RoutingTable(lambda rm, p, floor: max(next(counter), floor + 1))
-    broker = Broker(ctx, "tcp://127.0.0.1:*", "tcp://127.0.0.1:*", table)
+    broker = loopback_broker(ctx)
     thread = threading.Thread(target=broker.run, daemon=True)
     thread.start()
     worker = ctx.socket(zmq.DEALER)

@@ -5,15 +5,13 @@ when they noticed the broker's silence (2.5 s), and every RM's re-registration w
 
 from __future__ import annotations
 
-import itertools
 import threading
 
 import pytest
 import zmq
 
-from broker.main import Broker
-from broker.table import RoutingTable
 from common.envelope import Envelope, Kind, decode, encode
+from tests.broker.loopback import loopback_broker
 
 WAIT_MS = 5_000
 
@@ -21,9 +19,7 @@ WAIT_MS = 5_000
 @pytest.fixture
 def broker():
     ctx = zmq.Context()
-    counter = itertools.count(1)
-    b = Broker(ctx, "tcp://127.0.0.1:*", "tcp://127.0.0.1:*",
-               RoutingTable(lambda rm, p, floor: max(next(counter), floor + 1)))
+    b = loopback_broker(ctx)
     thread = threading.Thread(target=b.run, daemon=True)
     thread.start()
     socks: list[zmq.Socket] = []
