@@ -5,7 +5,6 @@ not is forwarded and dropped (logged, counted) by the receiving worker or rmprox
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 import msgpack
@@ -13,7 +12,7 @@ import pytest
 import zmq
 
 from common.envelope import VERSION, Envelope, Kind, decode, encode
-from tests.broker.loopback import loopback_broker
+from tests.broker.loopback import running_broker
 from tests.conftest import wait_until
 
 RM, PART = "rm", "default"
@@ -41,32 +40,17 @@ def _recv(sock: zmq.Socket, want: Kind | bytes, copy: bool = True):
 @pytest.fixture
 def stack():
     """A broker in a thread, a worker that owns [rm]default, and an rmproxy holding the RM."""
-    ctx = zmq.Context()
-    broker = loopback_broker(ctx)
-    thread = threading.Thread(target=broker.run, daemon=True)
-    thread.start()
-    worker = ctx.socket(zmq.DEALER)
-    proxy = ctx.socket(zmq.DEALER)
-    for sock, ident, bound in ((worker, b"w1", broker.backend), (proxy, b"p1", broker.frontend)):
-        sock.setsockopt(zmq.IDENTITY, ident)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.RCVTIMEO, int(WAIT * 1000))  # a lost frame fails the test, not hangs it
-        sock.connect(bound.getsockopt(zmq.LAST_ENDPOINT).decode())
-    worker.send(encode(Envelope(Kind.WORKER_READY, body={"name": "w1"})))
-    proxy.send(encode(Envelope(Kind.PROXY_HELLO, body={"name": "p1", "rms": {}})))
-    proxy.send(encode(Envelope(Kind.RM_REGISTER, RM, body={"partitions": [PART]})))
-    epoch = decode(_recv(worker, Kind.PARTITION_ASSIGN)).epoch
-    worker.send(encode(Envelope(Kind.PARTITION_LOADED, RM, PART, epoch, 0, {"error": None})))
-    _recv(proxy, Kind.PARTITION_OWNED)
-    try:
-        yield ctx, broker, worker, proxy, epoch
-    finally:
-        broker.running = False
-        thread.join(5)
-        worker.close(0)
-        proxy.close(0)
-        broker.close()
-        ctx.term()
+    with running_broker() as (broker, peer):
+        # a lost frame fails the test, not hangs it
+        worker, proxy = (peer(bound, ident, int(WAIT * 1000))
+                         for bound, ident in ((broker.backend, b"w1"), (broker.frontend, b"p1")))
+        worker.send(encode(Envelope(Kind.WORKER_READY, body={"name": "w1"})))
+        proxy.send(encode(Envelope(Kind.PROXY_HELLO, body={"name": "p1", "rms": {}})))
+        proxy.send(encode(Envelope(Kind.RM_REGISTER, RM, body={"partitions": [PART]})))
+        epoch = decode(_recv(worker, Kind.PARTITION_ASSIGN)).epoch
+        worker.send(encode(Envelope(Kind.PARTITION_LOADED, RM, PART, epoch, 0, {"error": None})))
+        _recv(proxy, Kind.PARTITION_OWNED)
+        yield worker.context, broker, worker, proxy, epoch
 
 
 def test_a_query_and_its_42mb_answer_pass_through_byte_for_byte(stack):

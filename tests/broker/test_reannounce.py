@@ -5,40 +5,20 @@ when they noticed the broker's silence (2.5 s), and every RM's re-registration w
 
 from __future__ import annotations
 
-import threading
 
 import pytest
 import zmq
 
 from common.envelope import Envelope, Kind, decode, encode
-from tests.broker.loopback import loopback_broker
+from tests.broker.loopback import running_broker
 
 WAIT_MS = 5_000
 
 
 @pytest.fixture
 def broker():
-    ctx = zmq.Context()
-    b = loopback_broker(ctx)
-    thread = threading.Thread(target=b.run, daemon=True)
-    thread.start()
-    socks: list[zmq.Socket] = []
-
-    def peer(bound: zmq.Socket, identity: bytes) -> zmq.Socket:
-        s = ctx.socket(zmq.DEALER)
-        s.setsockopt(zmq.IDENTITY, identity)
-        s.setsockopt(zmq.LINGER, 0)
-        s.connect(bound.getsockopt(zmq.LAST_ENDPOINT).decode())
-        socks.append(s)
-        return s
-
-    yield b, peer
-    b.running = False
-    thread.join(5)
-    for s in socks:
-        s.close(0)
-    b.close()
-    ctx.term()
+    with running_broker() as (b, peer):
+        yield b, peer
 
 
 def reannounce_asked(sock: zmq.Socket) -> bool:
