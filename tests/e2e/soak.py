@@ -40,6 +40,7 @@ from common.cli.stack.down import ProcId, load_stack, supervisor_rpc
 from rmproxy.client import Backoff, ClientState, SchedulerAPI, SchedulerError, channel_options
 from rmproxy.bench.cluster_rm import ClusterRM
 from tests.conftest import wait_until
+from tests.si_builders import ask, release
 
 PARTITIONS = ("default", "second")
 QUEUE_OF = {"default": "root.a", "second": "root.b"}
@@ -217,9 +218,7 @@ class SoakRM(ClusterRM):
                     app = self.app_of(p)
                     for _ in range(BATCH):
                         self.keys += 1
-                        asks.append(si_pb2.AllocationAsk(
-                            allocationKey=f"{app}-{self.keys}", applicationID=app, partitionName=p,
-                            maxAllocations=1, resourceAsk=_resource(memory=10, vcore=1)))
+                        asks.append(ask(f"{app}-{self.keys}", app, p, memory=10, vcore=1))
             done = []
             for p in PARTITIONS:
                 finish = BATCH if len(running[p]) >= TARGET_RUNNING else 1
@@ -232,16 +231,16 @@ class SoakRM(ClusterRM):
             # the client is between registrations is covered by the next replay
             try:
                 if done:
-                    self.api.update_allocation(si_pb2.AllocationRequest(
-                        rmID=self.rm_id, releases=si_pb2.AllocationReleasesRequest(allocationsToRelease=[
-                            si_pb2.AllocationRelease(partitionName=a.partitionName, applicationID=a.applicationID,
-                                                     UUID=a.UUID, allocationKey=a.allocationKey,
-                                                     terminationType=si_pb2.STOPPED_BY_RM, message="task completed")
-                            for a in done])))
+                    self.finish(done)
                 if asks:
                     self.api.update_allocation(si_pb2.AllocationRequest(rmID=self.rm_id, asks=asks))
             except SchedulerError:
                 pass
+
+    def finish(self, done: list[si_pb2.Allocation]) -> None:
+        """Tell the scheduler these tasks completed (the caller dropped them from ``running``)."""
+        self.api.update_allocation(si_pb2.AllocationRequest(rmID=self.rm_id, releases=si_pb2.AllocationReleasesRequest(
+            allocationsToRelease=[release(a, message="task completed") for a in done])))
 
     # -- callbacks ----------------------------------------------------------------------
 
@@ -281,13 +280,6 @@ class SoakRM(ClusterRM):
 
     def state(self) -> ClientState:
         return self.api.state if self.api is not None else ClientState.NEW
-
-
-def _resource(**quantities: int) -> si_pb2.Resource:
-    r = si_pb2.Resource()
-    for name, value in quantities.items():
-        r.resources[name].value = value
-    return r
 
 
 class Load:
@@ -764,12 +756,7 @@ def make_room(rms: list[SoakRM]) -> None:
             for a in done:
                 del rm.running[a.allocationKey]
             if done:
-                rm.api.update_allocation(si_pb2.AllocationRequest(
-                    rmID=rm.rm_id, releases=si_pb2.AllocationReleasesRequest(allocationsToRelease=[
-                        si_pb2.AllocationRelease(partitionName=a.partitionName, applicationID=a.applicationID,
-                                                 UUID=a.UUID, allocationKey=a.allocationKey,
-                                                 terminationType=si_pb2.STOPPED_BY_RM, message="task completed")
-                        for a in done])))
+                rm.finish(done)
 
 
 def final_check(rest: str, rms: list[SoakRM], seed: int) -> dict:
