@@ -176,7 +176,10 @@ class Proxy:
     def _broker_reset(self, reason: str) -> None:
         """What was in flight through the old broker may be lost: every RM resyncs (re-registers).
         A registration (or config update) still waiting for its partitions' owners fails at once:
-        its RM_REGISTER may have died with the old broker, and the new one assigns nothing for it."""
+        its RM_REGISTER may have died with the old broker, and the new one assigns nothing for it.
+        Requests to workers in flight end too: their replies would come back through a broker
+        that no longer knows who asked."""
+        self.requests.fail_all(reason)
         for rm in list(self.rms.values()):
             waiting = [p for p, w in rm.owned_waiters.items() if not w.done()]
             for p in waiting:
@@ -225,6 +228,7 @@ class Proxy:
         gives the partition a new owner (the broker does not reassign it before)."""
         reason = PartitionLost.decode(env.body).reason
         self.view.on_lost(env.rm_id, env.partition, env.epoch, reason)
+        self.requests.fail_partition(env.rm_id, env.partition, env.epoch, reason)
         rm = self.rms.get(env.rm_id)
         if rm is not None and env.partition in rm.partitions:
             waiter = rm.owned_waiters.pop(env.partition, None)
