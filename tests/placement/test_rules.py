@@ -2,7 +2,7 @@
 
 import pytest
 
-from common.config import ConfigError, load_config
+from common.config import load_config
 from common.config.model import FilterConfig, PlacementRuleConfig as R
 from partition_worker.placement import NO_RULE_MATCHED, AppPlacementInfo, PlacementError, PlacementManager, RULES, replace_dot
 from common.config.placement_rules import RULE_NAMES as PLACEMENT_RULE_NAMES
