@@ -22,7 +22,8 @@ import platform
 import resource
 import sys
 import time
-import uuid
+
+from partition_worker.session import uuid_source
 
 DEFAULT_NODES = (500, 1000, 2000, 5000)
 DEFAULT_ASKS = 10_000
@@ -111,7 +112,7 @@ def _partition(policy: str, apps: int = 2, app_policy: str = "fifo"):
     from partition_worker.core import AddApp, Partition
     now = time.time_ns()
     p = Partition("default", partition_config(policy, app_policy), rm_id="bench",
-                  new_uuid=lambda: str(uuid.uuid4()), created_ns=now)
+                  new_uuid=uuid_source(), created_ns=now)
     for i in range(apps):
         p.handle(AddApp(_app_id(i, apps), "root.a" if i % 2 == 0 else "root.b", "bench"), now)
     return p
