@@ -36,7 +36,7 @@ from common import addresses, registry, security, si_pb2
 from common.config import load_config
 from common.config.errors import ConfigError
 from common.envelope import Envelope, Kind, decode_for, encode
-from common.gcpause import gc_paused
+from common.gcpause import SteadyCollector, gc_paused
 from common.heartbeat import EXPIRY, INTERVAL
 from common.links import broker_dealer
 from common.messages import ConfigUpdate, Heartbeat, PartitionRemove, Query
@@ -100,6 +100,7 @@ class WorkerLoop:
         self.broker_expires = 0.0
         self.broker_heard: float | None = None  # monotonic time of the last message from the broker
         self.health = health  # --health-file, for probes
+        self.collector = SteadyCollector()  # full GC passes every few minutes, not every few seconds
         self._unsent_logged = 0.0
         self.stall_seconds = stall_seconds
         self._sock_lock = threading.Lock()  # every use of self.sock, from either thread
@@ -181,6 +182,7 @@ class WorkerLoop:
             self._send(Envelope(Kind.HEARTBEAT))
         if self.health is not None:
             self.health.update(self)
+        self.collector.after_turn()  # no full GC pass over the partition inside a request's path
 
     def _beat_while_busy(self) -> None:
         """Heartbeat thread: beat whenever a beat is due and the loop has not, stop while the

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from common import si_pb2
 from common.constants import CPU, MEMORY, NODE_PARTITION
+from common.gcpause import SteadyCollector
 from common.si_resource import fill_si_resource
 from rmproxy.bench.churn_workload import ChurnShape, TaskSource, config_yaml
 from rmproxy.client.callback import ResourceManagerCallback
@@ -248,6 +249,7 @@ def churn_run(si_address: str, shape: ChurnShape, rates: list[float], seconds: f
         _setup(api, rm, shape, rates[0])
         fill_secs = time.perf_counter() - t_fill
         rm.latency.clear()
+        collector = SteadyCollector(full_every=3600)
         start = time.perf_counter()
         for rate in rates:
             t0 = time.perf_counter()
@@ -258,6 +260,7 @@ def churn_run(si_address: str, shape: ChurnShape, rates: list[float], seconds: f
             phase_backlog: list[tuple[float, float]] = []
             next_sample = t0
             while (now := time.perf_counter()) < t0 + seconds:
+                collector.after_turn()  # the RM's own full GC passes would count as latency
                 arrivals = int((now - t0) * rate) - sent
                 req = rm.due(now, arrivals, shape)
                 sent += arrivals
