@@ -43,7 +43,7 @@ from common.messages import ConfigUpdate, Heartbeat, PartitionRemove, Query
 from partition_worker.core.settings import CoreSettings
 from partition_worker.health import HealthFile, check as check_health
 from partition_worker.queries import answer as answer_query
-from partition_worker.step_stats import observe_step
+from partition_worker.step_stats import observe_step, observe_wire
 from partition_worker.os_groups import os_lookup
 
 log = logging.getLogger("korral.worker")
@@ -227,7 +227,8 @@ class WorkerLoop:
         o = self.owned
         started = time.perf_counter()
         out = o.session.step(time.time_ns())
-        observe_step(o.session, out, time.perf_counter() - started)  # cycle metrics for REST
+        stepped = time.perf_counter()
+        observe_step(o.session, out, stepped - started)  # cycle metrics for REST
         for kind, msg in (
             (Kind.SI_ALLOCATION_RESPONSE, out.allocation),
             (Kind.SI_APPLICATION_RESPONSE, out.application),
@@ -241,6 +242,9 @@ class WorkerLoop:
         if out.scheduling_states:
             self._send(Envelope(Kind.SCHEDULING_STATES, o.rm_id, o.partition, o.epoch, 0,
                                 [s.SerializeToString() for s in out.scheduling_states]))
+        respond = o.session.last_respond_seconds
+        observe_wire(o.session, cycle=stepped - started - respond, respond=respond,
+                     send=time.perf_counter() - stepped)
 
     # -- handlers -------------------------------------------------------------------
 
@@ -300,13 +304,16 @@ class WorkerLoop:
         if o is None:
             return
         message_type, method = _REQUEST_TYPES[env.kind]
+        t0 = time.perf_counter()
         try:
             request = message_type.FromString(env.body)
         except Exception as exc:  # protobuf's DecodeError or a non-bytes body
             self.dropped += 1
             log.warning("dropped %s for [%s]%s: undecodable body: %s", env.kind, env.rm_id, env.partition, exc)
             return
+        t1 = time.perf_counter()
         getattr(o.session, method)(request, time.time_ns())
+        observe_wire(o.session, decode=t1 - t0, apply=time.perf_counter() - t1)
 
     def _on_config(self, env: Envelope) -> None:
         o = self._current(env)

@@ -93,6 +93,7 @@ class PartitionSession:
             log.warning("partition %s: placement rules rejected, placing apps by their queue name: %s",
                         partition, self.core.placement.error)
         self.event_ring: deque[si_pb2.EventRecord] = deque(maxlen=EVENT_RING_SIZE)
+        self.last_respond_seconds = 0.0  # building the last step's SI responses (with a stage timer)
 
     # ------------------------------------------------------------------ input
     def apply_allocation_request(self, req: si_pb2.AllocationRequest, now_ns: int) -> None:
@@ -186,7 +187,13 @@ class PartitionSession:
     # ------------------------------------------------------------------ output
     def step(self, now_ns: int) -> Outbox:
         self.core.step(now_ns)
-        return self._outbox(self.core.outcomes.drain())
+        timer = self.core.settings.stage_timer
+        if timer is None:
+            return self._outbox(self.core.outcomes.drain())
+        started = timer()  # the SI response's share of the step, for the worker's wire metrics
+        out = self._outbox(self.core.outcomes.drain())
+        self.last_respond_seconds = timer() - started
+        return out
 
     def next_wakeup_ns(self) -> int | None:
         return self.core.next_wakeup_ns()

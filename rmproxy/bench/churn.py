@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import heapq
 import json
-import os
 import sys
 import threading
 import time
@@ -34,6 +33,7 @@ from common.constants import CPU, MEMORY, NODE_PARTITION
 from common.gcpause import SteadyCollector
 from common.si_resource import fill_si_resource
 from rmproxy.bench.churn_workload import ChurnShape, TaskSource, config_yaml
+from rmproxy.bench.cpu import cpu_delta, cpu_snapshot
 from rmproxy.client.callback import ResourceManagerCallback
 
 __all__ = ["configure", "run", "churn_run", "phase_summary", "percentile", "slope"]
@@ -192,26 +192,6 @@ class _ChurnRM(ResourceManagerCallback):
             return len(self.sent_at)
 
 
-def _cpu_seconds(pid: int) -> float | None:
-    """utime + stime of a process and its waited-for children, from /proc (None if gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_snapshot(pids: dict[str, int]) -> dict[str, float | None]:
-    snap = {name: _cpu_seconds(pid) for name, pid in pids.items()}
-    snap["rm (this process)"] = time.process_time()
-    return snap
-
-
-def _cpu_delta(before: dict, after: dict) -> dict[str, float | None]:
-    return {k: (round(after[k] - v, 2) if v is not None and after.get(k) is not None else None)
-            for k, v in before.items()}
-
-
 def _setup(api, rm: _ChurnRM, shape: ChurnShape, fill_rate: float) -> None:
     ugi = [si_pb2.UserGroupInformation(user=shape.user(i)) for i in range(shape.apps)]
     api.update_application(si_pb2.ApplicationRequest(rmID=RM_ID, new=[
@@ -255,7 +235,7 @@ def churn_run(si_address: str, shape: ChurnShape, rates: list[float], seconds: f
             t0 = time.perf_counter()
             rm.set_rate(rate, t0)
             first_latency = len(rm.latency)
-            cpu0 = _cpu_snapshot(pids)
+            cpu0 = cpu_snapshot(pids)
             sent = 0
             phase_backlog: list[tuple[float, float]] = []
             next_sample = t0
@@ -272,7 +252,7 @@ def churn_run(si_address: str, shape: ChurnShape, rates: list[float], seconds: f
                     backlog.append(point)
                     next_sample += SAMPLE
                 time.sleep(max(0.0, TICK - (time.perf_counter() - now)))
-            cpu = _cpu_delta(cpu0, _cpu_snapshot(pids))
+            cpu = cpu_delta(cpu0, cpu_snapshot(pids))
             with rm.cond:
                 lat = [ms for _, ms in rm.latency[first_latency:]]
                 running = len(rm.running)

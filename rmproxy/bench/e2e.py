@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
-
 import subprocess
 import sys
-
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,6 +31,7 @@ from common.constants import CPU, MEMORY
 from common.cli.stack.throwaway import LocalStack
 from common.si_resource import fill_si_resource
 from common.bench_scenario import CONFIG_YAML, node_request
+from rmproxy.bench.breakdown import Breakdown, format_breakdown
 from rmproxy.client.callback import ResourceManagerCallback
 
 __all__ = ["configure", "run", "e2e_row"]
@@ -58,7 +57,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="also run each burst again while N threads read the REST API in a loop, then once "
                              "more without; rest_slowdown = 1 - rate with reads / mean rate of the two without")
     parser.add_argument("--rest-address", default=None,
-                        help="REST address of the stack given with --si-address (for --rest-readers)")
+                        help="REST address of the stack given with --si-address (for --rest-readers, --breakdown)")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="where each burst's time goes: CPU per process, the worker's stages (decode, apply, "
+                             "cycle, respond, send), the RM's encode and decode (rmproxy/bench/breakdown.py)")
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -160,7 +162,7 @@ class _RestReaders:
 
 
 def e2e_row(si_address: str, nodes: int, asks: int, rtt_samples: int = 200, rest_address: str = "",
-            rest_readers: int = 0) -> dict:
+            rest_readers: int = 0, breakdown: Breakdown | None = None) -> dict:
     """One row against the stack at ``si_address`` (re-registers ``korral-bench``, wiping its state)."""
     from rmproxy.client import SchedulerAPI
 
@@ -195,6 +197,8 @@ def e2e_row(si_address: str, nodes: int, asks: int, rtt_samples: int = 200, rest
         readers = _RestReaders(rest_address, rest_readers) if rest_readers else None
         if readers is not None:
             readers.__enter__()
+        if breakdown is not None:
+            breakdown.start()
         t_send = time.perf_counter()
         try:
             for req in requests.values():
@@ -208,7 +212,9 @@ def e2e_row(si_address: str, nodes: int, asks: int, rtt_samples: int = 200, rest
         times = rm.alloc_times[base:]
         secs = max(times) - t_send
         lat = [t - t_send for t in times]
-        return {"nodes": nodes, "asks": asks, "seconds": round(secs, 4),
+        parts = {} if breakdown is None else {
+            "breakdown": breakdown.stop(secs, list(requests.values()), rm.allocations[base:])}
+        return {**parts, "nodes": nodes, "asks": asks, "seconds": round(secs, 4),
                 "allocations_per_second": round(asks / secs, 1),
                 "node_seconds": round(node_secs, 4),
                 "nodes_per_second": round(nodes / node_secs, 1) if node_secs > 0 else None,
@@ -273,13 +279,14 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     try:
         if args.si_address:
-            if args.rest_readers and not args.rest_address:
-                print("korral bench e2e: --rest-readers with --si-address needs --rest-address", file=sys.stderr)
+            if (args.rest_readers or args.breakdown) and not args.rest_address:
+                print("korral bench e2e: --rest-readers or --breakdown with --si-address needs --rest-address",
+                      file=sys.stderr)
                 return 2
             rows = _rows(args.si_address, nodes_list, args, core, args.rest_address or "")
         else:
             with LocalStack(args.workers, extra=("--log-level", "warning")) as stack:
-                rows = _rows(stack.si_address, nodes_list, args, core, stack.rest_address)
+                rows = _rows(stack.si_address, nodes_list, args, core, stack.rest_address, stack.processes())
     except (RuntimeError, SchedulerError) as exc:
         print(f"korral bench e2e: {exc}", file=sys.stderr)
         return 1
@@ -289,10 +296,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _rows(si_address: str, nodes_list: list[int], args: argparse.Namespace, core: dict,
-          rest_address: str = "") -> list[dict]:
+          rest_address: str = "", pids: dict[str, int] | None = None) -> list[dict]:
     rows = []
     for n in nodes_list:
-        row = e2e_row(si_address, n, args.asks, args.rtt_samples)
+        parts = Breakdown(rest_address, RM_ID, pids or {}) if args.breakdown else None
+        row = e2e_row(si_address, n, args.asks, args.rtt_samples, breakdown=parts)
         row["core_allocations_per_second"] = core[n]
         row["ratio_to_core"] = round(row["allocations_per_second"] / core[n], 3) if core[n] else None
         if args.rest_readers:
@@ -319,6 +327,9 @@ def _print_table(rows: list[dict]) -> None:
     print(" | ".join(head))
     for r in rows:
         print(" | ".join(_cell(r.get(k)) for k in keys))
+    for r in rows:
+        if "breakdown" in r:
+            print(format_breakdown(r))
 
 
 def _cell(value) -> str:
