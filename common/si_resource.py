@@ -27,7 +27,8 @@ def fill_si_resource(target: si_pb2.Resource, values: Mapping[str, int]) -> si_p
 def resource_from_si(msg: si_pb2.Resource) -> Resource:
     """An SI Resource as a ``Resource``. Protobuf guarantees str keys and int64 values; only an
     empty name is invalid (ValueError)."""
-    values = {k: q.value for k, q in msg.resources.items()}
+    res = msg.resources
+    values = {k: res[k].value for k in res}  # a protobuf map's items() is a slow pure-Python view
     if "" in values:
         raise ValueError("resource name must be a non-empty string")
     return Resource._trusted(values)

@@ -203,15 +203,25 @@ class PartitionSession:
         alloc_resp = None
         if o.allocations or o.released or o.released_asks or o.rejected_asks:
             alloc_resp = si_pb2.AllocationResponse()
+            add = alloc_resp.new.add
+            sizes: dict[tuple, si_pb2.Resource] = {}  # a size's SI message, built once: tasks share sizes
             for a in o.allocations:
                 al = a.alloc
-                m = alloc_resp.new.add(allocationKey=al.key, UUID=al.uuid, nodeID=al.node_id,
-                                       applicationID=al.app_id, partitionName=part,
-                                       priority=al.priority, taskGroupName=al.task_group,
-                                       placeholder=al.placeholder)
+                m = add(allocationKey=al.key, UUID=al.uuid, nodeID=al.node_id, applicationID=al.app_id,
+                        partitionName=part)
+                if al.priority:  # proto3: a field left at its default is not sent either way
+                    m.priority = al.priority
+                if al.task_group:
+                    m.taskGroupName = al.task_group
+                if al.placeholder:
+                    m.placeholder = True
                 if al.tags:
                     m.allocationTags.update(al.tags)
-                _fill_res(m.resourcePerAlloc, al.resource)
+                key = tuple(al.resource.items())
+                size = sizes.get(key)
+                if size is None:
+                    size = sizes[key] = _fill_res(si_pb2.Resource(), al.resource)
+                m.resourcePerAlloc.CopyFrom(size)
             for r in o.released:
                 alloc_resp.released.add(partitionName=part, applicationID=r.app_id, UUID=r.uuid,
                                         terminationType=_TERM_TO_SI[r.termination],
@@ -299,7 +309,7 @@ def _ask_cmd(ask: si_pb2.AllocationAsk) -> C.AddAsk:
     return C.AddAsk(
         key=ask.allocationKey, app_id=ask.applicationID, resource=_res(ask.resourceAsk),
         max_allocations=ask.maxAllocations, priority=ask.priority,
-        execution_timeout_ms=ask.executionTimeoutMilliSeconds, tags=dict(ask.tags),
+        execution_timeout_ms=ask.executionTimeoutMilliSeconds, tags=dict(ask.tags) if ask.tags else {},
         task_group=ask.taskGroupName, placeholder=ask.placeholder, originator=ask.Originator,
         allow_preempt_self=pp.allowPreemptSelf if has_pp else True,
         allow_preempt_other=pp.allowPreemptOther if has_pp else True)
