@@ -23,7 +23,7 @@ import urllib.request
 from common import si_pb2
 from rmproxy.bench.cpu import RM_PROCESS, cpu_delta, cpu_snapshot
 
-__all__ = ["Breakdown", "worker_stages", "format_breakdown"]
+__all__ = ["Breakdown", "format_breakdown", "parse_worker_stages", "worker_stages"]
 
 _STAGE_LINE = re.compile(r'^korral_worker_stage_seconds_total\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)$')
 
@@ -31,7 +31,11 @@ _STAGE_LINE = re.compile(r'^korral_worker_stage_seconds_total\{(?P<labels>[^}]*)
 def worker_stages(rest_address: str, rm_id: str) -> dict[str, float]:
     """Seconds per worker stage so far, summed over the RM's partitions, from ``/ws/v1/metrics``."""
     with urllib.request.urlopen(f"http://{rest_address}/ws/v1/metrics", timeout=10) as r:
-        text = r.read().decode()
+        return parse_worker_stages(r.read().decode(), rm_id)
+
+
+def parse_worker_stages(text: str, rm_id: str) -> dict[str, float]:
+    """``korral_worker_stage_seconds_total`` of ``rm_id`` in Prometheus text, summed per stage."""
     out: dict[str, float] = {}
     for line in text.splitlines():
         m = _STAGE_LINE.match(line)

@@ -93,3 +93,20 @@ def test_sorting_latency_per_level_counts_scheduling_cycles(loaded: Loaded) -> N
     loaded.rm.streams["allocation"].send(si_pb2.AllocationRequest(rmID="rm-rest", releases=si_pb2.AllocationReleasesRequest(
         allocationsToRelease=[si_pb2.AllocationRelease(partitionName="default", applicationID="app-b1", UUID=uuid,
                                                         terminationType=si_pb2.STOPPED_BY_RM)])))
+
+
+def test_worker_stage_seconds_grow_with_a_request_in_every_stage(loaded: Loaded) -> None:
+    def stages(fams: dict) -> dict[str, float]:
+        return {s.labels["stage"]: s.value for s in fams["korral_worker_stage_seconds"]
+                if s.labels.get("partition") == "default"}
+
+    before = stages(scrape(loaded))
+    assert set(before) == {"decode", "apply", "cycle", "respond", "send"}
+    add_ask(loaded.rm, "b1-stages", "app-b1", memory=30, vcore=1)
+    new = loaded.rm.wait_for("allocation", lambda r: any(a.allocationKey == "b1-stages" for a in r.new))
+    uuid = next(a.UUID for a in new.new if a.allocationKey == "b1-stages")
+    after = stages(scrape(loaded))
+    assert all(after[s] > before[s] for s in before), (before, after)  # the ask went through each stage
+    loaded.rm.streams["allocation"].send(si_pb2.AllocationRequest(rmID="rm-rest", releases=si_pb2.AllocationReleasesRequest(
+        allocationsToRelease=[si_pb2.AllocationRelease(partitionName="default", applicationID="app-b1", UUID=uuid,
+                                                        terminationType=si_pb2.STOPPED_BY_RM)])))
