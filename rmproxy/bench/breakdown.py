@@ -57,6 +57,10 @@ class Breakdown:
         self._cpu: dict = {}
         self._stages: dict[str, float] = {}
 
+    def worker_time(self) -> float:
+        """The worker's seconds in all stages so far (for a loop of single asks)."""
+        return sum(worker_stages(self.rest_address, self.rm_id).values())
+
     def start(self) -> None:
         self._stages = worker_stages(self.rest_address, self.rm_id)
         self._cpu = cpu_snapshot(self.pids)
@@ -89,6 +93,9 @@ def format_breakdown(row: dict) -> str:
         lines.append(f"    worker {stage:<8} {ms:>8.1f} ms")
     lines.append(f"    RM encode       {b['rm_encode_ms']:>8.1f} ms (protobuf, same messages, in-process)")
     lines.append(f"    RM decode       {b['rm_decode_ms']:>8.1f} ms (protobuf, same allocations, in-process)")
+    if b.get("single_ask_worker_ms") is not None:
+        lines.append(f"    single ask: {b['single_ask_worker_ms']:.3f} ms of worker time per round trip "
+                     f"(p50 {row['single_ask_p50_ms']} ms)")
     for proc, ms in b["cpu_ms"].items():
         if ms is not None and (ms > 0 or proc == RM_PROCESS):
             lines.append(f"    CPU {proc:<24} {ms:>6} ms")

@@ -187,7 +187,11 @@ def e2e_row(si_address: str, nodes: int, asks: int, rtt_samples: int = 200, rest
         if rm.nodes_rejected:
             raise RuntimeError(f"{len(rm.nodes_rejected)} nodes rejected, e.g. {rm.nodes_rejected[0]}")
 
+        before = breakdown.worker_time() if breakdown is not None else None
         rtts = _round_trips(api, rm, rtt_samples)
+        # the worker's share of one round trip (its ask and its release), the rest is the wire
+        rtt_worker_ms = None if before is None or not rtts else round(
+            (breakdown.worker_time() - before) * 1000 / (len(rtts) + 5), 3)
 
         requests = {app: si_pb2.AllocationRequest(rmID=RM_ID) for app in ("app-a", "app-b")}
         for i in range(asks):
@@ -213,7 +217,8 @@ def e2e_row(si_address: str, nodes: int, asks: int, rtt_samples: int = 200, rest
         secs = max(times) - t_send
         lat = [t - t_send for t in times]
         parts = {} if breakdown is None else {
-            "breakdown": breakdown.stop(secs, list(requests.values()), rm.allocations[base:])}
+            "breakdown": {**breakdown.stop(secs, list(requests.values()), rm.allocations[base:]),
+                          "single_ask_worker_ms": rtt_worker_ms}}
         return {**parts, "nodes": nodes, "asks": asks, "seconds": round(secs, 4),
                 "allocations_per_second": round(asks / secs, 1),
                 "node_seconds": round(node_secs, 4),
