@@ -157,6 +157,7 @@ def scheduling_row(nodes: int, asks: int, policy: str = "fair", apps: int = 2,
     p.step(time.time_ns())
     p.outcomes.drain()
     t0 = time.perf_counter()
+    c0 = time.process_time()  # steadier than wall time on a shared machine
     _add_asks(p, asks, memory=10, vcore=1, apps=apps)
     allocated = 0
     cycles = 0
@@ -167,8 +168,10 @@ def scheduling_row(nodes: int, asks: int, policy: str = "fair", apps: int = 2,
         if n == 0 and allocated < asks:
             raise RuntimeError(f"bench stalled: {allocated} of {asks} allocated after {cycles} cycles")
     secs = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     return {"nodes": nodes, "asks": asks, "seconds": round(secs, 4),
             "allocations_per_second": round(asks / secs, 1),
+            "cpu_seconds": round(cpu, 4), "allocations_per_cpu_second": round(asks / cpu, 1) if cpu > 0 else None,
             "nodes_per_second": round(nodes / node_secs, 1) if node_secs > 0 else None,
             "peak_rss_bytes": _peak_rss_bytes(), "cycles": cycles, "policy": policy,
             "apps": apps, "app_policy": app_policy}
