@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import heapq
 import json
+import os
 import sys
 import threading
 import time
@@ -257,7 +258,8 @@ def churn_run(si_address: str, shape: ChurnShape, rates: list[float], seconds: f
                 lat = [ms for _, ms in rm.latency[first_latency:]]
                 running = len(rm.running)
             phase = phase_summary(rate, lat, phase_backlog, time.perf_counter() - t0)
-            phase.update(sent=sent, running_end=running, cpu_seconds=cpu, start_s=round(t0 - start, 2))
+            phase.update(sent=sent, running_end=running, cpu_seconds=cpu, start_s=round(t0 - start, 2),
+                         loadavg_1m=os.getloadavg()[0])  # a shared machine's other work shows in p99
             phases.append(phase)
             if report is not None:
                 report(phase)
@@ -328,4 +330,4 @@ def _line(p: dict) -> str:
     return (f"{p['rate']:>7,.0f}/s  p50 {p['latency_p50_ms']} ms  p99 {p['latency_p99_ms']} ms  "
             f"max {p['latency_max_ms']} ms  backlog mean {p['backlog_mean']} max {p['backlog_max']:.0f} "
             f"slope {p['backlog_slope_per_s']}/s ({'flat' if p['backlog_flat'] else 'GROWING'})  "
-            f"{'ok' if p['sustained'] else 'NOT sustained'}  cpu s: {cpu}")
+            f"{'ok' if p['sustained'] else 'NOT sustained'}  cpu s: {cpu}  load {p['loadavg_1m']:.1f}")
