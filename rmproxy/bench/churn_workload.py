@@ -30,15 +30,15 @@ TASK_SIZES = (((GB // 2, 250), 3), ((GB, 500), 2), ((3 * GB, 1000), 1))
 
 @dataclass(frozen=True)
 class ChurnShape:
-    nodes: int = 5_000
-    running: int = 50_000
-    apps: int = 1_000
-    parents: int = 10
+    nodes: int = 5_000  # in all partitions
+    running: int = 50_000  # tasks running at steady state, in all partitions
+    apps: int = 1_000  # spread over the leaves in turn
+    parents: int = 10  # under root; the first half carry a per-user limit
     leaves_per_parent: int = 10
-    users: int = 20
-    partitions: int = 1
+    users: int = 20  # the apps' users in turn
+    partitions: int = 1  # each on its own worker
     node_memory: int = 16 * GB
-    node_vcore: int = 16_000
+    node_vcore: int = 16_000  # milli-cores
 
     def __post_init__(self) -> None:
         for name in ("nodes", "running", "apps", "parents", "leaves_per_parent", "users", "partitions"):
