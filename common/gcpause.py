@@ -53,3 +53,7 @@ class SteadyCollector:
             self.full_collections += 1
             self.next_full = now + self.full_every
         gc.freeze()
+
+    def release(self) -> None:
+        """Unfreeze everything: for a collector used for a while inside a longer-lived process."""
+        gc.unfreeze()

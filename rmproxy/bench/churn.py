@@ -111,7 +111,6 @@ class _ChurnRM(ResourceManagerCallback):
     cond: threading.Condition = field(default_factory=threading.Condition)
     rate: float = 1.0
     sent_at: dict[str, float] = field(default_factory=dict)  # ask key -> send time
-    asks: dict[str, si_pb2.AllocationAsk] = field(default_factory=dict)
     running: dict[str, si_pb2.Allocation] = field(default_factory=dict)
     ends: list[tuple[float, str]] = field(default_factory=list)  # heap of (end time, key)
     latency: list[tuple[float, float]] = field(default_factory=list)  # (arrival time, ms)
@@ -127,7 +126,6 @@ class _ChurnRM(ResourceManagerCallback):
                 if sent is None:
                     self.errors.append(f"allocation for unknown ask {a.allocationKey}")
                     continue
-                self.asks.pop(a.allocationKey, None)
                 self.latency.append((now, (now - sent) * 1000))
                 self.running[a.allocationKey] = a
                 heapq.heappush(self.ends, (now + self.source.duration(self.rate), a.allocationKey))
@@ -182,7 +180,6 @@ class _ChurnRM(ResourceManagerCallback):
                 ask = req.asks.add(allocationKey=t.key, applicationID=f"app-{t.app_index}",
                                    partitionName=shape.app_partition(t.app_index), maxAllocations=1)
                 fill_si_resource(ask.resourceAsk, {MEMORY: t.memory, CPU: t.vcore})
-                self.asks[t.key] = ask
             sent = time.perf_counter()
             for ask in req.asks:
                 self.sent_at[ask.allocationKey] = sent
@@ -223,6 +220,7 @@ def churn_run(si_address: str, shape: ChurnShape, rates: list[float], seconds: f
     api = SchedulerAPI(si_address)
     phases: list[dict] = []
     backlog: list[tuple[float, float]] = []
+    collector = SteadyCollector(full_every=3600)
     try:
         api.register_resource_manager(si_pb2.RegisterResourceManagerRequest(
             rmID=RM_ID, policyGroup="queues", config=config_yaml(shape)), rm)
@@ -230,7 +228,6 @@ def churn_run(si_address: str, shape: ChurnShape, rates: list[float], seconds: f
         _setup(api, rm, shape, rates[0])
         fill_secs = time.perf_counter() - t_fill
         rm.latency.clear()
-        collector = SteadyCollector(full_every=3600)
         start = time.perf_counter()
         for rate in rates:
             t0 = time.perf_counter()
@@ -270,6 +267,7 @@ def churn_run(si_address: str, shape: ChurnShape, rates: list[float], seconds: f
         with rm.cond:
             latency = [(round(t - start, 4), round(ms, 3)) for t, ms in rm.latency]
     finally:
+        collector.release()
         api.close()
     best = max((p["rate"] for p in phases if p["sustained"]), default=None)
     return {"shape": shape.__dict__, "seed": seed, "fill_seconds": round(fill_secs, 2), "phases": phases,

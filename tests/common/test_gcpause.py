@@ -42,4 +42,5 @@ def test_survivors_leave_the_scans_and_the_periodic_full_pass_frees_frozen_cycle
         assert collector.full_collections == 1 and collector.next_full == 121.0
         assert alive() is None
     finally:
-        gc.unfreeze()
+        collector.release()
+    assert gc.get_freeze_count() == 0
