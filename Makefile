@@ -28,19 +28,19 @@ STRESS_RUNS ?= 5
 STRESS_TESTS ?= tests/e2e tests/stack tests/client/test_client_stack.py tests/sim/test_sim_run.py \
   tests/rest tests/web tests/worker/test_liveness.py tests/deploy/test_supervisord.py tests/deploy/test_compose_run.py
 
-.PHONY: help setup redis-server demo test bench soak lock test-stress FORCE
+.PHONY: help setup redis-server slapd demo test bench soak lock test-stress FORCE
 
 help:
 	@echo "make demo    set up, start the local stack, run the demo workload, print a summary, stop the stack"
 	@echo "make test    set up and run the tests (not the slow soaks or benchmarks)"
 	@echo "make bench   set up and run the benchmarks (korral bench compare, core --preemption, e2e, churn, recovery)"
 	@echo "make soak    set up and run the slow soak tests (pytest -m slow)"
-	@echo "make setup   only the set-up: .venv, pip install -c constraints.txt -e '.[test]', redis-server"
+	@echo "make setup   only the set-up: .venv, pip install -c constraints.txt -e '.[test]', redis-server, slapd"
 	@echo "             (CONSTRAINTS= installs the newest versions pyproject.toml allows instead)"
 	@echo "make lock    write constraints.txt: the exact versions installed in .venv (CONSTRAINTS= first upgrades)"
 	@echo "make test-stress  run the end-to-end tests STRESS_RUNS times (default 5) with one core kept busy"
 
-setup: $(STAMP) redis-server
+setup: $(STAMP) redis-server slapd
 
 $(STAMP): pyproject.toml $(CONSTRAINTS) $(CONSTRAINTS_USED)
 	@if ! $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
@@ -92,6 +92,17 @@ redis-server:
 	else
 	  echo "redis-server is missing: install it (Debian/Ubuntu: sudo apt-get install -y redis-server), then rerun make" >&2
 	  exit 1
+	fi
+
+# slapd (OpenLDAP) for the LDAP group resolver's tests; preseeded so apt asks nothing and starts
+# no server of its own (the tests start theirs on a free port). Skipped (not fatal) when not root.
+slapd:
+	@if [ -x /usr/sbin/slapd ] && command -v ldapadd >/dev/null; then exit 0; fi
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+	  echo "slapd slapd/no_configuration boolean true" | debconf-set-selections
+	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y slapd ldap-utils
+	else
+	  echo "slapd is missing: the LDAP tests will skip (Debian: sudo apt-get install -y slapd ldap-utils)" >&2
 	fi
 
 demo: setup

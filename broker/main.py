@@ -13,6 +13,7 @@ on itself (hello, registration, heartbeats, status, partition loaded) is decoded
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import signal
 import time
@@ -40,6 +41,11 @@ _PROXY_ROUTED = {Kind.SI_ALLOCATION, Kind.SI_APPLICATION, Kind.SI_NODE, Kind.CON
                  Kind.PARTITION_REMOVE, Kind.QUERY}
 # Tells a peer the broker does not know it (the broker restarted): announce yourself again.
 REANNOUNCE = Envelope(Kind.HEARTBEAT, body=Heartbeat(reannounce=True).wire())
+_PROBE = encode(Envelope(Kind.HEARTBEAT))
+# After a connection closed, the peers that used its file descriptor are probed for this long:
+# the socket drops a dead peer's pipe a moment after the monitor reports the close.
+PROBE_WINDOW = 0.5
+PROBE_INTERVAL_MS = 10
 
 
 class Broker:
@@ -59,10 +65,16 @@ class Broker:
         self.backend.bind(backend)
         # A killed peer is noticed at once, not after its missed heartbeats: the socket monitor
         # reports the file descriptor of a closed connection, and each message tells which
-        # descriptor its sender uses (SRCFD), so the two together name the peer that went away.
+        # descriptor its sender uses (SRCFD). A descriptor is reused as soon as it is closed, so a
+        # new peer's message can arrive before the monitor's report of the old peer's close: the
+        # descriptor alone does not name the peer that went away. Every peer seen on it is a
+        # suspect, and a suspect is gone when the socket has no connection to it any more (a
+        # send with ROUTER_MANDATORY fails with EHOSTUNREACH), not before.
         self.monitors = {sock.get_monitor_socket(zmq.EVENT_DISCONNECTED): sock
                          for sock in (self.frontend, self.backend)}
-        self.peer_fds: dict[int, bytes] = {}
+        self.peer_fd: dict[bytes, int] = {}  # identity -> the descriptor of its last message
+        self.fd_peers: dict[int, set[bytes]] = {}  # descriptor -> identities seen on it
+        self.suspects: dict[bytes, float] = {}  # identity -> probed until (monotonic seconds)
         self.running = True
 
     def close(self) -> None:
@@ -82,6 +94,8 @@ class Broker:
         next_beat = time.monotonic()
         while self.running:
             timeout_ms = max(0, int((next_beat - time.monotonic()) * 1000))
+            if self.suspects:
+                timeout_ms = min(timeout_ms, PROBE_INTERVAL_MS)
             events = dict(poller.poll(timeout_ms))
             self.table.queue_depth = 0
             if self.frontend in events:
@@ -91,6 +105,8 @@ class Broker:
             for mon in self.monitors:
                 if mon in events:
                     self._on_monitor(mon)
+            if self.suspects:
+                self._probe_suspects(time.monotonic())
             now = time.monotonic()
             if now >= next_beat:
                 try:
@@ -113,7 +129,7 @@ class Broker:
                 return
             self.table.queue_depth += 1
             identity = frames[0].bytes
-            self.peer_fds[frames[-1].get(zmq.SRCFD)] = identity
+            self._seen(identity, frames[-1].get(zmq.SRCFD))
             if len(frames) != 2:
                 self.table.bad_frames += 1
                 log.warning("dropped a message of %d frames (expected identity + envelope)", len(frames))
@@ -128,7 +144,7 @@ class Broker:
                 log.warning("dropped from %r: %s", identity, exc)
                 continue
             try:
-                self._send(handle(identity, env, time.monotonic()))
+                self._send(handle(identity, env, time.monotonic()), origin=sock)
             except redis.RedisError as exc:  # epochs live in Redis; the rest keeps routing
                 log.error("could not handle %s from %r, Redis unavailable: %s", env.kind, identity, exc)
 
@@ -137,11 +153,61 @@ class Broker:
             try:
                 event = recv_monitor_message(mon, zmq.NOBLOCK)
             except zmq.Again:
-                return
+                break
             if event["event"] == zmq.EVENT_DISCONNECTED:
-                ident = self.peer_fds.pop(int(event["value"]), None)
-                if ident is not None:
-                    self._send(self._disconnected(ident))
+                until = time.monotonic() + PROBE_WINDOW
+                for ident in self.fd_peers.get(int(event["value"]), ()):
+                    self.suspects[ident] = until
+        self._probe_suspects(time.monotonic())
+
+    def _seen(self, identity: bytes, fd: int) -> None:
+        old = self.peer_fd.get(identity)
+        if old == fd:
+            return
+        if old is not None:
+            self._unmap(identity)
+        self.peer_fd[identity] = fd
+        self.fd_peers.setdefault(fd, set()).add(identity)
+
+    def _unmap(self, identity: bytes) -> None:
+        fd = self.peer_fd.pop(identity, None)
+        peers = self.fd_peers.get(fd)  # type: ignore[arg-type]
+        if peers is not None:
+            peers.discard(identity)
+            if not peers:
+                del self.fd_peers[fd]  # type: ignore[arg-type]
+
+    def _probe_suspects(self, now: float) -> None:
+        """Declare gone each suspect the socket has no connection to; forget the others once
+        their probing window is over (they are alive: their descriptor was reused)."""
+        for ident, until in list(self.suspects.items()):
+            if ident in self.table.workers:
+                sock = self.backend
+            elif ident in self.table.proxies:
+                sock = self.frontend
+            else:  # already gone (heartbeats) or never announced
+                del self.suspects[ident]
+                self._unmap(ident)
+                continue
+            if not self._connected(sock, ident):
+                del self.suspects[ident]
+                self._unmap(ident)
+                self._send(self._disconnected(ident))
+            elif now >= until:
+                del self.suspects[ident]
+
+    @staticmethod
+    def _connected(sock: zmq.Socket, ident: bytes) -> bool:
+        """Whether ``sock`` still has a connection to ``ident``: a heartbeat sent with
+        ROUTER_MANDATORY fails with EHOSTUNREACH when it has none (a full queue is connected)."""
+        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        try:
+            sock.send_multipart([ident, _PROBE], zmq.NOBLOCK)
+        except zmq.ZMQError as exc:
+            return exc.errno != errno.EHOSTUNREACH
+        finally:
+            sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        return True
 
     def _disconnected(self, ident: bytes) -> list[Send]:
         if ident in self.table.workers:
@@ -184,9 +250,16 @@ class Broker:
             return []
         return handler(t, ident, env, now)
 
-    def _send(self, sends: list[Send]) -> None:
+    def _send(self, sends: list[Send], origin: zmq.Socket | None = None) -> None:
+        """Send each envelope to its peer: a known worker on the backend, a known rmproxy on the
+        frontend, a peer the table does not know (told to re-announce) where it spoke from."""
         for ident, env in sends:
-            sock = self.backend if ident in self.table.workers else self.frontend
+            if ident in self.table.workers:
+                sock = self.backend
+            elif ident in self.table.proxies or origin is None:
+                sock = self.frontend
+            else:
+                sock = origin
             if env.kind is Kind.PARTITION_ASSIGN:
                 log.info("assigning [%s]%s epoch %d to %s", env.rm_id, env.partition, env.epoch,
                          self.table.workers[ident].name)

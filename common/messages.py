@@ -299,11 +299,13 @@ class PartitionLost(Body):
 
 @dataclass(frozen=True, slots=True)
 class ConfigUpdate(Body):
-    """CONFIG_UPDATE, rmproxy -> worker: the RM's new queues.yaml; answered by a CONFIG_RESULT
+    """CONFIG_UPDATE, rmproxy -> worker: the RM's new queues.yaml and extraConfig (``None``: an
+    older rmproxy that sends none; the worker keeps what it has); answered by a CONFIG_RESULT
     with the same ``id``."""
 
     config: str = ""
     id: int | None = None
+    extra_config: dict | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,12 +342,14 @@ class Query(Body):
 class Reply(Body):
     """CONFIG_RESULT and QUERY_RESULT, worker -> rmproxy: the answer to request ``id``: ``data``
     (a query's answer; ``packed`` when the worker sent it msgpack-encoded), or ``error``;
-    ``stale``: the worker does not own the partition in the asked epoch (ask again)."""
+    ``stale``: the worker does not own the partition in the asked epoch (ask again);
+    ``unavailable``: the error is that no worker could be reached (retry), not a refusal."""
 
     id: int | None = None
     data: Any = None
     error: str | None = None
     stale: bool = False
+    unavailable: bool = False
     packed: bytes | None = None
 
 

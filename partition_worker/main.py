@@ -33,6 +33,7 @@ import redis
 import zmq
 
 from common import addresses, registry, security, si_pb2
+from common.compat import parse_compat
 from common.config import load_config
 from common.config.errors import ConfigError
 from common.envelope import Envelope, Kind, decode_for, encode
@@ -44,9 +45,13 @@ from partition_worker.core.settings import CoreSettings
 from partition_worker.health import HealthFile, check as check_health
 from partition_worker.queries import answer as answer_query
 from partition_worker.step_stats import observe_step, observe_wire
+from partition_worker.ldap_groups import DEFAULT_SECRETS_DIR, LdapLookup, load_settings
 from partition_worker.os_groups import os_lookup
+from partition_worker.placement import GroupLookupError
 
 log = logging.getLogger("korral.worker")
+# one INFO line per finished app that ran (YuniKorn's core.scheduler.application.usage logger)
+usage_log = logging.getLogger("korral.worker.application.usage")
 
 CYCLE_INTERVAL = 0.1  # seconds: a cycle runs at least this often even when nothing arrived
 # A loop that made no turn for this long is hung, not slow: the heartbeat thread stops so the
@@ -67,6 +72,7 @@ class Owned:
     epoch: int
     session: Any  # PartitionSession
     last_seq: int = 0
+    resolver: str = ""  # the partition's usergroupresolver.type the session's lookup follows
 
 
 class WorkerLoop:
@@ -82,6 +88,7 @@ class WorkerLoop:
         group_lookup: Callable[[str], tuple[str, ...] | None] | None = os_lookup,
         stall_seconds: float = STALL_SECONDS,
         health: HealthFile | None = None,
+        ldap_secrets_dir: str = DEFAULT_SECRETS_DIR,
     ) -> None:
         if session_factory is None:
             from partition_worker.session import PartitionSession as session_factory  # noqa: N813
@@ -91,7 +98,8 @@ class WorkerLoop:
         self.name = name
         self.pin = pin
         self.curve = curve  # (own secret certificate, broker's public certificate)
-        self.group_lookup = group_lookup  # groups of users whose ugi has none
+        self.group_lookup = group_lookup  # groups of users whose ugi has none (usergroupresolver "")
+        self.ldap_secrets_dir = ldap_secrets_dir  # usergroupresolver ldap: its settings, one file per key
         self.session_factory = session_factory
         self.owned: Owned | None = None
         self.running = True
@@ -229,6 +237,8 @@ class WorkerLoop:
         out = o.session.step(time.time_ns())
         stepped = time.perf_counter()
         observe_step(o.session, out, stepped - started)  # cycle metrics for REST
+        for line in out.app_summaries:
+            usage_log.info("%s", line)
         for kind, msg in (
             (Kind.SI_ALLOCATION_RESPONSE, out.allocation),
             (Kind.SI_APPLICATION_RESPONSE, out.application),
@@ -259,25 +269,46 @@ class WorkerLoop:
         self.owned = None
         error = None
         try:
-            session = self._load_session(env.rm_id, env.partition)
+            session, resolver = self._load_session(env.rm_id, env.partition)
         except (ConfigError, LookupError, redis.RedisError) as exc:
             error = f"worker {self.name} cannot load partition [{env.rm_id}]{env.partition}: {exc}"
             log.error("%s", error)
         else:
-            self.owned = Owned(env.rm_id, env.partition, env.epoch, session)
+            self.owned = Owned(env.rm_id, env.partition, env.epoch, session, resolver=resolver)
             log.info("owning [%s]%s epoch %d", env.rm_id, env.partition, env.epoch)
         self._send(env.reply(Kind.PARTITION_LOADED, {"error": error}))
 
-    def _load_session(self, rm_id: str, partition: str) -> Any:
+    def _group_lookup_for(self, config: Any) -> Callable[[str], tuple[str, ...] | None] | None:
+        """The group lookup of the partition's ``usergroupresolver``; an LDAP server is checked
+        (one bind, bounded) so a config naming an unusable one is refused with the reason."""
+        kind = config.usergroupresolver.type
+        if kind == "":
+            return self.group_lookup
+        if kind == "os":
+            return os_lookup
+        try:
+            lookup = LdapLookup(load_settings(self.ldap_secrets_dir))
+            lookup.check()
+        except (ValueError, GroupLookupError) as exc:
+            raise ConfigError(f"partition {config.name}: usergroupresolver ldap: {exc}") from None
+        return lookup
+
+    def _load_session(self, rm_id: str, partition: str) -> tuple[Any, str]:
         reg = self.store.load(rm_id)
         if reg is None:
             raise LookupError(f"RM {rm_id} has no registration in Redis")
         config = load_config(reg.config).partition(partition)
         if config is None:
             raise LookupError(f"the config of RM {rm_id} has no partition {partition}")
-        return self.session_factory(rm_id, partition, config,
-                                    CoreSettings(group_lookup=self.group_lookup, stage_timer=time.perf_counter),
-                                    created_ns=time.time_ns())
+        try:
+            compat = parse_compat(reg.extra_config)
+        except ValueError as exc:
+            raise ConfigError(f"RM {rm_id}: {exc}") from None
+        session = self.session_factory(rm_id, partition, config,
+                                       CoreSettings(group_lookup=self._group_lookup_for(config),
+                                                    stage_timer=time.perf_counter, compat=compat),
+                                       created_ns=time.time_ns())
+        return session, config.usergroupresolver.type
 
     def _on_release(self, env: Envelope) -> None:
         if self.owned is not None and (self.owned.rm_id, self.owned.partition) == (env.rm_id, env.partition):
@@ -325,8 +356,15 @@ class WorkerLoop:
             config = load_config(update.config).partition(o.partition)
             if config is None:
                 raise ConfigError(f"partition {o.partition} is not in the new config")
-            o.session.update_config(config, time.time_ns())
-        except ConfigError as exc:
+            compat = None if update.extra_config is None else parse_compat(update.extra_config)
+            resolver = config.usergroupresolver.type
+            lookup = self._group_lookup_for(config) if resolver != o.resolver else None
+            o.session.update_config(config, time.time_ns(), compat)
+            if resolver != o.resolver:  # checked before anything changed; the old one stays on error
+                o.session.core.set_group_lookup(lookup)
+                o.resolver = resolver
+                log.info("partition [%s]%s: group resolver now %s", o.rm_id, o.partition, resolver or "the default")
+        except (ConfigError, ValueError) as exc:
             error = str(exc)
         self._send(env.reply(Kind.CONFIG_RESULT, {"id": update.id, "error": error}))
 
@@ -384,6 +422,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="groups of a user whose application names none: 'os' looks them up on this host "
                              "(pwd/grp, NSS), 'none' uses the user name as the only group, as YuniKorn v1.2 does "
                              "[$KORRAL_GROUP_LOOKUP, default os]")
+    parser.add_argument("--ldap-secrets-dir", default=os.environ.get("KORRAL_LDAP_SECRETS_DIR", DEFAULT_SECRETS_DIR),
+                        metavar="DIR",
+                        help="settings of the LDAP group resolver (a partition's usergroupresolver: {type: ldap}): "
+                             "one file per key (Host, Port, BaseDN, Filter, GroupAttr, ReturnAttr, BindUser, "
+                             f"BindPassword, SSL, Insecure), as YuniKorn reads them [$KORRAL_LDAP_SECRETS_DIR, "
+                             f"{DEFAULT_SECRETS_DIR}]")
     parser.add_argument("--stall-seconds", type=float,
                         default=float(os.environ.get("KORRAL_WORKER_STALL_SECONDS", STALL_SECONDS)),
                         help="stop heartbeating when the loop has made no progress for this long, so a hung "
@@ -419,7 +463,8 @@ def run(args: argparse.Namespace) -> int:
                       curve=(args.curve_secret, args.curve_server),
                       group_lookup=os_lookup if args.group_lookup == "os" else None,
                       stall_seconds=args.stall_seconds,
-                      health=HealthFile(args.health_file) if args.health_file else None)
+                      health=HealthFile(args.health_file) if args.health_file else None,
+                      ldap_secrets_dir=args.ldap_secrets_dir)
 
     def stop(signum, frame):  # noqa: ARG001
         loop.running = False

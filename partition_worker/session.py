@@ -26,11 +26,14 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from common import si_pb2
+from common.compat import Compat
 from common.config.errors import ConfigError
 from common.config.model import PartitionConfig
 from common.si_resource import fill_si_resource as _fill_res, resource_from_si as _res
 from partition_worker.core import commands as C
+from partition_worker.core.app_usage import summary_line
 from partition_worker.core.dao import partition_snapshot
+from partition_worker.core.foreign import TAG_FOREIGN
 from partition_worker.core.outcomes import (AppRejected, AskRejected, EventType, NodeRejected,
                                             Outcomes, Termination)
 from partition_worker.core.partition import Partition
@@ -71,10 +74,11 @@ class Outbox:
     node: si_pb2.NodeResponse | None
     events: list[si_pb2.EventRecord] = field(default_factory=list)
     scheduling_states: list[si_pb2.UpdateContainerSchedulingStateRequest] = field(default_factory=list)
+    app_summaries: list[str] = field(default_factory=list)  # YK_APP_SUMMARY lines, for the log
 
     def is_empty(self) -> bool:
         return (self.allocation is None and self.application is None and self.node is None
-                and not self.events and not self.scheduling_states)
+                and not self.events and not self.scheduling_states and not self.app_summaries)
 
 
 class PartitionSession:
@@ -114,6 +118,10 @@ class PartitionSession:
                                          _TERM_TO_CORE.get(r.terminationType, Termination.STOPPED_BY_RM),
                                          r.message), EventType.REQUEST, r.allocationKey, now_ns)
             for r in rel.allocationsToRelease:
+                if not r.applicationID and (r.allocationKey or r.UUID):  # a foreign allocation's end
+                    self._guard(C.ReleaseForeign(r.allocationKey or r.UUID), EventType.REQUEST,
+                                r.allocationKey or r.UUID, now_ns)
+                    continue
                 self._guard(C.ReleaseAlloc(r.applicationID, r.UUID,
                                            _TERM_TO_CORE.get(r.terminationType, Termination.STOPPED_BY_RM),
                                            r.message, r.allocationKey),
@@ -155,6 +163,20 @@ class PartitionSession:
                     core.event(EventType.NODE, n.nodeID, "InvalidNodeUpdate", f"node {n.nodeID}: {exc}", now_ns)
                 continue
             self._guard(cmd, EventType.NODE, n.nodeID, now_ns)
+            if n.action in (_NodeInfo.CREATE, _NodeInfo.UPDATE):
+                for a in n.existingAllocations:  # pods of other schedulers on the node (core.foreign)
+                    if TAG_FOREIGN in a.allocationTags:
+                        self._foreign(a, n.nodeID, now_ns)
+
+    def _foreign(self, a: si_pb2.Allocation, node_id: str, now_ns: int) -> None:
+        try:
+            res = _res(a.resourcePerAlloc)
+        except ValueError as exc:
+            self.core.outcomes.rejected_asks.append(AskRejected(
+                "", a.allocationKey, f"foreign allocation {a.allocationKey}: {exc}"))
+            return
+        self._guard(C.AddForeign(a.allocationKey or a.UUID, a.nodeID or node_id, res, dict(a.allocationTags),
+                                 a.priority), EventType.NODE, node_id, now_ns)
 
     def _guard(self, cmd: object, etype: EventType, object_id: str, now_ns: int) -> None:
         """Apply one command; an internal error is logged and reported as an event naming the
@@ -167,12 +189,13 @@ class PartitionSession:
             self.core.event(etype, object_id, "InternalError",
                             f"{type(cmd).__name__} for {object_id} failed: {exc}", now_ns)
 
-    def update_config(self, config: PartitionConfig, now_ns: int) -> None:
-        """Apply a new config for this partition; raises ConfigError and keeps the old one."""
+    def update_config(self, config: PartitionConfig, now_ns: int, compat: Compat | None = None) -> None:
+        """Apply a new config for this partition (and compatibility switch, ``None``: unchanged);
+        raises ConfigError and keeps the old one."""
         if config.name != self.partition_name:
             raise ConfigError([f"config for partition {config.name} given to partition {self.partition_name}"])
         try:
-            self.core.update_config(config, now_ns)
+            self.core.update_config(config, now_ns, compat)
         except ConfigError as exc:  # the core does not log; the worker's log says why
             log.warning("partition %s: new config rejected, the old one stays active: %s",
                         self.partition_name, exc)
@@ -265,7 +288,8 @@ class PartitionSession:
         states = [si_pb2.UpdateContainerSchedulingStateRequest(
             applicartionID=s.app_id, allocationKey=s.allocation_key,
             state=_SCHED_STATE.Value(s.state.value), reason=s.reason) for s in o.sched_states]
-        return Outbox(alloc_resp, app_resp, node_resp, events, states)
+        return Outbox(alloc_resp, app_resp, node_resp, events, states,
+                      [summary_line(x, self.rm_id) for x in o.app_summaries])
 
     # ------------------------------------------------------------------ state
     def explain(self, app_id: str, allocation_key: str) -> dict:
@@ -316,11 +340,12 @@ def _ask_cmd(ask: si_pb2.AllocationAsk) -> C.AddAsk:
 
 
 def _recovered(n: si_pb2.NodeInfo) -> tuple[C.RecoveredAlloc, ...]:
+    """The node's existing allocations of this scheduler (foreign ones are applied apart)."""
     return tuple(C.RecoveredAlloc(uuid=a.UUID, key=a.allocationKey, app_id=a.applicationID,
                                   resource=_res(a.resourcePerAlloc), node_id=a.nodeID,
                                   tags=dict(a.allocationTags), priority=a.priority,
                                   task_group=a.taskGroupName, placeholder=a.placeholder)
-                 for a in n.existingAllocations)
+                 for a in n.existingAllocations if TAG_FOREIGN not in a.allocationTags)
 
 
 _NODE_ACTIONS = {

@@ -14,7 +14,7 @@ from typing import TextIO
 
 from common.config.errors import ConfigError
 from common.config.loader import MAX_CONFIG_BYTES, load_config
-from common.config.model import QueueConfig, SchedulerConfig
+from common.config.model import QueueConfig
 
 __all__ = ["configure", "run", "check_text"]
 

@@ -31,6 +31,7 @@ from common.config.model import (
     QueueConfig,
     ResourcesConfig,
     SchedulerConfig,
+    UserGroupResolverConfig,
 )
 from common.config.quantity import parse_resources
 from common.config.placement_rules import MAX_PARENT_DEPTH
@@ -54,7 +55,8 @@ MAX_ERRORS = 200  # beyond this, one summary line
 UINT64_MAX = 2**64 - 1
 
 _TOP_KEYS = ("partitions", "checksum")
-_PARTITION_KEYS = ("name", "queues", "placementrules", "limits", "preemption", "nodesortpolicy", "statedumpfilepath")
+_PARTITION_KEYS = ("name", "queues", "placementrules", "limits", "preemption", "nodesortpolicy", "statedumpfilepath",
+                   "usergroupresolver")
 _QUEUE_KEYS = (
     "name", "parent", "resources", "maxapplications", "properties",
     "adminacl", "submitacl", "childtemplate", "queues", "limits",
@@ -65,7 +67,8 @@ _RULE_KEYS = ("name", "create", "parent", "filter", "value")
 _FILTER_KEYS = ("type", "users", "groups")
 _LIMIT_KEYS = ("limit", "users", "groups", "maxresources", "maxapplications")
 _NODESORT_KEYS = ("type", "resourceweights")
-_PREEMPTION_KEYS = ("enabled",)
+_PREEMPTION_KEYS = ("enabled", "quotapreemptionenabled")
+_RESOLVER_KEYS = ("type",)
 
 
 class _TooMany(Exception):
@@ -268,7 +271,13 @@ class _Builder:
         preemption = PreemptionConfig()
         raw_pre = self.mapping(part.get("preemption"), _PREEMPTION_KEYS, where, f"{path}.preemption")
         if raw_pre:
-            preemption = PreemptionConfig(enabled=self.boolean(raw_pre.get("enabled"), where, f"{path}.preemption.enabled"))
+            preemption = PreemptionConfig(
+                enabled=self.boolean(raw_pre.get("enabled"), where, f"{path}.preemption.enabled"),
+                quotapreemptionenabled=self.boolean(raw_pre.get("quotapreemptionenabled"), where,
+                                                    f"{path}.preemption.quotapreemptionenabled"))
+        raw_resolver = self.mapping(part.get("usergroupresolver"), _RESOLVER_KEYS, where, f"{path}.usergroupresolver")
+        resolver = UserGroupResolverConfig(
+            type=self.string((raw_resolver or {}).get("type"), where, f"{path}.usergroupresolver.type"))
         nodesort = self.nodesort(part.get("nodesortpolicy"), where, f"{path}.nodesortpolicy")
         dump = self.string(part.get("statedumpfilepath"), where, f"{path}.statedumpfilepath")
         if dump:
@@ -281,6 +290,7 @@ class _Builder:
             preemption=preemption,
             nodesortpolicy=nodesort,
             statedumpfilepath=dump,
+            usergroupresolver=resolver,
         )
         if root is not None:
             errors, warnings = validate_partition(config)

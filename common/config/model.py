@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 __all__ = ["ResourceMap", "ResourcesConfig", "LimitConfig", "ChildTemplateConfig", "QueueConfig", "FilterConfig",
-           "PlacementRuleConfig", "NodeSortPolicyConfig", "PreemptionConfig", "PartitionConfig", "SchedulerConfig"]
+           "PlacementRuleConfig", "NodeSortPolicyConfig", "PreemptionConfig", "UserGroupResolverConfig", "PartitionConfig", "SchedulerConfig"]
 
 ResourceMap = Mapping[str, int]
 
@@ -84,6 +84,14 @@ class NodeSortPolicyConfig:
 @dataclass(frozen=True, slots=True)
 class PreemptionConfig:
     enabled: bool = False
+    quotapreemptionenabled: bool = False  # YuniKorn 1.8: enforce a lowered queue max
+
+
+@dataclass(frozen=True, slots=True)
+class UserGroupResolverConfig:
+    """YuniKorn 1.8: ``""`` (the worker's ``--group-lookup``), ``os`` or ``ldap``."""
+
+    type: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +103,7 @@ class PartitionConfig:
     preemption: PreemptionConfig = field(default_factory=PreemptionConfig)
     nodesortpolicy: NodeSortPolicyConfig = field(default_factory=NodeSortPolicyConfig)
     statedumpfilepath: str = ""
+    usergroupresolver: UserGroupResolverConfig = field(default_factory=UserGroupResolverConfig)
 
     @property
     def root(self) -> QueueConfig:

@@ -25,6 +25,8 @@ from common.config.policies import (
     parse_node_sort_policy,
     parse_priority_policy,
     parse_queue_preemption_policy,
+    property_errors,
+    USER_GROUP_RESOLVERS,
 )
 from common.config.placement_rules import QUEUE_PART_RE, is_qualified, rule_errors
 from common.config.quantity import format_resources
@@ -67,6 +69,9 @@ def validate_partition(partition: PartitionConfig) -> tuple[list[str], list[str]
         parse_node_sort_policy(partition.nodesortpolicy.type)
     except ValueError as exc:
         errors.append(f"{where}: nodesortpolicy: {exc}")
+    if partition.usergroupresolver.type not in USER_GROUP_RESOLVERS:
+        errors.append(f"{where}: usergroupresolver.type: unknown resolver '{partition.usergroupresolver.type}', "
+                      "use os or ldap (empty: the worker's --group-lookup)")
     for name, weight in partition.nodesortpolicy.resourceweights.items():
         if weight < 0:
             errors.append(f"{where}: nodesortpolicy: negative resource weight for {name} is not allowed")
@@ -98,6 +103,7 @@ def _check_queue(
             if acl.dropped:
                 warnings.append(f"{qwhere}: {key}: invalid names ignored: {', '.join(acl.dropped)}")
     _check_properties(queue.properties, qwhere, warnings)
+    errors.extend(f"{qwhere}: {e}" for e in property_errors(queue.properties))
     guaranteed, maximum = queue.resources.guaranteed, queue.resources.max
     if any(guaranteed.get(k, 0) > v for k, v in maximum.items()):
         errors.append(
@@ -120,6 +126,7 @@ def _check_queue(
                 f"maximum resource {format_resources(tm)}"
             )
         _check_properties(queue.childtemplate.properties, f"{qwhere}: childtemplate", warnings)
+        errors.extend(f"{qwhere}: childtemplate: {e}" for e in property_errors(queue.childtemplate.properties))
         if not queue.is_parent:
             warnings.append(f"{qwhere}: childtemplate on a leaf queue is ignored")
     for i, limit in enumerate(queue.limits):

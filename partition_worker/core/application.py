@@ -66,6 +66,11 @@ class Application:
     ph_pending: int = 0  # pending repeats of placeholder asks (the gang is placed at 0)
     ph_timeout_at: int = 0  # placeholder timeout deadline (0 = no timer running)
     ph_timeout_ns: int = 0  # placeholder timeout, creationTime-adjusted (0: the settings' default)
+    backoff_deadline_ns: int = 0  # unschedulable-ask backoff: not tried before (backoff.py)
+    start_ns: int = 0  # when it first ran (Starting or Running entered); 0: never ran
+    # resource-seconds of its finished allocations: {kind: {instance type: {resource: seconds}}}
+    # with kind resourceUsage | preemptedResource | placeholderResource (app_usage.py)
+    resource_history: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     # the pending asks in scheduling order; may hold dead (exhausted/replaced) entries, and
     # asks appended since the last sort (``_unsorted``); entries before ``_head`` are dead
     _order: list[Ask] = field(default_factory=list)

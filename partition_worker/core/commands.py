@@ -13,7 +13,8 @@ from common.resources import ZERO, Resource
 from .outcomes import Termination
 
 __all__ = ["AddApp", "RemoveApp", "AddAsk", "ReleaseAsk", "ReleaseAlloc", "RecoveredAlloc",
-           "AddNode", "UpdateNode", "DrainNode", "UndrainNode", "RemoveNode", "Command"]
+           "AddNode", "UpdateNode", "DrainNode", "UndrainNode", "RemoveNode", "AddForeign",
+           "ReleaseForeign", "Command"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,5 +118,22 @@ class RemoveNode:
     node_id: str
 
 
+@dataclass(frozen=True, slots=True)
+class AddForeign:
+    """An allocation the RM reports with the ``foreign`` tag (``core.foreign``): a pod of
+    another scheduler occupying ``node_id``."""
+
+    key: str
+    node_id: str
+    resource: Resource
+    tags: dict[str, str] = field(default_factory=dict)
+    priority: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseForeign:
+    key: str
+
+
 Command = (AddApp | RemoveApp | AddAsk | ReleaseAsk | ReleaseAlloc | AddNode | UpdateNode
-           | DrainNode | UndrainNode | RemoveNode)
+           | DrainNode | UndrainNode | RemoveNode | AddForeign | ReleaseForeign)

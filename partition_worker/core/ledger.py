@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .app_state import AppEvent, AppState
+from .app_usage import track_release
 from .objects import Allocation, Reservation
 from .outcomes import AllocationNew, AllocationReleased, SchedState, Termination
 
@@ -141,6 +142,7 @@ class Ledger:
             app.queue.sub_allocated(r)
             if self._limits.active:
                 self._limits.on_release(app, r)
+            track_release(app, alloc, node, term, now)
             ask = app.asks.get(alloc.key)
             if ask is not None and ask.pending <= 0:
                 del app.asks[alloc.key]  # fully placed and now ending: keep memory bounded

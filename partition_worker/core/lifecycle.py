@@ -16,15 +16,16 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Callable
 
-from common.constants import APP_TAG_NAMESPACE_RESOURCE_QUOTA
+from common.constants import APP_TAG_CREATE_FORCE, APP_TAG_NAMESPACE_RESOURCE_QUOTA
 from common.resources import Resource
 
 from .app_state import RUNNING_STATES, AppEvent, AppState, IllegalTransition, next_state
+from .app_usage import summarise
 from .application import Application
 from .commands import AddApp, RemoveApp
 from .gang import MSG_APP_COMPLETE, gang_style
 from .outcomes import AppAccepted, AppRejected, AppStateChanged, EventType, Termination
-from .placement_bridge import PlacementError
+from .placement_bridge import GroupLookupError, PlacementError
 from .queue import RECOVERY_QUEUE, ObjectState, Queue, QueueCreateError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,7 +35,15 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["AppLifecycle", "parse_quota", "T_STARTING", "T_COMPLETING", "T_EXPIRE"]
 
 T_STARTING, T_COMPLETING, T_EXPIRE = "starting", "completing", "expire"
+FALLBACK_QUEUE = "root.default"  # compatibility 1.6+: where an app no rule places goes
+NO_GROUP = "nogroup"  # groups of a forced app whose user cannot be resolved (YuniKorn)
+
+
+def _forced(cmd: AddApp) -> bool:
+    """The RM recovers an app it already runs (app tag ``application.create.force``)."""
+    return next((v for k, v in cmd.tags.items() if k.lower() == APP_TAG_CREATE_FORCE), "").strip().lower() in ("1", "t", "true")
 _COMPLETABLE = (AppState.ACCEPTED, AppState.STARTING, AppState.RUNNING)
+_RAN = (AppState.STARTING, AppState.RUNNING)  # an app entering one has run (its summary is due)
 
 
 class _Reject(Exception):
@@ -82,7 +91,14 @@ class AppLifecycle:
         if existing is not None and not existing.recovered_only:
             self._reject(cmd, f"adding application {app_id} to partition {p.full_name}, but application already existed", now, store=False)
             return
-        groups = p.placement.resolve_groups(cmd.user, cmd.groups, now)
+        try:
+            groups = p.placement.resolve_groups(cmd.user, cmd.groups, now)
+        except GroupLookupError as exc:  # the lookup is down (LDAP): YuniKorn rejects, or forces
+            if _forced(cmd):
+                groups = (NO_GROUP,)
+            else:
+                self._reject(cmd, f"user {cmd.user}: group resolution failed: {exc}", now)
+                return
         try:
             queue, created = self._place(cmd, groups)
         except _Reject as r:
@@ -125,6 +141,26 @@ class AppLifecycle:
         out.apps_accepted.append(AppAccepted(app_id, queue.path, app.state.value, now))
 
     def _place(self, cmd: AddApp, groups: tuple[str, ...]) -> tuple[Queue, list[str]]:
+        try:
+            return self._place_by_rules(cmd, groups)
+        except _Reject:
+            fallback = self._fallback(cmd, groups)
+            if fallback is None:
+                raise
+            return fallback, []
+
+    def _fallback(self, cmd: AddApp, groups: tuple[str, ...]) -> Queue | None:
+        """Compatibility 1.6+ (YUNIKORN-2703): an app no rule places goes to ``root.default``
+        if that queue exists and takes it (leaf, ACL, not draining); never created."""
+        if not self.p.settings.compat.placement_fallback:
+            return None
+        q = self.p.queues.find(FALLBACK_QUEUE)
+        if q is None or not q.is_leaf or not q.accepts_new_work or not q.check_submit_access(cmd.user, groups):
+            return None
+        self.p.queues_dirty = True  # a rule may have made a queue before it failed
+        return q
+
+    def _place_by_rules(self, cmd: AddApp, groups: tuple[str, ...]) -> tuple[Queue, list[str]]:
         p = self.p
         app_id = cmd.app_id
         created: list[str] = []
@@ -198,6 +234,7 @@ class AppLifecycle:
         if app.state in RUNNING_STATES or app.counted_running:
             self._set_running(app, False)
         app.finished_ns = now
+        summarise(self.p, app, now)  # Korral: also when the RM removes it (state as it was then)
         self.p.queues_dirty = True
 
     def _drop_work(self, app: Application, term: Termination, message: str, now: int) -> None:
@@ -252,6 +289,12 @@ class AppLifecycle:
             return False
         if new is None:
             return True
+        if new is AppState.STARTING and p.settings.compat.no_starting_state:
+            new = AppState.RUNNING  # 1.6+: Accepted -> Running on the first allocation
+            if new is app.state:
+                return True
+        if new in _RAN and not app.start_ns:
+            app.start_ns = now
         if app.state is AppState.STARTING:
             app.queue.starting_changed(-1)
         elif new is AppState.STARTING:
@@ -312,6 +355,7 @@ class AppLifecycle:
         self._set_running(app, False)
         self._detach(app)
         app.finished_ns = now
+        summarise(self.p, app, now)
         self._remember_finished(app, now)
         self.p.queues_dirty = True
 

@@ -55,6 +55,8 @@ class Node:
     reservation: Reservation | None = None
     sort_key: tuple[float, str] = (0.0, "")
     labels: dict[str, str] | None = None
+    # foreign allocations here (key -> foreign.ForeignAllocation), counted in ``occupied``
+    foreign: dict[str, object] = field(default_factory=dict)
 
     def recompute_available(self) -> None:
         self.available = self.capacity.sub(self.occupied).sub(self.allocated)

@@ -18,6 +18,7 @@ from common.resources import ZERO, Resource
 from .app_state import AppEvent, AppState
 from .commands import AddNode, DrainNode, RecoveredAlloc, RemoveNode, UndrainNode, UpdateNode
 from .feasibility import CHAIN, READY, SCHEDULABLE, Purpose
+from .foreign import foreign_total
 from .node import Node, parse_ready
 from .objects import Allocation
 from .outcomes import EventType, NodeAccepted, NodeRejected, Termination
@@ -123,6 +124,7 @@ class NodeRegistry:
                            queue_path=app.queue.path, tags=dict(ra.tags), task_group=ra.task_group,
                            placeholder=ra.placeholder, recovered=True)
         p.ledger.book_recovered(app, node, alloc)
+        p.quota.recovered(app.queue, now)  # no max check here: a lowered max may be exceeded
         if ra.placeholder:
             app.add_placeholder(alloc)
             p.gangs.start_timer(app, now)
@@ -158,8 +160,8 @@ class NodeRegistry:
         old_capacity = node.capacity
         if cmd.capacity is not None:
             node.capacity = cmd.capacity
-        if cmd.occupied is not None:
-            node.occupied = cmd.occupied
+        if cmd.occupied is not None:  # the RM's figure, plus the foreign allocations we know
+            node.occupied = cmd.occupied.add(foreign_total(node)) if node.foreign else cmd.occupied
         p.nodes.update(node)
         if cmd.capacity is not None:
             self._total_changed(added=node.capacity, removed=old_capacity)
@@ -209,6 +211,7 @@ class NodeRegistry:
         msg = f"Node {node.node_id} Removed"
         for alloc in list(node.allocations.values()):
             p.ledger.release(alloc, Termination.STOPPED_BY_RM, msg, now, report=True)
+        p.foreign.node_removed(node)
         p.nodes.remove(node.node_id)
         self._total_changed(removed=node.capacity)
         p.event(EventType.NODE, node.node_id, "NodeRemoved", f"node {node.node_id} removed from partition {p.name}", now)

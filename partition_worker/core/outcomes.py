@@ -15,7 +15,7 @@ __all__ = [
     "Termination", "EventType", "SchedState",
     "AllocationNew", "AllocationReleased", "AskReleased", "AskRejected",
     "AppAccepted", "AppRejected", "AppStateChanged", "NodeAccepted", "NodeRejected",
-    "Event", "SchedulingState", "Outcomes",
+    "Event", "SchedulingState", "AppSummary", "Outcomes",
 ]
 
 
@@ -125,6 +125,21 @@ class SchedulingState:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class AppSummary:
+    """An app that ran has finished (YuniKorn's ``YK_APP_SUMMARY``; see ``app_usage``): times in
+    ns, ``usage`` = the app's ``resource_history``. The worker shell writes the log line."""
+
+    app_id: str
+    submission_ns: int
+    start_ns: int
+    finish_ns: int
+    user: str
+    queue: str
+    state: str
+    usage: dict
+
+
 @dataclass(slots=True)
 class Outcomes:
     """The accumulated outcomes since the last ``drain()``, one list per kind (order kept)."""
@@ -140,12 +155,15 @@ class Outcomes:
     nodes_rejected: list[NodeRejected] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     sched_states: list[SchedulingState] = field(default_factory=list)
+    app_summaries: list[AppSummary] = field(default_factory=list)
 
     def drain(self) -> "Outcomes":
         """Return what accumulated and start empty again."""
         out = Outcomes(self.allocations, self.released, self.released_asks, self.rejected_asks,
                        self.apps_accepted, self.apps_rejected, self.app_states,
-                       self.nodes_accepted, self.nodes_rejected, self.events, self.sched_states)
+                       self.nodes_accepted, self.nodes_rejected, self.events, self.sched_states,
+                       self.app_summaries)
+        self.app_summaries = []
         self.allocations, self.released, self.released_asks, self.rejected_asks = [], [], [], []
         self.apps_accepted, self.apps_rejected, self.app_states = [], [], []
         self.nodes_accepted, self.nodes_rejected, self.events, self.sched_states = [], [], [], []
@@ -155,7 +173,7 @@ class Outcomes:
         return not (self.allocations or self.released or self.released_asks or self.rejected_asks
                     or self.apps_accepted or self.apps_rejected or self.app_states
                     or self.nodes_accepted or self.nodes_rejected or self.events
-                    or self.sched_states)
+                    or self.sched_states or self.app_summaries)
 
 
 _ = Resource  # re-exported type used in annotations of sibling modules

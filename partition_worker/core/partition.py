@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from common.compat import Compat
 from common.config.model import PartitionConfig
 from common.constants import TAG_ALLOW_PREEMPTION, TAG_NODE_SELECTOR_PREFIX, TAG_REQUIRED_NODE
 from common.resources import Resource
@@ -31,8 +32,9 @@ from common.resources import Resource
 from . import scheduler
 from .app_state import AppEvent, AppState
 from .application import Application
-from .commands import (AddApp, AddAsk, AddNode, DrainNode, ReleaseAlloc, ReleaseAsk, RemoveApp,
-                       RemoveNode, UndrainNode, UpdateNode)
+from .commands import (AddApp, AddAsk, AddForeign, AddNode, DrainNode, ReleaseAlloc, ReleaseAsk,
+                       ReleaseForeign, RemoveApp, RemoveNode, UndrainNode, UpdateNode)
+from .foreign import ForeignAllocations
 from .gang import Gangs
 from .ledger import Ledger
 from .lifecycle import AppLifecycle
@@ -44,6 +46,7 @@ from .outcomes import (AskRejected, Event, EventType, Outcomes, SchedState, Sche
                        Termination)
 from .placement_bridge import PlacementBridge
 from .queue import ObjectState, Queue, QueueTree
+from .quota_preemption import QuotaPreemption
 from .settings import CoreSettings
 from .timers import Timers
 
@@ -69,7 +72,7 @@ class Partition:
         self.state = ObjectState.ACTIVE
         self.state_time_ns = created_ns
         self.last_cycle_stages: dict[str, float] | None = None  # seconds per stage of the last cycle
-        self.queues = QueueTree(config.root)
+        self.queues = QueueTree(config.root, self.settings.compat.stateaware_is_fifo)
         policy = parse_node_sort_policy(config.nodesortpolicy.type)
         self.nodes = NodeCollection(policy, dict(config.nodesortpolicy.resourceweights))
         self.placement = PlacementBridge(config.placementrules, self.settings.group_lookup)
@@ -90,6 +93,8 @@ class Partition:
         self.lifecycle = AppLifecycle(self, self.timers)
         self.gangs = Gangs(self, self.timers)
         self.node_registry = NodeRegistry(self)
+        self.quota = QuotaPreemption(self)  # quota-change preemption (1.8)
+        self.foreign = ForeignAllocations(self)  # allocations of other schedulers (1.7)
         # read-only views of the parts' books (the dicts themselves, never rebound)
         self.apps: dict[str, Application] = self.lifecycle.apps
         self.finished_apps: dict[str, Application] = self.lifecycle.finished_apps
@@ -231,8 +236,9 @@ class Partition:
                                 "allocation remove as per RM request", now, report=report)
 
     # ================================================================ config
-    def update_config(self, config: PartitionConfig, now: int) -> None:
-        """Apply a new partition config; raises ``ConfigError`` and keeps the old one on error."""
+    def update_config(self, config: PartitionConfig, now: int, compat: Compat | None = None) -> None:
+        """Apply a new partition config (and compatibility switch; ``None``: unchanged); raises
+        ``ConfigError`` and keeps the old one on error."""
         from common.config.errors import ConfigError
         try:
             policy = parse_node_sort_policy(config.nodesortpolicy.type)
@@ -243,17 +249,27 @@ class Partition:
         except ValueError as exc:
             raise ConfigError([f"partition {self.name}: {exc}"]) from None
         self.placement.update_rules(config.placementrules)
+        if compat is not None:
+            self.settings.compat = compat
+            self.queues.stateaware_fifo = compat.stateaware_is_fifo
+        old_delays = {q.path: q.quota_preemption_delay_ns for q in self.queues}
         created, draining = self.queues.update(config.root)
         self.nodes.set_policy(policy, dict(config.nodesortpolicy.resourceweights))
         self.root.max = self.total if self.nodes.nodes else None
         self.config = config
         self.limits.configure(config, self.apps.values())
         self.preemption_enabled = config.preemption.enabled
+        self.quota.config_updated(old_delays, now)
         self.queues_created(created, now)
         for path in draining:
             self.event(EventType.QUEUE, path, "QueueDraining", f"queue {path} removed from the config, draining", now)
         self.queues_dirty = True
         self.changed = True
+
+    def set_group_lookup(self, group_lookup) -> None:
+        """The partition's usergroupresolver changed (the worker built and checked the lookup)."""
+        self.settings.group_lookup = group_lookup
+        self.placement.set_lookup(group_lookup)
 
     def _cleanup_queues(self, now: int) -> None:
         self.queues_dirty = False
@@ -302,4 +318,6 @@ _HANDLERS: dict[type, Callable[[Partition, object, int], None]] = {
     DrainNode: lambda p, cmd, now: p.node_registry.drain(cmd, now),
     UndrainNode: lambda p, cmd, now: p.node_registry.undrain(cmd, now),
     RemoveNode: lambda p, cmd, now: p.node_registry.remove(cmd, now),
+    AddForeign: lambda p, cmd, now: p.foreign.add(cmd, now),
+    ReleaseForeign: lambda p, cmd, now: p.foreign.release(cmd, now),
 }

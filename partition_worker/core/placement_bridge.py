@@ -12,11 +12,11 @@ from typing import Sequence
 
 from common.config.model import PlacementRuleConfig
 
-__all__ = ["PlacementBridge", "PlacementError"]
+__all__ = ["PlacementBridge", "PlacementError", "GroupLookupError"]
 
 from common.config.errors import ConfigError
-from partition_worker.placement import (AppPlacementInfo, GroupResolver, PlacementError,
-                                        PlacementManager, no_lookup)
+from partition_worker.placement import (AppPlacementInfo, GroupLookupError, GroupResolver,
+                                        PlacementError, PlacementManager, no_lookup)
 
 
 class PlacementBridge:
@@ -39,6 +39,10 @@ class PlacementBridge:
     def initialised(self) -> bool:
         m = self._manager
         return m is not None and bool(getattr(m, "initialised", True))
+
+    def set_lookup(self, group_lookup) -> None:
+        """A new group lookup (the partition's usergroupresolver changed): the cache starts empty."""
+        self._resolver = GroupResolver(lookup=group_lookup or no_lookup)
 
     def update_rules(self, rules: Sequence[PlacementRuleConfig]) -> None:
         """Raises ``ConfigError`` (from the manager) and keeps the old rules on a bad set."""

@@ -278,8 +278,9 @@ def _victims_on(p, node: "Node", res: Resource, prio: int, mine: set,
     cands.sort(key=lambda t: t[:3])  # lowest priority first, then youngest
     removed: dict[object, dict[str, int]] = {}
     chosen: list = []
+    per_type = p.settings.compat.preemption_per_resource_type
     for vprio, _, _, a, vq in cands:
-        if not _guarantee_ok(vq, a, removed, mine):
+        if not _guarantee_ok(vq, a, removed, mine, res, per_type):
             continue
         for x in vq.chain():
             if x in mine:
@@ -301,9 +302,15 @@ def _victims_on(p, node: "Node", res: Resource, prio: int, mine: set,
     return [a for _, a in chosen], max(v for v, _ in chosen)
 
 
-def _guarantee_ok(vq: "Queue", a: "Allocation", removed: dict, mine: set) -> bool:
+def _guarantee_ok(vq: "Queue", a: "Allocation", removed: dict, mine: set, ask: Resource,
+                  per_type: bool) -> bool:
     """Removing ``a`` (after ``removed``) keeps each queue of the victim path below the common
-    ancestor at or above its guarantee, for every guaranteed type ``a`` uses."""
+    ancestor at or above its guarantee, for every guaranteed type ``a`` uses.
+
+    ``per_type`` (compatibility 1.8+, YUNIKORN-3113/3157): judged per resource type instead.
+    Each such queue with a guarantee must be over it in a type the ask needs (a type it does not
+    guarantee counts as guaranteed 0), and only the types it is over in must stay at or above
+    it; types it is already under may drop further (over in one type, under in another)."""
     av = a.resource._v
     for x in vq.chain():
         if x in mine:
@@ -313,8 +320,13 @@ def _guarantee_ok(vq: "Queue", a: "Allocation", removed: dict, mine: set) -> boo
             continue
         rm = removed.get(x, {})
         alloc = x.allocated._v
-        for k, lim in g._v.items():
+        gv = g._v
+        if per_type and not any(alloc.get(k, 0) - rm.get(k, 0) > gv.get(k, 0)
+                                for k, v in ask._v.items() if v > 0):
+            return False
+        for k, lim in gv.items():
+            cur = alloc.get(k, 0) - rm.get(k, 0)
             v = av.get(k, 0)
-            if v > 0 and alloc.get(k, 0) - rm.get(k, 0) - v < lim:
+            if v > 0 and cur - v < lim and (cur > lim or not per_type):
                 return False
     return True

@@ -24,9 +24,12 @@ from typing import Iterator, Mapping
 
 from common.acl import ACL
 from common.config.model import ChildTemplateConfig, QueueConfig
-from common.config.policies import (PROPERTY_APP_SORT_POLICY, PROPERTY_APP_SORT_PRIORITY,
-                                    PROPERTY_PRIORITY_OFFSET, PROPERTY_PRIORITY_POLICY,
-                                    AppSortPolicy, PriorityPolicy, parse_priority_policy)
+from common.config.policies import (DEFAULT_UNSCHED_BACKOFF_DELAY_NS, PROPERTY_APP_SORT_POLICY,
+                                    PROPERTY_APP_SORT_PRIORITY, PROPERTY_PRIORITY_OFFSET,
+                                    PROPERTY_PRIORITY_POLICY, PROPERTY_QUOTA_PREEMPTION_DELAY,
+                                    PROPERTY_UNSCHED_BACKOFF, PROPERTY_UNSCHED_BACKOFF_DELAY,
+                                    STRICT_PROPERTIES, AppSortPolicy, PriorityPolicy,
+                                    parse_priority_policy)
 from common.config.policies import parse_app_sort_policy as _parse_app_sort_policy
 from common.resources import ZERO, Resource
 
@@ -96,6 +99,12 @@ class Queue:
     submit_acl: ACL = field(default_factory=ACL)
     admin_acl: ACL = field(default_factory=ACL)
     template: ChildTemplateConfig | None = None
+    # YuniKorn 1.8 properties (docs/yunikorn-compat.md): unschedulable-ask backoff of the leaf's
+    # apps (0: off), and quota-change preemption: its delay (0: off) and when it is due (0: not)
+    backoff_threshold: int = 0
+    backoff_delay_ns: int = DEFAULT_UNSCHED_BACKOFF_DELAY_NS
+    quota_preemption_delay_ns: int = 0
+    quota_preemption_at_ns: int = 0
     children: dict[str, "Queue"] = field(default_factory=dict)
     apps: dict[str, object] = field(default_factory=dict)  # app_id -> Application (leaf)
 
@@ -224,6 +233,22 @@ class Queue:
         except ValueError:
             off = 0
         self.priority_offset = max(INT32_MIN, min(INT32_MAX, off))
+        # validated by the loader; a dynamic queue's template values too
+        self.backoff_threshold = _strict(props, PROPERTY_UNSCHED_BACKOFF, 0)
+        self.backoff_delay_ns = _strict(props, PROPERTY_UNSCHED_BACKOFF_DELAY, DEFAULT_UNSCHED_BACKOFF_DELAY_NS)
+        self.quota_preemption_delay_ns = _strict(props, PROPERTY_QUOTA_PREEMPTION_DELAY, 0)
+
+
+def _strict(props: Mapping[str, str], key: str, default: int) -> int:
+    """A strictly validated property's value; ``default`` when absent (or invalid: a config
+    the loader did not check, e.g. built by a test, falls back as YuniKorn does)."""
+    text = props.get(key)
+    if text is None:
+        return default
+    try:
+        return STRICT_PROPERTIES[key](text)
+    except ValueError:
+        return default
 
 
 def _inherit(parent_props: Mapping[str, str], own: Mapping[str, str]) -> dict[str, str]:
@@ -237,9 +262,11 @@ def _inherit(parent_props: Mapping[str, str], own: Mapping[str, str]) -> dict[st
 class QueueTree:
     """The queue hierarchy of one partition. Paths are full and lower-case (``root.a.b``)."""
 
-    __slots__ = ("root", "_by_path")
+    __slots__ = ("root", "_by_path", "stateaware_fifo")
 
-    def __init__(self, root_config: QueueConfig) -> None:
+    def __init__(self, root_config: QueueConfig, stateaware_fifo: bool = False) -> None:
+        # compatibility 1.6+: stateaware is gone, its queues run fifo (YUNIKORN-2483)
+        self.stateaware_fifo = stateaware_fifo
         self.root = Queue(name="root", path="root", parent=None, is_leaf=False)
         self._by_path: dict[str, Queue] = {"root": self.root}
         self._apply(self.root, root_config, {}, created=[])
@@ -283,7 +310,7 @@ class QueueTree:
         q.dynamic = False
         q.is_leaf = not cfg.is_parent and q is not self.root
         props = _inherit(parent_props, cfg.properties) if q.parent is not None else dict(cfg.properties)
-        q.apply_properties(props)
+        self._set_properties(q, props)
         # Korral: an empty max/guaranteed in an update clears the old value (v1.2 keeps it).
         q.guaranteed = _res(cfg.resources.guaranteed)
         if q.parent is not None:
@@ -359,14 +386,19 @@ class QueueTree:
                 break
             p = p.parent
         if child.is_leaf and template is not None:
-            child.apply_properties(dict(template.properties))
+            self._set_properties(child, dict(template.properties))
             child.guaranteed = _res(template.resources.guaranteed)
             child.max = _res(template.resources.max)
             child.max_apps = template.maxapplications  # Korral applies it (v1.2 does not)
         else:
             # deprecated YuniKorn behaviour: without a template, inherit the parent's properties
-            child.apply_properties(_inherit(parent.properties, {}))
+            self._set_properties(child, _inherit(parent.properties, {}))
         child.template = None
+
+    def _set_properties(self, q: Queue, props: Mapping[str, str]) -> None:
+        q.apply_properties(props)
+        if self.stateaware_fifo and q.sort_policy is AppSortPolicy.STATEAWARE:
+            q.sort_policy = AppSortPolicy.FIFO
 
     def remove_empty(self) -> list[str]:
         """Remove empty dynamic or draining queues, deepest first. Returns removed paths."""

@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING
 from common.resources import Resource
 
 from .app_state import AppState
+from .backoff import start_backoff
+from .fair_share import fair_share
 from .limits import describe as describe_limit
 from .outcomes import EventType, SchedState
 from .node_choice import find_node
@@ -66,7 +68,7 @@ class _Cycle:
                  "failed_shapes", "unreservable", "qprio", "qkey", "event_budget",
                  "no_reserve", "visited", "fair", "sa_version",
                  "sa_cands", "sa_cursor", "sa_admitted", "prio_count",
-                 "kids", "preempt_budget", "timer", "stages")
+                 "kids", "preempt_budget", "timer", "stages", "fair_share")
 
     def __init__(self, p: "Partition", now: int) -> None:
         self.p = p
@@ -93,6 +95,7 @@ class _Cycle:
         self.kids: dict[object, list] = {}  # parent -> sorted [(key, child)] for this cycle
         self.timer = p.settings.stage_timer
         self.stages = {"queue": 0.0, "app": 0.0, "node": 0.0}  # seconds per stage (timer set)
+        self.fair_share = p.settings.compat.fair_share_queue_sort  # 1.6+ queue order (fair_share.py)
 
 
 def _timed(c: _Cycle, stage: str, fn, *args):
@@ -186,8 +189,11 @@ def _queue_key(c: _Cycle, q: Queue, priority: bool) -> tuple:
     cached = c.qkey.get(q)
     if cached is not None and cached[0] is alloc:  # Resources are immutable: same object, same key
         return cached[1]
-    g = usage_share(alloc, q.guaranteed)
-    m = usage_share(alloc, q.max)
+    if c.fair_share:  # compatibility 1.6+: one number per queue
+        g, m = (fair_share(q),), ()
+    else:
+        g = usage_share(alloc, q.guaranteed)
+        m = usage_share(alloc, q.max)
     more_pending_first = tuple([-x for x in usage_share(q.pending, q.guaranteed)])
     prio = -_queue_priority(c, q)
     if priority:  # YuniKorn: priority, usage share, larger pending (then path: stable)
@@ -279,7 +285,10 @@ def _try_leaf(c: _Cycle, q: Queue) -> "Allocation | None":
             _stateaware_admit(c, q, order)
     elif order is None:
         # fifo order does not change within a cycle: sort once, then walk with a cursor
-        order = _timed(c, "app", lambda: sorted((a for a in q.apps.values() if a.has_pending()),
+        # (apps backing off are left out: a backlog of them costs nothing per cycle)
+        now = c.now
+        order = _timed(c, "app", lambda: sorted((a for a in q.apps.values()
+                                                 if a.has_pending() and a.backoff_deadline_ns <= now),
                                                 key=_fifo_key(q.priority_enabled)))
         c.fifo[q] = order
         c.fifo_cursor[q] = 0
@@ -344,7 +353,9 @@ def _try_leaf_fair(c: _Cycle, q: Queue) -> "Allocation | None":
     prio = q.priority_enabled
     lst = c.fair.get(q)
     if lst is None:
-        lst = _timed(c, "app", sorted, [(_fair_key(a, g, prio), a) for a in q.apps.values() if a.has_pending()])
+        now = c.now
+        lst = _timed(c, "app", sorted, [(_fair_key(a, g, prio), a) for a in q.apps.values()
+                                        if a.has_pending() and a.backoff_deadline_ns <= now])
         c.fair[q] = lst
     blocked = c.blocked
     while lst:
@@ -364,8 +375,8 @@ def _try_leaf_fair(c: _Cycle, q: Queue) -> "Allocation | None":
 
 
 def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
-    if app.state not in _SCHEDULABLE_APP_STATES:
-        return None
+    if app.state not in _SCHEDULABLE_APP_STATES or app.backoff_deadline_ns > c.now:
+        return None  # (or backing off: backoff.py)
     p = c.p
     if not app.counted_running:
         full = app.queue.max_apps_reached()
@@ -390,6 +401,8 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
     last_res: Resource | None = None
     last_blocker: Queue | None = None
     no_reserve_res: Resource | None = None  # a size no node can ever hold (no reservation)
+    backoff = queue.backoff_threshold  # unschedulable asks before the app backs off (0: off)
+    unschedulable = 0
     while i < n:
         ask = asks[i]
         if ask.pending <= 0 or ask in blocked:
@@ -400,6 +413,9 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
         if ask.reserved_node:  # handled by the reserved pass
             i += 1
             continue
+        if backoff and unschedulable >= backoff:
+            start_backoff(p, app, c.now)
+            break
         res = ask.resource
         if ask.task_group and not ask.placeholder:  # gang member (see gang.py)
             if app.has_pending_placeholders():  # all or nothing: the whole gang is placed first
@@ -467,9 +483,10 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
                     no_reserve_res = res
             else:
                 verdict = NOT_RESERVED
-            if verdict != RESERVED and (ask.sched_state is not SchedState.FAILED
-                                         or ask.sched_reason != WAITING_FOR_CLUSTER):
-                p.sched_state(ask, SchedState.FAILED, WAITING_FOR_CLUSTER)
+            if verdict != RESERVED:
+                unschedulable += not ask.required_node
+                if ask.sched_state is not SchedState.FAILED or ask.sched_reason != WAITING_FOR_CLUSTER:
+                    p.sched_state(ask, SchedState.FAILED, WAITING_FOR_CLUSTER)
         if i == cursor:
             cursor += 1
         else:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from common.compat import SEEDS, Compat
+
 __all__ = ["CoreSettings", "SECOND", "MINUTE", "DAY"]
 
 SECOND = 1_000_000_000
@@ -37,3 +39,6 @@ class CoreSettings:
     # selection) as YuniKorn's sorting-latency metrics do. None: nothing is timed. Injected by
     # the worker shell (time.perf_counter); the core only reads it and records per-cycle totals.
     stage_timer: Callable[[], float] | None = None
+    # which YuniKorn version's semantics where the seeds and today differ (extraConfig
+    # korral.compatibility); the partition reads it at each decision, so an update applies at once
+    compat: Compat = SEEDS

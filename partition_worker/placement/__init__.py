@@ -6,6 +6,7 @@ Public surface::
     manager.initialised / update_rules(rules) / place(app, queues) -> str
     AppPlacementInfo, QueueTree, QueueNode, PlacementError
     GroupResolver(lookup, positive_ttl_s=300, negative_ttl_s=30).resolve(user, groups, now_ns)
+    GroupLookupError (a lookup that failed: LDAP down; the app is rejected, nothing cached)
     no_lookup (YuniKorn v1.2's resolver; the worker injects its OS lookup, ``partition_worker.os_groups``)
 
 No I/O, clock or logging: the package is part of the pure core's import graph.
@@ -13,7 +14,7 @@ No I/O, clock or logging: the package is part of the pure core's import graph.
 """
 
 from .filter import Filter
-from .groups import GroupResolver, no_lookup
+from .groups import GroupLookupError, GroupResolver, no_lookup
 from .manager import NO_RULE_MATCHED, PlacementManager
 from .registry import RULES, build_rule
 from .rule import Rule, replace_dot
@@ -22,6 +23,7 @@ from .types import AppPlacementInfo, PlacementError, QueueNode, QueueTree
 __all__ = [
     "AppPlacementInfo",
     "Filter",
+    "GroupLookupError",
     "GroupResolver",
     "NO_RULE_MATCHED",
     "PlacementError",

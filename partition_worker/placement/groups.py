@@ -17,11 +17,16 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Callable, Sequence
 
-__all__ = ["GroupResolver", "no_lookup", "Lookup"]
+__all__ = ["GroupResolver", "GroupLookupError", "no_lookup", "Lookup"]
 
 # user -> groups (primary first), or None when the user is unknown
 Lookup = Callable[[str], "Sequence[str] | None"]
 NS_PER_S = 1_000_000_000
+
+
+class GroupLookupError(Exception):
+    """The lookup could not answer (e.g. its LDAP server is down): the message says why. Not
+    cached here: the lookup decides how long it keeps failing fast."""
 
 
 def no_lookup(user: str) -> None:

@@ -14,7 +14,7 @@ Usage::
 See ``docs/client.md`` and the docstring of ``rmproxy.client.api``.
 """
 
-from rmproxy.client.api import SchedulerAPI
+from rmproxy.client.api import SchedulerAPI, channel_options
 from rmproxy.client.errors import ClientState, NotConnectedError, SchedulerError
 from rmproxy.client.backoff import Backoff
 from rmproxy.client.callback import (
@@ -34,4 +34,5 @@ __all__ = [
     "SchedulerAPI",
     "SchedulerError",
     "StateDumpPlugin",
+    "channel_options",
 ]

@@ -20,7 +20,8 @@ import zmq
 import zmq.asyncio
 
 from common import korral_pb2, registry, si_pb2
-from common.config import load_config
+from common.compat import compat_warnings, parse_compat
+from common.config import config_checksum, load_config
 from common.config.errors import ConfigError
 from common.envelope import Envelope, Kind, decode_for, encode
 from common.gcpause import gc_paused
@@ -171,8 +172,16 @@ class Proxy:
             self._broker_reset("the broker restarted")
 
     def _broker_reset(self, reason: str) -> None:
-        """What was in flight through the old broker may be lost: every RM resyncs (re-registers)."""
+        """What was in flight through the old broker may be lost: every RM resyncs (re-registers).
+        A registration (or config update) still waiting for its partitions' owners fails at once:
+        its RM_REGISTER may have died with the old broker, and the new one assigns nothing for it."""
         for rm in list(self.rms.values()):
+            waiting = [p for p, w in rm.owned_waiters.items() if not w.done()]
+            for p in waiting:
+                rm.owned_waiters.pop(p).set_exception(RegistrationError(
+                    grpc.StatusCode.UNAVAILABLE,
+                    f"registration of RM failed: {reason} before partition [{rm.rm_id}]{p} had a worker; "
+                    "register again"))
             if rm.epochs:
                 self.resync(rm, reason)
 
@@ -216,6 +225,14 @@ class Proxy:
         self.view.on_lost(env.rm_id, env.partition, env.epoch, reason)
         rm = self.rms.get(env.rm_id)
         if rm is not None and env.partition in rm.partitions:
+            waiter = rm.owned_waiters.pop(env.partition, None)
+            if waiter is not None and not waiter.done():
+                # the worker died while it loaded the partition for a registration still waiting:
+                # that registration fails now (the RM registers again) instead of after 10 s
+                waiter.set_exception(RegistrationError(
+                    grpc.StatusCode.UNAVAILABLE,
+                    f"registration of RM failed: partition [{rm.rm_id}]{env.partition} lost epoch {env.epoch} "
+                    f"while its worker loaded it: {reason}; register again"))
             self.resync(rm, f"partition [{rm.rm_id}]{env.partition} lost epoch {env.epoch}: {reason}")
 
     def _on_response(self, env: Envelope) -> None:
@@ -248,7 +265,7 @@ class Proxy:
         reason, original = unroutable.reason, unroutable.body
         log.warning("unroutable %s for [%s]%s: %s", unroutable.kind, env.rm_id, env.partition, reason)
         if isinstance(original, dict):  # a config update or a query waiting for its reply
-            self.requests.answer(Reply(unroutable.request_id, error=reason))
+            self.requests.answer(Reply(unroutable.request_id, error=reason, unavailable=True))
             return
         stream = _STREAM_OF_REQUEST.get(KINDS.get(unroutable.kind or ""))  # type: ignore[arg-type]
         rm = self.rms.get(env.rm_id)
@@ -282,12 +299,13 @@ class Proxy:
                                     "registration of RM failed: rmID must not be empty")
         try:
             config = load_config(req.config)
-        except ConfigError as exc:
+            compat = parse_compat(req.extraConfig)
+        except (ConfigError, ValueError) as exc:
             kept = (f"; RM {req.rmID} keeps its current registration and partitions"
                     if req.rmID in self.rms else "")
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
                                     f"registration of RM failed: RM {req.rmID}: {exc}{kept}") from None
-        for warning in config.warnings:
+        for warning in (*config.warnings, *compat_warnings(config, compat)):
             log.warning("RM %s config: %s", req.rmID, warning)
         partitions = [p.name for p in config.partitions]
         reg = registry.Registration(
@@ -310,7 +328,17 @@ class Proxy:
         waiters = {p: loop.create_future() for p in partitions}
         rm.owned_waiters = dict(waiters)
         self.send(Envelope(Kind.RM_REGISTER, req.rmID, body=RMPartitions(tuple(partitions)).wire()))
-        done, pending = await asyncio.wait(waiters.values(), timeout=REGISTER_TIMEOUT)
+        done, pending = await asyncio.wait(waiters.values(), timeout=REGISTER_TIMEOUT,
+                                           return_when=asyncio.FIRST_EXCEPTION)
+        failed = next((w for w in done if w.cancelled() or w.exception() is not None), None)
+        if failed is not None:
+            for w in pending:
+                w.cancel()
+            if failed.cancelled():
+                raise RegistrationError(grpc.StatusCode.UNAVAILABLE,
+                                        f"registration of RM {req.rmID} failed: a newer registration of it "
+                                        "came in meanwhile")
+            raise failed.exception()  # type: ignore[misc]
         if pending:
             missing = ", ".join(f"[{req.rmID}]{p}" for p, w in waiters.items() if w in pending)
             for w in pending:
@@ -321,9 +349,6 @@ class Proxy:
                 f"registration of RM failed: no worker took partition(s) {missing} within "
                 f"{REGISTER_TIMEOUT:.0f}s{where}: start more workers (korral up --workers N, "
                 "or korral worker on another host)")
-        for w in done:
-            if w.exception() is not None:
-                raise w.exception()  # type: ignore[misc]
         log.info("registered RM %s with partitions %s", req.rmID, partitions)
         for listener in self.listeners:
             listener.registered(req.rmID)
@@ -377,25 +402,47 @@ class Proxy:
         registration (and every other partition's membership) as it was.
         """
         rm = self.rms.get(req.rmID)
+        if rm is not None and rm.resync_reason is not None:
+            raise RegistrationError(grpc.StatusCode.UNAVAILABLE,
+                                    f"update of configuration failed: RM {req.rmID} was asked to re-register "
+                                    f"({rm.resync_reason}); nothing changed: retry once it has re-registered")
         if rm is None or not rm.epochs:
             raise RegistrationError(grpc.StatusCode.FAILED_PRECONDITION,
                                     f"RM {req.rmID} has no active partitions, make sure it is registered")
         try:
             config = load_config(req.config)
-        except ConfigError as exc:
+            compat = parse_compat(req.extraConfig)
+        except (ConfigError, ValueError) as exc:
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
-                                    f"update of configuration failed: {exc}") from None
+                                    f"update of configuration failed: RM {req.rmID}: {exc}") from None
+        old = rm.registration
+        if old is not None and dict(req.extraConfig) == old.extra_config \
+                and config_checksum(req.config) == config_checksum(old.config):
+            # YuniKorn 1.10: the active checksum again is a no-op; no worker is asked
+            log.info("RM %s: configuration unchanged (checksum %s): nothing to do", req.rmID, config.checksum)
+            return
+        for warning in (*config.warnings, *compat_warnings(config, compat)):
+            log.warning("RM %s config: %s", req.rmID, warning)
         names = [p.name for p in config.partitions]
         kept = [p for p in names if p in rm.partitions]
         added = [p for p in names if p not in rm.partitions]
         removed = [p for p in rm.partitions if p not in names]
         results = await asyncio.gather(*(
-            self.ask_worker(rm, p, Kind.CONFIG_UPDATE, ConfigUpdate(req.config)) for p in kept))
-        errors = [r.error for r in results if r.error]
-        if errors:
+            self.ask_worker(rm, p, Kind.CONFIG_UPDATE, ConfigUpdate(req.config, extra_config=dict(req.extraConfig)))
+            for p in kept))
+        # A worker that refused the config makes the request invalid; one that could not be
+        # reached (no worker, it died, the broker restarted) makes it fail for now: UNAVAILABLE,
+        # so the RM retries instead of taking its config for wrong. The registration is only
+        # replaced below, so a retry (or the RM's re-registration) starts from a known config.
+        refused = [r.error for r in results if r.error and not r.unavailable]
+        unreached = [r.error for r in results if r.error and r.unavailable]
+        if refused:
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
-                                    "update of configuration failed: " + "; ".join(errors))
-        old = rm.registration
+                                    "update of configuration failed: " + "; ".join(refused + unreached))
+        if unreached:
+            raise RegistrationError(grpc.StatusCode.UNAVAILABLE,
+                                    "update of configuration failed: " + "; ".join(unreached)
+                                    + "; the registration is unchanged: retry")
         reg = registry.Registration(
             rm_id=req.rmID, version=old.version if old else "", policy_group=req.policyGroup,
             config=req.config, extra_config=dict(req.extraConfig),
@@ -430,11 +477,11 @@ class Proxy:
         after the RM's earlier requests), and wait for its reply; failures are a Reply's error."""
         epoch = rm.epochs.get(partition)
         if epoch is None:
-            return Reply(error=f"partition [{rm.rm_id}]{partition} has no worker")
+            return Reply(error=f"partition [{rm.rm_id}]{partition} has no worker", unavailable=True)
         try:
             return await self.requests.ask(kind, rm.rm_id, partition, epoch, rm.next_seq(partition), body)
         except NoAnswer as exc:
-            return Reply(error=str(exc))
+            return Reply(error=str(exc), unavailable=True)
 
     async def shutdown_rm(self, rm_id: str) -> None:
         """A voluntary shutdown: Running -> Stopped at once."""

@@ -440,8 +440,13 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
 
     def _node_info(self, node_id: str) -> si_pb2.NodeInfo:
         n = self._node_plans[node_id]
-        return si_pb2.NodeInfo(nodeID=node_id, action=si_pb2.NodeInfo.CREATE, attributes=n.attributes,
+        info = si_pb2.NodeInfo(nodeID=node_id, action=si_pb2.NodeInfo.CREATE, attributes=n.attributes,
                                schedulableResource=fill_si_resource(si_pb2.Resource(), n.resources))
+        if n.foreign:  # a pod of another scheduler: occupies the node, in no queue
+            info.existingAllocations.append(si_pb2.Allocation(
+                allocationKey=f"{node_id}-foreign", nodeID=node_id, allocationTags={"foreign": "default"},
+                resourcePerAlloc=fill_si_resource(si_pb2.Resource(), n.foreign)))
+        return info
 
     def _app_request(self, app: _App) -> si_pb2.AddApplicationRequest:
         t = app.plan.template

@@ -161,6 +161,69 @@ apps:
 """
 
 
+_BACKLOG = """
+name: backlog
+seed: 11
+duration: 15
+config: |
+  # root.stuck: an app backs off for 30 s once 5 of its asks fit no node
+  partitions:
+    - {name: default, placementrules: [{name: provided, create: true}],
+       queues: [{name: root, submitacl: '*', queues: [{name: work}, {name: stuck, properties: {
+         application.unschedasks.backoff: "5", application.unschedasks.backoff.delay: 30s}}]}]}
+nodes:
+  - {name: n, count: 50, resources: {vcore: 8, memory: 16Gi}}
+apps:
+  # 5,000 asks larger than any node: they back off instead of costing every cycle
+  - {name: stuck, count: 50, queue: root.stuck, tasks: 100, resources: {vcore: 1, memory: 64Gi}, duration: 1}
+  - {name: work, count: 20, queue: root.work, arrival: {start: 1, interval: 0.3}, tasks: 20,
+     resources: {vcore: 1, memory: 1Gi}, duration: [0.5, 1]}
+"""
+
+_QUOTA_CONFIG = """partitions:
+  - name: default
+    placementrules: [{{name: provided, create: true}}]
+    preemption: {{quotapreemptionenabled: true}}
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - {{name: batch, resources: {{max: {{vcore: {max}}}}}, properties: {{quota.preemption.delay: 2s}}}}
+"""
+
+
+def _indented(text: str, spaces: int) -> str:
+    return "".join(" " * spaces + line for line in text.splitlines(keepends=True))
+
+
+_QUOTA = f"""
+name: quota-change
+seed: 12
+duration: 30
+config: |
+{_indented(_QUOTA_CONFIG.format(max=40), 2)}config_updates:
+  - at: 5
+    config: |
+{_indented(_QUOTA_CONFIG.format(max=20), 6)}nodes:
+  - {{name: n, count: 5, resources: {{vcore: 16, memory: 32Gi}}}}
+apps:
+  # batch fills its max of 40 with long tasks; at 5 s the max drops to 20; 2 s later quota
+  # preemption takes 20 back (victims re-submitted, placed again only within the new max)
+  - {{name: batch, count: 1, queue: root.batch, tasks: 60, resources: {{vcore: 1, memory: 1Gi}}, duration: [6, 8]}}
+"""
+
+_FOREIGN = """
+name: foreign
+seed: 13
+duration: 20
+nodes:
+  # every node runs a pod of another scheduler taking half of it: only the rest is scheduled
+  - {name: n, count: 10, resources: {vcore: 8, memory: 16Gi}, foreign: {vcore: 4, memory: 8Gi}}
+apps:
+  - {name: a, count: 4, queue: root.a, tasks: 30, resources: {vcore: 1, memory: 1Gi}, duration: [1, 2]}
+"""
+
+
 PRESETS: dict[str, tuple[str, str]] = {
     "demo": (_DEMO, "~3,600 tasks, 90 apps, queues root.a/root.b, partitions default/edge, ~30 s"),
     "small": (_SMALL, "6 apps, ~36 tasks on 4 nodes; a few seconds (smoke test)"),
@@ -169,6 +232,12 @@ PRESETS: dict[str, tuple[str, str]] = {
                     "by 160 batch tasks; ~10 s"),
     "preemption": (_PREEMPTION, "root.low fills the cluster; root.high (priority.offset 100) reclaims its "
                                 "guarantee of 30 slots by preemption; victims re-submitted; ~13 s"),
+    "backlog": (_BACKLOG, "5,000 asks that fit no node back off (application.unschedasks.backoff) while "
+                          "400 schedulable tasks run beside them; ends at its duration (15 s)"),
+    "quota": (_QUOTA, "a config update lowers root.batch's max from 40 to 20 vcore at 5 s; quota preemption "
+                      "brings it back under after 2 s; ~20 s"),
+    "foreign": (_FOREIGN, "each node runs a foreign pod (another scheduler's) taking half of it; the checks "
+                          "count it on its node; ~10 s"),
     "limits": (_LIMITS, "user and group limits in one queue (alice 4 vcore, others 2, the data group one "
                         "running app); the summary shows each limit's peak; ~5 s"),
 }

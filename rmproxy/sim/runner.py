@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.live import Live
 
 from common import si_pb2
-from rmproxy.client import SchedulerAPI
+from rmproxy.client import SchedulerAPI, channel_options
 from rmproxy.sim.checks import Validator, config_limits
 from rmproxy.sim.cluster import SimCluster
 from rmproxy.sim.report import LiveView
@@ -121,12 +121,13 @@ def simulate(plan: Plan, options: SimOptions, console: Console | None = None,
     console = console or Console()
     config = plan.workload.config or default_config_text(plan.workload)
     queue_max, ugm = config_limits(config)
-    validator = Validator({n.node_id: dict(n.resources) for n in plan.nodes}, queue_max, ugm=ugm)
+    # a node's room for this scheduler: its capacity less its foreign allocation
+    validator = Validator({n.node_id: {k: v - (n.foreign or {}).get(k, 0) for k, v in n.resources.items()}
+                           for n in plan.nodes}, queue_max, ugm=ugm)
     stats = Stats(_capacity(plan))
     channel = None
     if options.credentials is not None:
-        channel = grpc.secure_channel(options.si_address, options.credentials,
-                                      options=[("grpc.max_receive_message_length", 64 << 20)])
+        channel = grpc.secure_channel(options.si_address, options.credentials, options=channel_options())
     api = SchedulerAPI(options.si_address, channel=channel)
     cluster = SimCluster(plan, api, clock, validator, stats)
     duration = options.duration if options.duration is not None else plan.workload.duration
@@ -143,8 +144,14 @@ def simulate(plan: Plan, options: SimOptions, console: Console | None = None,
         deadline = clock() + duration
         with Live(console=console, refresh_per_second=4, transient=False) if view else _Null() as live:
             next_draw = 0.0
+            updates = list(plan.workload.config_updates)
             while True:
                 now = clock()
+                while updates and now - cluster.t0 >= updates[0][0]:
+                    _, text = updates.pop(0)  # a new max holds for the allocations that follow it
+                    api.update_configuration(si_pb2.UpdateConfigurationRequest(
+                        rmID=options.rm_id, policyGroup="queues", config=text))
+                    validator.queue_max, validator.ugm = config_limits(text)
                 cluster.tick()
                 if view is not None and now >= next_draw:
                     live.update(view.renderable(cluster, stats, now))

@@ -11,12 +11,15 @@ Format (every key but ``nodes`` and ``apps`` optional)::
     duration: 30             # seconds the sim may run (``--duration`` overrides)
     config: |                # queues.yaml sent at registration; default: see default_config_text
       partitions: ...
+    config_updates:          # queues.yaml sent later with UpdateConfiguration (e.g. a lowered max)
+      - {at: 10, config: "partitions: ..."}
     nodes:
       - name: a              # node ids a-0000, a-0001, ...
         count: 20
         partition: default   # other names set the si/node-partition attribute
         resources: {vcore: 16, memory: 64Gi}
         attributes: {si/rackname: rack-1}
+        foreign: {vcore: 2, memory: 4Gi}  # a pod of another scheduler on each node (tag foreign)
     apps:
       - name: etl            # app ids etl-0000, ...
         count: 40
@@ -70,6 +73,7 @@ class NodeGroup:
     partition: str
     resources: dict[str, int]
     attributes: dict[str, str]
+    foreign: dict[str, int] | None = None  # one foreign allocation per node (None: none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +114,7 @@ class Workload:
     config: str
     nodes: tuple[NodeGroup, ...]
     apps: tuple[AppTemplate, ...]
+    config_updates: tuple[tuple[float, str], ...] = ()  # (seconds into the run, queues.yaml)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +123,7 @@ class NodePlan:
     partition: str
     resources: dict[str, int]
     attributes: dict[str, str]
+    foreign: dict[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,12 +153,12 @@ class Plan:
         return sum(len(a.tasks) for a in self.apps)
 
 
-_NODE_KEYS = {"name", "count", "partition", "resources", "attributes"}
+_NODE_KEYS = {"name", "count", "partition", "resources", "attributes", "foreign"}
 _APP_KEYS = {"name", "count", "queue", "partition", "user", "groups", "namespace", "arrival", "tasks",
              "resources", "priority", "duration", "gang", "preemption", "on_preempted"}
 _GANG_KEYS = {"members", "style", "timeout", "resources"}
 _GANG_STYLES = ("Hard", "Soft")
-_TOP_KEYS = {"name", "seed", "duration", "config", "nodes", "apps"}
+_TOP_KEYS = {"name", "seed", "duration", "config", "config_updates", "nodes", "apps"}
 
 
 class _Reader:
@@ -234,9 +240,21 @@ def parse_workload(text: str, source: str = "<workload>") -> Workload:
         if a.partition not in node_partitions:
             r.errors.append(f"app template '{a.name}': partition '{a.partition}' has no nodes "
                             f"(node partitions: {', '.join(sorted(node_partitions)) or 'none'})")
+    updates = []
+    raw_updates = raw.get("config_updates") or []
+    if not isinstance(raw_updates, list):
+        r.errors.append(f"{source}: config_updates must be a list of {{at, config}}")
+        raw_updates = []
+    for i, u in enumerate(raw_updates):
+        where = f"{source}: config_updates[{i}]"
+        if not isinstance(u, dict) or not isinstance(u.get("config"), str):
+            r.errors.append(f"{where}: must be a map with at (seconds) and config (queues.yaml text)")
+            continue
+        r.keys(where, u, {"at", "config"})
+        updates.append((float(r.number(f"{where}: at", u.get("at", 0))), u["config"]))
     if r.errors:
         raise WorkloadError(r.errors)
-    return Workload(name, seed, duration, config, nodes, apps)
+    return Workload(name, seed, duration, config, nodes, apps, tuple(sorted(updates)))
 
 
 def _list(r: _Reader, source: str, raw: dict, key: str) -> list[dict]:
@@ -272,6 +290,7 @@ def _node_group(r: _Reader, index: int, g: dict) -> NodeGroup:
         partition=_partition(r, f"{where}: partition", g.get("partition")),
         resources=r.resources(f"{where}: resources", g.get("resources")),
         attributes={str(k): str(v) for k, v in attributes.items()},
+        foreign=None if g.get("foreign") is None else r.resources(f"{where}: foreign", g.get("foreign")),
     )
 
 
@@ -384,7 +403,7 @@ def plan(workload: Workload, seed: int | None = None) -> Plan:
             attrs[NODE_PARTITION] = g.partition
         for i in range(g.count):
             node_id = f"{g.name}-{i:04d}"
-            nodes.append(NodePlan(node_id, g.partition, g.resources, {**attrs, HOST_NAME: node_id}))
+            nodes.append(NodePlan(node_id, g.partition, g.resources, {**attrs, HOST_NAME: node_id}, g.foreign))
     apps = []
     for t in workload.apps:
         for i in range(t.count):

@@ -273,3 +273,63 @@ def test_a_request_of_the_wrong_type_is_refused_naming_what_was_expected(fake, m
         getattr(api, method)(request_)
     assert api.state is ClientState.RUNNING  # the streams are untouched
     api.close()
+
+
+class _DeafPort:
+    """Listens on a port and closes every connection at once, counting them: a server that is
+    down for gRPC, where each of the channel's connection attempts can be seen."""
+
+    def __init__(self, port: int) -> None:
+        import socket
+
+        self.attempts = 0
+        self._stop = threading.Event()
+        self._sock = socket.socket()
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", port))
+        self._sock.listen(16)
+        self._sock.settimeout(0.05)
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:  # the accept timeout: look at the stop flag again
+                continue
+            self.attempts += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._sock.close()
+
+
+def test_a_long_outage_does_not_slow_the_channels_reconnects_beyond_the_clients_backoff(fake):
+    """gRPC's own reconnect backoff (1 s, x1.6, up to 120 s) made a recovering RM wait ~7 s more
+    after a 30 s rmproxy outage, and up to two minutes after a longer one (found by the chaos
+    soak: RMs came back seconds after rmproxy). The channel now retries at the client's pace."""
+    rm = StatefulRM()
+    api = fast_api(fake.address)  # backoff cap 0.2 s
+    register(api, rm)
+    fake.stop()
+    deaf = _DeafPort(fake.port)
+    try:
+        assert wait_until(lambda: api.state is ClientState.RECOVERING)
+        # 15 attempts: ~3 s at the client's pace; with gRPC's default backoff, over 5 minutes
+        assert wait_until(lambda: deaf.attempts >= 15, timeout=20), deaf.attempts
+    finally:
+        deaf.close()
+    fake.start()
+    assert wait_until(lambda: api.state is ClientState.RUNNING and api.reconnects == 1, timeout=10)
+    api.close()
+
+
+def test_the_default_channel_reconnects_at_the_clients_pace():
+    from rmproxy.client import Backoff, channel_options
+
+    opts = dict(channel_options(Backoff(cap=2.0)))
+    assert opts["grpc.max_reconnect_backoff_ms"] == 2000 and opts["grpc.initial_reconnect_backoff_ms"] == 100
+    assert opts["grpc.max_receive_message_length"] == 64 << 20

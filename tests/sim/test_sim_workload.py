@@ -89,3 +89,13 @@ def test_default_config_lists_every_partition_with_the_provided_rule():
     cfg = load_config(default_config_text(parse_workload(GOOD)))
     assert [p.name for p in cfg.partitions] == ["default", "gpu"]
     assert all(p.placementrules[0].name == "provided" and p.placementrules[0].create for p in cfg.partitions)
+
+
+def test_config_updates_and_foreign_allocations_are_read_and_checked():
+    from rmproxy.sim.workload import WorkloadError, parse_workload, plan
+    w = parse_workload(PRESETS["quota"][0])
+    assert [at for at, _ in w.config_updates] == [5.0] and "vcore: 20" in w.config_updates[0][1]
+    nodes = plan(parse_workload(PRESETS["foreign"][0])).nodes
+    assert nodes[0].foreign == {"vcore": 4000, "memory": 8 * 2**30}
+    with pytest.raises(WorkloadError, match=r"config_updates\[0\]: must be a map with at"):
+        parse_workload(PRESETS["small"][0] + "config_updates: [5]\n")

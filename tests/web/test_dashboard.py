@@ -40,7 +40,7 @@ VIEWS = {
     "overview": [r'data-loaded="overview"', r"<td>rm-rest</td><td>default</td>", r"<td>gpu</td>",
                  r"healthy", r"Orphan allocation on node check", r"memory 12%"],
     "queues": [r'data-loaded="queues"', r'data-queue="root"', r'data-queue="root.a"', r'data-queue="root.b"',
-               r"guaranteed 400B", r"max 1000B", r"used 200B"],
+               r"guaranteed 400 B", r"max 1000 B", r"used 200 B"],
     "apps": [r'data-loaded="apps"', r'data-app="app-a1"', r'data-app="app-b1"', r">Running<", r">Starting<",
              r"root\.a", r">alice<"],
     "nodes": [r'data-loaded="nodes"', r'class="cell" data-node="n1"', r'class="cell" data-node="n2"',
