@@ -29,7 +29,7 @@ from common import si_pb2
 from common.compat import Compat
 from common.config.errors import ConfigError
 from common.config.model import PartitionConfig
-from common.si_resource import fill_si_resource as _fill_res, resource_from_si as _res
+from common.si_resource import SiResourceCache, fill_si_resource as _fill_res, resource_from_si as _res
 from partition_worker.core import commands as C
 from partition_worker.core.app_usage import summary_line
 from partition_worker.core.dao import partition_snapshot
@@ -98,13 +98,15 @@ class PartitionSession:
                         partition, self.core.placement.error)
         self.event_ring: deque[si_pb2.EventRecord] = deque(maxlen=EVENT_RING_SIZE)
         self.last_respond_seconds = 0.0  # building the last step's SI responses (with a stage timer)
+        self.ask_sizes = SiResourceCache()
 
     # ------------------------------------------------------------------ input
     def apply_allocation_request(self, req: si_pb2.AllocationRequest, now_ns: int) -> None:
         core = self.core
+        sizes = self.ask_sizes
         for ask in req.asks:
             try:
-                cmd = _ask_cmd(ask)
+                cmd = _ask_cmd(ask, sizes)
             except ValueError as exc:  # e.g. an empty resource name
                 core.outcomes.rejected_asks.append(AskRejected(
                     ask.applicationID, ask.allocationKey,
@@ -327,16 +329,15 @@ def uuid_source() -> Callable[[], str]:
     return lambda: f"{prefix}{next(counter) & 0xFFFF_FFFF_FFFF:012x}"
 
 
-def _ask_cmd(ask: si_pb2.AllocationAsk) -> C.AddAsk:
+def _ask_cmd(ask: si_pb2.AllocationAsk, sizes: SiResourceCache) -> C.AddAsk:
     has_pp = ask.HasField("preemptionPolicy")
     pp = ask.preemptionPolicy
+    # positional: keywords cost a fifth of the build (tests/core/test_objects.py pins the order)
     return C.AddAsk(
-        key=ask.allocationKey, app_id=ask.applicationID, resource=_res(ask.resourceAsk),
-        max_allocations=ask.maxAllocations, priority=ask.priority,
-        execution_timeout_ms=ask.executionTimeoutMilliSeconds, tags=dict(ask.tags) if ask.tags else {},
-        task_group=ask.taskGroupName, placeholder=ask.placeholder, originator=ask.Originator,
-        allow_preempt_self=pp.allowPreemptSelf if has_pp else True,
-        allow_preempt_other=pp.allowPreemptOther if has_pp else True)
+        ask.allocationKey, ask.applicationID, sizes.get(ask.resourceAsk), ask.maxAllocations, ask.priority,
+        ask.executionTimeoutMilliSeconds, dict(ask.tags) if ask.tags else {}, ask.taskGroupName,
+        ask.placeholder, ask.Originator, pp.allowPreemptSelf if has_pp else True,
+        pp.allowPreemptOther if has_pp else True)
 
 
 def _recovered(n: si_pb2.NodeInfo) -> tuple[C.RecoveredAlloc, ...]:
