@@ -1,7 +1,7 @@
 # Korral: `make demo` runs the main job, `make test` runs the tests. Both do all set-up
 # on a fresh Debian machine with Python 3.11: .venv, `pip install -c constraints.txt -e '.[test]'`,
-# redis-server. Set-up is idempotent; it reruns only when pyproject.toml, the constraints file
-# or the CONSTRAINTS setting changes (stamp files in .venv).
+# redis-server, chromium (for the web UI tests, when root). Set-up is idempotent; it reruns only
+# when pyproject.toml, the constraints file or the CONSTRAINTS setting changes (stamp files in .venv).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -14,7 +14,7 @@ PY := $(VENV)/bin/python
 KORRAL := $(PY) -m common.cli
 STAMP := $(VENV)/.korral-setup-stamp
 DEMO_DIR ?= .state/demo
-DEMO_WORKERS ?= 2
+DEMO_WORKERS ?= 3
 PYTEST_ARGS ?=
 KEEP ?= 0
 # Exact versions to install (`make lock` writes them); empty: the newest versions pyproject.toml allows.
@@ -28,19 +28,24 @@ STRESS_RUNS ?= 5
 STRESS_TESTS ?= tests/e2e tests/stack tests/client/test_client_stack.py tests/sim/test_sim_run.py \
   tests/rest tests/web tests/worker/test_liveness.py tests/deploy/test_supervisord.py tests/deploy/test_compose_run.py
 
-.PHONY: help setup redis-server slapd demo test bench soak lock test-stress FORCE
+.PHONY: help setup redis-server slapd chromium demo test bench soak lock test-stress FORCE
 
 help:
 	@echo "make demo    set up, start the local stack, run the demo workload, print a summary, stop the stack"
 	@echo "make test    set up and run the tests (not the slow soaks or benchmarks)"
 	@echo "make bench   set up and run the benchmarks (korral bench compare, core --preemption, e2e, churn, recovery)"
 	@echo "make soak    set up and run the slow soak tests (pytest -m slow)"
-	@echo "make setup   only the set-up: .venv, pip install -c constraints.txt -e '.[test]', redis-server, slapd"
+	@echo "make setup   only the set-up: .venv, pip install -c constraints.txt -e '.[test]', redis-server,"
+	@echo "             slapd and chromium (as root; the LDAP and web UI tests skip without them)"
 	@echo "             (CONSTRAINTS= installs the newest versions pyproject.toml allows instead)"
 	@echo "make lock    write constraints.txt: the exact versions installed in .venv (CONSTRAINTS= first upgrades)"
 	@echo "make test-stress  run the end-to-end tests STRESS_RUNS times (default 5) with one core kept busy"
 
-setup: $(STAMP) redis-server slapd
+setup: $(STAMP) redis-server slapd chromium
+	@# only `make setup` itself says it (make demo/test/... run set-up quietly on their way)
+	if [ "$(MAKECMDGOALS)" = setup ]; then
+	  echo 'set-up done; put korral on PATH with: export PATH="$(abspath $(VENV))/bin:$$PATH"  (or: source $(abspath $(VENV))/bin/activate)'
+	fi
 
 $(STAMP): pyproject.toml $(CONSTRAINTS) $(CONSTRAINTS_USED)
 	@if ! $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
@@ -105,6 +110,15 @@ slapd:
 	  echo "slapd is missing: the LDAP tests will skip (Debian: sudo apt-get install -y slapd ldap-utils)" >&2
 	fi
 
+# Headless Chromium for the web UI tests (tests/web): installed when missing and root, else they skip.
+chromium:
+	@if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then exit 0; fi
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+	else
+	  echo "chromium is missing: the web UI tests will be skipped (Debian: sudo apt-get install -y chromium)" >&2
+	fi
+
 demo: setup
 	@mkdir -p "$(DEMO_DIR)"
 	read -r si rest < <($(PY) -c 'from common.netutil import free_ports; print(*free_ports(2))')
@@ -115,7 +129,18 @@ demo: setup
 	keep=0
 	trap '[ "$$keep" = 1 ] || $(KORRAL) down --state-dir "$(DEMO_DIR)"' EXIT
 	trap 'exit 130' INT TERM
+	# Beside the demo RM (the seed's SI, partitions default and edge), a second RM speaking SI v1.8
+	# on the same port runs the small preset on the third worker.
+	$(KORRAL) sim --preset small --si-revision v1.8 --rm-id korral-sim-v18 --no-progress \
+	  --si-address "127.0.0.1:$$si" > "$(DEMO_DIR)/sim-v18.log" 2>&1 &
+	v18=$$!
 	$(KORRAL) sim --preset demo --si-address "127.0.0.1:$$si" --rest-address "127.0.0.1:$$rest"
+	echo
+	v18_status=0
+	wait $$v18 || v18_status=$$?
+	echo "the second RM, speaking SI v1.8 ($(DEMO_DIR)/sim-v18.log):"
+	tail -n 12 "$(DEMO_DIR)/sim-v18.log"
+	[ "$$v18_status" = 0 ] || { echo "the SI v1.8 RM's sim failed (exit $$v18_status)" >&2; exit "$$v18_status"; }
 	echo
 	$(KORRAL) status --state-dir "$(DEMO_DIR)" || true
 	echo

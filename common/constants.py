@@ -15,6 +15,7 @@ __all__ = [
     "APP_TAG_NAMESPACE", "MEMORY", "CPU", "APP_TAG_NAMESPACE_RESOURCE_QUOTA", "APP_TAG_STATE_AWARE_DISABLE", "APP_TAG_CREATE_FORCE",
     "NODE_READY_ATTRIBUTE", "DEFAULT_PARTITION", "KEY_SCHEDULING_POLICY_PARAMETERS",
     "TAG_SCHEDULING_POLICY_PARAMETERS", "TAG_NODE_SELECTOR_PREFIX", "K8S_HOST_NAME", "K8S_RACK_NAME", "NODE_LABELS",
+    "TAG_FOREIGN",
 ]
 
 # Node attributes
@@ -45,6 +46,7 @@ KEY_REQUIRED_NODE = "requiredNode"
 KEY_ALLOW_PREEMPTION = "allowPreemption"
 KEY_SCHEDULING_POLICY_PARAMETERS = "schedulingPolicyParameters"
 CREATION_TIME = "creationTime"  # allocation tag (recovery): unix seconds
+TAG_FOREIGN = "foreign"  # allocation tag (SI >= 1.6): a pod of another scheduler, value static|default
 
 # Composed tag names the core reads
 TAG_REQUIRED_NODE = DOMAIN_YUNIKORN + KEY_REQUIRED_NODE  # yunikorn.apache.org/requiredNode
@@ -69,6 +71,9 @@ CPU = "vcore"
 APP_TAG_NAMESPACE_RESOURCE_QUOTA = "namespace.resourcequota"
 APP_TAG_STATE_AWARE_DISABLE = "application.stateaware.disable"
 APP_TAG_CREATE_FORCE = "application.create.force"  # the RM recovers an app it runs (YuniKorn 1.4)
+# allocation tag (SI 1.7): an allocation the RM placed itself, counted as the node's occupied
+# resource (value "static": not preemptable; "default": preemptable)
+TAG_FOREIGN = "foreign"
 NODE_READY_ATTRIBUTE = "ready"
 
 DEFAULT_PARTITION = "default"

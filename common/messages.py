@@ -23,7 +23,7 @@ from typing import Any, Mapping, TypeVar
 __all__ = [
     "Kind", "KINDS", "EnvelopeError", "Body", "ProxyHello", "WorkerReady", "Heartbeat", "Status",
     "RMPartitions", "RMUnregister", "PartitionLoaded", "PartitionOwned", "PartitionLost", "ConfigUpdate",
-    "PartitionRemove", "Query", "Reply", "Unroutable", "BODIES", "with_request_id",
+    "PartitionRemove", "SiRevision", "Query", "Reply", "Unroutable", "BODIES", "with_request_id",
 ]
 
 B = TypeVar("B", bound="Body")
@@ -50,6 +50,7 @@ class Kind(StrEnum):
     SI_ALLOCATION = "si.allocation"
     SI_APPLICATION = "si.application"
     SI_NODE = "si.node"
+    SI_REVISION = "si.revision"  # P->B->W: the RM's SI revision, before the requests that need it; SiRevision
     CONFIG_UPDATE = "config.update"  # P->B->W: ConfigUpdate
     PARTITION_REMOVE = "partition.remove"  # P->B->W: the partition left the config; PartitionRemove
     CONFIG_RESULT = "config.result"  # W->B->P: Reply
@@ -298,6 +299,15 @@ class PartitionLost(Body):
 # -- requests to a partition's worker and their answers -------------------------------------
 
 @dataclass(frozen=True, slots=True)
+class SiRevision(Body):
+    """SI_REVISION, rmproxy -> worker, in the RM's request sequence of the partition's epoch: the
+    SI revision the RM speaks (a ``common.si_revision.Revision`` value), sent once rmproxy knows
+    it and before any request that depends on it."""
+
+    revision: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ConfigUpdate(Body):
     """CONFIG_UPDATE, rmproxy -> worker: the RM's new queues.yaml and extraConfig (``None``: an
     older rmproxy that sends none; the worker keeps what it has); answered by a CONFIG_RESULT
@@ -388,6 +398,7 @@ BODIES: dict[Kind, type[Body]] = {
     Kind.PARTITION_LOST: PartitionLost,
     Kind.CONFIG_UPDATE: ConfigUpdate,
     Kind.PARTITION_REMOVE: PartitionRemove,
+    Kind.SI_REVISION: SiRevision,
     Kind.CONFIG_RESULT: Reply,
     Kind.QUERY: Query,
     Kind.QUERY_RESULT: Reply,

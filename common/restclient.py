@@ -1,11 +1,13 @@
 """A small client of a REST API that speaks YuniKorn's ``/ws/v1`` (Korral's or YuniKorn's own).
 
-Used by the CLI's REST commands (``korral queues``, ``dump``, ``explain``) and by the simulator.
+Used by the CLI's REST commands (``korral queues``, ``dump``, ``explain``, ``config``) and by the
+simulator.
 """
 
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -21,26 +23,36 @@ class RestError(Exception):
 
 
 class RestClient:
-    """GET JSON from a Korral (or YuniKorn) REST address ``host:port``."""
+    """JSON from a Korral (or YuniKorn) REST address ``host:port`` (``https://host:port`` for
+    HTTPS, with ``ssl_context``); ``token`` is sent as ``Authorization: Bearer`` (the admin endpoint)."""
 
-    def __init__(self, address: str, timeout: float = TIMEOUT) -> None:
-        self.base = address if address.startswith("http") else f"http://{address}"
+    def __init__(self, address: str, timeout: float = TIMEOUT, token: str | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        self.base = address if address.startswith("http") else f"{'https' if ssl_context else 'http'}://{address}"
         self.timeout = timeout
+        self.token = token
+        self.ssl_context = ssl_context
 
     def get(self, path: str, **params: str) -> Any:
-        raw = self.get_raw(path, **params)
-        try:
-            return json.loads(raw)
-        except ValueError as exc:
-            raise RestError(f"GET {path}: the answer is not JSON: {exc}") from None
+        return _json(self.get_raw(path, **params), "GET", path)
 
     def get_raw(self, path: str, **params: str) -> bytes:
         """The body of a 200 answer as bytes; RestError with the API's message otherwise."""
         query = urllib.parse.urlencode({k: v for k, v in params.items() if v})
-        url = self.base + path + (f"?{query}" if query else "")
-        req = urllib.request.Request(url, headers={"Accept": "application/json"})
+        return self.send("GET", path + (f"?{query}" if query else ""))
+
+    def send_json(self, method: str, path: str, data: bytes | None = None,
+                  headers: dict[str, str] | None = None) -> Any:
+        return _json(self.send(method, path, data, headers), method, path)
+
+    def send(self, method: str, path: str, data: bytes | None = None, headers: dict[str, str] | None = None) -> bytes:
+        """The body of a 2xx answer; RestError naming the method, path, status and the API's message."""
+        head = {"Accept": "application/json", **(headers or {})}
+        if self.token:
+            head["Authorization"] = f"Bearer {self.token}"
+        req = urllib.request.Request(self.base + path, data=data, method=method, headers=head)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self.ssl_context) as resp:
                 return resp.read()
         except urllib.error.HTTPError as exc:
             try:
@@ -51,7 +63,7 @@ class RestClient:
                     msg = f"{msg} ({desc})"
             except (ValueError, AttributeError):
                 msg = exc.reason
-            raise RestError(f"GET {path}: {exc.code} {msg}") from None
+            raise RestError(f"{method} {path.split('?', 1)[0]}: {exc.code} {msg}") from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise RestError(f"cannot reach the REST API at {self.base}: {reason}") from None
@@ -68,6 +80,13 @@ class RestClient:
             known = ", ".join(f"[{p.get('rmID')}]{p['name']}" for p in parts) or "none"
             raise RestError(f"partition {wanted!r} not found (partitions: {known})")
         return found[:1] if rm_id is None else found
+
+
+def _json(raw: bytes, method: str, path: str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise RestError(f"{method} {path.split('?', 1)[0]}: the answer is not JSON: {exc}") from None
 
 
 def path_part(s: str) -> str:

@@ -1,4 +1,5 @@
-"""Secured links: ZeroMQ CURVE between broker and its peers, TLS for the gRPC front door.
+"""Secured links: ZeroMQ CURVE between broker and its peers, TLS for the gRPC front door and
+the REST API, and the admin tokens of rmproxy's admin endpoint.
 
 CURVE: the broker has a key pair and a directory of the public certificates it
 accepts; workers and rmproxies each have a key pair and the broker's public
@@ -13,6 +14,7 @@ import argparse
 import logging
 import os
 import pathlib
+import ssl
 
 import zmq
 import zmq.auth
@@ -20,7 +22,8 @@ from zmq.auth.thread import ThreadAuthenticator
 
 __all__ = ["SecurityError", "add_curve_client_flags", "add_curve_server_flags", "add_tls_flags",
            "add_tls_client_flags", "client_keys", "secure_client", "secure_server", "grpc_server_credentials",
-           "grpc_channel_credentials"]
+           "grpc_channel_credentials", "add_rest_tls_flags", "rest_server_ssl", "rest_client_ssl",
+           "read_admin_tokens", "MIN_TOKEN_LENGTH"]
 
 log = logging.getLogger("korral.security")
 
@@ -128,35 +131,44 @@ def secure_server(ctx: zmq.Context, sockets: list[zmq.Socket], secret_file: str 
     return auth
 
 
-def grpc_server_credentials(cert: str | None, key: str | None, client_ca: str | None):
-    """grpc ServerCredentials for --tls-*, or None for plaintext."""
+def _read(path: str, flag: str) -> bytes:
+    try:
+        return pathlib.Path(path).read_bytes()
+    except OSError as exc:
+        raise SecurityError(f"{flag} {path}: {exc.strerror}") from None
+
+
+def _server_tls_on(cert: str | None, key: str | None, client_ca: str | None, prefix: str, what: str) -> bool:
+    """Whether a server's ``--<prefix>-cert/-key/-client-ca`` turn TLS on; SecurityError for a
+    partial set, naming the flags."""
     if not cert and not key:
         if client_ca:
-            raise SecurityError("--tls-client-ca needs --tls-cert and --tls-key")
-        return None
+            raise SecurityError(f"--{prefix}-client-ca needs --{prefix}-cert and --{prefix}-key")
+        return False
     if not (cert and key):
-        raise SecurityError("TLS needs both --tls-cert and --tls-key")
+        raise SecurityError(f"{what} needs both --{prefix}-cert and --{prefix}-key")
+    return True
+
+
+def grpc_server_credentials(cert: str | None, key: str | None, client_ca: str | None):
+    """grpc ServerCredentials for --tls-*, or None for plaintext."""
+    if not _server_tls_on(cert, key, client_ca, "tls", "TLS"):
+        return None
     import grpc
 
-    def read(path: str, flag: str) -> bytes:
-        try:
-            return pathlib.Path(path).read_bytes()
-        except OSError as exc:
-            raise SecurityError(f"{flag} {path}: {exc.strerror}") from None
-
-    pair = [(read(key, "--tls-key"), read(cert, "--tls-cert"))]
+    pair = [(_read(key, "--tls-key"), _read(cert, "--tls-cert"))]  # type: ignore[arg-type]
     if client_ca:
-        return grpc.ssl_server_credentials(pair, root_certificates=read(client_ca, "--tls-client-ca"),
+        return grpc.ssl_server_credentials(pair, root_certificates=_read(client_ca, "--tls-client-ca"),
                                            require_client_auth=True)
     return grpc.ssl_server_credentials(pair)
 
 
-def add_tls_client_flags(parser: argparse.ArgumentParser) -> None:
-    """Flags of an RM-side client (``korral sim``) for rmproxy's TLS."""
+def add_tls_client_flags(parser: argparse.ArgumentParser, client: str = "this RM") -> None:
+    """Flags of a client of rmproxy's TLS (an RM such as ``korral sim``; ``korral config``)."""
     _env_flag(parser, "--tls-ca", "KORRAL_TLS_CA", "PEM CA that signed rmproxy's certificate; turns TLS on")
     _env_flag(parser, "--tls-client-cert", "KORRAL_TLS_CLIENT_CERT",
-              "PEM certificate of this RM, for mutual TLS")
-    _env_flag(parser, "--tls-client-key", "KORRAL_TLS_CLIENT_KEY", "PEM private key of this RM, for mutual TLS")
+              f"PEM certificate of {client}, for mutual TLS")
+    _env_flag(parser, "--tls-client-key", "KORRAL_TLS_CLIENT_KEY", f"PEM private key of {client}, for mutual TLS")
 
 
 def grpc_channel_credentials(ca: str | None, cert: str | None, key: str | None):
@@ -169,14 +181,88 @@ def grpc_channel_credentials(ca: str | None, cert: str | None, key: str | None):
         raise SecurityError("mutual TLS needs both --tls-client-cert and --tls-client-key")
     import grpc
 
-    def read(path: str | None, flag: str) -> bytes | None:
-        if path is None:
-            return None
-        try:
-            return pathlib.Path(path).read_bytes()
-        except OSError as exc:
-            raise SecurityError(f"{flag} {path}: {exc.strerror}") from None
+    return grpc.ssl_channel_credentials(root_certificates=_read(ca, "--tls-ca"),
+                                        private_key=_read(key, "--tls-client-key") if key else None,
+                                        certificate_chain=_read(cert, "--tls-client-cert") if cert else None)
 
-    return grpc.ssl_channel_credentials(root_certificates=read(ca, "--tls-ca"),
-                                        private_key=read(key, "--tls-client-key"),
-                                        certificate_chain=read(cert, "--tls-client-cert"))
+
+# ---------------------------------------------------------------- REST: TLS and admin tokens
+
+def add_rest_tls_flags(parser: argparse.ArgumentParser) -> None:
+    """rmproxy's flags for HTTPS on its REST port and for its admin endpoint."""
+    _env_flag(parser, "--rest-tls-cert", "KORRAL_REST_TLS_CERT",
+              "PEM certificate chain of the REST server; turns HTTPS on")
+    _env_flag(parser, "--rest-tls-key", "KORRAL_REST_TLS_KEY", "PEM private key of the REST server")
+    _env_flag(parser, "--rest-tls-client-ca", "KORRAL_REST_TLS_CLIENT_CA",
+              "PEM CA of admin client certificates: a client presenting one may use the admin endpoint "
+              "(reads need none)")
+    _env_flag(parser, "--admin-token-file", "KORRAL_ADMIN_TOKEN_FILE",
+              "file of admin bearer tokens, one per line as NAME:TOKEN; turns the admin endpoint on "
+              "(re-read when it changes)")
+
+
+def rest_server_ssl(cert: str | None, key: str | None, client_ca: str | None) -> ssl.SSLContext | None:
+    """The REST server's TLS context for --rest-tls-*, or None for plain HTTP. With a client CA
+    a client certificate is optional (YuniKorn's reads and the dashboard need none) but, when
+    presented, must be of that CA; the admin endpoint then accepts it."""
+    if not _server_tls_on(cert, key, client_ca, "rest-tls", "HTTPS"):
+        return None
+    for path, flag in ((cert, "--rest-tls-cert"), (key, "--rest-tls-key")):
+        _read(path, flag)
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        ctx.load_cert_chain(cert, key)
+    except ssl.SSLError as exc:
+        raise SecurityError(f"--rest-tls-cert {cert} / --rest-tls-key {key}: not a matching PEM pair ({exc})") from None
+    if client_ca:
+        try:
+            ctx.load_verify_locations(cafile=client_ca)
+        except (ssl.SSLError, OSError) as exc:
+            raise SecurityError(f"--rest-tls-client-ca {client_ca}: not a readable PEM CA ({exc})") from None
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+    return ctx
+
+
+def rest_client_ssl(ca: str | None, cert: str | None, key: str | None) -> ssl.SSLContext | None:
+    """A REST client's TLS context: trust ``ca`` (None: the system's), present ``cert``/``key``."""
+    if bool(cert) != bool(key):
+        raise SecurityError("a client certificate needs both --tls-client-cert and --tls-client-key")
+    if not (ca or cert):
+        return None
+    ctx = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
+    if cert and key:
+        try:
+            ctx.load_cert_chain(cert, key)
+        except (ssl.SSLError, OSError) as exc:
+            raise SecurityError(f"--tls-client-cert {cert} / --tls-client-key {key}: {exc}") from None
+    return ctx
+
+
+MIN_TOKEN_LENGTH = 16  # characters; shorter tokens are refused when the file is read
+
+
+def read_admin_tokens(path: str) -> dict[str, str]:
+    """The tokens of an admin token file: ``NAME:TOKEN`` per line (``#`` comments and blank lines
+    ignored; a line without a name is named ``admin``). SecurityError names the file and line
+    of a malformed entry, a short token or a repeated name."""
+    try:
+        text = pathlib.Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SecurityError(f"admin token file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    tokens: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, _, token = line.rpartition(":")
+        name = name.strip() or "admin"
+        token = token.strip()
+        if len(token) < MIN_TOKEN_LENGTH or any(c.isspace() for c in token):
+            raise SecurityError(f"admin token file {path} line {number}: a token needs at least "
+                                f"{MIN_TOKEN_LENGTH} characters and no spaces")
+        if name in tokens:
+            raise SecurityError(f"admin token file {path} line {number}: the name {name!r} is used twice")
+        tokens[name] = token
+    if not tokens:
+        raise SecurityError(f"admin token file {path}: no token in it (one NAME:TOKEN per line)")
+    return tokens

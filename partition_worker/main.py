@@ -32,7 +32,7 @@ from typing import Any, Callable
 import redis
 import zmq
 
-from common import addresses, registry, security, si_pb2
+from common import addresses, registry, security, si_internal_pb2 as si
 from common.compat import parse_compat
 from common.config import load_config
 from common.config.errors import ConfigError
@@ -40,7 +40,8 @@ from common.envelope import Envelope, Kind, decode_for, encode
 from common.gcpause import SteadyCollector, gc_paused
 from common.heartbeat import EXPIRY, INTERVAL
 from common.links import broker_dealer
-from common.messages import ConfigUpdate, Heartbeat, PartitionRemove, Query
+from common.messages import ConfigUpdate, Heartbeat, PartitionRemove, Query, SiRevision
+from common.si_revision import Revision
 from partition_worker.core.settings import CoreSettings
 from partition_worker.health import HealthFile, check as check_health
 from partition_worker.queries import answer as answer_query
@@ -58,10 +59,10 @@ CYCLE_INTERVAL = 0.1  # seconds: a cycle runs at least this often even when noth
 # broker declares the worker dead. Far above the slowest honest turn (seconds), far below "never".
 STALL_SECONDS = 60.0
 
-_REQUEST_TYPES = {
-    Kind.SI_ALLOCATION: (si_pb2.AllocationRequest, "apply_allocation_request"),
-    Kind.SI_APPLICATION: (si_pb2.ApplicationRequest, "apply_application_request"),
-    Kind.SI_NODE: (si_pb2.NodeRequest, "apply_node_request"),
+_REQUEST_TYPES = {  # read with the internal model: a request of either SI revision
+    Kind.SI_ALLOCATION: (si.AllocationRequest, "apply_allocation_request"),
+    Kind.SI_APPLICATION: (si.ApplicationRequest, "apply_application_request"),
+    Kind.SI_NODE: (si.NodeRequest, "apply_node_request"),
 }
 
 
@@ -346,6 +347,17 @@ class WorkerLoop:
         getattr(o.session, method)(request, time.time_ns())
         observe_wire(o.session, decode=t1 - t0, apply=time.perf_counter() - t1)
 
+    def _on_revision(self, env: Envelope) -> None:
+        o = self._current(env)
+        if o is None:
+            return
+        value = SiRevision.decode(env.body).revision
+        try:
+            o.session.set_revision(Revision(value))
+        except ValueError:
+            self.dropped += 1
+            log.warning("dropped %s for [%s]%s: unknown SI revision %r", env.kind, env.rm_id, env.partition, value)
+
     def _on_config(self, env: Envelope) -> None:
         o = self._current(env)
         if o is None:
@@ -405,6 +417,7 @@ class WorkerLoop:
         Kind.SI_ALLOCATION: _on_si,
         Kind.SI_APPLICATION: _on_si,
         Kind.SI_NODE: _on_si,
+        Kind.SI_REVISION: _on_revision,
         Kind.CONFIG_UPDATE: _on_config,
         Kind.PARTITION_REMOVE: _on_remove,
         Kind.QUERY: _on_query,

@@ -12,10 +12,10 @@ without building the rest).
 - Unknown ``what`` or a malformed parameter raises ``ValueError`` (the loop turns it into an
   error reply naming the query).
 - An object that does not exist is not an error of the query: the answer is
-  ``{"missing": "<YuniKorn message>", "object": "<kind>"}`` (e.g. ``Application not found``),
-  and rmproxy maps it to YuniKorn's status code.
-- Lists that can be large (``apps``, ``nodes``, ``events``) take ``offset`` and ``limit`` and
-  answer ``{"total": n, "items": [...]}``.
+  ``{"missing": "<YuniKorn message>", "object": "<kind>", "name": "<what was asked>"}`` (e.g.
+  ``Application not found``), and rmproxy answers 404 naming it.
+- Lists that can be large (``apps``, ``nodes``) take ``offset`` and ``limit`` and answer
+  ``{"total": n, "items": [...]}``; ``events`` are read by id (``_events``).
 
 Metrics are observers in the shell (STYLE #18): ``partition_worker.step_stats.observe_step``
 records cycle time and outcome counts for a session; ``answer(..., what="metrics")`` returns
@@ -30,8 +30,12 @@ from typing import Any, Callable
 
 import orjson
 
-from partition_worker.core import dao
+from common.config import load_config
+from common.config.errors import ConfigError
+from partition_worker.core import dao, dao_totals, whatif
+from partition_worker.core.app_state import AppState
 from partition_worker.core.dao import INT32_MIN
+from partition_worker.events import event_dao
 from partition_worker.step_stats import free_after_next_step, stats_of
 
 __all__ = ["answer", "QUERIES", "INT32_MIN"]
@@ -40,12 +44,13 @@ log = logging.getLogger("korral.worker")
 
 MAX_PAGE = 10_000  # items per answer at most
 PAGE_COST = 1_000  # work units per answer (an app or node = 1 + its allocations and asks): ~5-10 ms
+DUMP_EVENTS = 1_000  # the newest events in a state dump
 
 
 # --------------------------------------------------------------------------- parameters, paging
 
-def _missing(obj: str, message: str) -> dict:
-    return {"missing": message, "object": obj}
+def _missing(obj: str, message: str, name: object) -> dict:
+    return {"missing": message, "object": obj, "name": str(name)}
 
 
 def _page(body: dict, items: list, render: Callable[[Any], Any],
@@ -108,16 +113,31 @@ def _queues(s, body: dict) -> dict:
     return dao.queues_dao(s.core, s.partition_name)
 
 
+# which applications ``apps`` lists per ``category`` (YuniKorn's ``applications/{state}``):
+# active = not yet finished; completed = Completed or Failed; rejected = Rejected
+_FINISHED = {"completed": (AppState.COMPLETED, AppState.FAILED), "rejected": (AppState.REJECTED,)}
+
+
 def _apps(s, body: dict) -> dict:
+    """A page of applications: of one ``queue`` (its active ones, like YuniKorn's), else of the
+    partition; ``category`` (``active``, ``completed``, ``rejected``) and ``states`` (state
+    names, any case) narrow the list."""
     p = s.core
     queue = body.get("queue")
+    category = body.get("category")
     if queue:
         q = _lookup_queue(p, str(queue))
         if q is None:
-            return _missing("queue", "Queue not found")
+            return _missing("queue", "Queue not found", queue)
         apps = list(q.apps.values())  # a queue holds its active apps only, like YuniKorn's
-    else:
+    elif category == "active":
+        apps = list(p.apps.values())
+    elif category in _FINISHED:
+        apps = [a for a in p.finished_apps.values() if a.state in _FINISHED[category]]
+    elif category is None:
         apps = dao.all_apps(p)
+    else:
+        raise ValueError(f"category must be active, completed or rejected, got {category!r}")
     states = body.get("states")
     if states:
         wanted = {str(x).lower() for x in states}
@@ -136,10 +156,10 @@ def _app(s, body: dict) -> dict:
     app_id = str(body.get("app", ""))
     queue = body.get("queue")
     if queue and _lookup_queue(p, str(queue)) is None:
-        return _missing("queue", "Queue not found")
+        return _missing("queue", "Queue not found", queue)
     a = _find_app(p, app_id)
     if a is None or (queue and a.queue.path != queue):
-        return _missing("application", "Application not found")
+        return _missing("application", "Application not found", app_id)
     return dao.app_dao(a, s.partition_name)
 
 
@@ -148,11 +168,44 @@ def _explain(s, body: dict) -> dict:
     pipeline's rejections counted by stage, and the queue or user/group limit that holds it."""
     app_id, key = str(body.get("app", "")), str(body.get("key", ""))
     if app_id not in s.core.apps:  # a finished app has no pending asks
-        return _missing("application", "Application not found")
+        return _missing("application", "Application not found", app_id)
     try:
         return s.explain(app_id, key)
     except LookupError:
-        return _missing("ask", "Allocation ask not found")
+        return _missing("ask", "Allocation ask not found", key)
+
+
+def _app_status(s, body: dict) -> dict:
+    """Where an application stands, for ``korral explain APP``: an active app's state and the
+    keys of its pending asks (at most ``limit``, default 50); a finished, removed or expired one's
+    end (state, since, why) from the finished list or the partition's history of gone apps."""
+    p = s.core
+    app_id = str(body.get("app", ""))
+    app = p.apps.get(app_id)
+    if app is not None:
+        keys = [k.key for k in app.asks.values() if k.pending > 0][:_int_param(body, "limit", 50)]
+        return {"applicationID": app_id, "active": True, "state": app.state.value, "queue": app.queue.path,
+                "pendingKeys": keys}
+    app = p.finished_apps.get(app_id)
+    if app is not None:
+        return {"applicationID": app_id, "active": False, "state": app.state.value, "queue": app.queue.path,
+                "since": app.finished_ns or app.state_time_ns, "reason": app.message, "removed": False}
+    gone = p.lifecycle.gone.get(app_id)
+    if gone is not None:
+        return {"applicationID": app_id, "active": False, "state": gone.state, "queue": gone.queue,
+                "since": gone.since_ns, "reason": gone.reason, "removed": gone.removed, "expired": not gone.removed}
+    return _missing("application", "Application not found", app_id)
+
+
+def _whatif(s, body: dict) -> dict:
+    """What the config text ``config`` would do to this partition (``core.whatif``): kept with
+    its new settings, or removed when the config leaves it out. Nothing changes."""
+    try:
+        config = load_config(str(body.get("config", "")))
+    except ConfigError as exc:
+        raise ValueError(f"config is not valid: {exc}") from None
+    mine = next((pc for pc in config.partitions if pc.name == s.partition_name), None)
+    return whatif.removal_whatif(s.core) if mine is None else whatif.config_whatif(s.core, mine)
 
 
 def _nodes(s, body: dict) -> dict:
@@ -161,9 +214,10 @@ def _nodes(s, body: dict) -> dict:
 
 
 def _node(s, body: dict) -> dict:
-    n = s.core.nodes.nodes.get(str(body.get("node", "")))
+    node_id = str(body.get("node", ""))
+    n = s.core.nodes.nodes.get(node_id)
     if n is None:
-        return _missing("node", "Node not found")
+        return _missing("node", "Node not found", node_id)
     return dao.node_dao(n, s.partition_name)
 
 
@@ -190,29 +244,46 @@ def _usage(s, body: dict) -> Any:
     for d in items:
         if d[name_field] == name:
             return d
-    return _missing(*missing)
+    return _missing(*missing, name)
 
 
 def _events(s, body: dict) -> dict:
-    ring = list(s.event_ring)
-    from common import si_pb2  # the type names of EventRecord (REQUEST, APP, NODE, QUEUE)
+    """Events of the session's ring by id (``partition_worker.events``): from ``start`` (default:
+    the lowest held), or the ``last`` n before ``before`` (default: all); at most ``limit``
+    (``MAX_PAGE``). ``ring`` names the ring: ids start again at 0 in a new session."""
+    held = len(s.event_ring)
+    lowest = s.events_total - held
+    limit = min(_int_param(body, "limit", MAX_PAGE), MAX_PAGE)
+    if "last" in body:
+        end = min(max(_int_param(body, "before", s.events_total), lowest), s.events_total)
+        first = max(lowest, end - max(_int_param(body, "last", 0), 0))
+        end = min(end, first + limit)
+    else:
+        first = max(_int_param(body, "start", lowest), lowest)
+        end = min(s.events_total, first + limit)
+    ring = s.event_ring
+    items = [event_dao(ring[i - lowest], i, s.partition_name) for i in range(first, max(first, end))]
+    return {"ring": s.created_ns, "lowest": lowest, "next": max(first, end), "total": s.events_total,
+            "items": items}
 
-    def render(e) -> dict:
-        return {"type": si_pb2.EventRecord.Type.Name(e.type), "objectID": e.objectID,
-                "groupID": e.groupID, "reason": e.reason, "message": e.message,
-                "timestampNano": e.timestampNano, "partition": s.partition_name}
-    return _page(body, ring, render)
+
+def _node_util(s, body: dict) -> list[dict]:
+    return dao.node_utilisation(s.core)
+
+
+def _placement_rules(s, body: dict) -> list[dict]:
+    return dao.placement_rules_dao(s.core)
 
 
 def _health(s, body: dict) -> list[dict]:
     """YuniKorn's health checks for this partition (names and descriptions as in v1.2)."""
-    return dao.health_checks(s.core, f"[{s.rm_id}]{s.partition_name}")
+    return dao_totals.health_checks(s.core, f"[{s.rm_id}]{s.partition_name}")
 
 
 def _metrics(s, body: dict) -> dict:
     """Counters and gauges of this partition as plain data; rmproxy renders Prometheus text."""
     st = stats_of(s)
-    return {"rmID": s.rm_id, "partition": s.partition_name, **dao.metrics_dao(s.core),
+    return {"rmID": s.rm_id, "partition": s.partition_name, **dao_totals.metrics_dao(s.core),
             "events": len(s.event_ring), "observed": st.to_data() if st is not None else None}
 
 
@@ -231,7 +302,7 @@ def _dump(s, body: dict) -> dict:
     nodes = []
     for n in p.nodes.nodes.values():
         d = dao.node_dao(n, part, with_allocations=False)
-        d["allocations"] = [views.get(uuid) or dao.alloc_dao(al, part) for uuid, al in n.allocations.items()]
+        d["allocations"] = [views.get(al.uuid) or dao.alloc_dao(al, part) for al in dao.own_allocations(n)]
         nodes.append(_encode(d))
     # ~150,000 dicts at 50,000 allocations take ~20-30 ms to free: not before the answer leaves
     free_after_next_step(apps, views)
@@ -243,7 +314,8 @@ def _dump(s, body: dict) -> dict:
         "reservations": [dao.reservation_dao(r) for r in p.reservations.values()],
         **dao.usage_dao(p),
         **({"health": _health(s, body)} if body.get("health", True) else {}),  # rmproxy may have them
-        "events": _events(s, {"limit": len(s.event_ring)})["items"],
+        "placementRules": _placement_rules(s, body),
+        "events": _events(s, {"last": DUMP_EVENTS})["items"],
     }
 
 
@@ -268,10 +340,14 @@ QUERIES: dict[str, Callable[[Any, dict], Any]] = {
     "app_summaries": _app_summaries,
     "usage": _usage,
     "events": _events,
+    "node_util": _node_util,
+    "placement_rules": _placement_rules,
     "health": _health,
     "metrics": _metrics,
     "dump": _dump,
     "explain": _explain,
+    "app_status": _app_status,
+    "whatif": _whatif,
 }
 
 

@@ -14,6 +14,14 @@ core (``now_ns`` passed in, no I/O). Contract:
 - ``update_config(config, now_ns)``: raises ``ConfigError``; the old config then stays.
 
 Outgoing ``partitionName`` fields carry the short partition name.
+
+Both SI revisions (docs/si-revisions.md): requests are the internal model (``si_internal_pb2``,
+the union of the two, as the worker reads them; in-process callers such as ``korral bench
+core`` may pass the seed's ``si_pb2`` messages), every field read by its own meaning (seed asks,
+v1.8 allocations through ``si_v18``); only a release without UUID depends on the RM's revision
+(``set_revision``, from rmproxy): all of the app for a seed RM, one allocation by key otherwise.
+Responses are written in the RM's revision; while it is undecided, rejections go in both
+revisions' fields and allocations carry their UUID (a v1.8 RM ignores it).
 """
 
 from __future__ import annotations
@@ -25,11 +33,13 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-from common import si_pb2
+from common import si_internal_pb2 as si, si_pb2
 from common.compat import Compat
 from common.config.errors import ConfigError
 from common.config.model import PartitionConfig
 from common.si_resource import SiResourceCache, fill_si_resource as _fill_res, resource_from_si as _res
+from common.si_revision import Revision
+from partition_worker import si_v18
 from partition_worker.core import commands as C
 from partition_worker.core.app_usage import summary_line
 from partition_worker.core.dao import partition_snapshot
@@ -41,22 +51,23 @@ from partition_worker.core.settings import CoreSettings
 
 __all__ = ["PartitionSession", "Outbox", "CoreSettings", "EVENT_RING_SIZE", "uuid_source"]
 
-EVENT_RING_SIZE = 1000
+EVENT_RING_SIZE = 10_000  # events kept per partition for REST (batch, stream, dump)
 log = logging.getLogger(__name__)
-_NodeInfo = si_pb2.NodeInfo
+_NodeInfo = si.NodeInfo
+_CREATE = (_NodeInfo.CREATE, _NodeInfo.CREATE_DRAIN)
 _TERM_TO_CORE = {
-    si_pb2.STOPPED_BY_RM: Termination.STOPPED_BY_RM,
-    si_pb2.TIMEOUT: Termination.TIMEOUT,
-    si_pb2.PREEMPTED_BY_SCHEDULER: Termination.PREEMPTED_BY_SCHEDULER,
-    si_pb2.PLACEHOLDER_REPLACED: Termination.PLACEHOLDER_REPLACED,
-    si_pb2.UNKNOWN_TERMINATION_TYPE: Termination.STOPPED_BY_RM,  # the shim's default
+    si.STOPPED_BY_RM: Termination.STOPPED_BY_RM,
+    si.TIMEOUT: Termination.TIMEOUT,
+    si.PREEMPTED_BY_SCHEDULER: Termination.PREEMPTED_BY_SCHEDULER,
+    si.PLACEHOLDER_REPLACED: Termination.PLACEHOLDER_REPLACED,
+    si.UNKNOWN_TERMINATION_TYPE: Termination.STOPPED_BY_RM,  # the shim's default
 }
 _TERM_TO_SI = {
-    Termination.STOPPED_BY_RM: si_pb2.STOPPED_BY_RM,
-    Termination.TIMEOUT: si_pb2.TIMEOUT,
-    Termination.PREEMPTED_BY_SCHEDULER: si_pb2.PREEMPTED_BY_SCHEDULER,
-    Termination.PLACEHOLDER_REPLACED: si_pb2.PLACEHOLDER_REPLACED,
-    Termination.UNKNOWN: si_pb2.UNKNOWN_TERMINATION_TYPE,
+    Termination.STOPPED_BY_RM: si.STOPPED_BY_RM,
+    Termination.TIMEOUT: si.TIMEOUT,
+    Termination.PREEMPTED_BY_SCHEDULER: si.PREEMPTED_BY_SCHEDULER,
+    Termination.PLACEHOLDER_REPLACED: si.PLACEHOLDER_REPLACED,
+    Termination.UNKNOWN: si.UNKNOWN_TERMINATION_TYPE,
 }
 _EVENT_TYPE = {
     EventType.REQUEST: si_pb2.EventRecord.REQUEST,
@@ -69,9 +80,9 @@ _SCHED_STATE = si_pb2.UpdateContainerSchedulingStateRequest.SchedulingState
 
 @dataclass(slots=True)
 class Outbox:
-    allocation: si_pb2.AllocationResponse | None  # None when empty
-    application: si_pb2.ApplicationResponse | None
-    node: si_pb2.NodeResponse | None
+    allocation: si.AllocationResponse | None  # None when empty
+    application: si.ApplicationResponse | None
+    node: si.NodeResponse | None
     events: list[si_pb2.EventRecord] = field(default_factory=list)
     scheduling_states: list[si_pb2.UpdateContainerSchedulingStateRequest] = field(default_factory=list)
     app_summaries: list[str] = field(default_factory=list)  # YK_APP_SUMMARY lines, for the log
@@ -99,11 +110,34 @@ class PartitionSession:
         self.event_ring: deque[si_pb2.EventRecord] = deque(maxlen=EVENT_RING_SIZE)
         self.last_respond_seconds = 0.0  # building the last step's SI responses (with a stage timer)
         self.ask_sizes = SiResourceCache()
+        # events ever put in the ring: the ring holds ids events_total - len(ring) .. events_total - 1
+        self.events_total = 0
+        self.created_ns = created_ns
+        self.revision: Revision | None = None  # the RM's SI revision, None until rmproxy decides it
+
+    def set_revision(self, revision: Revision) -> None:
+        """The RM speaks ``revision`` (rmproxy tells it before any request that depends on it).
+        A v1.8 RM names an allocation by its allocationKey: the core then uses the key as UUID."""
+        if self.revision is revision:
+            return
+        if self.revision is not None or self.core.allocations:
+            log.error("partition %s: the RM's SI revision cannot change from %s to %s within an epoch; "
+                      "kept %s", self.partition_name, self.revision, revision, self.revision)
+            return
+        self.revision = revision
+        self.core.key_is_uuid = revision is Revision.V18
 
     # ------------------------------------------------------------------ input
-    def apply_allocation_request(self, req: si_pb2.AllocationRequest, now_ns: int) -> None:
+    def apply_allocation_request(self, req: si.AllocationRequest, now_ns: int) -> None:
         core = self.core
         sizes = self.ask_sizes
+        allocations = getattr(req, "allocations", None)  # None: a seed si_pb2 message (in-process callers)
+        if allocations:
+            for cmd, key in si_v18.commands(core, allocations, now_ns):
+                if type(cmd) is si.NodeRequest:  # a foreign allocation, in the seed's form
+                    self.apply_node_request(cmd, now_ns)
+                else:
+                    self._guard(cmd, EventType.REQUEST, key, now_ns)
         for ask in req.asks:
             try:
                 cmd = _ask_cmd(ask, sizes)
@@ -119,17 +153,23 @@ class PartitionSession:
                 self._guard(C.ReleaseAsk(r.applicationID, r.allocationKey,
                                          _TERM_TO_CORE.get(r.terminationType, Termination.STOPPED_BY_RM),
                                          r.message), EventType.REQUEST, r.allocationKey, now_ns)
+            by_key = self.revision is not Revision.SEED  # a release without UUID (see module doc)
             for r in rel.allocationsToRelease:
                 if not r.applicationID and (r.allocationKey or r.UUID):  # a foreign allocation's end
                     self._guard(C.ReleaseForeign(r.allocationKey or r.UUID), EventType.REQUEST,
                                 r.allocationKey or r.UUID, now_ns)
                     continue
-                self._guard(C.ReleaseAlloc(r.applicationID, r.UUID,
-                                           _TERM_TO_CORE.get(r.terminationType, Termination.STOPPED_BY_RM),
-                                           r.message, r.allocationKey),
-                            EventType.REQUEST, r.UUID or r.applicationID, now_ns)
+                term = _TERM_TO_CORE.get(r.terminationType, Termination.STOPPED_BY_RM)
+                if by_key and not r.UUID:  # v1.8: the allocation and the ask of that key (all: no key)
+                    self._guard(C.ReleaseAsk(r.applicationID, r.allocationKey, term, r.message),
+                                EventType.REQUEST, r.allocationKey or r.applicationID, now_ns)
+                    uuid = r.allocationKey
+                else:
+                    uuid = r.UUID
+                self._guard(C.ReleaseAlloc(r.applicationID, uuid, term, r.message, r.allocationKey),
+                            EventType.REQUEST, uuid or r.applicationID, now_ns)
 
-    def apply_application_request(self, req: si_pb2.ApplicationRequest, now_ns: int) -> None:
+    def apply_application_request(self, req: si.ApplicationRequest, now_ns: int) -> None:
         core = self.core
         for a in req.new:
             try:
@@ -147,7 +187,7 @@ class PartitionSession:
         for r in req.remove:
             self._guard(C.RemoveApp(r.applicationID), EventType.APP, r.applicationID, now_ns)
 
-    def apply_node_request(self, req: si_pb2.NodeRequest, now_ns: int) -> None:
+    def apply_node_request(self, req: si.NodeRequest, now_ns: int) -> None:
         core = self.core
         for n in req.nodes:
             handler = _NODE_ACTIONS.get(n.action)
@@ -158,19 +198,19 @@ class PartitionSession:
             try:
                 cmd = handler(n)
             except ValueError as exc:  # e.g. an empty resource name
-                if n.action == _NodeInfo.CREATE:
+                if n.action in _CREATE:
                     core.outcomes.nodes_rejected.append(NodeRejected(
                         n.nodeID, f"failure while adding new node, node rejected with error: node {n.nodeID}: {exc}"))
                 else:
                     core.event(EventType.NODE, n.nodeID, "InvalidNodeUpdate", f"node {n.nodeID}: {exc}", now_ns)
                 continue
             self._guard(cmd, EventType.NODE, n.nodeID, now_ns)
-            if n.action in (_NodeInfo.CREATE, _NodeInfo.UPDATE):
+            if n.action in (*_CREATE, _NodeInfo.UPDATE):
                 for a in n.existingAllocations:  # pods of other schedulers on the node (core.foreign)
                     if TAG_FOREIGN in a.allocationTags:
                         self._foreign(a, n.nodeID, now_ns)
 
-    def _foreign(self, a: si_pb2.Allocation, node_id: str, now_ns: int) -> None:
+    def _foreign(self, a: si.Allocation, node_id: str, now_ns: int) -> None:
         try:
             res = _res(a.resourcePerAlloc)
         except ValueError as exc:
@@ -224,44 +264,12 @@ class PartitionSession:
         return self.core.next_wakeup_ns()
 
     def _outbox(self, o: Outcomes) -> Outbox:
-        part = self.partition_name
         alloc_resp = None
         if o.allocations or o.released or o.released_asks or o.rejected_asks:
-            alloc_resp = si_pb2.AllocationResponse()
-            add = alloc_resp.new.add
-            sizes: dict[tuple, si_pb2.Resource] = {}  # a size's SI message, built once: tasks share sizes
-            for a in o.allocations:
-                al = a.alloc
-                m = add(allocationKey=al.key, UUID=al.uuid, nodeID=al.node_id, applicationID=al.app_id,
-                        partitionName=part)
-                if al.priority:  # proto3: a field left at its default is not sent either way
-                    m.priority = al.priority
-                if al.task_group:
-                    m.taskGroupName = al.task_group
-                if al.placeholder:
-                    m.placeholder = True
-                if al.tags:
-                    m.allocationTags.update(al.tags)
-                key = tuple(al.resource.items())
-                size = sizes.get(key)
-                if size is None:
-                    size = sizes[key] = _fill_res(si_pb2.Resource(), al.resource)
-                m.resourcePerAlloc.CopyFrom(size)
-            for r in o.released:
-                alloc_resp.released.add(partitionName=part, applicationID=r.app_id, UUID=r.uuid,
-                                        terminationType=_TERM_TO_SI[r.termination],
-                                        message=r.message, allocationKey=r.allocation_key)
-            for r in o.released_asks:
-                alloc_resp.releasedAsks.add(partitionName=part, applicationID=r.app_id,
-                                            allocationKey=r.allocation_key,
-                                            terminationType=_TERM_TO_SI[r.termination],
-                                            message=r.message)
-            for r in o.rejected_asks:
-                alloc_resp.rejected.add(allocationKey=r.allocation_key, applicationID=r.app_id,
-                                        reason=r.reason)
+            alloc_resp = self._allocation_response(o)
         app_resp = None
         if o.apps_accepted or o.apps_rejected or o.app_states:
-            app_resp = si_pb2.ApplicationResponse()
+            app_resp = si.ApplicationResponse()
             for a in o.apps_rejected:
                 app_resp.rejected.add(applicationID=a.app_id, reason=a.reason)
             for a in o.apps_accepted:
@@ -275,7 +283,7 @@ class PartitionSession:
                                      stateTransitionTimestamp=a.timestamp_ns, message=a.message)
         node_resp = None
         if o.nodes_accepted or o.nodes_rejected:
-            node_resp = si_pb2.NodeResponse()
+            node_resp = si.NodeResponse()
             for n in o.nodes_rejected:
                 node_resp.rejected.add(nodeID=n.node_id, reason=n.reason)
             for n in o.nodes_accepted:
@@ -286,12 +294,62 @@ class PartitionSession:
                                      groupID=e.group_id, reason=e.reason, message=e.message,
                                      timestampNano=e.timestamp_ns)
             events.append(rec)
-            self.event_ring.append(rec)
+        self.event_ring.extend(events)
+        self.events_total += len(events)
         states = [si_pb2.UpdateContainerSchedulingStateRequest(
             applicartionID=s.app_id, allocationKey=s.allocation_key,
             state=_SCHED_STATE.Value(s.state.value), reason=s.reason) for s in o.sched_states]
         return Outbox(alloc_resp, app_resp, node_resp, events, states,
                       [summary_line(x, self.rm_id) for x in o.app_summaries])
+
+    def _allocation_response(self, o: Outcomes) -> si.AllocationResponse:
+        """In the RM's revision: a seed RM names allocations by UUID and gets released asks and
+        rejected asks in their own lists; a v1.8 RM names them by key, reads a timed-out ask as
+        a release of its key and a rejection as a RejectedAllocation (see module doc)."""
+        part = self.partition_name
+        seed, v18 = self.revision is not Revision.V18, self.revision is not Revision.SEED
+        resp = si.AllocationResponse()
+        add = resp.new.add
+        sizes: dict[tuple, si.Resource] = {}  # a size's SI message, built once: tasks share sizes
+        for a in o.allocations:
+            al = a.alloc
+            if seed:
+                m = add(allocationKey=al.key, UUID=al.uuid, nodeID=al.node_id, applicationID=al.app_id,
+                        partitionName=part)
+            else:
+                m = add(allocationKey=al.key, nodeID=al.node_id, applicationID=al.app_id, partitionName=part)
+                if al.originator:
+                    m.originator = True
+            if al.priority:  # proto3: a field left at its default is not sent either way
+                m.priority = al.priority
+            if al.task_group:
+                m.taskGroupName = al.task_group
+            if al.placeholder:
+                m.placeholder = True
+            if al.tags:
+                m.allocationTags.update(al.tags)
+            key = tuple(al.resource.items())
+            size = sizes.get(key)
+            if size is None:
+                size = sizes[key] = _fill_res(si.Resource(), al.resource)
+            m.resourcePerAlloc.CopyFrom(size)
+        for r in o.released:
+            m = resp.released.add(partitionName=part, applicationID=r.app_id, message=r.message,
+                                  terminationType=_TERM_TO_SI[r.termination], allocationKey=r.allocation_key)
+            if seed:
+                m.UUID = r.uuid
+            elif r.termination is Termination.PLACEHOLDER_REPLACED:
+                m.message = si_v18.replaced_message(r.message)
+        for r in o.released_asks:
+            asks = resp.releasedAsks if seed else resp.released
+            asks.add(partitionName=part, applicationID=r.app_id, allocationKey=r.allocation_key,
+                     terminationType=_TERM_TO_SI[r.termination], message=r.message)
+        for r in o.rejected_asks:
+            if seed:
+                resp.rejected.add(allocationKey=r.allocation_key, applicationID=r.app_id, reason=r.reason)
+            if v18:
+                resp.rejectedAllocations.add(allocationKey=r.allocation_key, applicationID=r.app_id, reason=r.reason)
+        return resp
 
     # ------------------------------------------------------------------ state
     def explain(self, app_id: str, allocation_key: str) -> dict:
@@ -329,18 +387,21 @@ def uuid_source() -> Callable[[], str]:
     return lambda: f"{prefix}{next(counter) & 0xFFFF_FFFF_FFFF:012x}"
 
 
-def _ask_cmd(ask: si_pb2.AllocationAsk, sizes: SiResourceCache) -> C.AddAsk:
-    has_pp = ask.HasField("preemptionPolicy")
-    pp = ask.preemptionPolicy
+def _ask_cmd(ask: si.AllocationAsk, sizes: SiResourceCache) -> C.AddAsk:
+    allow_self, allow_other = si_v18.preemption_policy(ask)
     # positional: keywords cost a fifth of the build (tests/core/test_objects.py pins the order)
     return C.AddAsk(
         ask.allocationKey, ask.applicationID, sizes.get(ask.resourceAsk), ask.maxAllocations, ask.priority,
         ask.executionTimeoutMilliSeconds, dict(ask.tags) if ask.tags else {}, ask.taskGroupName,
-        ask.placeholder, ask.Originator, pp.allowPreemptSelf if has_pp else True,
-        pp.allowPreemptOther if has_pp else True)
+        ask.placeholder, ask.Originator, allow_self, allow_other)
 
 
-def _recovered(n: si_pb2.NodeInfo) -> tuple[C.RecoveredAlloc, ...]:
+def _add_node(n: si.NodeInfo, schedulable: bool = True) -> C.AddNode:
+    return C.AddNode(n.nodeID, _res(n.schedulableResource), _res(n.occupiedResource), dict(n.attributes),
+                     _recovered(n), schedulable)
+
+
+def _recovered(n: si.NodeInfo) -> tuple[C.RecoveredAlloc, ...]:
     """The node's existing allocations of this scheduler (foreign ones are applied apart)."""
     return tuple(C.RecoveredAlloc(uuid=a.UUID, key=a.allocationKey, app_id=a.applicationID,
                                   resource=_res(a.resourcePerAlloc), node_id=a.nodeID,
@@ -350,9 +411,8 @@ def _recovered(n: si_pb2.NodeInfo) -> tuple[C.RecoveredAlloc, ...]:
 
 
 _NODE_ACTIONS = {
-    _NodeInfo.CREATE: lambda n: C.AddNode(n.nodeID, _res(n.schedulableResource),
-                                          _res(n.occupiedResource), dict(n.attributes),
-                                          _recovered(n)),
+    _NodeInfo.CREATE: _add_node,
+    _NodeInfo.CREATE_DRAIN: lambda n: _add_node(n, schedulable=False),  # SI v1.8: drained until undrained
     _NodeInfo.UPDATE: lambda n: C.UpdateNode(
         n.nodeID, _res(n.schedulableResource) if n.HasField("schedulableResource") else None,
         _res(n.occupiedResource) if n.HasField("occupiedResource") else None, dict(n.attributes)),

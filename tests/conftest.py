@@ -116,13 +116,15 @@ class StackHandle:
         return procs
 
 
-def start_stack(state_dir: Path, workers: int = 2, extra: tuple[str, ...] = ()) -> StackHandle:
-    """``korral up --detach`` on free loopback ports; fails the test with the output if not ready."""
+def start_stack(state_dir: Path, workers: int = 2, extra: tuple[str, ...] = (),
+                env: dict[str, str] | None = None) -> StackHandle:
+    """``korral up --detach`` on free loopback ports (``env``: more environment for the stack's
+    processes, e.g. ``KORRAL_TRENDS_INTERVAL``); fails the test with the output if not ready."""
     si, rest = free_ports(2)
     args = ["up", "--detach", "--state-dir", str(state_dir), "--si-address", f"127.0.0.1:{si}",
             "--rest-address", f"127.0.0.1:{rest}", "--workers", str(workers),
             "--timeout", str(UP_TIMEOUT), *extra]
-    result = run_korral(*args, timeout=UP_TIMEOUT + 30)
+    result = run_korral(*args, timeout=UP_TIMEOUT + 30, env=env)
     if result.returncode != 0:
         # `korral up` stops what it started on failure; make sure, then report its words.
         if (state_dir / "stack.json").exists():

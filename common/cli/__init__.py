@@ -34,6 +34,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "apps": ("common.cli.restcli", "list applications (REST client)"),
     "nodes": ("common.cli.restcli", "list nodes (REST client)"),
     "explain": ("common.cli.explain", "why an application's asks wait (REST client)"),
+    "config": ("common.cli.config", "an RM's queues.yaml on a running stack: get, apply (--dry-run), diff, "
+                                    "history, rollback (rmproxy's admin endpoint)"),
 }
 
 

@@ -6,13 +6,19 @@ at each stage (drained, not ready, reserved by another ask, not the required nod
 mismatch, insufficient free resources) or found fitting. Reads
 ``/ws/v1/korral/partition/{p}/application/{app}/allocation/{key}/explain``.
 
+An application that no longer waits for anything (finished, removed by the RM, or expired from
+the finished list) is answered from the partition's records: its final state, since when, and
+why. Reads ``/ws/v1/korral/partition/{p}/application/{app}/explain`` first.
+
 Exit status: 0 on success, 1 when the REST API cannot be reached or answers an error (the
-application or ask does not exist: its message is printed), 2 for bad flags.
+application was never known or is long forgotten, or the ask does not exist: its message is
+printed), 2 for bad flags.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import sys
 from typing import Any
@@ -20,7 +26,7 @@ from typing import Any
 from common import addresses
 from common.restclient import RestClient, RestError, path_part
 
-__all__ = ["configure", "run"]
+__all__ = ["configure", "run", "format_explanation", "format_grouped", "format_ended"]
 
 MAX_ASKS = 50  # pending asks explained when no KEY is given
 
@@ -35,9 +41,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the API's JSON instead of text")
 
 
-def _pending_keys(client: RestClient, base: str, rm_id: str, app_id: str) -> list[str]:
-    app = client.get(f"{base}/application/{path_part(app_id)}", rmID=rm_id)
-    return [r["allocationKey"] for r in app.get("requests", []) if r.get("pendingCount", 0) > 0][:MAX_ASKS]
+def format_ended(status: dict[str, Any]) -> str:
+    """An application that no longer waits for anything: how and when it ended."""
+    app, when = status["applicationID"], fmt_time(status.get("since"))
+    where = f" (queue {status['queue']})" if status.get("queue") else ""
+    why = status.get("reason") or ""
+    if status.get("removed"):
+        return f"application {app} was removed by the RM at {when} while {status['state']}{where}: nothing of it waits"
+    expired = ", and has since expired from the partition's list of finished applications" if status.get("expired") else ""
+    return f"application {app} is {status['state']} since {when}{where}{': ' + why if why else ''}{expired}: nothing of it waits"
+
+
+def fmt_time(ns: int | None) -> str:
+    if not ns:
+        return "(unknown time)"
+    return datetime.datetime.fromtimestamp(ns / 1e9, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 SHOWN_KEYS = 5  # keys named in the heading of a group of asks that wait for the same reasons
@@ -79,16 +97,18 @@ def run(args: argparse.Namespace) -> int:
     client = RestClient(args.rest_address)
     try:
         part = client.partitions(args.partition)[0]
-        base = f"/ws/v1/partition/{path_part(part['name'])}"
         rm_id = part.get("rmID", "")
-        keys = [args.key] if args.key else _pending_keys(client, base, rm_id, args.application)
-        answers = [client.get(f"/ws/v1/korral/partition/{path_part(part['name'])}/application/{path_part(args.application)}"
-                              f"/allocation/{path_part(k)}/explain", rmID=rm_id) for k in keys]
+        app_base = f"/ws/v1/korral/partition/{path_part(part['name'])}/application/{path_part(args.application)}"
+        status = client.get(f"{app_base}/explain", rmID=rm_id, limit=str(MAX_ASKS))
+        keys = [] if not status.get("active") else [args.key] if args.key else status.get("pendingKeys", [])
+        answers = [client.get(f"{app_base}/allocation/{path_part(k)}/explain", rmID=rm_id) for k in keys]
     except RestError as exc:
         print(f"korral explain: {exc}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(answers, indent=2))
+        print(json.dumps(answers if status.get("active") else status, indent=2))
+    elif not status.get("active"):
+        print(format_ended(status))
     elif not answers:
         print(f"application {args.application} has no pending asks")
     else:

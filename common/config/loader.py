@@ -19,6 +19,7 @@ import hashlib
 from typing import Any
 
 from common.config._yaml import YamlError, read_yaml
+from common.config.default import DEFAULT_CONFIG_TEXT
 from common.config.errors import ConfigError
 from common.config.model import (
     ChildTemplateConfig,
@@ -40,6 +41,8 @@ from common.config.validate import validate_partition
 __all__ = [
     "load_config",
     "config_checksum",
+    "config_with_checksum",
+    "served_checksum",
     "MAX_CONFIG_BYTES",
     "MAX_QUEUES",
     "MAX_QUEUE_DEPTH",
@@ -82,6 +85,25 @@ def config_checksum(text: str) -> str:
     if marker in text:
         strip = (marker + text.split(marker, 2)[1]).rstrip("\n")[: len(marker) + 64]
     return hashlib.sha256(text.replace(strip, "").encode("utf-8")).hexdigest().upper()
+
+
+def config_with_checksum(text: str) -> str:
+    """The config text as ``/ws/v1/config`` serves it (the default config for an empty one),
+    ending with exactly one ``checksum: <SHA-256>`` line computed as YuniKorn does."""
+    clean = _served_text(text)
+    return clean + f"checksum: {config_checksum(clean)}\n"
+
+
+def served_checksum(text: str) -> str:
+    """The checksum ``/ws/v1/config`` shows for a registered config text: what
+    ``korral config`` compares and swaps on."""
+    return config_checksum(_served_text(text))
+
+
+def _served_text(text: str) -> str:
+    body = text if text.strip() else DEFAULT_CONFIG_TEXT
+    lines = [line for line in body.splitlines() if not line.startswith("checksum:")]
+    return "\n".join(lines).strip("\n") + "\n"
 
 
 def load_config(text: str | bytes, *, source: str = "") -> SchedulerConfig:

@@ -55,6 +55,7 @@ class Application:
     allocated_placeholder: Resource = ZERO
     reservations: dict[str, Reservation] = field(default_factory=dict)  # ask key -> reservation
     recovered_only: bool = False  # created from recovered allocations, RM has not added it yet
+    requested_queue: str = ""  # the queue the RM asked for (placement input; a config what-if replays it)
     finished_ns: int = 0
     counted_running: bool = False  # counted in queue.running_apps
     max_used: Resource = ZERO  # peak of ``allocated`` (REST maxUsedResource)

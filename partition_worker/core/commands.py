@@ -12,7 +12,7 @@ from common.resources import ZERO, Resource
 
 from .outcomes import Termination
 
-__all__ = ["AddApp", "RemoveApp", "AddAsk", "ReleaseAsk", "ReleaseAlloc", "RecoveredAlloc",
+__all__ = ["AddApp", "RemoveApp", "AddAsk", "ReleaseAsk", "ReleaseAlloc", "RecoveredAlloc", "AddAllocation",
            "AddNode", "UpdateNode", "DrainNode", "UndrainNode", "RemoveNode", "AddForeign",
            "ReleaseForeign", "Command"]
 
@@ -85,12 +85,24 @@ class RecoveredAlloc:
 
 
 @dataclass(frozen=True, slots=True)
+class AddAllocation:
+    """An allocation the RM reports as already placed on one of its registered nodes (the RM
+    recovering its work, or a placement it made itself): booked like a recovered allocation,
+    replacing a pending ask of the same key, and confirmed to the RM as a new allocation."""
+
+    alloc: RecoveredAlloc
+
+
+@dataclass(frozen=True, slots=True)
 class AddNode:
+    """``schedulable`` False: the node is created drained (it takes work once undrained)."""
+
     node_id: str
     capacity: Resource
     occupied: Resource = ZERO
     attributes: dict[str, str] = field(default_factory=dict)
     existing: tuple[RecoveredAlloc, ...] = ()
+    schedulable: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,5 +147,5 @@ class ReleaseForeign:
     key: str
 
 
-Command = (AddApp | RemoveApp | AddAsk | ReleaseAsk | ReleaseAlloc | AddNode | UpdateNode
+Command = (AddApp | RemoveApp | AddAsk | ReleaseAsk | ReleaseAlloc | AddAllocation | AddNode | UpdateNode
            | DrainNode | UndrainNode | RemoveNode | AddForeign | ReleaseForeign)

@@ -1,23 +1,32 @@
 """Plain JSON-able views of the partition with YuniKorn's REST field names (REST_API.md).
 
 What it owns: every view of the core's objects (queue, application, ask, allocation, node,
-reservation, partition summary, user/group usage, health checks, metric gauges), built in
-one place so REST, ``korral status`` and ``PartitionSession.snapshot`` show the same thing.
+reservation, partition summary, node utilisation, placement rules, user/group usage), built in
+one place so REST, ``korral status`` and ``PartitionSession.snapshot`` show the same thing; the
+views computed over the whole partition (health checks, metric gauges) are ``dao_totals``.
+Field names and types are YuniKorn 1.10's (``pkg/webservice/dao``); where YuniKorn omits an
+empty field, Korral sends it (``null``, ``{}``, ``[]``, ``0``) so clients of every version find it
+(docs/yunikorn-compat.md), and the v1.2 fields YuniKorn dropped stay (each view says which).
 Who may use it: ``partition_worker.queries`` (REST queries: selection, paging, encoding)
 and ``PartitionSession.snapshot``. Pure functions of the state; nothing here writes to it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
+from common.config.policies import PROPERTY_PREEMPTION_DELAY, PROPERTY_PREEMPTION_POLICY
 from common.constants import HOST_NAME, K8S_HOST_NAME, K8S_RACK_NAME, RACK_NAME
 from common.resources import Resource
+from common.timefmt import go_duration, rfc3339_nano
 
 from .app_state import RUNNING_STATES, AppState
+from .outcomes import SchedState
+from .preemption import parse_delay_ns
 
 if TYPE_CHECKING:  # pragma: no cover
     from .application import Application
+    from .foreign import ForeignAllocation
     from .node import Node
     from .objects import Allocation, Ask, Reservation
     from .partition import Partition
@@ -25,34 +34,33 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["partition_snapshot", "partition_dao", "queues_dao", "queue_dao", "app_dao",
            "app_summary", "node_dao", "heatmap_row", "alloc_dao", "ask_dao", "reservation_dao",
-           "usage_dao", "health_checks", "metrics_dao", "all_apps", "INT32_MIN"]
+           "usage_dao", "all_apps", "node_utilisation", "utilisation_bucket", "int_percent",
+           "placement_rules_dao", "foreign_alloc_dao", "own_allocations", "INT32_MIN"]
 
 INT32_MIN = -(1 << 31)
 # REST partition summary: YuniKorn counts Completing apps as running, New/Accepted as pending
 _PENDING_STATES = (AppState.NEW, AppState.ACCEPTED)
 _REST_RUNNING_STATES = (AppState.STARTING, AppState.RUNNING, AppState.COMPLETING)
-# metrics: app states as YuniKorn's queue_app metric labels them
-_QUEUE_APP_STATES = {AppState.ACCEPTED: "accepted", AppState.STARTING: "running",
-                     AppState.RUNNING: "running", AppState.COMPLETING: "running",
-                     AppState.REJECTED: "rejected", AppState.COMPLETED: "completed",
-                     AppState.FAILED: "failed", AppState.FAILING: "failed"}
 
 
 def _res(r: Resource | None) -> dict[str, int] | None:
     return r.as_dict() if r is not None else None
 
 
+def int_percent(used: int, capacity: int) -> int:
+    """YuniKorn's CalculateAbsUsedCapacity for one type: 0 when nothing is used, 100 when used
+    without capacity, else the truncated percentage."""
+    if used <= 0:
+        return 0
+    return 100 if capacity <= 0 else int(used * 100 / capacity)
+
+
 def _percent(used: Mapping[str, int], total: Mapping[str, int] | None) -> dict[str, int]:
-    """YuniKorn's CalculateAbsUsedCapacity: int(used/total*100) per type of ``used`` that
-    ``total`` defines (Resources or plain dicts)."""
+    """YuniKorn's CalculateAbsUsedCapacity: ``int_percent`` per type of ``total`` that ``used``
+    has (Resources or plain dicts)."""
     if total is None:
         return {}
-    out = {}
-    for k, v in used.items():
-        t = total.get(k, 0)
-        if t > 0:
-            out[k] = int(v * 100 / t)
-    return out
+    return {k: int_percent(used[k], t) for k, t in total.items() if k in used}
 
 
 def all_apps(p: "Partition") -> list["Application"]:
@@ -77,6 +85,8 @@ def partition_dao(p: "Partition", partition: str, rm_id: str) -> dict:
         "lastStateTransitionTime": p.state_time_ns,
         "capacity": {"capacity": cap, "usedCapacity": used, "utilization": _percent(used, cap)},
         "nodeSortingPolicy": {"type": p.nodes.policy.value, "resourceWeights": dict(p.nodes.weights)},
+        "preemptionEnabled": p.preemption_enabled,
+        "quotaPreemptionEnabled": p.config.preemption.quotapreemptionenabled,
         "applications": {**states, "total": len(apps)},
         "totalApplications": len(apps),
         "runningApplications": sum(1 for a in apps if a.state in _REST_RUNNING_STATES),
@@ -93,17 +103,30 @@ def partition_dao(p: "Partition", partition: str, rm_id: str) -> dict:
 
 # ------------------------------------------------------------------------------ allocations, asks
 def alloc_dao(al: "Allocation", partition: str) -> dict:
+    """AllocationDAOInfo, plus v1.2's ``uuid``, ``partition`` and ``queueName``."""
     return {
         "allocationKey": al.key, "allocationTags": dict(al.tags), "requestTime": al.create_time_ns,
         "allocationTime": al.create_time_ns, "allocationDelay": 0, "uuid": al.uuid,
         "resource": al.resource.as_dict(), "priority": str(al.priority), "nodeId": al.node_id,
         "applicationId": al.app_id, "partition": partition, "queueName": al.queue_path,
         "placeholder": al.placeholder, "placeholderUsed": False, "taskGroupName": al.task_group,
-        "preempted": False,
+        "preempted": False, "originator": al.originator,
+    }
+
+
+def foreign_alloc_dao(fa: "ForeignAllocation") -> dict:
+    """ForeignAllocationDAOInfo: a pod of another scheduler the RM reported (tag ``foreign``)."""
+    return {
+        "allocationKey": fa.key, "allocationTags": dict(fa.tags), "allocationTime": fa.create_time_ns,
+        "resource": fa.resource.as_dict(), "priority": str(fa.priority), "nodeId": fa.node_id,
+        "preemptable": fa.preemptable,
     }
 
 
 def ask_dao(a: "Ask", partition: str, placeholder_timeout_ms: int) -> dict:
+    """AllocationAskDAOInfo, plus v1.2's ``pendingCount``, ``partition`` and ``placeholderTimeout``.
+    ``schedulingAttempted``: a scheduling state was reported for the ask; ``triggeredScaleUp``:
+    the last one told the RM it waits for cluster resources (FAILED), as YuniKorn's does."""
     log = [{"message": a.sched_reason, "lastOccurrence": a.sched_time_ns, "count": 1}] \
         if a.sched_reason else []
     return {
@@ -112,6 +135,8 @@ def ask_dao(a: "Ask", partition: str, placeholder_timeout_ms: int) -> dict:
         "requiredNodeId": a.required_node, "applicationId": a.app_id, "partition": partition,
         "placeholder": a.placeholder, "placeholderTimeout": placeholder_timeout_ms if a.placeholder else 0,
         "taskGroupName": a.task_group, "allocationLog": log, "triggeredPreemption": a.triggered_preemption,
+        "originator": a.originator, "schedulingAttempted": a.sched_state is not None,
+        "triggeredScaleUp": a.sched_state is SchedState.FAILED,
     }
 
 
@@ -122,9 +147,9 @@ def reservation_dao(r: "Reservation") -> dict:
 
 # ------------------------------------------------------------------------------ applications
 def app_dao(app: "Application", partition: str) -> dict:
-    """ApplicationDAOInfo. ``placeholderData`` (count, replaced, timedout) is kept once a
-    placeholder of the app is allocated; before that, the task groups are shown as the
-    placeholder asks declare them."""
+    """ApplicationDAOInfo, plus v1.2's ``lastStateChangeTime`` and ``minAllocationPriority``.
+    ``placeholderData`` (count, replaced, timedout) is kept once a placeholder of the app is
+    allocated; before that, the task groups are shown as the placeholder asks declare them."""
     allocs = list(app.allocations.values())
     return {
         "applicationID": app.app_id,
@@ -149,10 +174,22 @@ def app_dao(app: "Application", partition: str) -> dict:
                              "timedout": d.timedout} for d in app.ph_data.values()]
         or _declared_task_groups(app),
         "hasReserved": bool(app.reservations),
-        "reservations": [r.app_key for r in app.reservations.values()],
+        "reservations": [r.ask_key for r in app.reservations.values()],
         "maxRequestPriority": app.max_pending_priority(),
         "minAllocationPriority": min((al.priority for al in allocs), default=INT32_MIN),
+        "startTime": _start_ms(app),
+        "resourceHistory": {k: v for k, v in (app.resource_history or {}).items() if v},
+        "backoffDeadline": rfc3339_nano(app.backoff_deadline_ns) if app.backoff_deadline_ns else None,
     }
+
+
+def _start_ms(app: "Application") -> int:
+    """When the app first entered Running, in milliseconds (YuniKorn's REST ``startTime``, 1.6);
+    0 before. (The app summary's StartTime is ``start_ns``: Starting or Running, whichever came first.)"""
+    for t, state in app.state_log:
+        if state == AppState.RUNNING.value:
+            return t // 1_000_000
+    return 0
 
 
 def _declared_task_groups(app: "Application") -> list[dict]:
@@ -179,35 +216,62 @@ def app_summary(a: "Application") -> dict:
 # ------------------------------------------------------------------------------ queues
 def queues_dao(p: "Partition", partition: str) -> dict:
     """The queue tree; YuniKorn sets ``partition`` on the root only."""
-    root = queue_dao(p.root)
+    root = queue_dao(p.root, p.settings.preemption_delay_ns)
     root["partition"] = partition
     return root
 
 
-def queue_dao(q: "Queue", current_priority: dict | None = None) -> dict:
+def queue_dao(q: "Queue", default_delay_ns: int, parent_headroom: Resource | None = None) -> dict:
+    """PartitionQueueDAOInfo with its subtree, plus Korral's ``submitACL`` and ``adminACL``.
+    ``default_delay_ns``: the partition's default ``preemption.delay``; ``parent_headroom``: the
+    parent's ``headroom`` (None for root)."""
     accepted = [a.app_id for a in q.apps.values() if a.state is AppState.ACCEPTED and a.allocations]
+    headroom = _headroom(q, parent_headroom)
+    props = q.properties
+    policy = props.get(PROPERTY_PREEMPTION_POLICY, "").lower()
     return {
         "queuename": q.path,
         "status": q.state.value,
+        "partition": "",  # the root's is set by queues_dao, as YuniKorn's
         "pendingResource": q.pending.prune().as_dict(),
         "maxResource": _res(q.max),
         "guaranteedResource": _res(q.guaranteed),
         "allocatedResource": q.allocated.prune().as_dict(),
         "preemptingResource": q.preempting.prune().as_dict(),
+        "headroom": headroom.as_dict() if headroom is not None else None,
         "isLeaf": q.is_leaf,
         "isManaged": not q.dynamic,
-        "properties": dict(q.properties),
+        "properties": dict(props),
         "parent": q.parent.path if q.parent else "",
         "template": _template_dao(q),
-        "children": [queue_dao(c, current_priority) for c in q.children.values()],
+        "children": [queue_dao(c, default_delay_ns, headroom) for c in q.children.values()],
+        "childNames": [c.path for c in q.children.values()],
         "absUsedCapacity": _percent(q.allocated, q.max),
         "maxRunningApps": q.max_apps,
         "runningApps": q.running_apps,
         "currentPriority": _current_priority(q),
         "allocatingAcceptedApps": accepted,
+        "sortingPolicy": q.sort_policy.value,
+        "prioritySorting": q.priority_enabled,
+        "preemptionEnabled": policy != "disabled",
+        "isPreemptionFence": policy == "fence",
+        "preemptionDelay": go_duration(parse_delay_ns(props.get(PROPERTY_PREEMPTION_DELAY), default_delay_ns)),
+        "quotaPreemptionDelay": go_duration(q.quota_preemption_delay_ns),
+        "isPriorityFence": q.priority_fence,
+        "priorityOffset": q.priority_offset,
         "submitACL": q.submit_acl.text,
         "adminACL": q.admin_acl.text,
     }
+
+
+def _headroom(q: "Queue", parent: Resource | None) -> Resource | None:
+    """YuniKorn's headroom: for the types of this queue's max, max - allocated, then the
+    permissive component-wise min with the parent's headroom; without a max, the parent's.
+    Root's max is the partition's size (None without nodes: no headroom)."""
+    if q.max is None:
+        return parent
+    own = Resource({k: v - q.allocated.get(k) for k, v in q.max.items()})
+    return own if parent is None else own.component_wise_min_permissive(parent)
 
 
 def _current_priority(q: "Queue") -> int:
@@ -234,8 +298,10 @@ def _template_dao(q: "Queue") -> dict | None:
 
 # ------------------------------------------------------------------------------ nodes
 def node_dao(n: "Node", partition: str, with_allocations: bool = True) -> dict:
-    """NodeDAOInfo; host and rack also from the k8s shim's ``si.io/`` attributes. Without
-    ``with_allocations`` the view has no ``allocations`` key (the dump adds shared ones)."""
+    """NodeDAOInfo, plus v1.2's ``partition`` and Korral's ``ready``; host and rack also from the
+    k8s shim's ``si.io/`` attributes. The RM's foreign allocations (``core.foreign``) are
+    ``foreignAllocations``.
+    Without ``with_allocations`` the view has no ``allocations`` key (the dump adds shared ones)."""
     attrs = n.attributes
     d = {
         "nodeID": n.node_id,
@@ -249,11 +315,17 @@ def node_dao(n: "Node", partition: str, with_allocations: bool = True) -> dict:
     if with_allocations:
         d["allocations"] = [alloc_dao(al, partition) for al in n.allocations.values()]
     d.update({
+        "foreignAllocations": [foreign_alloc_dao(fa) for fa in n.foreign.values()],
         "schedulable": n.schedulable, "ready": n.ready,
         "isReserved": n.reservation is not None,
-        "reservations": [n.reservation.node_key] if n.reservation is not None else [],
+        "reservations": [n.reservation.ask_key] if n.reservation is not None else [],
     })
     return d
+
+
+def own_allocations(n: "Node") -> Iterable["Allocation"]:
+    """The node's allocations made by the scheduler (foreign ones are kept apart, ``n.foreign``)."""
+    return n.allocations.values()
 
 
 def heatmap_row(n: "Node") -> list:
@@ -263,6 +335,53 @@ def heatmap_row(n: "Node") -> list:
         if c > 0:
             top = max(top, int(n.allocated.get(k) * 100 / c))
     return [n.node_id, top, n.schedulable, n.ready]
+
+
+def utilisation_bucket(percent: int) -> int:
+    """Which tenth of utilisation ``percent`` falls in, as YuniKorn buckets nodes: 0-10 % -> 0
+    (0 % included), (10, 20] -> 1, ..., (90, 100] -> 9; above 100 % (YuniKorn would fail) -> 9."""
+    return min(9, max(-(-percent // 10) - 1, 0))
+
+
+def node_utilisation(p: "Partition") -> list[dict]:
+    """YuniKorn's node utilisations of one partition: per resource type any node advertises
+    (sorted by name), ten buckets of the nodes' utilisation with their count and names."""
+    buckets: dict[str, list[list[str]]] = {}
+    for n in p.nodes.nodes.values():
+        for k, c in n.capacity.items():
+            b = utilisation_bucket(int_percent(n.allocated.get(k), c))
+            buckets.setdefault(k, [[] for _ in range(10)])[b].append(n.node_id)
+    return [{"type": k, "utilization": [{"bucketName": f"{i * 10}-{(i + 1) * 10}%", "numOfNodes": len(names),
+                                         "nodeNames": names} for i, names in enumerate(buckets[k])]}
+            for k in sorted(buckets)]
+
+
+# ------------------------------------------------------------------------------ placement rules
+def placement_rules_dao(p: "Partition") -> list[dict]:
+    """The rule chain in effect (YuniKorn's RuleDAO list). Without configured rules (or with a
+    set that failed to build at creation) Korral places apps in the queue they name, which
+    existing leaf they name: YuniKorn's ``provided`` rule without ``create``."""
+    rules = p.placement.rules
+    if not rules:
+        return [{"name": "provided", "parameters": {"create": "false"}}]
+    return [_rule_dao(r) for r in rules]
+
+
+def _rule_dao(rule) -> dict:
+    params = {"create": str(rule.create).lower()}
+    if rule.NAME == "fixed":
+        params = {"queue": rule.queue, **params, "qualified": str(rule.qualified).lower()}
+    elif rule.NAME == "tag":
+        params = {"tagName": rule.tag_name, **params}
+    d: dict = {"name": rule.NAME, "parameters": params}
+    f = rule.filter
+    if not f.empty:
+        d["filter"] = {"type": "allow" if f.allow else "deny", "userList": sorted(f.users),
+                       "groupList": sorted(f.groups), "userExp": f.user_exp.pattern if f.user_exp else "",
+                       "groupExp": f.group_exp.pattern if f.group_exp else ""}
+    if rule.parent is not None:
+        d["parentRule"] = _rule_dao(rule.parent)
+    return d
 
 
 # ------------------------------------------------------------------------------ usage (ugm)
@@ -305,131 +424,16 @@ def _usage_tree(tree: dict, path: str, lt, kind: str, name: str) -> dict:
     e = tree.get(path, {"res": Resource(), "running": []})
     depth = path.count(".") + 1
     kids = sorted(k for k in tree if k.startswith(path + ".") and k.count(".") == depth)
-    out = {"queuePath": path, "resourceUsage": {"Resources": e["res"].prune().as_dict()},
+    out = {"queuePath": path, "resourceUsage": e["res"].prune().as_dict(),
            "runningApplications": e["running"],
            "children": [_usage_tree(tree, k, lt, kind, name) for k in kids]}
     lim = lt.limit_for(path, kind, name) if lt.active else None
     if lim is not None:
         if lim.max is not None:
-            out["maxResources"] = {"Resources": lim.max.as_dict()}
+            out["maxResources"] = lim.max.as_dict()
         if lim.max_apps:
             out["maxApplications"] = lim.max_apps
     return out
-
-
-# ------------------------------------------------------------------------------ health
-def _check(name: str, description: str, problems: list[str]) -> dict:
-    return {"Name": name, "Succeeded": not problems, "Description": description,
-            "DiagnosisMessage": "; ".join(problems[:20]) + (f" (+{len(problems) - 20} more)"
-                                                             if len(problems) > 20 else "")}
-
-
-def _nonzero(d: dict[str, int]) -> dict[str, int]:
-    return {k: v for k, v in d.items() if v}
-
-
-def health_checks(p: "Partition", part: str) -> list[dict]:
-    """YuniKorn's health checks for the partition ``part`` (``[rmID]name``), with the names
-    and descriptions of v1.2."""
-    nodes = list(p.nodes.nodes.values())
-    failed = [n.node_id for n in nodes if not n.ready]
-    neg_part = [part] if p.total.has_negative() or p.root.allocated.has_negative() else []
-    neg_nodes = [n.node_id for n in nodes if n.allocated.has_negative() or n.occupied.has_negative()
-                 or n.capacity.has_negative()]
-    sum_alloc: dict[str, int] = {}
-    sum_cap: dict[str, int] = {}
-    cap_mismatch, over = [], []
-    for n in nodes:
-        for k, v in n.allocated.items():
-            sum_alloc[k] = sum_alloc.get(k, 0) + v
-        for k, v in n.capacity.items():
-            sum_cap[k] = sum_cap.get(k, 0) + v
-        for k, c in n.capacity.items():
-            # available may be negative by design when occupied grows; check the sum only
-            if c != n.allocated.get(k) + n.occupied.get(k) + n.available.get(k):
-                cap_mismatch.append(n.node_id)
-                break
-        if not n.allocated.fits_in(n.capacity):
-            over.append(n.node_id)
-    alloc_total = _nonzero(sum_alloc)
-    part_alloc = _nonzero(p.root.allocated.as_dict())
-    # Set differences instead of per-allocation lookups: ~10x cheaper at 50,000 allocations.
-    on_nodes: dict[str, str] = {}
-    for n in nodes:
-        on_nodes.update(dict.fromkeys(n.allocations, n.node_id))
-    on_apps: dict[str, str] = {}
-    for a in p.apps.values():
-        on_apps.update(dict.fromkeys(a.allocations, a.app_id))
-    orphan_node = [f"{on_nodes[u]}/{u}" for u in on_nodes.keys() - on_apps.keys()]
-    orphan_app = [f"{on_apps[u]}/{u}" for u in on_apps.keys() - on_nodes.keys()]
-    return [
-        _check("Scheduling errors", "Check for scheduling error entries in metrics", []),
-        _check("Failed nodes", "Check for failed nodes entries in metrics",
-               [f"{part}: {len(failed)} node(s) not ready: {', '.join(failed[:10])}"] if failed else []),
-        _check("Negative resources", "Check for negative resources in the partitions",
-               [f"partition {x} has negative resources" for x in neg_part]),
-        _check("Negative resources", "Check for negative resources in the nodes",
-               [f"node {x} has negative resources" for x in neg_nodes]),
-        _check("Consistency of data", "Check if a node's allocated resource <= total resource of the node",
-               [] if alloc_total == part_alloc else
-               [f"{part}: sum of node allocations {alloc_total} != partition allocated {part_alloc}"]),
-        _check("Consistency of data", "Check if total partition resource == sum of the node resources",
-               [] if _nonzero(sum_cap) == _nonzero(p.total.as_dict()) else
-               [f"{part}: partition total {_nonzero(p.total.as_dict())} != sum of nodes {_nonzero(sum_cap)}"]),
-        _check("Consistency of data", "Check if node total resource = allocated resource + occupied "
-               "resource + available resource", [f"node {x}" for x in cap_mismatch]),
-        _check("Consistency of data", "Check if node capacity >= allocated resources on the node",
-               [f"node {x}" for x in over]),
-        _check("Reservation check", "Check the reservation nr compared to the number of nodes", []),
-        _check("Orphan allocation on node check", "Check if there are orphan allocations on the nodes",
-               orphan_node),
-        _check("Orphan allocation on app check", "Check if there are orphan allocations on the applications",
-               orphan_app),
-    ]
-
-
-# ------------------------------------------------------------------------------ metrics
-def metrics_dao(p: "Partition") -> dict:
-    """The partition's gauges as plain data (rmproxy renders Prometheus text): apps per state,
-    queue resources and apps, node states and usage buckets, containers, asks, cycles."""
-    app_states: dict[str, int] = {}
-    per_queue: dict[str, dict[str, int]] = {}
-    for a in all_apps(p):
-        app_states[a.state.value] = app_states.get(a.state.value, 0) + 1
-        label = _QUEUE_APP_STATES.get(a.state)
-        if label is not None:
-            qs = per_queue.setdefault(a.queue.path, {})
-            qs[label] = qs.get(label, 0) + 1
-    queues = []
-    stack = [p.root]
-    while stack:
-        q = stack.pop()
-        queues.append({"path": q.path,
-                       "guaranteed": q.guaranteed.as_dict() if q.guaranteed is not None else {},
-                       "max": q.max.as_dict() if q.max is not None else {},
-                       "allocated": q.allocated.as_dict(), "pending": q.pending.as_dict(),
-                       "apps": per_queue.get(q.path, {})})
-        stack.extend(q.children.values())
-    nodes = list(p.nodes.nodes.values())
-    usage: dict[str, list[int]] = {}
-    for n in nodes:  # YuniKorn's <resource>_node_usage_total: nodes per 10% utilisation bucket
-        for k, c in n.capacity.items():
-            if c <= 0:
-                continue
-            pct = n.allocated.get(k) * 100 / c
-            bucket = 0 if pct <= 10 else min(9, int((pct - 1e-9) // 10))
-            usage.setdefault(k, [0] * 10)[bucket] += 1
-    return {
-        "apps": app_states, "queues": queues,
-        "nodes": {"active": sum(1 for n in nodes if n.ready and n.schedulable),
-                  "draining": sum(1 for n in nodes if not n.schedulable),
-                  "unhealthy": sum(1 for n in nodes if not n.ready)},
-        "nodeUsage": usage,
-        "containers": len(p.allocations),
-        "pendingAsks": sum(k.pending for a in p.apps.values() for k in a.asks.values() if k.pending > 0),
-        "reservations": len(p.reservations),
-        "cycles": p.cycles, "lastCycleTime": p.last_cycle_ns,
-    }
 
 
 # ------------------------------------------------------------------------------ snapshot

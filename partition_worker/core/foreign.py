@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["ForeignAllocation", "ForeignAllocations", "TAG_FOREIGN", "FOREIGN_STATIC", "foreign_total"]
 
-TAG_FOREIGN = "foreign"
+from common.constants import TAG_FOREIGN  # noqa: E402  (one name for the tag, also read by the REST views)
 FOREIGN_STATIC, FOREIGN_DEFAULT = "static", "default"
 
 

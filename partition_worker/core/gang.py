@@ -150,7 +150,7 @@ class Gangs:
         """Swap ``ph`` for one repeat of ``ask`` on the placeholder's node, atomically."""
         p = self.p
         node = p.nodes.get(ph.node_id)
-        uuid = p.new_uuid()
+        uuid = ask.key if p.key_is_uuid else p.new_uuid()
         p.ledger.release(ph, Termination.PLACEHOLDER_REPLACED, f"replacing uuid: {uuid}", now,
                          report=True, check_app=False)
         d = app.ph_data.get(ph.task_group)

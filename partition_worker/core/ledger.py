@@ -77,8 +77,9 @@ class Ledger:
         starts its execution timeout, books a placeholder with the gang, and moves the app on."""
         p = self.p
         r = ask.resource
+        uuid = uuid or (ask.key if p.key_is_uuid else p.new_uuid())
         # positional: keywords cost a third of the build (tests/core/test_objects.py pins the order)
-        alloc = Allocation(uuid or p.new_uuid(), ask.key, app.app_id, node.node_id, r, ask.priority,
+        alloc = Allocation(uuid, ask.key, app.app_id, node.node_id, r, ask.priority,
                            now, app.queue.path, ask.tags, ask.task_group, ask.placeholder,
                            ask.originator, False, 0, ask.allow_preempt_self, ask.allow_preemption)
         ask.pending -= 1

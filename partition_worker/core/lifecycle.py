@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable
 from common.constants import APP_TAG_CREATE_FORCE, APP_TAG_NAMESPACE_RESOURCE_QUOTA
 from common.resources import Resource
 
+from .app_history import AppHistory, GoneApp
 from .app_state import RUNNING_STATES, AppEvent, AppState, IllegalTransition, next_state
 from .app_usage import summarise
 from .application import Application
@@ -30,9 +31,12 @@ from .queue import RECOVERY_QUEUE, ObjectState, Queue, QueueCreateError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .partition import Partition
+    from .placement_bridge import PlacementBridge
+    from .queue import QueueTree
     from .timers import Timers
 
-__all__ = ["AppLifecycle", "parse_quota", "T_STARTING", "T_COMPLETING", "T_EXPIRE"]
+__all__ = ["AppLifecycle", "PlacementRejected", "place_app", "parse_quota", "T_STARTING", "T_COMPLETING",
+           "T_EXPIRE"]
 
 T_STARTING, T_COMPLETING, T_EXPIRE = "starting", "completing", "expire"
 FALLBACK_QUEUE = "root.default"  # compatibility 1.6+: where an app no rule places goes
@@ -46,7 +50,7 @@ _COMPLETABLE = (AppState.ACCEPTED, AppState.STARTING, AppState.RUNNING)
 _RAN = (AppState.STARTING, AppState.RUNNING)  # an app entering one has run (its summary is due)
 
 
-class _Reject(Exception):
+class PlacementRejected(Exception):
     """An app rejection: ``reason`` is YuniKorn's exact text, ``detail`` says more (an event)."""
 
     def __init__(self, reason: str, detail: str = "") -> None:
@@ -58,12 +62,13 @@ class _Reject(Exception):
 class AppLifecycle:
     """Applications of one partition and their state machine (see module doc)."""
 
-    __slots__ = ("p", "apps", "finished_apps", "_timers")
+    __slots__ = ("p", "apps", "finished_apps", "gone", "_timers")
 
     def __init__(self, p: "Partition", timers: "Timers") -> None:
         self.p = p
         self.apps: dict[str, Application] = {}
         self.finished_apps: dict[str, Application] = {}  # Completed/Failed/Rejected until expiry
+        self.gone = AppHistory(p.settings.max_gone_apps)  # removed and expired apps, for explain
         self._timers = timers
         timers.register(T_STARTING, self._on_starting_timer)
         timers.register(T_COMPLETING, self._on_completing_timer)
@@ -100,12 +105,15 @@ class AppLifecycle:
                 self._reject(cmd, f"user {cmd.user}: group resolution failed: {exc}", now)
                 return
         try:
-            queue, created = self._place(cmd, groups)
-        except _Reject as r:
+            queue, created = place_app(p.placement, p.queues, cmd, groups,
+                                       fallback=p.settings.compat.placement_fallback)
+        except PlacementRejected as r:
             if r.detail:
                 p.event(EventType.APP, cmd.app_id, "QueueCreationFailed", r.detail, now)
             self._reject(cmd, r.reason, now)
             return
+        if queue.path == FALLBACK_QUEUE:
+            p.queues_dirty = True  # a rule may have made a queue before it failed
         p.queues_created(created, now)
         if cmd.placeholder_ask.strictly_greater_than_zero():
             if queue.sort_policy.value == "fair":
@@ -125,6 +133,7 @@ class AppLifecycle:
             existing.ph_timeout_ns = ph_timeout_ns
             existing.placeholder_ask, existing.gang_style = cmd.placeholder_ask, gang_style(cmd)
             existing.recovered_only = False
+            existing.requested_queue = cmd.queue
             p.limits.forget_app(app_id)
             p.limits.rebuild(self.apps.values())  # its usage now counts for its real user
             out.apps_accepted.append(AppAccepted(app_id, queue.path, existing.state.value, now))
@@ -134,58 +143,12 @@ class AppLifecycle:
                           execution_timeout_ms=cmd.execution_timeout_ms,
                           ph_timeout_ns=ph_timeout_ns,
                           placeholder_ask=cmd.placeholder_ask, gang_style=gang_style(cmd),
-                          state_time_ns=now)
+                          state_time_ns=now, requested_queue=cmd.queue)
         self.apps[app_id] = app
         queue.apps[app_id] = app
         self.finished_apps.pop(app_id, None)
+        self.gone.discard(app_id)
         out.apps_accepted.append(AppAccepted(app_id, queue.path, app.state.value, now))
-
-    def _place(self, cmd: AddApp, groups: tuple[str, ...]) -> tuple[Queue, list[str]]:
-        try:
-            return self._place_by_rules(cmd, groups)
-        except _Reject:
-            fallback = self._fallback(cmd, groups)
-            if fallback is None:
-                raise
-            return fallback, []
-
-    def _fallback(self, cmd: AddApp, groups: tuple[str, ...]) -> Queue | None:
-        """Compatibility 1.6+ (YUNIKORN-2703): an app no rule places goes to ``root.default``
-        if that queue exists and takes it (leaf, ACL, not draining); never created."""
-        if not self.p.settings.compat.placement_fallback:
-            return None
-        q = self.p.queues.find(FALLBACK_QUEUE)
-        if q is None or not q.is_leaf or not q.accepts_new_work or not q.check_submit_access(cmd.user, groups):
-            return None
-        self.p.queues_dirty = True  # a rule may have made a queue before it failed
-        return q
-
-    def _place_by_rules(self, cmd: AddApp, groups: tuple[str, ...]) -> tuple[Queue, list[str]]:
-        p = self.p
-        app_id = cmd.app_id
-        created: list[str] = []
-        if p.placement.initialised:
-            try:
-                path = p.placement.place(cmd, groups, p.queues)
-            except PlacementError as exc:  # carries YuniKorn's message
-                raise _Reject(f"failed to place application {app_id}: {exc}") from None
-            queue = p.queues.find(path)
-            if queue is None:
-                try:
-                    queue, created = p.queues.create_dynamic(path, cmd.user, groups)
-                except QueueCreateError as exc:
-                    raise _Reject(f"failed to create rule based queue {path} for application {app_id}",
-                                  str(exc)) from None
-        else:
-            queue = p.queues.find(cmd.queue) if cmd.queue else None
-            if queue is None:
-                raise _Reject(f"application '{app_id}' rejected, cannot create queue '{cmd.queue}' without placement rules")
-        if not queue.is_leaf or not queue.check_submit_access(cmd.user, groups):
-            raise _Reject(f"failed to find queue {queue.path} for application {app_id}")
-        if not queue.accepts_new_work:
-            # Korral: a draining queue takes no new applications (v1.2 still accepts them)
-            raise _Reject(f"queue {queue.path} is {queue.state.value.lower()}, cannot add application {app_id}")
-        return queue, created
 
     def _reject(self, cmd: AddApp, reason: str, now: int, store: bool = True) -> None:
         p = self.p
@@ -204,7 +167,7 @@ class AppLifecycle:
         fin.pop(app.app_id, None)
         fin[app.app_id] = app
         while len(fin) > self.p.settings.max_completed_apps:
-            fin.pop(next(iter(fin)))
+            self._forget_finished(fin.pop(next(iter(fin))))
         self._timers.schedule(now + self.p.settings.expire_timeout_ns, T_EXPIRE, app.app_id, app.state_gen)
 
     def adopt_recovered(self, app_id: str, now: int) -> Application:
@@ -235,6 +198,8 @@ class AppLifecycle:
             self._set_running(app, False)
         app.finished_ns = now
         summarise(self.p, app, now)  # Korral: also when the RM removes it (state as it was then)
+        self.gone.add(GoneApp(app.app_id, app.queue.path, app.user, app.state.value, now,
+                              "removed by the RM (RemoveApplication)", removed=True))
         self.p.queues_dirty = True
 
     def _drop_work(self, app: Application, term: Termination, message: str, now: int) -> None:
@@ -304,6 +269,8 @@ class AppLifecycle:
         app.state_log.append((now, new.value))
         app.state_gen += 1
         msg = message or event.value
+        if message and new in (AppState.FAILING, AppState.FAILED):
+            app.message = message  # why it failed (explain of a gone app says it)
         if new is not AppState.REJECTED:
             p.outcomes.app_states.append(AppStateChanged(app.app_id, new.value, now, msg))
         p.event(EventType.APP, app.app_id, f"AppState{new.value}", msg, now)
@@ -367,6 +334,11 @@ class AppLifecycle:
     def _enter_expired(self, app: Application, now: int) -> None:
         self.finished_apps.pop(app.app_id, None)
 
+    def _forget_finished(self, app: Application) -> None:
+        """A finished app leaves the books (it expires, or newer ones push it out): remember how it ended."""
+        self.gone.add(GoneApp(app.app_id, app.queue.path, app.user, app.state.value,
+                              app.finished_ns or app.state_time_ns, app.message, removed=False))
+
     def _no_entry_action(self, app: Application, now: int) -> None:
         return None
 
@@ -386,7 +358,54 @@ class AppLifecycle:
     def _on_expire_timer(self, app_id: str, gen: int, now: int) -> None:
         app = self.finished_apps.get(app_id)
         if app is not None and app.state_gen == gen:
+            self._forget_finished(app)  # in the state it ended in, before it becomes Expired
             self.fire(app, AppEvent.EXPIRE, now)
+
+
+def place_app(placement: "PlacementBridge", queues: "QueueTree", cmd: AddApp,
+              groups: tuple[str, ...], fallback: bool = False) -> tuple[Queue, list[str]]:
+    """The leaf ``cmd``'s app goes to under ``placement``'s rules in ``queues`` (creating dynamic
+    queues there when a rule says so), and the paths created; ``PlacementRejected`` with
+    YuniKorn's reason otherwise. ``fallback`` (compatibility 1.6+, YUNIKORN-2703): an app no rule
+    places goes to ``root.default`` if that queue exists and takes it (leaf, ACL, not draining);
+    it is never created. Used by ``AppLifecycle.add`` and by the config what-if (``whatif``) on a
+    shadow queue tree."""
+    try:
+        return _place_by_rules(placement, queues, cmd, groups)
+    except PlacementRejected:
+        q = queues.find(FALLBACK_QUEUE) if fallback else None
+        if q is None or not q.is_leaf or not q.accepts_new_work or not q.check_submit_access(cmd.user, groups):
+            raise
+        return q, []
+
+
+def _place_by_rules(placement: "PlacementBridge", queues: "QueueTree", cmd: AddApp,
+                    groups: tuple[str, ...]) -> tuple[Queue, list[str]]:
+    app_id = cmd.app_id
+    created: list[str] = []
+    if placement.initialised:
+        try:
+            path = placement.place(cmd, groups, queues)
+        except PlacementError as exc:  # carries YuniKorn's message
+            raise PlacementRejected(f"failed to place application {app_id}: {exc}") from None
+        queue = queues.find(path)
+        if queue is None:
+            try:
+                queue, created = queues.create_dynamic(path, cmd.user, groups)
+            except QueueCreateError as exc:
+                raise PlacementRejected(f"failed to create rule based queue {path} for application {app_id}",
+                                        str(exc)) from None
+    else:
+        queue = queues.find(cmd.queue) if cmd.queue else None
+        if queue is None:
+            raise PlacementRejected(f"application '{app_id}' rejected, cannot create queue '{cmd.queue}' without "
+                                    "placement rules")
+    if not queue.is_leaf or not queue.check_submit_access(cmd.user, groups):
+        raise PlacementRejected(f"failed to find queue {queue.path} for application {app_id}")
+    if not queue.accepts_new_work:
+        # Korral: a draining queue takes no new applications (v1.2 still accepts them)
+        raise PlacementRejected(f"queue {queue.path} is {queue.state.value.lower()}, cannot add application {app_id}")
+    return queue, created
 
 
 # the entry action of each state (seed 004); side effects come back as outcomes

@@ -1,5 +1,5 @@
 """The nodes of one partition: CREATE (with recovery of existing allocations), UPDATE, drain,
-undrain and decommission, and the partition's total capacity.
+undrain and decommission, allocations the RM placed itself, and the partition's total capacity.
 
 What it owns: ``total`` (the sum of node capacities; root's max follows it, as in YuniKorn)
 and the node commands. The nodes themselves and their order live in ``node.NodeCollection``
@@ -16,12 +16,12 @@ from common.constants import CREATION_TIME, NODE_READY_ATTRIBUTE
 from common.resources import ZERO, Resource
 
 from .app_state import AppEvent, AppState
-from .commands import AddNode, DrainNode, RecoveredAlloc, RemoveNode, UndrainNode, UpdateNode
+from .commands import AddAllocation, AddNode, DrainNode, RecoveredAlloc, RemoveNode, UndrainNode, UpdateNode
 from .feasibility import CHAIN, READY, SCHEDULABLE, Purpose
 from .foreign import foreign_total
 from .node import Node, parse_ready
 from .objects import Allocation
-from .outcomes import EventType, NodeAccepted, NodeRejected, Termination
+from .outcomes import AllocationNew, AskRejected, EventType, NodeAccepted, NodeRejected, Termination
 from .queue import ObjectState
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -76,7 +76,7 @@ class NodeRegistry:
             out.nodes_rejected.append(NodeRejected(nid, _REJECTED + err))
             return
         node = Node(node_id=nid, attributes=dict(cmd.attributes), capacity=cmd.capacity,
-                    occupied=cmd.occupied, ready=parse_ready(cmd.attributes))
+                    occupied=cmd.occupied, ready=parse_ready(cmd.attributes), schedulable=cmd.schedulable)
         p.nodes.add(node)
         self._total_changed(added=node.capacity)
         for ra in cmd.existing:
@@ -86,26 +86,50 @@ class NodeRegistry:
 
     def _check_recovered(self, cmd: AddNode) -> str:
         """Validate every existing allocation before touching anything (all or nothing)."""
-        p = self.p
         seen: set[str] = set()
         for ra in cmd.existing:
-            if not ra.uuid:
-                return f"failing to restore allocation {ra.key} for application {ra.app_id}: missing uuid"
-            if ra.uuid in p.allocations or ra.uuid in seen:
-                return f"failing to restore allocation {ra.key} for application {ra.app_id}: duplicate uuid {ra.uuid}"
+            err = self._recovery_error(ra, cmd.node_id, seen)
+            if err:
+                return err
             seen.add(ra.uuid)
-            if ra.node_id and ra.node_id != cmd.node_id:
-                return f"failed to find node {ra.node_id}"
-            if not ra.app_id:
-                return f"failed to find application {ra.app_id}"
-            app = p.apps.get(ra.app_id)
-            if app is not None and app.state not in _RECOVERABLE_APP_STATES:
-                return f"cannot allocate resource from application {ra.app_id}: application is {app.state.value}"
-            if ra.resource.has_negative() or ra.resource.is_zero():
-                return f"cannot allocate resource from application {ra.app_id}: invalid resource {ra.resource}"
         return ""
 
-    def _recover(self, node: Node, ra: RecoveredAlloc, now: int) -> None:
+    def _recovery_error(self, ra: RecoveredAlloc, node_id: str, seen: set[str]) -> str:
+        """Why ``ra`` cannot be booked on node ``node_id`` ("" when it can)."""
+        p = self.p
+        if not ra.uuid:
+            return f"failing to restore allocation {ra.key} for application {ra.app_id}: missing uuid"
+        if ra.uuid in p.allocations or ra.uuid in seen:
+            return f"failing to restore allocation {ra.key} for application {ra.app_id}: duplicate uuid {ra.uuid}"
+        if ra.node_id and ra.node_id != node_id:
+            return f"failed to find node {ra.node_id}"
+        if not ra.app_id:
+            return f"failed to find application {ra.app_id}"
+        app = p.apps.get(ra.app_id)
+        if app is not None and app.state not in _RECOVERABLE_APP_STATES:
+            return f"cannot allocate resource from application {ra.app_id}: application is {app.state.value}"
+        if ra.resource.has_negative() or ra.resource.is_zero():
+            return f"cannot allocate resource from application {ra.app_id}: invalid resource {ra.resource}"
+        return ""
+
+    def place(self, cmd: AddAllocation, now: int) -> None:
+        """The ``AddAllocation`` command: an allocation the RM placed on one of its nodes. Booked
+        as a recovered one (no checks of headroom or limits: it runs already), its pending ask of
+        the same key gone, and reported as new; a rejection names the allocation."""
+        p = self.p
+        ra = cmd.alloc
+        node = p.nodes.get(ra.node_id)
+        err = f"failed to find node {ra.node_id}" if node is None else self._recovery_error(ra, ra.node_id, set())
+        if err:
+            p.outcomes.rejected_asks.append(AskRejected(ra.app_id, ra.key, err))
+            return
+        app = p.apps.get(ra.app_id)
+        if app is not None and ra.key in app.asks:
+            p.ledger.remove_ask(app, ra.key)
+        p.outcomes.allocations.append(AllocationNew(self._recover(node, ra, now)))
+        p.changed = True
+
+    def _recover(self, node: Node, ra: RecoveredAlloc, now: int) -> Allocation:
         """Add a recovered allocation to node, app and queues without scheduling and without a
         max check. An app the RM has not added yet is created in ``root.@recovery@`` and moved
         to its placed queue when the RM adds it (Korral's take on YuniKorn >= 1.4 recovery)."""
@@ -132,6 +156,7 @@ class NodeRegistry:
             lifecycle.fire(app, AppEvent.RUN, now)
         if not ra.placeholder and app.state in _RUN_ON_RECOVERY:
             lifecycle.fire(app, AppEvent.RUN, now)
+        return alloc
 
     # ---------------------------------------------------------------- UPDATE, drain, undrain
     def _node_or_event(self, node_id: str, action: str, now: int) -> Node | None:

@@ -32,8 +32,8 @@ from common.resources import Resource
 from . import scheduler
 from .app_state import AppEvent, AppState
 from .application import Application
-from .commands import (AddApp, AddAsk, AddForeign, AddNode, DrainNode, ReleaseAlloc, ReleaseAsk,
-                       ReleaseForeign, RemoveApp, RemoveNode, UndrainNode, UpdateNode)
+from .commands import (AddAllocation, AddApp, AddAsk, AddForeign, AddNode, DrainNode, ReleaseAlloc,
+                       ReleaseAsk, ReleaseForeign, RemoveApp, RemoveNode, UndrainNode, UpdateNode)
 from .foreign import ForeignAllocations
 from .gang import Gangs
 from .ledger import Ledger
@@ -60,7 +60,9 @@ _RUN_ON_ASK = (AppState.NEW, AppState.COMPLETING)
 class Partition:
     """One partition's scheduling state. ``name`` is the short name, ``full_name`` YuniKorn's
     ``[rmID]name`` used in messages. ``new_uuid`` makes allocation UUIDs; ``created_ns`` is the
-    partition's creation time (its first state change, REST ``lastStateTransitionTime``)."""
+    partition's creation time (its first state change, REST ``lastStateTransitionTime``).
+    ``key_is_uuid``: an allocation's UUID is its ask's key (one allocation per ask, the key is
+    the RM's identity of it, as in SI >= 1.6); set by the adapter before the first allocation."""
 
     def __init__(self, name: str, config: PartitionConfig, settings: CoreSettings | None = None,
                  rm_id: str = "", *, new_uuid: Callable[[], str], created_ns: int) -> None:
@@ -68,6 +70,7 @@ class Partition:
         self.full_name = f"[{rm_id}]{name}" if rm_id else name
         self.settings = settings or CoreSettings()
         self.new_uuid = new_uuid
+        self.key_is_uuid = False
         self.outcomes = Outcomes()
         self.state = ObjectState.ACTIVE
         self.state_time_ns = created_ns
@@ -236,18 +239,22 @@ class Partition:
                                 "allocation remove as per RM request", now, report=report)
 
     # ================================================================ config
-    def update_config(self, config: PartitionConfig, now: int, compat: Compat | None = None) -> None:
-        """Apply a new partition config (and compatibility switch; ``None``: unchanged); raises
-        ``ConfigError`` and keeps the old one on error."""
+    def check_config(self, config: PartitionConfig) -> None:
+        """Raise ``ConfigError`` naming the partition if ``update_config`` would refuse ``config``
+        (node sort policy, queues, placement rules); changes nothing."""
         from common.config.errors import ConfigError
         try:
-            policy = parse_node_sort_policy(config.nodesortpolicy.type)
-        except ValueError as exc:
-            raise ConfigError([f"partition {self.name}: {exc}"]) from None
-        try:
+            parse_node_sort_policy(config.nodesortpolicy.type)
             QueueTree(config.root)  # dry run: a bad queue (e.g. an ACL) must not half-apply
         except ValueError as exc:
             raise ConfigError([f"partition {self.name}: {exc}"]) from None
+        PlacementBridge.check_rules(config.placementrules)
+
+    def update_config(self, config: PartitionConfig, now: int, compat: Compat | None = None) -> None:
+        """Apply a new partition config (and compatibility switch; ``None``: unchanged); raises
+        ``ConfigError`` and keeps the old one on error."""
+        self.check_config(config)
+        policy = parse_node_sort_policy(config.nodesortpolicy.type)
         self.placement.update_rules(config.placementrules)
         if compat is not None:
             self.settings.compat = compat
@@ -313,6 +320,7 @@ _HANDLERS: dict[type, Callable[[Partition, object, int], None]] = {
     AddAsk: Partition._add_ask,
     ReleaseAsk: Partition._release_ask,
     ReleaseAlloc: Partition._release_alloc,
+    AddAllocation: lambda p, cmd, now: p.node_registry.place(cmd, now),
     AddNode: lambda p, cmd, now: p.node_registry.add(cmd, now),
     UpdateNode: lambda p, cmd, now: p.node_registry.update(cmd, now),
     DrainNode: lambda p, cmd, now: p.node_registry.drain(cmd, now),

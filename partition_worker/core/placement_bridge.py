@@ -44,6 +44,16 @@ class PlacementBridge:
         """A new group lookup (the partition's usergroupresolver changed): the cache starts empty."""
         self._resolver = GroupResolver(lookup=group_lookup or no_lookup)
 
+    @staticmethod
+    def check_rules(rules: Sequence[PlacementRuleConfig]) -> None:
+        """Raises ``ConfigError`` (from the manager) when ``update_rules`` would refuse ``rules``."""
+        if rules:
+            PlacementManager(tuple(rules))
+    @property
+    def rules(self) -> tuple:
+        """The built rules in effect (``placement.Rule``), in order; empty when uninitialised."""
+        return self._manager.rules if self.initialised else ()
+
     def update_rules(self, rules: Sequence[PlacementRuleConfig]) -> None:
         """Raises ``ConfigError`` (from the manager) and keeps the old rules on a bad set."""
         if self._manager is None:

@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .partition import Partition
     from .queue import Queue
 
-__all__ = ["QuotaPreemption", "T_QUOTA", "MSG_QUOTA_RELEASE", "excess_over_max"]
+__all__ = ["QuotaPreemption", "T_QUOTA", "MSG_QUOTA_RELEASE", "excess_over_max", "plan"]
 
 T_QUOTA = "quota"
 MSG_QUOTA_RELEASE = "preempting allocations to enforce new max quota for queue : {path}"
@@ -126,27 +126,32 @@ class QuotaPreemption:
             self._walk(child, now)
 
     def _enforce(self, q: "Queue", now: int) -> None:
-        amount = _amount(q)
+        amount, victims = plan(q)
         if not amount:
             return
-        leaves: list[tuple["Queue", dict[str, int]]] = []
-        _distribute(q, amount, leaves)
-        chosen = 0
         claimed: dict[str, int] = {}
         msg = MSG_QUOTA_RELEASE.format(path=q.path)
-        for leaf, share in leaves:
-            victims = _victims(self.p, leaf, share)
-            for a in victims:
-                self.p.event(EventType.REQUEST, a.key, "Preempted",
-                             f"Preempted by Quota change enforcement process in {q.path}", now, group=a.app_id)
-                self.p.ledger.release(a, Termination.PREEMPTED_BY_SCHEDULER, msg, now, report=True)
-                for k, v in a.resource._v.items():
-                    claimed[k] = claimed.get(k, 0) + v
-            chosen += len(victims)
+        for a in victims:
+            self.p.event(EventType.REQUEST, a.key, "Preempted",
+                         f"Preempted by Quota change enforcement process in {q.path}", now, group=a.app_id)
+            self.p.ledger.release(a, Termination.PREEMPTED_BY_SCHEDULER, msg, now, report=True)
+            for k, v in a.resource._v.items():
+                claimed[k] = claimed.get(k, 0) + v
         self.p.event(EventType.QUEUE, q.path, "QuotaPreemption",
                      f"Quota Preemption results summary: preemptable resources: {Resource(amount)}, "
-                     f"claimed resources: {Resource(claimed)}, selected victims: {chosen}, "
-                     f"preempted victims: {chosen}", now)
+                     f"claimed resources: {Resource(claimed)}, selected victims: {len(victims)}, "
+                     f"preempted victims: {len(victims)}", now)
+
+
+def plan(q: "Queue") -> tuple[dict[str, int], list["Allocation"]]:
+    """What enforcing ``q``'s max now would take: the amount per type and the victims, leaf by
+    leaf. Changes nothing: the enforcement releases them, the config what-if reports them."""
+    amount = _amount(q)
+    if not amount:
+        return {}, []
+    leaves: list[tuple["Queue", dict[str, int]]] = []
+    _distribute(q, amount, leaves)
+    return amount, [a for leaf, share in leaves for a in _victims(leaf, share)]
 
 
 def _amount(q: "Queue") -> dict[str, int]:
@@ -185,7 +190,7 @@ def _distribute(q: "Queue", amount: dict[str, int], leaves: list) -> None:
             _distribute(child, share, leaves)
 
 
-def _victims(p: "Partition", leaf: "Queue", amount: dict[str, int]) -> list["Allocation"]:
+def _victims(leaf: "Queue", amount: dict[str, int]) -> list["Allocation"]:
     cands = []
     qmax = leaf.max._v if leaf.max is not None else {}
     for app in leaf.apps.values():

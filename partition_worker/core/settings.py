@@ -31,6 +31,7 @@ class CoreSettings:
     max_reservations: int = 256  # per partition; bounds the scan cost of reserving
     idle_cycle_interval_ns: int = SECOND  # cycle at this interval while asks are pending
     max_completed_apps: int = 10_000  # completed/failed/rejected apps kept for REST until expiry
+    max_gone_apps: int = 10_000  # removed or expired apps remembered for `korral explain` (a few 100 B each)
     # user -> groups, for apps whose ugi has none (results cached by the placement resolver).
     # None: YuniKorn v1.2's default, the user's own name as the only group. The worker shell
     # injects the OS lookup; the core never calls it except through this setting.

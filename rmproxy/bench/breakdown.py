@@ -65,17 +65,19 @@ class Breakdown:
         self._stages = worker_stages(self.rest_address, self.rm_id)
         self._cpu = cpu_snapshot(self.pids)
 
-    def stop(self, wall: float, requests: list[si_pb2.AllocationRequest],
-             allocations: list[si_pb2.Allocation]) -> dict:
+    def stop(self, wall: float, requests: list, allocations: list,
+             response_type: type = si_pb2.AllocationResponse) -> dict:
+        """The burst's figures; ``requests`` and ``allocations`` are the RM's messages and
+        ``response_type`` their revision's ``AllocationResponse`` (to time the RM's decode)."""
         cpu = cpu_delta(self._cpu, cpu_snapshot(self.pids))
         after = worker_stages(self.rest_address, self.rm_id)
         worker = {k: round((v - self._stages.get(k, 0.0)) * 1000, 1) for k, v in after.items()}
         t0 = time.perf_counter()
         raw = [r.SerializeToString() for r in requests]
         encode = time.perf_counter() - t0
-        resp = si_pb2.AllocationResponse(new=allocations).SerializeToString()
+        resp = response_type(new=allocations).SerializeToString()
         t0 = time.perf_counter()
-        si_pb2.AllocationResponse.FromString(resp)
+        response_type.FromString(resp)
         decode = time.perf_counter() - t0
         del raw
         return {"wall_ms": round(wall * 1000, 1),
@@ -87,8 +89,9 @@ class Breakdown:
 def format_breakdown(row: dict) -> str:
     """The breakdown of one e2e row as an indented table."""
     b = row["breakdown"]
-    lines = [f"  breakdown of the {row['nodes']}-node burst: {b['wall_ms']:.0f} ms from the first ask sent "
-             f"to the last allocation received"]
+    revision = f" (SI {row['si_revision']})" if row.get("si_revision") else ""
+    lines = [f"  breakdown of the {row['nodes']}-node burst{revision}: {b['wall_ms']:.0f} ms from the first ask "
+             f"sent to the last allocation received"]
     for stage, ms in b["worker_ms"].items():
         lines.append(f"    worker {stage:<8} {ms:>8.1f} ms")
     lines.append(f"    RM encode       {b['rm_encode_ms']:>8.1f} ms (protobuf, same messages, in-process)")

@@ -14,6 +14,8 @@ is when its allocation arrived), and, before the burst, single-ask round trips
 on the idle cluster (ask sent -> allocation received, then released).
 ``core_allocations_per_second`` comes from ``korral bench core --json --nodes N``
 run as a subprocess in the same invocation, before the stack starts.
+``--si-revision`` picks the SI revision the RM speaks; ``both`` runs every row twice, once per
+revision, in alternating order, and gives the v1.8 row ``ratio_to_seed``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from common import si_pb2
+from common import si_pb2, si_v18_pb2
 from common.constants import CPU, MEMORY
 from common.cli.stack.throwaway import LocalStack
 from common.si_resource import fill_si_resource
@@ -58,6 +60,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "more without; rest_slowdown = 1 - rate with reads / mean rate of the two without")
     parser.add_argument("--rest-address", default=None,
                         help="REST address of the stack given with --si-address (for --rest-readers, --breakdown)")
+    parser.add_argument("--si-revision", choices=("seed", "v1.8", "both"), default="seed",
+                        help="the SI revision the bench RM speaks; both: each row once as seed and once as "
+                             "v1.8, in alternating order (default: seed)")
     parser.add_argument("--breakdown", action="store_true",
                         help="where each burst's time goes: CPU per process, the worker's stages (decode, apply, "
                              "cycle, respond, send), the RM's encode and decode (rmproxy/bench/breakdown.py)")
@@ -78,6 +83,7 @@ def _ms(seconds: float | None) -> float | None:
 class _BenchRM(ResourceManagerCallback):
     """Callback that timestamps every verdict and allocation as it arrives."""
 
+    v18: bool = False  # the RM speaks SI v1.8
     cond: threading.Condition = field(default_factory=threading.Condition)
     nodes_accepted: int = 0
     nodes_rejected: list[str] = field(default_factory=list)
@@ -108,7 +114,8 @@ class _BenchRM(ResourceManagerCallback):
             if response.new:
                 self.allocations.extend(response.new)
                 self.alloc_times.extend([now] * len(response.new))
-            self.rejected_asks += [f"{r.allocationKey}: {r.reason}" for r in response.rejected]
+            rejected = response.rejectedAllocations if self.v18 else response.rejected
+            self.rejected_asks += [f"{r.allocationKey}: {r.reason}" for r in rejected]
             self.cond.notify_all()
 
     def wait(self, predicate, timeout: float, what: str) -> None:
@@ -117,10 +124,20 @@ class _BenchRM(ResourceManagerCallback):
                 raise RuntimeError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
-def _ask(key: str, app: str, memory: int = 10, vcore: int = 1) -> si_pb2.AllocationAsk:
+def _ask(key: str, app: str, v18: bool = False, memory: int = 10, vcore: int = 1):
+    """A seed AllocationAsk, or for v1.8 an Allocation without node."""
+    if v18:
+        a = si_v18_pb2.Allocation(allocationKey=key, applicationID=app, partitionName="default")
+        fill_si_resource(a.resourcePerAlloc, {MEMORY: memory, CPU: vcore})
+        return a
     a = si_pb2.AllocationAsk(allocationKey=key, applicationID=app, partitionName="default", maxAllocations=1)
     fill_si_resource(a.resourceAsk, {MEMORY: memory, CPU: vcore})
     return a
+
+
+def _asks_request(asks: list, v18: bool):
+    return si_v18_pb2.AllocationRequest(rmID=RM_ID, allocations=asks) if v18 else \
+        si_pb2.AllocationRequest(rmID=RM_ID, asks=asks)
 
 
 REST_READS = ("/ws/v1/partitions", "/ws/v1/partition/default/queues",
@@ -162,24 +179,27 @@ class _RestReaders:
 
 
 def e2e_row(si_address: str, nodes: int, asks: int, rtt_samples: int = 200, rest_address: str = "",
-            rest_readers: int = 0, breakdown: Breakdown | None = None) -> dict:
-    """One row against the stack at ``si_address`` (re-registers ``korral-bench``, wiping its state)."""
+            rest_readers: int = 0, si_revision: str = "seed", breakdown: Breakdown | None = None) -> dict:
+    """One row against the stack at ``si_address`` (re-registers ``korral-bench``, wiping its state),
+    the RM speaking ``si_revision``; with ``breakdown``, where the burst's time went."""
     from rmproxy.client import SchedulerAPI
 
-    rm = _BenchRM()
-    api = SchedulerAPI(si_address)
+    v18 = si_revision == "v1.8"
+    pb = si_v18_pb2 if v18 else si_pb2
+    rm = _BenchRM(v18=v18)
+    api = SchedulerAPI(si_address, si_revision=si_revision)
     try:
         api.register_resource_manager(
-            si_pb2.RegisterResourceManagerRequest(rmID=RM_ID, policyGroup="queues", config=CONFIG_YAML), rm)
-        ugi = si_pb2.UserGroupInformation(user="bench")
-        api.update_application(si_pb2.ApplicationRequest(new=[
-            si_pb2.AddApplicationRequest(applicationID="app-a", queueName="root.a", partitionName="default", ugi=ugi),
-            si_pb2.AddApplicationRequest(applicationID="app-b", queueName="root.b", partitionName="default", ugi=ugi),
+            pb.RegisterResourceManagerRequest(rmID=RM_ID, policyGroup="queues", config=CONFIG_YAML), rm)
+        ugi = pb.UserGroupInformation(user="bench")
+        api.update_application(pb.ApplicationRequest(new=[
+            pb.AddApplicationRequest(applicationID="app-a", queueName="root.a", partitionName="default", ugi=ugi),
+            pb.AddApplicationRequest(applicationID="app-b", queueName="root.b", partitionName="default", ugi=ugi),
         ]))
         rm.wait(lambda r: len(r.apps_accepted) + len(r.apps_rejected) == 2, 30, "the two apps' verdicts")
         if rm.apps_rejected:
             raise RuntimeError(f"apps rejected: {rm.apps_rejected}")
-        nreq = node_request(nodes, asks)
+        nreq = pb.NodeRequest.FromString(node_request(nodes, asks).SerializeToString())  # one schema
         t0 = time.perf_counter()
         api.update_node(nreq)
         rm.wait(lambda r: r.nodes_accepted + len(r.nodes_rejected) >= nodes, 120, f"{nodes} node verdicts")
@@ -193,10 +213,11 @@ def e2e_row(si_address: str, nodes: int, asks: int, rtt_samples: int = 200, rest
         rtt_worker_ms = None if before is None or not rtts else round(
             (breakdown.worker_time() - before) * 1000 / (len(rtts) + 5), 3)
 
-        requests = {app: si_pb2.AllocationRequest(rmID=RM_ID) for app in ("app-a", "app-b")}
+        per_app: dict[str, list] = {"app-a": [], "app-b": []}
         for i in range(asks):
             app = "app-a" if i % 2 == 0 else "app-b"
-            requests[app].asks.append(_ask(f"ask-{i}", app))
+            per_app[app].append(_ask(f"ask-{i}", app, v18))
+        requests = {app: _asks_request(items, v18) for app, items in per_app.items()}
         base = len(rm.allocations)
         readers = _RestReaders(rest_address, rest_readers) if rest_readers else None
         if readers is not None:
@@ -217,7 +238,8 @@ def e2e_row(si_address: str, nodes: int, asks: int, rtt_samples: int = 200, rest
         secs = max(times) - t_send
         lat = [t - t_send for t in times]
         parts = {} if breakdown is None else {
-            "breakdown": {**breakdown.stop(secs, list(requests.values()), rm.allocations[base:]),
+            "breakdown": {**breakdown.stop(secs, list(requests.values()), rm.allocations[base:],
+                                           pb.AllocationResponse),
                           "single_ask_worker_ms": rtt_worker_ms}}
         return {**parts, "nodes": nodes, "asks": asks, "seconds": round(secs, 4),
                 "allocations_per_second": round(asks / secs, 1),
@@ -225,7 +247,8 @@ def e2e_row(si_address: str, nodes: int, asks: int, rtt_samples: int = 200, rest
                 "nodes_per_second": round(nodes / node_secs, 1) if node_secs > 0 else None,
                 "latency_p50_ms": _ms(_percentile(lat, 50)), "latency_p99_ms": _ms(_percentile(lat, 99)),
                 "single_ask_p50_ms": _ms(_percentile(rtts, 50)), "single_ask_p99_ms": _ms(_percentile(rtts, 99)),
-                "single_ask_samples": len(rtts), "rest_reads": readers.reads if readers else 0}
+                "single_ask_samples": len(rtts), "rest_reads": readers.reads if readers else 0,
+                "si_revision": si_revision}
     finally:
         api.close()
 
@@ -236,7 +259,7 @@ def _round_trips(api, rm: _BenchRM, samples: int) -> list[float]:
     for i in range(samples + 5):  # the first few warm the path up and are not counted
         have = len(rm.allocations)
         t = time.perf_counter()
-        api.update_allocation(si_pb2.AllocationRequest(asks=[_ask(f"rtt-{i}", "app-a")]))
+        api.update_allocation(_asks_request([_ask(f"rtt-{i}", "app-a", rm.v18)], rm.v18))
         rm.wait(lambda r: len(r.allocations) > have or r.rejected_asks, 10, "a single-ask allocation")
         if rm.rejected_asks:
             raise RuntimeError(f"single ask rejected: {rm.rejected_asks[0]}")
@@ -244,10 +267,14 @@ def _round_trips(api, rm: _BenchRM, samples: int) -> list[float]:
         if i >= 5:
             rtts.append(arrived - t)
         alloc = rm.allocations[have]
-        api.update_allocation(si_pb2.AllocationRequest(releases=si_pb2.AllocationReleasesRequest(
-            allocationsToRelease=[si_pb2.AllocationRelease(
-                partitionName="default", applicationID="app-a", UUID=alloc.UUID, allocationKey=alloc.allocationKey,
-                terminationType=si_pb2.STOPPED_BY_RM, message="bench round trip done")])))
+        pb = si_v18_pb2 if rm.v18 else si_pb2
+        release = pb.AllocationRelease(partitionName="default", applicationID="app-a",
+                                       allocationKey=alloc.allocationKey, terminationType=pb.STOPPED_BY_RM,
+                                       message="bench round trip done")
+        if not rm.v18:
+            release.UUID = alloc.UUID
+        api.update_allocation(pb.AllocationRequest(releases=pb.AllocationReleasesRequest(
+            allocationsToRelease=[release])))
     time.sleep(0.2)  # let the releases land before the burst
     return rtts
 
@@ -303,32 +330,45 @@ def run(args: argparse.Namespace) -> int:
 def _rows(si_address: str, nodes_list: list[int], args: argparse.Namespace, core: dict,
           rest_address: str = "", pids: dict[str, int] | None = None) -> list[dict]:
     rows = []
-    for n in nodes_list:
-        parts = Breakdown(rest_address, RM_ID, pids or {}) if args.breakdown else None
-        row = e2e_row(si_address, n, args.asks, args.rtt_samples, breakdown=parts)
-        row["core_allocations_per_second"] = core[n]
-        row["ratio_to_core"] = round(row["allocations_per_second"] / core[n], 3) if core[n] else None
-        if args.rest_readers:
-            # quiet, loaded, quiet again: the loaded burst is compared with the mean of the two
-            # around it, so warm-up and drift do not pass for an effect of the reads
-            loaded = e2e_row(si_address, n, args.asks, 0, rest_address, args.rest_readers)
-            after = e2e_row(si_address, n, args.asks, 0)
-            quiet = (row["allocations_per_second"] + after["allocations_per_second"]) / 2
-            row["allocations_per_second_with_rest_reads"] = loaded["allocations_per_second"]
-            row["rest_reads"] = loaded["rest_reads"]
-            row["rest_slowdown"] = round(1 - loaded["allocations_per_second"] / quiet, 3)
-        rows.append(row)
-        if args.json:
-            print(json.dumps(row), flush=True)
+    for i, n in enumerate(nodes_list):
+        # both: every row once per revision, the order alternating, so warm-up and drift favour neither
+        revisions = {"both": ("seed", "v1.8") if i % 2 == 0 else ("v1.8", "seed")}.get(args.si_revision,
+                                                                                        (args.si_revision,))
+        pair = {revision: _row(si_address, n, args, core, rest_address, revision, pids) for revision in revisions}
+        if len(pair) == 2:
+            pair["v1.8"]["ratio_to_seed"] = round(
+                pair["v1.8"]["allocations_per_second"] / pair["seed"]["allocations_per_second"], 3)
+        for row in pair.values():
+            rows.append(row)
+            if args.json:
+                print(json.dumps(row), flush=True)
     return rows
 
 
+def _row(si_address: str, n: int, args: argparse.Namespace, core: dict, rest_address: str, revision: str,
+         pids: dict[str, int] | None) -> dict:
+    parts = Breakdown(rest_address, RM_ID, pids or {}) if args.breakdown else None
+    row = e2e_row(si_address, n, args.asks, args.rtt_samples, si_revision=revision, breakdown=parts)
+    row["core_allocations_per_second"] = core[n]
+    row["ratio_to_core"] = round(row["allocations_per_second"] / core[n], 3) if core[n] else None
+    if args.rest_readers:
+        # quiet, loaded, quiet again: the loaded burst is compared with the mean of the two
+        # around it, so warm-up and drift do not pass for an effect of the reads
+        loaded = e2e_row(si_address, n, args.asks, 0, rest_address, args.rest_readers, revision)
+        after = e2e_row(si_address, n, args.asks, 0, si_revision=revision)
+        quiet = (row["allocations_per_second"] + after["allocations_per_second"]) / 2
+        row["allocations_per_second_with_rest_reads"] = loaded["allocations_per_second"]
+        row["rest_reads"] = loaded["rest_reads"]
+        row["rest_slowdown"] = round(1 - loaded["allocations_per_second"] / quiet, 3)
+    return row
+
+
 def _print_table(rows: list[dict]) -> None:
-    head = ("nodes", "asks", "node reg s", "nodes/s", "asks→last alloc s", "alloc/s", "p50 ms", "p99 ms",
-            "core alloc/s", "ratio", "1-ask p50 ms", "1-ask p99 ms")
-    keys = ("nodes", "asks", "node_seconds", "nodes_per_second", "seconds", "allocations_per_second",
+    head = ("SI", "nodes", "asks", "node reg s", "nodes/s", "asks→last alloc s", "alloc/s", "p50 ms", "p99 ms",
+            "core alloc/s", "ratio", "1-ask p50 ms", "1-ask p99 ms", "v1.8/seed")
+    keys = ("si_revision", "nodes", "asks", "node_seconds", "nodes_per_second", "seconds", "allocations_per_second",
             "latency_p50_ms", "latency_p99_ms", "core_allocations_per_second", "ratio_to_core",
-            "single_ask_p50_ms", "single_ask_p99_ms")
+            "single_ask_p50_ms", "single_ask_p99_ms", "ratio_to_seed")
     print(" | ".join(head))
     for r in rows:
         print(" | ".join(_cell(r.get(k)) for k in keys))
@@ -340,6 +380,8 @@ def _print_table(rows: list[dict]) -> None:
 def _cell(value) -> str:
     if value is None:
         return "n/a"
+    if isinstance(value, str):
+        return value
     if isinstance(value, int) or value >= 100:
         return f"{value:,.0f}"
     return f"{value:,.3f}"

@@ -1,5 +1,9 @@
 """``SchedulerAPI`` over gRPC: seed 000's in-process API, served by a remote Korral.
 
+An RM of either SI revision uses it (``si_revision="seed"`` or ``"v1.8"``,
+``rmproxy.client.revision``): it sends and receives that revision's messages and declares
+the revision at registration.
+
 One object serves both flavours:
 
 * **sync** — every method is thread-safe. ``update_allocation``,
@@ -34,21 +38,18 @@ from typing import Any, Callable, Iterable
 
 import grpc
 
-from common import korral_pb2, korral_pb2_grpc, si_pb2, si_pb2_grpc
+from common import korral_pb2, korral_pb2_grpc, si_pb2
 from rmproxy.client._stream import Stream
 from rmproxy.client.backoff import Backoff
 from rmproxy.client.callback import RecoverableState, ResourceManagerCallback, StateDumpPlugin
 from rmproxy.client.errors import ClientState, NotConnectedError, SchedulerError
+from rmproxy.client.revision import APPS_PER_REQUEST, NODES_PER_REQUEST, dialect
 
 __all__ = ["ClientState", "NotConnectedError", "SchedulerAPI", "SchedulerError", "channel_options"]
 
 log = logging.getLogger(__name__)
 
 CLIENT_VERSION = "korral-python-client/0.1"
-# Requests replayed in chunks so that no message nears gRPC's 4 MiB default limit.
-APPS_PER_REQUEST = 1000
-NODES_PER_REQUEST = 500
-ASKS_PER_REQUEST = 5000
 
 
 MAX_RECEIVE_BYTES = 64 << 20
@@ -67,13 +68,6 @@ def channel_options(backoff: Backoff | None = None) -> list[tuple[str, int]]:
     return [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
             ("grpc.initial_reconnect_backoff_ms", min(INITIAL_RECONNECT_MS, cap_ms)),
             ("grpc.max_reconnect_backoff_ms", cap_ms)]
-
-
-_REQUEST_TYPES = {
-    "allocation": si_pb2.AllocationRequest,
-    "application": si_pb2.ApplicationRequest,
-    "node": si_pb2.NodeRequest,
-}
 
 
 class _Restart(Exception):
@@ -102,7 +96,9 @@ class SchedulerAPI:
     the insecure channel (e.g. ``grpc.secure_channel``; build it with ``channel_options()``
     so that it reconnects at the client's pace). ``recovery_timeout``
     bounds each wait for verdicts during replay (the shim waits 5 minutes, then
-    carries on). ``rpc_timeout`` bounds the unary calls.
+    carries on). ``rpc_timeout`` bounds the unary calls. ``si_revision``: the SI
+    revision the RM speaks, ``"seed"`` (``common.si_pb2`` messages) or ``"v1.8"``
+    (``common.si_v18_pb2``); ``ValueError`` for anything else.
     """
 
     def __init__(
@@ -114,11 +110,13 @@ class SchedulerAPI:
         recovery_timeout: float = 300.0,
         rpc_timeout: float = 30.0,
         loop: asyncio.AbstractEventLoop | None = None,
+        si_revision: str = "seed",
     ) -> None:
+        self._dialect = dialect(si_revision)
         self.address = address
         self._backoff = backoff or Backoff()
         self._channel = channel or grpc.insecure_channel(address, options=channel_options(self._backoff))
-        self._si = si_pb2_grpc.SchedulerStub(self._channel)
+        self._si = self._dialect.scheduler_stub(self._channel)
         self._korral = korral_pb2_grpc.KorralStub(self._channel)
         self._recovery_timeout = recovery_timeout
         self._rpc_timeout = rpc_timeout
@@ -134,7 +132,7 @@ class SchedulerAPI:
         self._restart = threading.Event()
         self._stop = threading.Event()
         self._recovery: threading.Thread | None = None
-        self._request: si_pb2.RegisterResourceManagerRequest | None = None
+        self._request: Any = None  # the registration, in the RM's revision
         self._callback: ResourceManagerCallback = ResourceManagerCallback()
         self._hook: RecoverableState | None = None
         self._dump: StateDumpPlugin | None = None
@@ -146,33 +144,40 @@ class SchedulerAPI:
         return self._state
 
     @property
+    def si_revision(self) -> str:
+        return self._dialect.revision.value
+
+    @property
     def rm_id(self) -> str:
         return self._request.rmID if self._request is not None else ""
 
     def register_resource_manager(
         self,
-        request: si_pb2.RegisterResourceManagerRequest,
+        request: Any,
         callback: ResourceManagerCallback,
         *,
         state: RecoverableState | None = None,
         state_dump: StateDumpPlugin | None = None,
-    ) -> si_pb2.RegisterResourceManagerResponse:
+    ) -> Any:
         """Register the RM, open the three streams and the notice subscription, replay the state.
 
         ``state`` and ``state_dump`` default to ``callback`` when it also
         implements ``RecoverableState`` / ``StateDumpPlugin``. With a hook, its
         snapshot is replayed now (a restarted RM recovers its running work), in
         the shim's order. Blocks until done. Raises ``SchedulerError``
-        (``INVALID_ARGUMENT`` with the reasons, ``UNAVAILABLE``, ...).
+        (``INVALID_ARGUMENT`` with the reasons, ``UNAVAILABLE``, ...). ``request`` is either
+        revision's ``RegisterResourceManagerRequest``; ``buildInfo`` gets ``si.revision``.
         """
         if not request.rmID:
             raise SchedulerError("RegisterResourceManager", grpc.StatusCode.INVALID_ARGUMENT, "empty rmID")
+        try:
+            copy = self._dialect.registration(request)
+        except ValueError as exc:
+            raise SchedulerError("RegisterResourceManager", grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
         with self._cond:
             if self._state is not ClientState.NEW:
                 raise NotConnectedError("RegisterResourceManager", self._state, "register only once")
             self._state = ClientState.RECOVERING
-        copy = si_pb2.RegisterResourceManagerRequest()
-        copy.CopyFrom(request)
         if not copy.version:
             copy.version = CLIENT_VERSION
         self._request = copy
@@ -191,7 +196,7 @@ class SchedulerAPI:
             with self._cond:
                 self._state = ClientState.RUNNING  # so that the loss below is taken as one
             self._begin_recovery("stream ended during the initial replay")
-        return si_pb2.RegisterResourceManagerResponse()
+        return self._dialect.pb.RegisterResourceManagerResponse()
 
     async def register_resource_manager_async(self, request, callback, **kwargs):
         """``register_resource_manager`` for asyncio; async callbacks then run on this loop."""
@@ -199,30 +204,27 @@ class SchedulerAPI:
             self._loop = asyncio.get_running_loop()
         return await asyncio.to_thread(self.register_resource_manager, request, callback, **kwargs)
 
-    def update_allocation(self, request: si_pb2.AllocationRequest) -> None:
-        """Queue asks and releases (``rmID`` filled in when empty); never blocks."""
+    def update_allocation(self, request: Any) -> None:
+        """Queue asks (v1.8: allocations) and releases (``rmID`` filled in when empty); never blocks."""
         self._send("allocation", request, "UpdateAllocation")
 
-    def update_application(self, request: si_pb2.ApplicationRequest) -> None:
+    def update_application(self, request: Any) -> None:
         """Queue new and removed applications (``rmID`` filled in when empty); never blocks."""
         self._send("application", request, "UpdateApplication")
 
-    def update_node(self, request: si_pb2.NodeRequest) -> None:
+    def update_node(self, request: Any) -> None:
         """Queue node creations and updates (``rmID`` filled in when empty); never blocks."""
         self._send("node", request, "UpdateNode")
 
-    def update_configuration(
-        self, request: si_pb2.UpdateConfigurationRequest
-    ) -> korral_pb2.UpdateConfigurationResponse:
+    def update_configuration(self, request: Any) -> korral_pb2.UpdateConfigurationResponse:
         """Hot-refresh the RM's configuration (korral.v1); blocks; raises ``SchedulerError``.
 
-        The request is also kept as the config of future re-registrations.
+        ``request``: either revision's ``UpdateConfigurationRequest`` (one wire form). It is
+        also kept as the config of future re-registrations.
         """
+        request = si_pb2.UpdateConfigurationRequest.FromString(request.SerializeToString())  # korral.v1's type
         if not request.rmID:
-            copy = si_pb2.UpdateConfigurationRequest()
-            copy.CopyFrom(request)
-            copy.rmID = self.rm_id
-            request = copy
+            request.rmID = self.rm_id
         try:
             response = self._korral.UpdateConfiguration(
                 request, timeout=self._rpc_timeout, metadata=(("rmid", request.rmID),)
@@ -299,9 +301,10 @@ class SchedulerAPI:
 
     # ------------------------------------------------------------------ sending
     def _send(self, kind: str, request: Any, what: str) -> None:
-        expected = _REQUEST_TYPES[kind]
+        expected = self._dialect.request_types()[kind]
         if not isinstance(request, expected):
-            raise TypeError(f"{what} takes a si.v1 {expected.__name__}, got {type(request).__name__}")
+            raise TypeError(f"{what} takes {expected.__name__} of SI revision {self.si_revision} "
+                            f"({self._dialect.pb.__name__}), got {type(request).__module__}.{type(request).__name__}")
         if not request.rmID:
             request.rmID = self.rm_id
         with self._cond:
@@ -352,22 +355,26 @@ class SchedulerAPI:
             self._cond.notify_all()
 
     def _replay(self, snapshot) -> None:
-        rm_id = self.rm_id
+        rm_id, pb = self.rm_id, self._dialect.pb
         apps = list(snapshot.applications)
         for chunk in _chunks(apps, APPS_PER_REQUEST):
             self._await_verdicts(
                 "application", {a.applicationID for a in chunk},
-                si_pb2.ApplicationRequest(new=chunk, rmID=rm_id),
+                pb.ApplicationRequest(new=chunk, rmID=rm_id),
             )
         nodes = list(snapshot.nodes)
         for chunk in _chunks(nodes, NODES_PER_REQUEST):
-            self._await_verdicts("node", {n.nodeID for n in chunk}, si_pb2.NodeRequest(nodes=chunk, rmID=rm_id))
-        for chunk in _chunks(list(snapshot.asks), ASKS_PER_REQUEST):
+            self._await_verdicts("node", {n.nodeID for n in chunk}, pb.NodeRequest(nodes=chunk, rmID=rm_id))
+        items, misplaced = self._dialect.replayed_allocations(snapshot)
+        if misplaced:
+            log.error("RM %s: the snapshot's %s are not replayed: SI revision %s has no place for them "
+                      "(see RecoverySnapshot)", rm_id, misplaced, self.si_revision)
+        for request in self._dialect.allocation_requests(items, rm_id):
             with self._cond:
                 self._check_current()
-                self._streams["allocation"].send(si_pb2.AllocationRequest(asks=chunk, rmID=rm_id))
-        log.info("RM %s replayed %d applications, %d nodes, %d asks", rm_id, len(apps), len(nodes),
-                 len(snapshot.asks))
+                self._streams["allocation"].send(request)
+        log.info("RM %s replayed %d applications, %d nodes, %d %s", rm_id, len(apps), len(nodes), len(items),
+                 self._dialect.allocations_field)
 
     def _check_current(self) -> None:
         """Under the lock: stop replaying into streams that were replaced or closed."""
@@ -392,13 +399,11 @@ class SchedulerAPI:
 
     # ------------------------------------------------------------------ streams
     def _open_streams_locked(self, generation: int) -> None:
-        rm_id = self.rm_id
+        rm_id, pb = self.rm_id, self._dialect.pb
         specs: dict[str, tuple[Callable, Any, Callable]] = {
-            "allocation": (self._si.UpdateAllocation, si_pb2.AllocationRequest(rmID=rm_id),
-                           self._on_allocation),
-            "application": (self._si.UpdateApplication, si_pb2.ApplicationRequest(rmID=rm_id),
-                            self._on_application),
-            "node": (self._si.UpdateNode, si_pb2.NodeRequest(rmID=rm_id), self._on_node),
+            "allocation": (self._si.UpdateAllocation, pb.AllocationRequest(rmID=rm_id), self._on_allocation),
+            "application": (self._si.UpdateApplication, pb.ApplicationRequest(rmID=rm_id), self._on_application),
+            "node": (self._si.UpdateNode, pb.NodeRequest(rmID=rm_id), self._on_node),
         }
         for kind, (method, attach, dispatch) in specs.items():
             self._streams[kind] = Stream(kind, method, attach, rm_id, generation, dispatch, self._on_stream_end)
@@ -523,15 +528,15 @@ class SchedulerAPI:
         except Exception:
             log.exception("callback %s failed", getattr(fn, "__qualname__", fn))
 
-    def _on_allocation(self, response: si_pb2.AllocationResponse) -> None:
+    def _on_allocation(self, response: Any) -> None:
         self._invoke(self._callback.update_allocation, response)
 
-    def _on_application(self, response: si_pb2.ApplicationResponse) -> None:
+    def _on_application(self, response: Any) -> None:
         self._invoke(self._callback.update_application, response)
         self._tick_off("application", [a.applicationID for a in response.accepted],
                        [a.applicationID for a in response.rejected])
 
-    def _on_node(self, response: si_pb2.NodeResponse) -> None:
+    def _on_node(self, response: Any) -> None:
         self._invoke(self._callback.update_node, response)
         self._tick_off("node", [n.nodeID for n in response.accepted], [n.nodeID for n in response.rejected])
 

@@ -15,6 +15,7 @@ nodes, notices) may run concurrently, so state they share needs a lock.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from common import si_pb2
 
@@ -27,18 +28,26 @@ __all__ = [
 
 
 class ResourceManagerCallback:
-    """Receives what the scheduler sends to the RM (seed 000, ``ResourceManagerCallback``)."""
+    """Receives what the scheduler sends to the RM (seed 000, ``ResourceManagerCallback``).
 
-    def update_allocation(self, response: si_pb2.AllocationResponse) -> None:
-        """New allocations, releases (confirmations and scheduler-made), released asks, rejected asks."""
+    The three stream callbacks get messages of the client's SI revision (``si_revision``):
+    ``common.si_pb2`` or ``common.si_v18_pb2``. Notices (events, scheduling states) come over
+    korral.v1 and are ``common.si_pb2`` messages for either revision."""
 
-    def update_application(self, response: si_pb2.ApplicationResponse) -> None:
+    def update_allocation(self, response: Any) -> None:
+        """New allocations, releases (confirmations and scheduler-made) and rejections. Seed:
+        allocations named by UUID, ``releasedAsks``, ``rejected``. v1.8: everything named by
+        allocationKey, a timed-out ask is a ``released`` entry, rejections in
+        ``rejectedAllocations``, and allocations the RM reported with a nodeID are confirmed in
+        ``new``."""
+
+    def update_application(self, response: Any) -> None:
         """Accepted, rejected and updated (state change) applications."""
 
-    def update_node(self, response: si_pb2.NodeResponse) -> None:
+    def update_node(self, response: Any) -> None:
         """Accepted and rejected node registrations."""
 
-    def predicates(self, args: si_pb2.PredicatesArgs) -> None:
+    def predicates(self, args: Any) -> None:
         """Predicate check before an allocation; raise to veto.
 
         Part of the spec's in-process API only: the gRPC path (si.v1 and
@@ -71,16 +80,21 @@ class StateDumpPlugin:
 
 @dataclass(slots=True)
 class RecoverySnapshot:
-    """The RM's full state, replayed after (re-)registration in the shim's order.
+    """The RM's full state, replayed after (re-)registration in the shim's order, as messages
+    of the client's SI revision.
 
-    ``applications`` are sent first and each one's accept/reject is awaited;
-    then ``nodes`` (``NodeInfo`` with action CREATE and ``existingAllocations``),
-    awaiting every node's accept/reject; then ``asks`` (pending asks only).
+    ``applications`` are sent first and each one's accept/reject is awaited; then ``nodes``
+    (``NodeInfo`` with action CREATE), awaiting every node's accept/reject; then the work:
+
+    - seed: running allocations in the nodes' ``existingAllocations``, pending asks in ``asks``;
+    - v1.8: ``allocations``, every one: running ones with their ``nodeID`` (the scheduler
+      confirms each in ``new``), pending ones without.
     """
 
-    applications: list[si_pb2.AddApplicationRequest] = field(default_factory=list)
-    nodes: list[si_pb2.NodeInfo] = field(default_factory=list)
-    asks: list[si_pb2.AllocationAsk] = field(default_factory=list)
+    applications: list = field(default_factory=list)
+    nodes: list = field(default_factory=list)
+    asks: list = field(default_factory=list)
+    allocations: list = field(default_factory=list)
 
 
 class RecoverableState:

@@ -12,9 +12,11 @@ import grpc
 from aiohttp import web
 
 from common import addresses, korral_pb2_grpc, registry, security
+from common.webui import check_ui_dir
 from rmproxy.server.proxy import Proxy
 from rmproxy.server.service import KorralService, SchedulerService
 from rmproxy.server.webapi import build_app
+from rmproxy.server.webapi.admin import AdminAuth
 
 __all__ = ["MAX_MESSAGE_BYTES", "configure", "serve", "run"]
 
@@ -36,17 +38,31 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hold-seconds", type=float, default=os.environ.get("KORRAL_HOLD_SECONDS", "30"),
                         help="how long a request for a partition without a worker is held before it is "
                              "answered with an error [$KORRAL_HOLD_SECONDS, default 30]")
+    parser.add_argument("--trends-interval", type=float, default=os.environ.get("KORRAL_TRENDS_INTERVAL", "10"),
+                        help="seconds between the samples of the dashboard's charts (the last hour is kept) "
+                             "[$KORRAL_TRENDS_INTERVAL, default 10]")
+    parser.add_argument("--ui-dir", default=os.environ.get("KORRAL_UI_DIR", ""),
+                        help="serve the web UI in this directory (its index.html and files, e.g. YuniKorn's "
+                             "web UI as built) at / on the REST address, and Korral's dashboard at /ui/ "
+                             "[$KORRAL_UI_DIR, default Korral's dashboard at /]")
     security.add_curve_client_flags(parser)
     security.add_tls_flags(parser)
+    security.add_rest_tls_flags(parser)
     addresses.add_log_level(parser)
 
 
 async def serve(args: argparse.Namespace) -> None:
+    try:
+        ui_dir = check_ui_dir(args.ui_dir) if args.ui_dir else None
+    except ValueError as exc:
+        raise SystemExit(f"rmproxy: {exc}") from None
     proxy = Proxy(args.broker_frontend, registry.AsyncRegistryStore(registry.connect_async(args.redis_url)),
                   name=args.name, rm_timeout=args.rm_timeout, curve=(args.curve_secret, args.curve_server),
                   hold_seconds=args.hold_seconds)
     security.client_keys(*proxy.curve)  # fail fast on bad key files, before serving anything
     credentials = security.grpc_server_credentials(args.tls_cert, args.tls_key, args.tls_client_ca)
+    rest_ssl = security.rest_server_ssl(args.rest_tls_cert, args.rest_tls_key, args.rest_tls_client_ca)
+    admin = AdminAuth(args.admin_token_file, client_certs=bool(args.rest_tls_client_ca))
     server = grpc.aio.server(options=[
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -58,18 +74,20 @@ async def serve(args: argparse.Namespace) -> None:
     if port == 0:
         raise SystemExit(f"rmproxy: cannot listen on SI address {args.si_address}")
     await server.start()
-    runner = web.AppRunner(build_app(proxy), access_log=None)
+    if not args.trends_interval > 0:
+        raise SystemExit(f"korral rmproxy: --trends-interval must be positive, got {args.trends_interval:g}")
+    runner = web.AppRunner(build_app(proxy, admin, args.trends_interval, ui_dir), access_log=None)
     await runner.setup()
     host, _, port = args.rest_address.rpartition(":")
-    site = web.TCPSite(runner, host or "0.0.0.0", int(port))
+    site = web.TCPSite(runner, host or "0.0.0.0", int(port), ssl_context=rest_ssl)
     try:
         await site.start()
     except OSError as exc:
         raise SystemExit(f"rmproxy: cannot listen on REST address {args.rest_address}: {exc}") from None
     link = asyncio.create_task(proxy.run_link())
     maintain = asyncio.create_task(proxy.maintain())
-    log.info("rmproxy serving SI on %s, REST on %s, broker %s", args.si_address, args.rest_address,
-             args.broker_frontend)
+    log.info("rmproxy serving SI on %s, REST on %s://%s (admin endpoint: %s), broker %s", args.si_address,
+             "https" if rest_ssl else "http", args.rest_address, admin.describe(), args.broker_frontend)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

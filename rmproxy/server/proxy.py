@@ -20,17 +20,21 @@ import zmq
 import zmq.asyncio
 
 from common import korral_pb2, registry, si_pb2
-from common.compat import compat_warnings, parse_compat
-from common.config import config_checksum, load_config
+from common.compat import Compat, compat_warnings, parse_compat
+from common.config import SchedulerConfig, load_config
+from common.config.extra import check_extra_config
 from common.config.errors import ConfigError
 from common.envelope import Envelope, Kind, decode_for, encode
 from common.gcpause import gc_paused
 from common.heartbeat import EXPIRY, INTERVAL
 from common.links import broker_dealer
 from common.messages import (KINDS, ConfigUpdate, Heartbeat, PartitionLost, PartitionOwned, PartitionRemove,
-                             ProxyHello, Reply, RMPartitions, RMUnregister, Status, Unroutable)
-from rmproxy.server import split
+                             ProxyHello, Reply, RMPartitions, RMUnregister, SiRevision, Status, Unroutable)
+from common.si_revision import declared_revision
+from rmproxy.server import revision, split
 from rmproxy.server.cluster_view import ClusterView
+from rmproxy.server.config_changes import ConfigChanges
+from rmproxy.server.errors import RegistrationError
 from rmproxy.server.rms import RMSession, RMState
 from rmproxy.server.worker_requests import NoAnswer, WorkerRequests
 
@@ -55,12 +59,14 @@ _STREAM_OF_RESPONSE = {
 _STREAM_OF_REQUEST = {v: k for k, v in _KIND_OF_STREAM.items()}
 
 
-class RegistrationError(Exception):
-    """Registration failed; ``code`` is the gRPC status to answer with."""
-
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+def _read_config(req) -> tuple[SchedulerConfig, Compat]:
+    """The request's config and compatibility switch; ``ConfigError`` or ``ValueError`` naming
+    what is wrong (queues.yaml, or an extraConfig key Korral reads)."""
+    config = load_config(req.config)
+    errors = check_extra_config(req.extraConfig)
+    if errors:
+        raise ConfigError(errors)
+    return config, parse_compat(req.extraConfig)
 
 
 class Proxy:
@@ -87,6 +93,7 @@ class Proxy:
         self.listeners: list[Any] = []
         self.dropped = 0
         self.started_ns = time.time_ns()
+        self.config_changes = ConfigChanges(self)  # every config change goes through it, audited
 
     # -- broker link ----------------------------------------------------------------
 
@@ -298,8 +305,8 @@ class Proxy:
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
                                     "registration of RM failed: rmID must not be empty")
         try:
-            config = load_config(req.config)
-            compat = parse_compat(req.extraConfig)
+            declared = declared_revision(req.buildInfo)
+            config, compat = _read_config(req)
         except (ConfigError, ValueError) as exc:
             kept = (f"; RM {req.rmID} keeps its current registration and partitions"
                     if req.rmID in self.rms else "")
@@ -312,13 +319,16 @@ class Proxy:
             rm_id=req.rmID, version=req.version, policy_group=req.policyGroup, config=req.config,
             extra_config=dict(req.extraConfig), build_info={**req.buildInfo, "rmId": req.rmID},
             registered_at_ns=time.time_ns())
+        old = self.rms.get(req.rmID)
+        # the config it replaces (another rmproxy may have held the RM): for the config history
+        before = old.registration if old is not None else await self._stored_registration(req.rmID)
         try:
             await self.store.save(reg)
         except Exception as exc:  # redis errors of several kinds: all mean "cannot persist"
             raise RegistrationError(grpc.StatusCode.UNAVAILABLE,
                                     f"registration of RM failed: Redis unavailable: {exc}") from None
-        old = self.rms.get(req.rmID)
-        rm = RMSession(req.rmID, partitions, registration=reg)
+        rm = RMSession(req.rmID, partitions, registration=reg, revision=declared,
+                       revision_why=revision.DECLARED if declared else "")
         if old is not None:  # keep the RM's open channels; everything else is wiped
             for w in old.owned_waiters.values():
                 w.cancel()
@@ -349,12 +359,20 @@ class Proxy:
                 f"registration of RM failed: no worker took partition(s) {missing} within "
                 f"{REGISTER_TIMEOUT:.0f}s{where}: start more workers (korral up --workers N, "
                 "or korral worker on another host)")
-        log.info("registered RM %s with partitions %s", req.rmID, partitions)
+        log.info("registered RM %s with partitions %s, SI revision %s", req.rmID, partitions,
+                 f"{declared} ({revision.DECLARED})" if declared else "to be decided by its messages")
         for listener in self.listeners:
             listener.registered(req.rmID)
+        if before is not None:
+            await self.config_changes.registered(req.rmID, before.config, req.config)
 
     def handle_request(self, stream: str, rm: RMSession, req) -> None:
-        """Split one SI request per partition and forward it; answer edge rejections at once."""
+        """Split one SI request per partition and forward it; answer edge rejections at once.
+        Raises ``revision.RevisionError`` (nothing applied) when the RM's SI revision forbids it."""
+        if revision.settle(rm, stream, req) is not None:
+            log.info("RM %s speaks SI revision %s (%s)", rm.rm_id, rm.revision, rm.revision_why)
+            for partition, epoch in list(rm.epochs.items()):
+                self._tell_revision(rm, partition, epoch)
         _, splitter, reject, _ = split.STREAMS[stream]
         parts, rejected = splitter(req, rm.rm_id, rm.partitions)
         if rejected is not None:
@@ -365,8 +383,18 @@ class Proxy:
             if epoch is None:
                 rm.hold(stream, partition, part, time.monotonic() + self.hold_seconds)
                 continue
+            if rm.revision is not None:
+                self._tell_revision(rm, partition, epoch)
             self.send(Envelope(kind, rm.rm_id, partition, epoch, rm.next_seq(partition),
                                part.SerializeToString()))
+
+    def _tell_revision(self, rm: RMSession, partition: str, epoch: int) -> None:
+        """Tell the partition's worker the RM's SI revision once per epoch, in the RM's request
+        sequence: it reaches the worker before any request that needs it."""
+        if rm.revision_told.get(partition) != epoch:
+            rm.revision_told[partition] = epoch
+            self.send(Envelope(Kind.SI_REVISION, rm.rm_id, partition, epoch, rm.next_seq(partition),
+                               SiRevision(rm.revision.value).wire()))
 
     def _flush_held(self, rm: RMSession, partition: str) -> None:
         """The partition has an owner again without a resync (a new partition): send what waited."""
@@ -394,6 +422,25 @@ class Proxy:
         rm.notify(korral_pb2.SchedulerNotice(reRegister=korral_pb2.ReRegisterRequest(reason=reason)))
         rm.close_streams(grpc.StatusCode.UNAVAILABLE, RESYNC_DETAILS + reason)
 
+    async def _stored_registration(self, rm_id: str) -> registry.Registration | None:
+        try:
+            return await self.store.load(rm_id)
+        except Exception:  # Redis down: the save below says so to the RM
+            return None
+
+    def active_rm(self, rm_id: str) -> RMSession:
+        """The RM's session if it is registered and owns partitions (else FAILED_PRECONDITION) and
+        is not asked to re-register (else UNAVAILABLE: a config change waits for that)."""
+        rm = self.rms.get(rm_id)
+        if rm is not None and rm.resync_reason is not None:
+            raise RegistrationError(grpc.StatusCode.UNAVAILABLE,
+                                    f"update of configuration failed: RM {rm_id} was asked to re-register "
+                                    f"({rm.resync_reason}); nothing changed: retry once it has re-registered")
+        if rm is None or not rm.epochs:
+            raise RegistrationError(grpc.StatusCode.FAILED_PRECONDITION,
+                                    f"RM {rm_id} has no active partitions, make sure it is registered")
+        return rm
+
     async def update_configuration(self, req: si_pb2.UpdateConfigurationRequest) -> None:
         """Hot reload: update kept partitions in place, create added ones, remove dropped ones.
 
@@ -401,26 +448,12 @@ class Proxy:
         updated before anything else, so a partition that refuses the change leaves the
         registration (and every other partition's membership) as it was.
         """
-        rm = self.rms.get(req.rmID)
-        if rm is not None and rm.resync_reason is not None:
-            raise RegistrationError(grpc.StatusCode.UNAVAILABLE,
-                                    f"update of configuration failed: RM {req.rmID} was asked to re-register "
-                                    f"({rm.resync_reason}); nothing changed: retry once it has re-registered")
-        if rm is None or not rm.epochs:
-            raise RegistrationError(grpc.StatusCode.FAILED_PRECONDITION,
-                                    f"RM {req.rmID} has no active partitions, make sure it is registered")
+        rm = self.active_rm(req.rmID)
         try:
-            config = load_config(req.config)
-            compat = parse_compat(req.extraConfig)
+            config, compat = _read_config(req)
         except (ConfigError, ValueError) as exc:
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
                                     f"update of configuration failed: RM {req.rmID}: {exc}") from None
-        old = rm.registration
-        if old is not None and dict(req.extraConfig) == old.extra_config \
-                and config_checksum(req.config) == config_checksum(old.config):
-            # YuniKorn 1.10: the active checksum again is a no-op; no worker is asked
-            log.info("RM %s: configuration unchanged (checksum %s): nothing to do", req.rmID, config.checksum)
-            return
         for warning in (*config.warnings, *compat_warnings(config, compat)):
             log.warning("RM %s config: %s", req.rmID, warning)
         names = [p.name for p in config.partitions]
@@ -443,6 +476,7 @@ class Proxy:
             raise RegistrationError(grpc.StatusCode.UNAVAILABLE,
                                     "update of configuration failed: " + "; ".join(unreached)
                                     + "; the registration is unchanged: retry")
+        old = rm.registration
         reg = registry.Registration(
             rm_id=req.rmID, version=old.version if old else "", policy_group=req.policyGroup,
             config=req.config, extra_config=dict(req.extraConfig),
@@ -511,6 +545,7 @@ class Proxy:
 
     async def _stop_rm(self, rm_id: str, reason: str) -> None:
         rm = self.rms.pop(rm_id, None)
+        self.config_changes.forget(rm_id)
         self.send(Envelope(Kind.RM_UNREGISTER, rm_id, body=RMUnregister(reason).wire()))
         if rm is not None:
             rm.state = RMState.STOPPED

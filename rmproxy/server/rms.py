@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from common.registry import Registration
+from common.si_revision import Revision
 
 __all__ = ["RMSession", "RMState", "Close", "BUFFER_LIMIT", "HELD_LIMIT", "STREAM_KINDS"]
 
@@ -62,6 +63,11 @@ class RMSession:
     resync_reason: str | None = None
     paused_since: float = 0.0  # monotonic seconds
     dropped_responses: int = 0
+    # The SI revision the RM speaks (None: not decided yet), how it was decided, and the epoch
+    # in which each partition's worker was told (rmproxy.server.revision)
+    revision: Revision | None = None
+    revision_why: str = ""
+    revision_told: dict[str, int] = field(default_factory=dict)
 
     def hold(self, stream: str, partition: str, request, deadline: float) -> None:
         self.held.append((deadline, stream, partition, request))

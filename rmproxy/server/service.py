@@ -1,9 +1,13 @@
 """The gRPC front door: ``si.v1.Scheduler`` exactly as specified, plus ``korral.v1.Korral``.
 
-The three update streams are bidirectional. A stream is bound to the RM named
-by the gRPC metadata ``rmid``, or else by the ``rmID`` of its first request (an
-RM may send an empty request carrying only its rmID to attach). Responses are
-written as the bytes the worker serialized: rmproxy never re-encodes them.
+``si.v1.Scheduler`` serves RMs of both SI revisions (seed and v1.8, docs/si-revisions.md):
+requests are read with the internal model, the union of the two, so either parses. The three
+update streams are bidirectional. A stream is bound to the RM named by the gRPC metadata
+``rmid``, or else by the ``rmID`` of its first request (an RM may send an empty request carrying
+only its rmID to attach). Responses are written as the bytes the worker serialized, in the
+RM's revision: rmproxy never re-encodes them. Bytes that do not parse as the request, and a
+request its RM's revision does not allow, end the stream with INVALID_ARGUMENT naming the RM;
+what it sent before stays applied.
 """
 
 from __future__ import annotations
@@ -13,16 +17,18 @@ import functools
 import logging
 
 import grpc
+from google.protobuf.unknown_fields import UnknownFieldSet
 
-from common import korral_pb2, korral_pb2_grpc, si_pb2
+from common import korral_pb2, korral_pb2_grpc, si_internal_pb2 as si
 from rmproxy.server.proxy import RESYNC_DETAILS, Proxy, RegistrationError
+from rmproxy.server.revision import REQUEST_NAMES, RevisionError
 from rmproxy.server.rms import Close
+from rmproxy.server.split import STREAMS
 
 __all__ = ["SchedulerService", "KorralService"]
 
 log = logging.getLogger("korral.rmproxy.grpc")
 
-_REQUEST_NAMES = {"allocation": "AllocationRequest", "application": "ApplicationRequest", "node": "NodeRequest"}
 _END = object()  # the RM closed its side of the stream
 
 
@@ -30,8 +36,45 @@ def _raw(payload: bytes) -> bytes:
     return payload
 
 
+class Undecodable:
+    """What the request deserializer returns for bytes that do not parse as the message."""
+
+    __slots__ = ("message", "size", "error")
+
+    def __init__(self, message: str, size: int, error: str) -> None:
+        self.message, self.size, self.error = message, size, error
+
+    def describe(self, whose: str) -> str:
+        return (f"{whose}{self.message} of {self.size} bytes does not parse as si.v1.{self.message} of "
+                f"either SI revision: {self.error}")
+
+
+def _reader(message_type):
+    """A request deserializer that never raises: gRPC would answer a parse error with a bare
+    INTERNAL; the handler answers an ``Undecodable`` with INVALID_ARGUMENT saying what it got.
+    A field of the request itself sent with the wrong wire type (protobuf keeps it as an unknown
+    field, silently) is undecodable too; deeper in the message protobuf's rule stands."""
+    desc = message_type.DESCRIPTOR
+    name = desc.name
+
+    def parse(raw: bytes):
+        try:
+            msg = message_type.FromString(raw)
+        except Exception as exc:  # protobuf's DecodeError, and anything else the bytes cause
+            text = str(exc) or type(exc).__name__
+            return Undecodable(name, len(raw), text.rsplit("': ", 1)[-1])  # without our internal type name
+        for f in UnknownFieldSet(msg):
+            known = desc.fields_by_number.get(f.field_number)
+            if known is not None:
+                return Undecodable(name, len(raw), f"field {f.field_number} ({known.name}) has wire type "
+                                                   f"{f.wire_type}, which is not its type")
+        return msg
+
+    return parse
+
+
 def _not_registered(stream: str, rm_id: str) -> str:
-    return f'received {_REQUEST_NAMES[stream]}, but RmID="{rm_id}" not registered'
+    return f'received {REQUEST_NAMES[stream]}, but RmID="{rm_id}" not registered'
 
 
 class SchedulerService:
@@ -39,29 +82,32 @@ class SchedulerService:
         self.proxy = proxy
 
     def handler(self) -> grpc.GenericRpcHandler:
-        def stream(name: str, request_type) -> grpc.RpcMethodHandler:
+        def stream(name: str) -> grpc.RpcMethodHandler:
             return grpc.stream_stream_rpc_method_handler(
                 functools.partial(self.stream, name),
-                request_deserializer=request_type.FromString,
+                request_deserializer=_reader(STREAMS[name][0]),
                 response_serializer=_raw)
 
         return grpc.method_handlers_generic_handler("si.v1.Scheduler", {
             "RegisterResourceManager": grpc.unary_unary_rpc_method_handler(
                 self.register,
-                request_deserializer=si_pb2.RegisterResourceManagerRequest.FromString,
-                response_serializer=si_pb2.RegisterResourceManagerResponse.SerializeToString),
-            "UpdateAllocation": stream("allocation", si_pb2.AllocationRequest),
-            "UpdateApplication": stream("application", si_pb2.ApplicationRequest),
-            "UpdateNode": stream("node", si_pb2.NodeRequest),
+                request_deserializer=_reader(si.RegisterResourceManagerRequest),
+                response_serializer=si.RegisterResourceManagerResponse.SerializeToString),
+            "UpdateAllocation": stream("allocation"),
+            "UpdateApplication": stream("application"),
+            "UpdateNode": stream("node"),
         })
 
     async def register(self, request, context):
+        if isinstance(request, Undecodable):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                "registration of RM failed: " + request.describe(""))
         try:
             await self.proxy.register(request)
         except RegistrationError as exc:
             log.warning("%s", exc)
             await context.abort(exc.code, str(exc))
-        return si_pb2.RegisterResourceManagerResponse()
+        return si.RegisterResourceManagerResponse()
 
     async def stream(self, name: str, request_iterator, context):
         proxy = self.proxy
@@ -73,6 +119,8 @@ class SchedulerService:
                 first = await requests.__anext__()
             except StopAsyncIteration:
                 return
+            if isinstance(first, Undecodable):
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, first.describe("the first "))
             rm_id = first.rmID
         if rm_id not in proxy.rms:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, _not_registered(name, rm_id))
@@ -83,10 +131,11 @@ class SchedulerService:
 
         async def read() -> None:
             try:
-                if first is not None:
-                    self._handle(name, rm_id, first, queue)
+                if first is not None and not self._handle(name, rm_id, first, queue):
+                    return
                 async for req in requests:
-                    self._handle(name, rm_id, req, queue)
+                    if not self._handle(name, rm_id, req, queue):
+                        return  # the stream ends with the status _handle queued
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the RM went away mid-stream
@@ -111,13 +160,24 @@ class SchedulerService:
             if rm is not None:
                 rm.detach(name, queue)
 
-    def _handle(self, name: str, stream_rm: str, req, queue: asyncio.Queue) -> None:
+    def _handle(self, name: str, stream_rm: str, req, queue: asyncio.Queue) -> bool:
+        """Apply one request; False when it ended the stream (the status is queued)."""
+        if isinstance(req, Undecodable):
+            details = req.describe(f"RM {stream_rm}: ") + "; the stream ends, what it sent before was applied"
+            queue.put_nowait(Close(grpc.StatusCode.INVALID_ARGUMENT, details))
+            return False
         rm_id = req.rmID or stream_rm
         rm = self.proxy.rms.get(rm_id)
         if rm is None:
             queue.put_nowait(Close(grpc.StatusCode.FAILED_PRECONDITION, _not_registered(name, rm_id)))
-            return
-        self.proxy.handle_request(name, rm, req)
+            return False
+        try:
+            self.proxy.handle_request(name, rm, req)
+        except RevisionError as exc:
+            log.warning("%s", exc)
+            queue.put_nowait(Close(grpc.StatusCode.INVALID_ARGUMENT, str(exc)))
+            return False
+        return True
 
 
 class KorralService(korral_pb2_grpc.KorralServicer):
@@ -126,7 +186,7 @@ class KorralService(korral_pb2_grpc.KorralServicer):
 
     async def UpdateConfiguration(self, request, context):  # noqa: N802 (gRPC names)
         try:
-            await self.proxy.update_configuration(request)
+            await self.proxy.config_changes.change(request, who=f"RM {request.rmID}")
         except RegistrationError as exc:
             await context.abort(exc.code, str(exc))
         return korral_pb2.UpdateConfigurationResponse()

@@ -1,21 +1,25 @@
 """Splitting SI requests per partition, and the rejections rmproxy answers itself.
 
-Pure functions on ``si_pb2`` messages. Every ``partitionName`` is normalised to
-the short name (``""`` -> ``default``) before it is forwarded, so a worker only
-sees names of its own partition. Items for a partition the RM did not register
-are rejected here with YuniKorn's reasons (YUNIKORN_BEHAVIOUR.md S4, S8, S11).
+Pure functions on the internal model (``si_internal_pb2``: either SI revision). Every
+``partitionName`` is normalised to the short name (``""`` -> ``default``) before it is
+forwarded, so a worker only sees names of its own partition. Items for a partition the RM did
+not register are rejected here with YuniKorn's reasons (YUNIKORN_BEHAVIOUR.md S4, S8, S11), each
+in its own revision's field: a seed ask in ``rejected``, a v1.8 allocation in
+``rejectedAllocations`` (a request holds one revision's fields: ``rmproxy.server.revision``).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from common import si_pb2
+from common import si_internal_pb2 as si
 from common.constants import NODE_PARTITION
 from common.partitions import short_name
 
 __all__ = ["STREAMS", "split_allocation_request", "split_application_request", "split_node_request",
            "reject_allocation_request", "reject_application_request", "reject_node_request", "node_partition"]
+
+_CREATE = (si.NodeInfo.CREATE, si.NodeInfo.CREATE_DRAIN)  # the actions that add a node
 
 # One kind of item of a request: (the items, the list they go to in a partition's part, what to
 # do with an item of a partition the RM did not register: add a rejection; None: ignore it, as
@@ -45,16 +49,24 @@ def _split(routes: list[Route], make_part: Callable[[], Any], rejected: Any,
                     part = out[p] = make_part()
                 got = lists[p] = target(part)
             got.append(item)
-    return out, (rejected if rejected.rejected else None)
+    return out, (rejected if rejected.ListFields() else None)
 
 
-def _reject_ask(rejected: si_pb2.AllocationResponse, ask: si_pb2.AllocationAsk, p: str) -> None:
+def _no_partition(item, p: str) -> str:
+    return f"Failed to find partition {p}, for application {item.applicationID} and allocation {item.allocationKey}"
+
+
+def _reject_ask(rejected: si.AllocationResponse, ask: si.AllocationAsk, p: str) -> None:
     rejected.rejected.add(allocationKey=ask.allocationKey, applicationID=ask.applicationID,
-                          reason=f"Failed to find partition {p}, for application {ask.applicationID} "
-                                 f"and allocation {ask.allocationKey}")
+                          reason=_no_partition(ask, p))
 
 
-def _reject_app(rejected: si_pb2.ApplicationResponse, app: si_pb2.AddApplicationRequest, p: str) -> None:
+def _reject_allocation(rejected: si.AllocationResponse, alloc: si.Allocation, p: str) -> None:
+    rejected.rejectedAllocations.add(allocationKey=alloc.allocationKey, applicationID=alloc.applicationID,
+                                     reason=_no_partition(alloc, p))
+
+
+def _reject_app(rejected: si.ApplicationResponse, app: si.AddApplicationRequest, p: str) -> None:
     rejected.rejected.add(applicationID=app.applicationID,
                           reason=f"Failed to add application {app.applicationID} to partition {p}, "
                                  "partition doesn't exist")
@@ -82,10 +94,11 @@ def _sole_partition(groups: list[Iterable[Any]], known: set[str]) -> str | None:
 
 
 def split_allocation_request(
-    req: si_pb2.AllocationRequest, rm_id: str, known: Iterable[str]
-) -> tuple[dict[str, si_pb2.AllocationRequest], si_pb2.AllocationResponse | None]:
+    req: si.AllocationRequest, rm_id: str, known: Iterable[str]
+) -> tuple[dict[str, si.AllocationRequest], si.AllocationResponse | None]:
     known = set(known)
-    routes: list[Route] = [(req.asks, lambda part: part.asks, _reject_ask)]
+    routes: list[Route] = [(req.allocations, lambda part: part.allocations, _reject_allocation),
+                           (req.asks, lambda part: part.asks, _reject_ask)]
     if req.HasField("releases"):  # YuniKorn ignores releases for an unknown partition
         routes += [(req.releases.allocationsToRelease, lambda part: part.releases.allocationsToRelease, None),
                    (req.releases.allocationAsksToRelease, lambda part: part.releases.allocationAsksToRelease, None)]
@@ -95,66 +108,69 @@ def split_allocation_request(
     if sole is not None:
         req.rmID = rm_id
         return {sole: req}, None
-    return _split(routes, lambda: si_pb2.AllocationRequest(rmID=rm_id), si_pb2.AllocationResponse(), known)
+    return _split(routes, lambda: si.AllocationRequest(rmID=rm_id), si.AllocationResponse(), known)
 
 
 def split_application_request(
-    req: si_pb2.ApplicationRequest, rm_id: str, known: Iterable[str]
-) -> tuple[dict[str, si_pb2.ApplicationRequest], si_pb2.ApplicationResponse | None]:
+    req: si.ApplicationRequest, rm_id: str, known: Iterable[str]
+) -> tuple[dict[str, si.ApplicationRequest], si.ApplicationResponse | None]:
     routes: list[Route] = [(req.new, lambda part: part.new, _reject_app),
                            (req.remove, lambda part: part.remove, None)]  # unknown partition: ignored
-    return _split(routes, lambda: si_pb2.ApplicationRequest(rmID=rm_id), si_pb2.ApplicationResponse(), known)
+    return _split(routes, lambda: si.ApplicationRequest(rmID=rm_id), si.ApplicationResponse(), known)
 
 
-def node_partition(node: si_pb2.NodeInfo) -> str:
+def node_partition(node: si.NodeInfo) -> str:
     return short_name(node.attributes.get(NODE_PARTITION, ""))
 
 
 def split_node_request(
-    req: si_pb2.NodeRequest, rm_id: str, known: Iterable[str]
-) -> tuple[dict[str, si_pb2.NodeRequest], si_pb2.NodeResponse | None]:
+    req: si.NodeRequest, rm_id: str, known: Iterable[str]
+) -> tuple[dict[str, si.NodeRequest], si.NodeResponse | None]:
     known = set(known)
-    out: dict[str, si_pb2.NodeRequest] = {}
-    rejected = si_pb2.NodeResponse()
+    out: dict[str, si.NodeRequest] = {}
+    rejected = si.NodeResponse()
     for node in req.nodes:
         p = node_partition(node)
         if p not in known:
-            if node.action == si_pb2.NodeInfo.CREATE:
+            if node.action in _CREATE:
                 rejected.rejected.add(nodeID=node.nodeID,
                                       reason=f"failed to find partition {p} for new node {node.nodeID}")
             continue  # other actions on an unknown partition are ignored, as in YuniKorn
         node.attributes[NODE_PARTITION] = p
-        out.setdefault(p, si_pb2.NodeRequest(rmID=rm_id)).nodes.append(node)
+        out.setdefault(p, si.NodeRequest(rmID=rm_id)).nodes.append(node)
     return out, (rejected if rejected.rejected else None)
 
 
-def reject_allocation_request(req: si_pb2.AllocationRequest, reason: str) -> si_pb2.AllocationResponse | None:
-    resp = si_pb2.AllocationResponse()
+def reject_allocation_request(req: si.AllocationRequest, reason: str) -> si.AllocationResponse | None:
+    resp = si.AllocationResponse()
     for ask in req.asks:
         resp.rejected.add(allocationKey=ask.allocationKey, applicationID=ask.applicationID, reason=reason)
-    return resp if resp.rejected else None
+    for alloc in req.allocations:
+        resp.rejectedAllocations.add(allocationKey=alloc.allocationKey, applicationID=alloc.applicationID,
+                                     reason=reason)
+    return resp if resp.ListFields() else None
 
 
-def reject_application_request(req: si_pb2.ApplicationRequest, reason: str) -> si_pb2.ApplicationResponse | None:
-    resp = si_pb2.ApplicationResponse()
+def reject_application_request(req: si.ApplicationRequest, reason: str) -> si.ApplicationResponse | None:
+    resp = si.ApplicationResponse()
     for app in req.new:
         resp.rejected.add(applicationID=app.applicationID, reason=reason)
     return resp if resp.rejected else None
 
 
-def reject_node_request(req: si_pb2.NodeRequest, reason: str) -> si_pb2.NodeResponse | None:
-    resp = si_pb2.NodeResponse()
+def reject_node_request(req: si.NodeRequest, reason: str) -> si.NodeResponse | None:
+    resp = si.NodeResponse()
     for node in req.nodes:
-        if node.action == si_pb2.NodeInfo.CREATE:
+        if node.action in _CREATE:
             resp.rejected.add(nodeID=node.nodeID, reason=reason)
     return resp if resp.rejected else None
 
 
 # stream name -> (request type, splitter, rejecter, response type)
 STREAMS: dict[str, tuple[type, Callable, Callable, type]] = {
-    "allocation": (si_pb2.AllocationRequest, split_allocation_request, reject_allocation_request,
-                   si_pb2.AllocationResponse),
-    "application": (si_pb2.ApplicationRequest, split_application_request, reject_application_request,
-                    si_pb2.ApplicationResponse),
-    "node": (si_pb2.NodeRequest, split_node_request, reject_node_request, si_pb2.NodeResponse),
+    "allocation": (si.AllocationRequest, split_allocation_request, reject_allocation_request,
+                   si.AllocationResponse),
+    "application": (si.ApplicationRequest, split_application_request, reject_application_request,
+                    si.ApplicationResponse),
+    "node": (si.NodeRequest, split_node_request, reject_node_request, si.NodeResponse),
 }

@@ -35,6 +35,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", type=float, default=None,
                         help="stop after this many seconds even if apps are left (default: the workload's)")
     parser.add_argument("--rm-id", default="korral-sim", help="rmID to register as (default: korral-sim)")
+    parser.add_argument("--si-revision", choices=("seed", "v1.8"), default="seed",
+                        help="the SI revision the sim's RM speaks: the seed's or today's v1.8 (default: seed; "
+                             "docs/si-revisions.md)")
     parser.add_argument("--csv", metavar="FILE", help="write the per-second timeline as CSV")
     parser.add_argument("--json", metavar="FILE", help="write the summary and timeline as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no live progress view")
@@ -73,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     console.print(f"korral sim: workload [bold]{workload.name}[/] seed {the_plan.seed}: "
                   f"{len(the_plan.nodes)} nodes, {len(the_plan.apps)} apps, {the_plan.task_count} tasks "
-                  f"-> {args.si_address} as RM {args.rm_id}")
+                  f"-> {args.si_address} as RM {args.rm_id} (SI revision {args.si_revision})")
     try:
         credentials = security.grpc_channel_credentials(args.tls_ca, args.tls_client_cert, args.tls_client_key)
     except security.SecurityError as exc:
@@ -81,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     options = SimOptions(si_address=args.si_address, rm_id=args.rm_id, duration=args.duration,
                          progress=not args.no_progress and console.is_terminal, credentials=credentials,
-                         rest_address=args.rest_address)
+                         rest_address=args.rest_address, si_revision=args.si_revision)
     try:
         result = simulate(the_plan, options, console)
     except ConfigError as exc:

@@ -18,6 +18,8 @@ placeholder released ``PLACEHOLDER_REPLACED`` is confirmed back with the same ty
 the shim does when it deletes the placeholder pod. A task preempted
 (``PREEMPTED_BY_SCHEDULER``) is re-submitted under a new key (``<key>-r1``...) as a
 controller would re-create its pod, or ends the app as Failed (``on_preempted: fail``).
+
+The RM speaks either SI revision: ``wire`` (``rmproxy.sim.wire``) holds what differs.
 """
 
 from __future__ import annotations
@@ -28,14 +30,15 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from common import si_pb2
 from common.constants import APP_TAG_NAMESPACE, TAG_APP_CREATION_TIME, TAG_APP_TASK_GROUPS, TAG_NAMESPACE, TAG_POD_NAME
-from common.si_resource import fill_si_resource, resource_from_si
+from common.si_resource import resource_from_si
 from rmproxy.client import RecoverableState, RecoverySnapshot, ResourceManagerCallback, StateDumpPlugin
 from rmproxy.sim.checks import Owner, Validator
 from rmproxy.sim.stats import Stats, queue_label
+from rmproxy.sim.wire import Wire, wire_for
 from rmproxy.sim.workload import AppPlan, Plan
 
 __all__ = ["SimCluster"]
@@ -43,15 +46,16 @@ __all__ = ["SimCluster"]
 # Requests are split so that none nears gRPC's default 4 MiB message limit.
 NODES_PER_REQUEST = 1000
 ASKS_PER_REQUEST = 5000
-REPLACING = "replacing uuid: "
 # the preemptor's key in a PREEMPTED_BY_SCHEDULER release (queue and daemon-set preemption)
 _PREEMPTOR = re.compile(r"(?:for ask|daemon set ask:) (\S+)")
 
 
 class Sender(Protocol):
-    def update_allocation(self, request: si_pb2.AllocationRequest) -> None: ...
-    def update_application(self, request: si_pb2.ApplicationRequest) -> None: ...
-    def update_node(self, request: si_pb2.NodeRequest) -> None: ...
+    """Takes requests of the cluster's SI revision (``SchedulerAPI`` does)."""
+
+    def update_allocation(self, request: Any) -> None: ...
+    def update_application(self, request: Any) -> None: ...
+    def update_node(self, request: Any) -> None: ...
 
 
 @dataclass(slots=True)
@@ -66,7 +70,7 @@ class _Task:
     # placeholders: asked | running | replaced | timedout | released | rejected
     state: str = "planned"
     asked_at: float = 0.0
-    alloc: si_pb2.Allocation | None = None
+    alloc: Any = None  # its Allocation (of the cluster's SI revision) while it runs
 
 
 @dataclass(slots=True)
@@ -104,7 +108,9 @@ class _App:
 
 class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
     def __init__(self, plan: Plan, sender: Sender, clock: Callable[[], float], validator: Validator,
-                 stats: Stats) -> None:
+                 stats: Stats, wire: Wire | None = None) -> None:
+        self.wire = wire or wire_for("seed")
+        self.pb = self.wire.pb
         self.plan = plan
         self.sender = sender
         self.clock = clock
@@ -142,7 +148,10 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             self.started = True
             infos = [self._node_info(n.node_id) for n in self.plan.nodes]
             for i in range(0, len(infos), NODES_PER_REQUEST):
-                self.sender.update_node(si_pb2.NodeRequest(nodes=infos[i : i + NODES_PER_REQUEST]))
+                self.sender.update_node(self.pb.NodeRequest(nodes=infos[i : i + NODES_PER_REQUEST]))
+            foreign = self._foreign_allocations()
+            if foreign:
+                self.sender.update_allocation(self.wire.asks_request(foreign))
 
     def tick(self) -> None:
         """Submit the apps that are due, finish the tasks whose time is up, remove finished apps."""
@@ -156,22 +165,21 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                 app.state, app.submitted_wall = "submitted", time.time()
                 new.append(self._app_request(app))
             if new:
-                self.sender.update_application(si_pb2.ApplicationRequest(new=new))
+                self.sender.update_application(self.pb.ApplicationRequest(new=new))
             releases = []
             while self._ends and self._ends[0][0] <= now:
                 _, key = heapq.heappop(self._ends)
                 task = self.tasks[key]
                 if task.state != "running":
                     continue
-                releases.append(si_pb2.AllocationRelease(
-                    partitionName=task.alloc.partitionName or task.app.plan.template.partition,
-                    applicationID=task.app.plan.app_id, UUID=task.alloc.UUID, allocationKey=key,
-                    terminationType=si_pb2.STOPPED_BY_RM, message="task completed"))
+                releases.append(self.wire.release(
+                    task.alloc, key=key, app_id=task.app.plan.app_id, term=si_pb2.STOPPED_BY_RM,
+                    partition=task.alloc.partitionName or task.app.plan.template.partition,
+                    message="task completed"))
                 self._unbook(task)
                 self._close(task, "done")
             if releases:
-                self.sender.update_allocation(si_pb2.AllocationRequest(
-                    releases=si_pb2.AllocationReleasesRequest(allocationsToRelease=releases)))
+                self.sender.update_allocation(self.wire.releases_request(releases))
             self._remove_finished()
             self.stats.sample(now, self)
 
@@ -181,13 +189,13 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             return self._next_app >= len(self.plan.apps) and all(a.outcome for a in self.apps.values())
 
     # ------------------------------------------------------------------ callbacks
-    def update_node(self, response: si_pb2.NodeResponse) -> None:
+    def update_node(self, response: Any) -> None:
         with self.lock:
             self.nodes_accepted.update(n.nodeID for n in response.accepted)
             for n in response.rejected:
                 self.nodes_rejected[n.nodeID] = n.reason
 
-    def update_application(self, response: si_pb2.ApplicationResponse) -> None:
+    def update_application(self, response: Any) -> None:
         with self.lock:
             asks = []
             for a in response.accepted:
@@ -218,17 +226,20 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                     self._fail_unsent(app)
             self._send_in_chunks(asks)
 
-    def update_allocation(self, response: si_pb2.AllocationResponse) -> None:
+    def update_allocation(self, response: Any) -> None:
         """Replacements first (they free the placeholders' room for the real allocations of
         the same response), then new allocations, then every other release."""
         with self.lock:
             now = self.clock()
-            asks: list[si_pb2.AllocationAsk] = []
+            wire = self.wire
+            asks: list = []
             replaced = [r for r in response.released if r.terminationType == si_pb2.PLACEHOLDER_REPLACED]
             if replaced:
-                self._replaced(replaced, {a.UUID: a for a in response.new}, now)
+                self._replaced(replaced, {wire.alloc_id(a): a for a in response.new}, now)
             for alloc in response.new:
                 task = self._task(alloc.allocationKey)
+                if wire.v18 and task is not None and task.state == "running" and task.alloc.nodeID == alloc.nodeID:
+                    continue  # v1.8 confirms the allocations the RM recovered: not a new decision
                 app = self.apps.get(alloc.applicationID)
                 queue = app.queue if app is not None else None
                 res = resource_from_si(alloc.resourcePerAlloc)
@@ -252,7 +263,10 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                 if rel.terminationType == si_pb2.PLACEHOLDER_REPLACED:
                     continue
                 task = self._task(rel.allocationKey)
-                if task is None or task.state != "running" or task.alloc.UUID != rel.UUID:
+                if task is not None and task.state == "asked" and wire.v18:
+                    self._ask_released(task)  # v1.8: an ask the scheduler gave up
+                    continue
+                if task is None or task.state != "running" or wire.alloc_id(task.alloc) != wire.release_id(rel):
                     continue  # the echo of our own release, or of an allocation already over
                 self._unbook(task)
                 if rel.terminationType == si_pb2.PREEMPTED_BY_SCHEDULER:
@@ -262,45 +276,47 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                     self.stats.placeholder(task.state)
                 else:
                     self._close(task, "killed")
-            for rej in response.rejected:
+            for rej in wire.rejected(response):
                 task = self._task(rej.allocationKey)
                 if task is not None and task.state == "asked":
                     self.validator.ask_removed(task.key)
                     self._close(task, "rejected")
                     task.app.reason = rej.reason
-            for rel in response.releasedAsks:
+            for rel in wire.released_asks(response):
                 task = self._task(rel.allocationKey)
                 if task is not None and task.state == "asked":
-                    self.validator.ask_removed(task.key)
-                    self._close(task, "timedout" if task.placeholder else "killed")
-                    if task.placeholder:
-                        self.stats.placeholder("timedout")
+                    self._ask_released(task)
             self._send_in_chunks(asks)
 
-    def _replaced(self, releases: list[si_pb2.AllocationRelease], new: dict[str, si_pb2.Allocation],
-                  now: float) -> None:
+    def _ask_released(self, task: _Task) -> None:
+        """The scheduler gave up a task's ask (a placeholder's timeout, its app going)."""
+        self.validator.ask_removed(task.key)
+        self._close(task, "timedout" if task.placeholder else "killed")
+        if task.placeholder:
+            self.stats.placeholder("timedout")
+
+    def _replaced(self, releases: list, new: dict[str, Any], now: float) -> None:
         """Check and unbook placeholders swapped for real allocations, and confirm each swap."""
+        wire = self.wire
         confirms = []
         for rel in releases:
             ph = self.placeholders.get(rel.allocationKey)
-            if ph is None or ph.state != "running" or ph.alloc.UUID != rel.UUID:
+            if ph is None or ph.state != "running" or wire.alloc_id(ph.alloc) != wire.release_id(rel):
                 continue
-            real_uuid = rel.message[len(REPLACING):] if rel.message.startswith(REPLACING) else ""
-            real = new.get(real_uuid)
+            real_id = wire.replacing(rel.message)
+            real = new.get(real_id)
             self.stats.violation(self.validator.placeholder_replaced(
-                ph.key, ph.alloc.nodeID, real_uuid, (real.allocationKey, real.nodeID) if real else None, now))
+                ph.key, ph.alloc.nodeID, real_id, (real.allocationKey, real.nodeID) if real else None, now))
             self._unbook(ph)
             ph.state = "replaced"
             self.stats.placeholder("replaced")
-            confirms.append(si_pb2.AllocationRelease(
-                partitionName=ph.app.plan.template.partition, applicationID=ph.app.plan.app_id,
-                UUID=rel.UUID, allocationKey=ph.key, terminationType=si_pb2.PLACEHOLDER_REPLACED,
-                message="placeholder replaced"))
+            confirms.append(wire.release(ph.alloc, key=ph.key, app_id=ph.app.plan.app_id,
+                                         partition=ph.app.plan.template.partition,
+                                         term=si_pb2.PLACEHOLDER_REPLACED, message="placeholder replaced"))
         if confirms:
-            self.sender.update_allocation(si_pb2.AllocationRequest(
-                releases=si_pb2.AllocationReleasesRequest(allocationsToRelease=confirms)))
+            self.sender.update_allocation(wire.releases_request(confirms))
 
-    def _preempted(self, task: _Task, message: str, now: float) -> list[si_pb2.AllocationAsk]:
+    def _preempted(self, task: _Task, message: str, now: float) -> list:
         """A victim of preemption: check it, then re-submit it (or fail its app)."""
         match = _PREEMPTOR.search(message)
         preemptor = self._task(match.group(1)) if match else None
@@ -332,16 +348,21 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             snap = RecoverySnapshot()
             live = [a for a in self.apps.values() if a.state in ("submitted", "accepted")]
             snap.applications = [self._app_request(a) for a in live]
-            by_node: dict[str, list[si_pb2.Allocation]] = {}
+            by_node: dict[str, list] = {}
             for app in live:
                 for task in app.placeholders + app.tasks:
-                    if task.state == "running":
+                    if task.state == "running" and self.wire.v18:  # v1.8: work of either kind in allocations
+                        snap.allocations.append(self._existing(task))
+                    elif task.state == "running":
                         by_node.setdefault(task.alloc.nodeID, []).append(self._existing(task))
                     elif task.state == "asked":
-                        snap.asks.append(self._ask(task))
+                        (snap.allocations if self.wire.v18 else snap.asks).append(self._ask(task))
+            if self.started:
+                snap.allocations.extend(self._foreign_allocations())
             for n in self.plan.nodes if self.started else ():
                 info = self._node_info(n.node_id)
-                info.existingAllocations.extend(by_node.get(n.node_id, []))
+                if n.node_id in by_node:
+                    info.existingAllocations.extend(by_node[n.node_id])
                 snap.nodes.append(info)
             return snap
 
@@ -391,7 +412,7 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
     def _task(self, key: str) -> _Task | None:
         return self.tasks.get(key) or self.placeholders.get(key)
 
-    def _send_asks(self, tasks: list[_Task]) -> list[si_pb2.AllocationAsk]:
+    def _send_asks(self, tasks: list[_Task]) -> list:
         """Mark the tasks that were never asked as asked; their asks, to be sent."""
         now, asks = self.clock(), []
         for task in tasks:
@@ -402,9 +423,9 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                 asks.append(self._ask(task))
         return asks
 
-    def _send_in_chunks(self, asks: list[si_pb2.AllocationAsk]) -> None:
+    def _send_in_chunks(self, asks: list) -> None:
         for i in range(0, len(asks), ASKS_PER_REQUEST):
-            self.sender.update_allocation(si_pb2.AllocationRequest(asks=asks[i : i + ASKS_PER_REQUEST]))
+            self.sender.update_allocation(self.wire.asks_request(asks[i : i + ASKS_PER_REQUEST]))
 
     def _fail_unsent(self, app: _App) -> None:
         """The scheduler failed the app: tasks never asked will not be."""
@@ -433,30 +454,34 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             clean = not app.failed and all(t.state in ("done", "preempted") for t in app.tasks)
             app.outcome = "Completed" if clean else "Failed"
             app.state = "removed"
-            removes.append(si_pb2.RemoveApplicationRequest(applicationID=app.plan.app_id,
-                                                           partitionName=app.plan.template.partition))
+            removes.append(self.pb.RemoveApplicationRequest(applicationID=app.plan.app_id,
+                                                            partitionName=app.plan.template.partition))
         self._removable = []
-        self.sender.update_application(si_pb2.ApplicationRequest(remove=removes))
+        self.sender.update_application(self.pb.ApplicationRequest(remove=removes))
 
-    def _node_info(self, node_id: str) -> si_pb2.NodeInfo:
+    def _node_info(self, node_id: str) -> Any:
         n = self._node_plans[node_id]
-        info = si_pb2.NodeInfo(nodeID=node_id, action=si_pb2.NodeInfo.CREATE, attributes=n.attributes,
-                               schedulableResource=fill_si_resource(si_pb2.Resource(), n.resources))
-        if n.foreign:  # a pod of another scheduler: occupies the node, in no queue
-            info.existingAllocations.append(si_pb2.Allocation(
-                allocationKey=f"{node_id}-foreign", nodeID=node_id, allocationTags={"foreign": "default"},
-                resourcePerAlloc=fill_si_resource(si_pb2.Resource(), n.foreign)))
+        info = self.pb.NodeInfo(nodeID=node_id, action=self.pb.NodeInfo.CREATE, attributes=n.attributes,
+                                schedulableResource=self.wire.resource(n.resources))
+        if n.foreign and self.wire.foreign_in_node:  # a pod of another scheduler: occupies the node, in no queue
+            info.existingAllocations.append(self.wire.foreign(node_id, n.foreign))
         return info
 
-    def _app_request(self, app: _App) -> si_pb2.AddApplicationRequest:
+    def _foreign_allocations(self) -> list:
+        """v1.8: the other schedulers' pods, reported in ``allocations`` (the seed: in the nodes)."""
+        if self.wire.foreign_in_node:
+            return []
+        return [self.wire.foreign(n.node_id, n.foreign) for n in self.plan.nodes if n.foreign]
+
+    def _app_request(self, app: _App) -> Any:
         t = app.plan.template
-        req = si_pb2.AddApplicationRequest(
+        req = self.pb.AddApplicationRequest(
             applicationID=app.plan.app_id, queueName=t.queue, partitionName=t.partition,
-            ugi=si_pb2.UserGroupInformation(user=t.user, groups=list(t.groups)),
+            ugi=self.pb.UserGroupInformation(user=t.user, groups=list(t.groups)),
             tags={APP_TAG_NAMESPACE: t.namespace, TAG_APP_CREATION_TIME: str(int(app.submitted_wall))})
         if t.gang is not None:  # as the k8s shim: the sum of the task groups, their timeout and style
             members, each = app.plan.members, self._placeholder_resources(app)
-            req.placeholderAsk.CopyFrom(fill_si_resource(si_pb2.Resource(), {k: v * members for k, v in each.items()}))
+            req.placeholderAsk.CopyFrom(self.wire.resource({k: v * members for k, v in each.items()}))
             req.executionTimeoutMilliSeconds = int(t.gang.timeout * 1000)
             req.gangSchedulingStyle = t.gang.style
             req.tags[TAG_APP_TASK_GROUPS] = json.dumps(
@@ -468,23 +493,17 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         t = app.plan.template
         return t.gang.resources or t.resources
 
-    def _ask(self, task: _Task) -> si_pb2.AllocationAsk:
+    def _ask(self, task: _Task) -> Any:
         t = task.app.plan.template
-        res = self._placeholder_resources(task.app) if task.placeholder else t.resources
-        ask = si_pb2.AllocationAsk(
-            allocationKey=task.key, applicationID=task.app.plan.app_id, partitionName=t.partition,
-            resourceAsk=fill_si_resource(si_pb2.Resource(), res), maxAllocations=1, priority=t.priority,
-            tags={TAG_NAMESPACE: t.namespace, TAG_POD_NAME: task.key},
-            placeholder=task.placeholder, taskGroupName=task.app.task_group if t.gang else "")
-        if t.preempt_self is not None:
-            ask.preemptionPolicy.allowPreemptSelf = t.preempt_self
-            ask.preemptionPolicy.allowPreemptOther = t.preempt_other
-        return ask
+        return self.wire.ask(
+            key=task.key, app_id=task.app.plan.app_id, partition=t.partition, priority=t.priority,
+            resources=self._placeholder_resources(task.app) if task.placeholder else t.resources,
+            tags={TAG_NAMESPACE: t.namespace, TAG_POD_NAME: task.key}, placeholder=task.placeholder,
+            task_group=task.app.task_group if t.gang else "",
+            preempt=None if t.preempt_self is None else (t.preempt_self, t.preempt_other))
 
-    def _existing(self, task: _Task) -> si_pb2.Allocation:
-        a = task.alloc
+    def _existing(self, task: _Task) -> Any:
         t = task.app.plan.template
-        return si_pb2.Allocation(
-            allocationKey=task.key, UUID=a.UUID, nodeID=a.nodeID, applicationID=task.app.plan.app_id,
-            partitionName=t.partition, resourcePerAlloc=a.resourcePerAlloc, priority=t.priority,
-            placeholder=task.placeholder, taskGroupName=task.app.task_group if t.gang else "")
+        return self.wire.running(task.alloc, key=task.key, app_id=task.app.plan.app_id, partition=t.partition,
+                                 priority=t.priority, placeholder=task.placeholder,
+                                 task_group=task.app.task_group if t.gang else "")

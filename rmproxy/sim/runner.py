@@ -17,12 +17,12 @@ import grpc
 from rich.console import Console
 from rich.live import Live
 
-from common import si_pb2
 from rmproxy.client import SchedulerAPI, channel_options
 from rmproxy.sim.checks import Validator, config_limits
 from rmproxy.sim.cluster import SimCluster
 from rmproxy.sim.report import LiveView
 from rmproxy.sim.stats import Stats
+from rmproxy.sim.wire import wire_for
 from rmproxy.sim.workload import Plan, default_config_text
 
 __all__ = ["SimOptions", "SimResult", "simulate"]
@@ -41,6 +41,7 @@ class SimOptions:
     drain: float = 5.0  # after the last task is over, wait this long for stragglers
     credentials: Any = None  # grpc.ChannelCredentials for rmproxy's TLS; None: plaintext
     rest_address: str = ""  # when set, the cluster view is read at the end, before the RM unregisters
+    si_revision: str = "seed"  # the SI revision the sim's RM speaks: seed | v1.8
 
 
 @dataclass(slots=True)
@@ -128,12 +129,13 @@ def simulate(plan: Plan, options: SimOptions, console: Console | None = None,
     channel = None
     if options.credentials is not None:
         channel = grpc.secure_channel(options.si_address, options.credentials, options=channel_options())
-    api = SchedulerAPI(options.si_address, channel=channel)
-    cluster = SimCluster(plan, api, clock, validator, stats)
+    api = SchedulerAPI(options.si_address, channel=channel, si_revision=options.si_revision)
+    wire = wire_for(options.si_revision)
+    cluster = SimCluster(plan, api, clock, validator, stats, wire)
     duration = options.duration if options.duration is not None else plan.workload.duration
     try:
         api.register_resource_manager(
-            si_pb2.RegisterResourceManagerRequest(
+            wire.pb.RegisterResourceManagerRequest(
                 rmID=options.rm_id, policyGroup="queues", config=config,
                 buildInfo={"buildVersion": "korral-sim", "isPluginVersion": "false"}),
             cluster)

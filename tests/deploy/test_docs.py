@@ -8,6 +8,7 @@ or a deploy file consumes it (KORRAL_WORKERS in worker-host.supervisord.conf).
 
 from __future__ import annotations
 
+import argparse
 import re
 
 import pytest
@@ -17,18 +18,26 @@ from tests.deploy.compose import COMPOSE_FILE, DEPLOY, REPO, env_var_is_read
 
 DOCS = [REPO / "docs" / "operations.md", DEPLOY / "README.md", REPO / "docs" / "kubernetes.md",
         DEPLOY / "kubernetes" / "overlays" / "production" / "secrets" / "README.md"]
-COMMANDS = ["broker", "rmproxy", "worker", "keys", "status", "up", "down", "sim", "check-config", "queues", "apps"]
+COMMANDS = ["broker", "rmproxy", "worker", "keys", "status", "up", "down", "sim", "check-config", "queues", "apps",
+            "config"]
 OTHER_TOOLS = {"--build", "--scale", "--no-deps", "--restart",  # docker / docker compose
                "--bind", "--requirepass",  # redis-server
                "--rm", "--image", "--overrides", "--replicas"}  # kubectl
 
 
 def korral_flags() -> set[str]:
-    flags = set()
+    flags: set[str] = set()
+
+    def collect(parser) -> None:  # with the flags of sub-subcommands (korral config apply ...)
+        for action in parser._actions:
+            flags.update(action.option_strings)
+            if isinstance(action, argparse._SubParsersAction):  # argparse has no public list of them
+                for sub in action.choices.values():
+                    collect(sub)
+
     for cmd in COMMANDS:
         parser = build_parser([cmd])
-        sub = next(a for a in parser._actions if a.dest == "command").choices[cmd]
-        flags |= {opt for action in sub._actions for opt in action.option_strings}
+        collect(next(a for a in parser._actions if a.dest == "command").choices[cmd])
     return flags
 
 

@@ -6,6 +6,7 @@ Prints the time of each read through a real stack; asserts only that the answers
 
 from __future__ import annotations
 
+import gzip
 import json
 import time
 
@@ -62,22 +63,33 @@ def test_reads_and_dump_at_scale(stack_factory) -> None:
         assert time.monotonic() < deadline, f"allocations did not complete: {part}"
         time.sleep(1)
     timings = {}
-    for name, path in [("partitions", "/ws/v1/partitions"), ("queues", "/ws/v1/partition/default/queues"),
-                       ("one app", "/ws/v1/partition/default/application/app7"),
-                       ("one node", "/ws/v1/partition/default/node/n7"),
-                       ("metrics", "/ws/v1/metrics"), ("health", "/ws/v1/scheduler/healthcheck"),
-                       ("all nodes", "/ws/v1/partition/default/nodes"),
-                       ("all apps", "/ws/v1/partition/default/applications"),
-                       ("fullstatedump", "/ws/v1/fullstatedump")]:
+    gz = {"Accept-Encoding": "gzip"}
+    for name, path, headers in [
+            ("partitions", "/ws/v1/partitions", {}), ("queues", "/ws/v1/partition/default/queues", {}),
+            ("one app", "/ws/v1/partition/default/application/app7", {}),
+            ("one node", "/ws/v1/partition/default/node/n7", {}),
+            ("metrics", "/ws/v1/metrics", {}), ("health", "/ws/v1/scheduler/healthcheck", {}),
+            ("node utils", "/ws/v1/scheduler/node-utilizations", {}),
+            ("all nodes", "/ws/v1/partition/default/nodes", {}), ("all nodes gz", "/ws/v1/partition/default/nodes", gz),
+            ("all apps", "/ws/v1/partition/default/applications", {}),
+            ("fullstatedump", "/ws/v1/fullstatedump", {}), ("debug dump", "/debug/fullstatedump", {}),
+            ("debug dump gz", "/debug/fullstatedump", gz)]:
         t = time.perf_counter()
-        r = http(base, path, timeout=120)
+        r = http(base, path, timeout=120, headers=headers)
         timings[name] = time.perf_counter() - t
         assert r.status == 200, (path, r.body[:300])
+        assert (r.headers.get("Content-Encoding") == "gzip") == bool(headers), (path, r.headers)
+        body = gzip.decompress(r.body) if headers else r.body
         if name == "fullstatedump":
-            d = json.loads(r.body)
+            d = json.loads(body)
             assert sum(len(n["allocations"]) for g in d["Nodes"] for n in g["nodesInfo"]) == APPS * ASKS_PER_APP
-            timings["dump MB"] = len(r.body) / 1e6
-        if name == "all nodes":
-            assert len(json.loads(r.body)) == NODES
+            timings["dump MB"] = len(body) / 1e6
+        if name == "debug dump gz":
+            timings["dump gz MB"] = len(r.body) / 1e6
+        if name.startswith("all nodes"):
+            assert len(json.loads(body)) == NODES
+        if name == "node utils":
+            (part,) = json.loads(body)
+            assert sum(b["numOfNodes"] for b in part["utilizations"][0]["utilization"]) == NODES
     rm.close()
     print("\n" + "\n".join(f"{k:14s} {v:8.3f}" for k, v in timings.items()))

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
+from common import si_pb2
 from common.cli import main
+from tests.conftest import wait_until
+from tests.e2e.sirm import app
 from tests.rest.workload import Loaded
 
 
@@ -103,6 +107,27 @@ def test_explain_names_a_missing_ask_or_application(loaded: Loaded, capsys) -> N
     code, _, err = korral(capsys, "explain", "app-a1", "nope", "--rest-address", addr(loaded))
     assert code == 1 and "404 Allocation ask not found" in err
     code, _, err = korral(capsys, "explain", "app-zz", "k", "--rest-address", addr(loaded))
-    assert code == 1 and "400 Application not found" in err
+    assert code == 1 and "404 Application not found" in err
     code, out, _ = korral(capsys, "explain", "app-b1", "--rest-address", addr(loaded))
     assert code == 0 and out.strip() == "application app-b1 has no pending asks"
+
+
+def test_explain_of_a_removed_application_says_so_and_when(loaded: Loaded, capsys) -> None:
+    rm = loaded.rm
+    rm.streams["application"].send(si_pb2.ApplicationRequest(rmID=rm.rm_id, new=[
+        app("app-gone", queue="root.default", partition="gpu", user="dave")]))
+    rm.wait_for("application", lambda r: any(a.applicationID == "app-gone" for a in r.accepted))
+    rm.streams["application"].send(si_pb2.ApplicationRequest(rmID=rm.rm_id, remove=[
+        si_pb2.RemoveApplicationRequest(applicationID="app-gone", partitionName="gpu")]))
+
+    def explained() -> str | None:
+        code, out, _ = korral(capsys, "explain", "app-gone", "--rest-address", addr(loaded), "--partition", "gpu")
+        return out if code == 0 and "was removed" in out else None
+
+    out = wait_until(explained, 20, "app-gone explained as removed")
+    assert re.fullmatch(r"application app-gone was removed by the RM at \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ "
+                        r"while (New|Accepted) \(queue root\.default\): nothing of it waits\n", out), out
+    code, out, _ = korral(capsys, "explain", "app-gone", "--rest-address", addr(loaded), "--partition", "gpu",
+                          "--json")
+    doc = json.loads(out)
+    assert code == 0 and (doc["active"], doc["removed"], doc["queue"]) == (False, True, "root.default")

@@ -15,6 +15,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from http.client import HTTPConnection
 from pathlib import Path
 
 from common import si_pb2
@@ -22,7 +23,8 @@ from common.netutil import http_get_json
 from tests.conftest import StackHandle, start_stack, stop_and_verify, wait_until
 from tests.e2e.sirm import SIRM, ask, node
 
-__all__ = ["CONFIG", "Loaded", "Http", "start_loaded", "stop_loaded", "add_ask", "http"]
+__all__ = ["CONFIG", "Loaded", "Http", "start_loaded", "stop_loaded", "add_ask", "add_app_states", "http",
+           "EventStreamClient"]
 
 RM_ID = "rm-rest"
 CONFIG = """
@@ -56,6 +58,38 @@ class Http:
 
     def json(self):
         return json.loads(self.body)
+
+
+class EventStreamClient:
+    """A client of ``/ws/v1/events/stream`` reading one JSON line at a time (``timeout`` per line)."""
+
+    def __init__(self, address: str, query: str = "", host: str | None = None, timeout: float = 15.0) -> None:
+        name, port = address.rsplit(":", 1)
+        self.conn = HTTPConnection(name, int(port), timeout=timeout)
+        self.conn.putrequest("GET", "/ws/v1/events/stream" + query, skip_host=host is not None)
+        if host is not None:
+            self.conn.putheader("Host", host)
+        self.conn.endheaders()
+        self.resp = self.conn.getresponse()
+
+    def line(self) -> dict:
+        return json.loads(self.resp.readline())
+
+    def until(self, predicate) -> dict:
+        while True:  # each read is bounded by the socket timeout
+            rec = self.line()
+            if predicate(rec):
+                return rec
+
+    def body(self) -> dict:
+        """The whole (error) answer, then closed."""
+        try:
+            return json.loads(self.resp.read())
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 def http(base: str, path: str, method: str = "GET", data: bytes | None = None,
@@ -105,8 +139,9 @@ def _pending(handle: StackHandle, queue: str, app_id: str) -> list[str]:
             for r in a.get("requests", []) if r.get("pendingCount", 0) > 0]
 
 
-def start_loaded(state_dir: Path) -> Loaded:
-    handle = start_stack(state_dir, workers=3)
+def start_loaded(state_dir: Path, extra: tuple[str, ...] = (), env: dict[str, str] | None = None) -> Loaded:
+    """The stack of the module doc (``extra``: more ``korral up`` flags, ``env``: its environment), loaded."""
+    handle = start_stack(state_dir, workers=3, extra=extra, env=env)
     try:
         rm = SIRM(handle.si_address, RM_ID)
         rm.register(CONFIG)
@@ -134,16 +169,25 @@ def start_loaded(state_dir: Path) -> Loaded:
     return Loaded(handle, rm, f"http://{handle.rest_address}")
 
 
+def add_app_states(loaded: Loaded) -> None:
+    """Two more applications in partition default, for views of every state: ``app-idle`` in root.b
+    without asks (New) and ``app-ghost`` for a queue that does not exist (Rejected)."""
+    rm = loaded.rm
+    rm.streams["application"].send(si_pb2.ApplicationRequest(rmID=RM_ID, new=[
+        _app("app-idle", "root.b", "default", "bob"), _app("app-ghost", "root.nope", "default", "eve")]))
+    _count(rm, "application", lambda r: len(r.accepted) + len(r.rejected), 2)
+
+
 def stop_loaded(loaded: Loaded) -> list[str]:
     loaded.rm.close()
     return stop_and_verify(loaded.handle)
 
 
-def loaded_fixture(tmp_path_factory, name: str):
+def loaded_fixture(tmp_path_factory, name: str, extra: tuple[str, ...] = (), env: dict[str, str] | None = None):
     """The body of a ``loaded`` fixture: a loaded stack, stopped and checked after its tests."""
     import pytest
 
-    handle = start_loaded(tmp_path_factory.mktemp(name) / "state")
+    handle = start_loaded(tmp_path_factory.mktemp(name) / "state", extra, env)
     yield handle
     problems = stop_loaded(handle)
     if problems:

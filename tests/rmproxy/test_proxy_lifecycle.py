@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from common import si_pb2
+from common import si_internal_pb2 as si, si_pb2
 from common.envelope import Kind
 from common.registry import Registration
 from rmproxy.server import proxy as proxy_module
@@ -83,8 +83,8 @@ def test_request_without_a_worker_is_held_then_answered_with_the_reason():
     p, sent = make_proxy(hold_seconds=0.0)
     rm = RMSession("rm-1", ["default"])  # no epoch: no worker owns the partition
     p.rms["rm-1"] = rm
-    p.handle_request("node", rm, si_pb2.NodeRequest(rmID="rm-1", nodes=[
-        si_pb2.NodeInfo(nodeID="n1", action=si_pb2.NodeInfo.CREATE)]))
+    p.handle_request("node", rm, si.NodeRequest(rmID="rm-1", nodes=[
+        si.NodeInfo(nodeID="n1", action=si.NodeInfo.CREATE)]))
     assert sent == [] and len(rm.held) == 1
     run_maintain_once(p)
     [answer] = rm.buffers["node"]
@@ -97,7 +97,7 @@ def test_held_requests_go_out_when_the_partition_gets_an_owner_without_a_resync(
     p, sent = make_proxy()
     rm = RMSession("rm-1", ["default"])
     p.rms["rm-1"] = rm
-    p.handle_request("node", rm, si_pb2.NodeRequest(rmID="rm-1", nodes=[si_pb2.NodeInfo(nodeID="n1")]))
+    p.handle_request("node", rm, si.NodeRequest(rmID="rm-1", nodes=[si.NodeInfo(nodeID="n1")]))
 
     async def own():
         rm.owned_waiters["default"] = asyncio.get_running_loop().create_future()

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from common import si_pb2
+from common import si_internal_pb2 as si
 from rmproxy.server import split
 
 
 def test_asks_split_by_partition_and_names_normalised():
-    req = si_pb2.AllocationRequest(rmID="rm", asks=[
-        si_pb2.AllocationAsk(allocationKey="a", applicationID="app", partitionName=""),
-        si_pb2.AllocationAsk(allocationKey="b", applicationID="app", partitionName="[rm]gpu"),
-        si_pb2.AllocationAsk(allocationKey="c", applicationID="app", partitionName="DEFAULT"),
+    req = si.AllocationRequest(rmID="rm", asks=[
+        si.AllocationAsk(allocationKey="a", applicationID="app", partitionName=""),
+        si.AllocationAsk(allocationKey="b", applicationID="app", partitionName="[rm]gpu"),
+        si.AllocationAsk(allocationKey="c", applicationID="app", partitionName="DEFAULT"),
     ])
     parts, rejected = split.split_allocation_request(req, "rm", ["default", "gpu"])
     assert rejected is None
@@ -21,7 +21,7 @@ def test_asks_split_by_partition_and_names_normalised():
 
 
 def test_ask_for_unknown_partition_is_rejected_with_yunikorn_reason():
-    req = si_pb2.AllocationRequest(asks=[si_pb2.AllocationAsk(allocationKey="k", applicationID="app",
+    req = si.AllocationRequest(asks=[si.AllocationAsk(allocationKey="k", applicationID="app",
                                                               partitionName="nope")])
     parts, rejected = split.split_allocation_request(req, "rm", ["default"])
     assert parts == {}
@@ -29,10 +29,10 @@ def test_ask_for_unknown_partition_is_rejected_with_yunikorn_reason():
 
 
 def test_releases_follow_their_partition_and_unknown_ones_are_ignored():
-    req = si_pb2.AllocationRequest(releases=si_pb2.AllocationReleasesRequest(
-        allocationsToRelease=[si_pb2.AllocationRelease(partitionName="", UUID="u1"),
-                              si_pb2.AllocationRelease(partitionName="gone", UUID="u2")],
-        allocationAsksToRelease=[si_pb2.AllocationAskRelease(partitionName="default", allocationKey="k")]))
+    req = si.AllocationRequest(releases=si.AllocationReleasesRequest(
+        allocationsToRelease=[si.AllocationRelease(partitionName="", UUID="u1"),
+                              si.AllocationRelease(partitionName="gone", UUID="u2")],
+        allocationAsksToRelease=[si.AllocationAskRelease(partitionName="default", allocationKey="k")]))
     parts, rejected = split.split_allocation_request(req, "rm", ["default"])
     assert rejected is None
     rel = parts["default"].releases
@@ -41,19 +41,19 @@ def test_releases_follow_their_partition_and_unknown_ones_are_ignored():
 
 
 def test_application_for_unknown_partition_rejected():
-    req = si_pb2.ApplicationRequest(new=[si_pb2.AddApplicationRequest(applicationID="a1", partitionName="x")],
-                                    remove=[si_pb2.RemoveApplicationRequest(applicationID="a2", partitionName="x")])
+    req = si.ApplicationRequest(new=[si.AddApplicationRequest(applicationID="a1", partitionName="x")],
+                                    remove=[si.RemoveApplicationRequest(applicationID="a2", partitionName="x")])
     parts, rejected = split.split_application_request(req, "rm", ["default"])
     assert parts == {}
     assert rejected.rejected[0].reason == "Failed to add application a1 to partition x, partition doesn't exist"
 
 
 def test_nodes_routed_by_node_partition_attribute():
-    req = si_pb2.NodeRequest(nodes=[
-        si_pb2.NodeInfo(nodeID="n1", action=si_pb2.NodeInfo.CREATE),
-        si_pb2.NodeInfo(nodeID="n2", action=si_pb2.NodeInfo.CREATE, attributes={"si/node-partition": "gpu"}),
-        si_pb2.NodeInfo(nodeID="n3", action=si_pb2.NodeInfo.CREATE, attributes={"si/node-partition": "zzz"}),
-        si_pb2.NodeInfo(nodeID="n4", action=si_pb2.NodeInfo.UPDATE, attributes={"si/node-partition": "zzz"}),
+    req = si.NodeRequest(nodes=[
+        si.NodeInfo(nodeID="n1", action=si.NodeInfo.CREATE),
+        si.NodeInfo(nodeID="n2", action=si.NodeInfo.CREATE, attributes={"si/node-partition": "gpu"}),
+        si.NodeInfo(nodeID="n3", action=si.NodeInfo.CREATE, attributes={"si/node-partition": "zzz"}),
+        si.NodeInfo(nodeID="n4", action=si.NodeInfo.UPDATE, attributes={"si/node-partition": "zzz"}),
     ])
     parts, rejected = split.split_node_request(req, "rm", ["default", "gpu"])
     assert [n.nodeID for n in parts["default"].nodes] == ["n1"]
@@ -64,19 +64,19 @@ def test_nodes_routed_by_node_partition_attribute():
 
 
 def test_reject_whole_request_with_a_reason():
-    req = si_pb2.NodeRequest(nodes=[si_pb2.NodeInfo(nodeID="n1", action=si_pb2.NodeInfo.CREATE),
-                                    si_pb2.NodeInfo(nodeID="n2", action=si_pb2.NodeInfo.UPDATE)])
+    req = si.NodeRequest(nodes=[si.NodeInfo(nodeID="n1", action=si.NodeInfo.CREATE),
+                                    si.NodeInfo(nodeID="n2", action=si.NodeInfo.UPDATE)])
     resp = split.reject_node_request(req, "no worker")
     assert [(r.nodeID, r.reason) for r in resp.rejected] == [("n1", "no worker")]
 
 
 def test_a_request_for_one_partition_is_forwarded_whole_with_the_same_content_as_a_split():
     def request():
-        return si_pb2.AllocationRequest(rmID="", asks=[
-            si_pb2.AllocationAsk(allocationKey="a", applicationID="app", partitionName=""),
-            si_pb2.AllocationAsk(allocationKey="b", applicationID="app", partitionName="[rm]Default"),
-        ], releases=si_pb2.AllocationReleasesRequest(
-            allocationsToRelease=[si_pb2.AllocationRelease(partitionName="default", UUID="u1")]))
+        return si.AllocationRequest(rmID="", asks=[
+            si.AllocationAsk(allocationKey="a", applicationID="app", partitionName=""),
+            si.AllocationAsk(allocationKey="b", applicationID="app", partitionName="[rm]Default"),
+        ], releases=si.AllocationReleasesRequest(
+            allocationsToRelease=[si.AllocationRelease(partitionName="default", UUID="u1")]))
 
     req = request()
     parts, rejected = split.split_allocation_request(req, "rm", ["default", "gpu"])
@@ -90,9 +90,22 @@ def test_a_request_for_one_partition_is_forwarded_whole_with_the_same_content_as
 
 
 def test_one_unknown_partition_in_a_request_leaves_the_fast_path_and_is_rejected():
-    req = si_pb2.AllocationRequest(asks=[
-        si_pb2.AllocationAsk(allocationKey="a", applicationID="app", partitionName="default"),
-        si_pb2.AllocationAsk(allocationKey="b", applicationID="app", partitionName="nope")])
+    req = si.AllocationRequest(asks=[
+        si.AllocationAsk(allocationKey="a", applicationID="app", partitionName="default"),
+        si.AllocationAsk(allocationKey="b", applicationID="app", partitionName="nope")])
     parts, rejected = split.split_allocation_request(req, "rm", ["default"])
     assert [a.allocationKey for a in parts["default"].asks] == ["a"]
     assert [r.allocationKey for r in rejected.rejected] == ["b"]
+
+
+def test_v18_allocations_for_one_partition_are_forwarded_whole_and_a_foreign_partition_splits_them():
+    req = si.AllocationRequest(allocations=[
+        si.Allocation(allocationKey="a", applicationID="app", partitionName=""),
+        si.Allocation(allocationKey="b", applicationID="app", partitionName="default")])
+    parts, rejected = split.split_allocation_request(req, "rm", ["default"])
+    assert rejected is None and parts["default"] is req
+    assert [a.partitionName for a in req.allocations] == ["default", "default"]
+    req.allocations.add(allocationKey="c", applicationID="app", partitionName="nope")
+    parts, rejected = split.split_allocation_request(req, "rm", ["default"])
+    assert [a.allocationKey for a in parts["default"].allocations] == ["a", "b"]
+    assert [r.allocationKey for r in rejected.rejectedAllocations] == ["c"]

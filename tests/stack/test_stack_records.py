@@ -140,7 +140,9 @@ def test_up_names_the_flag_whose_port_is_taken_and_starts_nothing(tmp_path, korr
     (["--si-address", "nowhere"], "--si-address: 'nowhere' is not HOST:PORT"),
     (["--broker-frontend", "127.0.0.1:5555"], "--broker-frontend: '127.0.0.1:5555' is not a tcp://HOST:PORT"),
     (["--redis-port", "70000"], "--redis-port 70000 is not a port"),
-], ids=["no workers", "bad SI address", "endpoint without scheme", "bad redis port"])
+    (["--ui-dir", "/nonexistent/ui"], "--ui-dir /nonexistent/ui: no index.html in /nonexistent/ui"),
+], ids=["no workers", "bad SI address", "endpoint without scheme", "bad redis port",
+        "a UI dir without index.html"])
 def test_up_rejects_bad_flags(tmp_path, korral, flags, message):
     result = korral("up", "--detach", "--state-dir", str(tmp_path / "s"), *flags)
     assert result.returncode == 1 and message in result.stderr

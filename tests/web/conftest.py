@@ -24,4 +24,5 @@ def chromium() -> str:
 
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory) -> Loaded:
-    yield from loaded_fixture(tmp_path_factory, "web-stack")
+    # the trends are sampled every half second, so the charts have points within the test's time
+    yield from loaded_fixture(tmp_path_factory, "web-stack", env={"KORRAL_TRENDS_INTERVAL": "0.5"})

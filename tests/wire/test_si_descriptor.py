@@ -127,7 +127,11 @@ def test_no_message_beyond_the_spec():
 
 @pytest.mark.parametrize("message", sorted(SPEC_MESSAGES))
 def test_message_fields_match_spec(message):
-    desc = _ours_message(message)
+    assert field_table(_ours_message(message)) == SPEC_MESSAGES[message]
+
+
+def field_table(desc: d.Descriptor) -> dict[str, tuple[int, str, str]]:
+    """A message's fields as the spec parser reads them: name -> (number, type, label)."""
     ours = {}
     for f in desc.fields:
         if f.message_type is not None and f.message_type.GetOptions().map_entry:
@@ -137,7 +141,7 @@ def test_message_fields_match_spec(message):
         else:
             label = "repeated" if f.is_repeated else "optional"
             ours[f.name] = (f.number, _type_name(f), label)
-    assert ours == SPEC_MESSAGES[message]
+    return ours
 
 
 def _type_name(f: d.FieldDescriptor) -> str:

@@ -1,5 +1,9 @@
 """Security of the local stack (``korral up --curve``, ``--tls-*``): keys and per-program flags.
 
+Every stack has an admin token in ``STATE_DIR/admin-token`` (``admin:<random>``, mode 0600, kept
+across restarts), given to rmproxy with ``--admin-token-file``: ``korral config --state-dir D``
+reads it, and nobody without read access to the state directory can change the config.
+
 ``--curve`` makes one CURVE key pair each for the broker, the rmproxy and the workers (all
 local workers share one) in ``STATE_DIR/keys``, kept across restarts so a restarted stack
 keeps its identity, and an ``allowed`` directory with the public certificates of the rmproxy
@@ -9,6 +13,8 @@ and the workers: the broker accepts those and no other peer. ``--tls-cert``/``--
 
 from __future__ import annotations
 
+import os
+import secrets
 import shlex
 import shutil
 from dataclasses import dataclass
@@ -18,9 +24,11 @@ import zmq.auth
 
 from common import security
 
-__all__ = ["StackSecurity", "ensure_curve_keys", "keys_dir", "program_flags", "validate_tls"]
+__all__ = ["StackSecurity", "ensure_curve_keys", "ensure_admin_token", "keys_dir", "program_flags", "validate_tls",
+           "ADMIN_TOKEN_FILE"]
 
 PEERS = ("rmproxy", "worker")  # the broker's peers, one key pair each
+ADMIN_TOKEN_FILE = "admin-token"  # in the state directory
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +70,21 @@ def ensure_curve_keys(state_dir: Path) -> None:
         shutil.copyfile(keys / f"{name}.key", allowed / f"{name}.key")
 
 
+def ensure_admin_token(state_dir: Path) -> Path:
+    """The stack's admin token file, made (readable by its owner only) when missing."""
+    path = state_dir / ADMIN_TOKEN_FILE
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(f"admin:{secrets.token_urlsafe(32)}\n")
+    return path
+
+
 def program_flags(state_dir: Path, sec: StackSecurity) -> dict[str, str]:
     """Extra command-line flags per supervisord program (``broker``, ``worker``, ``rmproxy``),
     each starting with a space or empty."""
-    flags: dict[str, list[str]] = {"broker": [], "worker": [], "rmproxy": []}
+    flags: dict[str, list[str]] = {"broker": [], "worker": [],
+                                   "rmproxy": ["--admin-token-file", str(state_dir / ADMIN_TOKEN_FILE)]}
     if sec.curve:
         keys = keys_dir(state_dir)
         flags["broker"] += ["--curve-secret", str(keys / "broker.key_secret"), "--curve-allowed", str(keys / "allowed")]

@@ -32,9 +32,11 @@ from pathlib import Path
 from string import Template
 
 from common import netutil, security
+from common.webui import check_ui_dir
 from common.cli import invocation
 from common.cli.stack.redis_server import RedisNotInstalled, find_redis_server, ping, redis_command
-from common.cli.stack.security import StackSecurity, ensure_curve_keys, keys_dir, program_flags, validate_tls
+from common.cli.stack.security import (ADMIN_TOKEN_FILE, StackSecurity, ensure_admin_token, ensure_curve_keys,
+                                      keys_dir, program_flags, validate_tls)
 from common.cli.stack.down import (
     NoStack,
     ProcId,
@@ -72,6 +74,7 @@ class UpOptions:
     log_level: str
     timeout: float
     security: StackSecurity = StackSecurity()
+    ui_dir: str = ""  # a web UI rmproxy serves at / ("": Korral's dashboard)
 
 
 def _env(name: str, default: str | None) -> str | None:
@@ -107,6 +110,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="CURVE-encrypt and authenticate the broker's links: key pairs for the broker, "
                              "rmproxy and workers are made in STATE_DIR/keys (kept across restarts) and the "
                              "broker accepts only those [$KORRAL_UP_CURVE=1]")
+    parser.add_argument("--ui-dir", default=_env("KORRAL_UI_DIR", ""),
+                        help="a built web UI (e.g. YuniKorn's) for rmproxy to serve at / on the REST address, "
+                             "with Korral's dashboard at /ui/ [$KORRAL_UI_DIR, Korral's dashboard at /]")
     security.add_tls_flags(parser)
 
 
@@ -149,6 +155,10 @@ def resolve_options(args: argparse.Namespace) -> UpOptions:
         tls = validate_tls(args.tls_cert, args.tls_key, args.tls_client_ca)
     except security.SecurityError as exc:
         raise StackError(str(exc)) from None
+    try:
+        ui_dir = str(check_ui_dir(args.ui_dir)) if args.ui_dir else ""
+    except ValueError as exc:
+        raise StackError(str(exc)) from None
     state_dir = Path(args.state_dir).resolve()
     if "%" in str(state_dir):
         # supervisord expands some path options twice, so no escaping of '%' survives in all of them.
@@ -159,7 +169,7 @@ def resolve_options(args: argparse.Namespace) -> UpOptions:
         redis_url=args.redis_url, redis_port=redis_port,
         broker_frontend=frontend, broker_backend=backend,
         log_level=args.log_level, timeout=args.timeout,
-        security=StackSecurity(args.curve, *tls),
+        security=StackSecurity(args.curve, *tls), ui_dir=ui_dir,
     )
 
 
@@ -198,6 +208,7 @@ def render_config(opts: UpOptions, info: StackInfo, python: str = sys.executable
         "broker_frontend": opts.broker_frontend, "broker_backend": opts.broker_backend,
         "redis_url": shlex.quote(redis_url), "redis_program": "",
         **{f"{name}_security": flags for name, flags in program_flags(opts.state_dir, opts.security).items()},
+        "rmproxy_ui": f" --ui-dir {shlex.quote(opts.ui_dir)}" if opts.ui_dir else "",
     }
     if not opts.redis_url:
         redis_dir = opts.state_dir / "redis"
@@ -259,6 +270,7 @@ def start_stack(opts: UpOptions) -> StackInfo:
     (state_dir / "redis").mkdir(exist_ok=True)
     if opts.security.curve:
         ensure_curve_keys(state_dir)
+    ensure_admin_token(state_dir)
     redis_url = opts.redis_url or f"redis://127.0.0.1:{opts.redis_port}/0"
     info = StackInfo(
         state_dir=str(state_dir), config_path=str(state_dir / "supervisord.conf"),
@@ -390,6 +402,8 @@ def _summary(info: StackInfo, ready: dict) -> str:
         ("Redis", a["redis_url"], f"{redis_kind}" + (f", pid {_pid(info, 'redis')}" if info.redis_embedded else "")),
         ("state dir", info.state_dir, f"logs in {info.logs_dir}"),
         ("security", info.security, f"keys in {keys_dir(Path(info.state_dir))}" if "CURVE" in info.security else "-"),
+        ("admin token", str(Path(info.state_dir) / ADMIN_TOKEN_FILE),
+         f"{invocation()} config get --state-dir {shlex.quote(info.state_dir)}"),
     ]
     width = max(len(r[0]) for r in rows)
     lines = [f"Korral is up ({info.workers} workers, supervisord pid {info.supervisord.pid if info.supervisord else '?'}):"]

@@ -257,6 +257,9 @@ async function refresh() {
       } else {
         renderNodes({ total: 0, items: [] }, []);
       }
+    } else if (state.view === "trends") {
+      const kbase = base && base.replace("/ws/v1/", "/ws/v1/korral/");
+      if (kbase) renderTrends(await getJSON(`${kbase}/trends${rmParam()}`));
     } else if (state.view === "stack") {
       renderStack(await getJSON("/ws/v1/korral/processes"));
     }
@@ -273,7 +276,7 @@ function show(hash) {
   // "#apps/<application>" selects an application whose waiting asks are explained
   const [view, app] = hash.split("/");
   state.why = view === "apps" && app ? decodeURIComponent(app) : null;
-  state.view = ["overview", "queues", "apps", "nodes", "stack"].includes(view) ? view : "overview";
+  state.view = ["overview", "queues", "apps", "nodes", "trends", "stack"].includes(view) ? view : "overview";
   document.querySelectorAll(".view").forEach((v) => v.classList.toggle("active", v.id === `view-${state.view}`));
   document.querySelectorAll("#tabs a").forEach((a) => a.classList.toggle("active", a.dataset.view === state.view));
   refresh();

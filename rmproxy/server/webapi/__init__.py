@@ -1,12 +1,18 @@
 """rmproxy's REST server: YuniKorn's REST API, Korral's own views, Prometheus metrics and the
 dashboard, on one aiohttp app (``build_app``, run by ``rmproxy.server.main``).
 
-- every ``/ws/v1`` path of /work/shared/REST_API.md, aggregated over all partitions of the
-  stack by querying their workers through the broker (``cluster.ClusterReader``);
+- every ``/ws/v1`` path of YuniKorn v1.2 (/work/shared/REST_API.md) and those added up to 1.10
+  (docs/yunikorn-compat.md), aggregated over all partitions of the stack by querying their
+  workers through the broker (``cluster.ClusterReader``); events batched and streamed
+  (``events``); the state dump and the stack under ``/debug`` (``state``, ``debug``);
 - ``/ws/v1/metrics`` (Prometheus text), ``/ws/v1/scheduler/healthcheck``, ``/ws/v1/korral/*``;
-- the dashboard at ``/`` (static files of ``rmproxy/server/web``);
-- CORS on every answer, OPTIONS preflight, trailing slashes tolerated, and YuniKorn's error
-  body ``{"status_code", "message", "description"}`` for every error under ``/ws/``.
+- the admin endpoint ``/ws/v1/korral/admin/config/{rmID}`` (``admin``: authenticated config changes);
+- the dashboard at ``/`` (static files of ``rmproxy/server/web``), or a web UI directory there
+  (``--ui-dir``) with the dashboard at ``/ui/``; the dashboard's trends over the last hour
+  (``trends``: a ring buffer sampled every ``--trends-interval`` seconds);
+- CORS on every answer, OPTIONS preflight, trailing slashes tolerated, gzip as YuniKorn
+  (``compress``), and YuniKorn's error body ``{"status_code", "message", "description"}`` for
+  every error under ``/ws/``.
 
 Every path is a row of ``routes.route_table``; each handler lives in the module of its concern.
 """
@@ -14,48 +20,62 @@ Every path is a row of ``routes.route_table``; each handler lives in the module 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
+from common.config import MAX_CONFIG_BYTES
 from rmproxy.server.webapi._http import errors_middleware
+from rmproxy.server.webapi.admin import AdminApi, AdminAuth
 from rmproxy.server.webapi.cluster import ClusterReader
+from rmproxy.server.webapi.compress import gzip_middleware
 from rmproxy.server.webapi.config import ConfigApi
+from rmproxy.server.webapi.events import EventsApi
 from rmproxy.server.webapi.health import HealthApi
 from rmproxy.server.webapi.history import History
 from rmproxy.server.webapi.korral import KorralApi, ResyncObserver
 from rmproxy.server.webapi.metrics import MetricsApi
 from rmproxy.server.webapi.routes import Handlers, add_routes, route_table
 from rmproxy.server.webapi.state import StateApi
+from rmproxy.server.webapi.trends import TRENDS_INTERVAL, Trends
 from rmproxy.server.webapi.yunikorn import YuniKornApi
 
 __all__ = ["build_app"]
 
 
-def build_app(proxy: Any) -> web.Application:
+def build_app(proxy: Any, admin: AdminAuth | None = None, trends_interval: float = TRENDS_INTERVAL,
+              ui_dir: Path | None = None) -> web.Application:
     """The REST app of ``proxy`` (an ``rmproxy.server.proxy.Proxy``): every route, the error shape,
-    and the history sampler (started and stopped with the app)."""
+    and the samplers of the history and the dashboard's trends (started and stopped with the
+    app). ``admin`` says who may use the admin endpoint (default: nobody, it is disabled);
+    ``ui_dir``: a web UI served at ``/``."""
     reader = ClusterReader(proxy)
     resyncs = ResyncObserver()
     resyncs.attach(proxy)
     history = History(reader)
+    trends = Trends(reader, trends_interval)
     korral = KorralApi(proxy, reader, resyncs)
     health = HealthApi(proxy, reader)
+    events = EventsApi(proxy, reader)
     handlers = Handlers(
-        yunikorn=YuniKornApi(proxy, reader), config=ConfigApi(proxy, reader),
-        state=StateApi(proxy, reader, korral.stack_view, history, health.partition_health),
-        history=history, health=health, metrics=MetricsApi(reader, korral.proxy_view), korral=korral)
-    app = web.Application(middlewares=[errors_middleware])
-    add_routes(app, route_table(handlers))
+        yunikorn=YuniKornApi(proxy, reader), events=events, config=ConfigApi(proxy, reader),
+        state=StateApi(proxy, reader, korral.stack_view, history, health.partition_health, events.streams_info),
+        history=history, health=health, metrics=MetricsApi(reader, korral.proxy_view), korral=korral,
+        admin=AdminApi(proxy, reader, admin or AdminAuth()), trends=trends)
+    # gzip outermost: error answers are compressed like any other; a config may be as large as
+    # the SI allows (4 MiB): the admin endpoint says so past that
+    app = web.Application(middlewares=[gzip_middleware, errors_middleware],
+                          client_max_size=MAX_CONFIG_BYTES + 64 * 1024)
+    add_routes(app, route_table(handlers), ui_dir)
 
-    async def start_history(app: web.Application) -> None:
-        app["korral_history"] = asyncio.create_task(history.run())
+    async def start_samplers(app: web.Application) -> None:
+        app["korral_samplers"] = [asyncio.create_task(history.run()), asyncio.create_task(trends.run())]
 
-    async def stop_history(app: web.Application) -> None:
-        task = app.get("korral_history")
-        if task is not None:
+    async def stop_samplers(app: web.Application) -> None:
+        for task in app.get("korral_samplers", ()):
             task.cancel()
 
-    app.on_startup.append(start_history)
-    app.on_cleanup.append(stop_history)
+    app.on_startup.append(start_samplers)
+    app.on_cleanup.append(stop_samplers)
     return app

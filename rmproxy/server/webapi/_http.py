@@ -15,8 +15,10 @@ from typing import Any, AsyncIterator
 
 from aiohttp import web
 
+from rmproxy.server.webapi.compress import BufferedStream
+
 __all__ = ["ALLOW_ORIGIN", "CORS_HEADERS", "JSON_CONTENT_TYPE", "json_response", "error_response", "ApiError",
-           "check_queue_path", "stream_json_list", "int_query", "errors_middleware", "preflight"]
+           "check_queue_path", "INVALID_QUEUE_NAME", "stream_json_list", "int_query", "errors_middleware", "preflight"]
 
 log = logging.getLogger("korral.rmproxy")
 
@@ -27,7 +29,10 @@ CORS_HEADERS = {
     "Access-Control-Allow-Headers": "X-Requested-With,Content-Type,Accept,Origin",
 }
 JSON_CONTENT_TYPE = "application/json; charset=UTF-8"
-_QUEUE_PART = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+# YuniKorn's queue name (1.6+): REST checks every part of a queue path against it
+_QUEUE_PART = re.compile(r"^[a-zA-Z0-9_:#/@-]{1,64}$")
+INVALID_QUEUE_NAME = ("invalid queue name, max 64 characters consisting of alphanumeric characters and "
+                      "'-', '_', '#', '@', '/', ':' allowed")
 _STREAM_CHUNK = 500  # list items per write when streaming a large answer
 
 
@@ -54,11 +59,11 @@ def error_response(status: int, message: str, description: str = "") -> web.Resp
 
 
 def check_queue_path(path: str) -> str:
-    """A full queue path ``root.a.b``; each part must match YuniKorn's ``^[a-zA-Z0-9_-]{1,64}$``."""
+    """A full queue path ``root.a.b``; each part must be a YuniKorn queue name, else 400 with
+    YuniKorn's message (the description names the path and the part)."""
     for part in path.split("."):
         if not _QUEUE_PART.match(part):
-            raise ApiError(400, f"queue name {path!r} is not valid",
-                           f"every part of a queue path must match ^[a-zA-Z0-9_-]{{1,64}}$, got {part!r}")
+            raise ApiError(400, INVALID_QUEUE_NAME, f"queue {path!r}: part {part!r} is not a valid queue name")
     return path
 
 
@@ -72,29 +77,29 @@ def int_query(request: web.Request, name: str, default: int | None) -> int | Non
     except ValueError:
         raise ApiError(400, f"parameter {name} must be an integer, got {raw!r}") from None
     if v < 0:
-        raise ApiError(400, f"parameter {name} must not be negative, got {v}")
+        raise ApiError(400, f"parameter {name} must not be negative, got {raw!r}")
     return v
 
 
 async def stream_json_list(request: web.Request, items: AsyncIterator[list]) -> web.StreamResponse:
     """Write a JSON list as it arrives page by page, so a 50,000-item answer never sits whole
-    in memory as one string and the first bytes leave before the last page is read."""
+    in memory as one string and the first bytes leave before the last page is read (gzip as
+    ``compress`` decides)."""
     resp = web.StreamResponse(status=200, headers=CORS_HEADERS)
     resp.content_type = "application/json"
     resp.charset = "UTF-8"
-    await resp.prepare(request)
-    await resp.write(b"[")
+    out = BufferedStream(request, resp)
+    await out.write(b"[")
     first = True
     async for page in items:
         for i in range(0, len(page), _STREAM_CHUNK):
             chunk = ",".join(json.dumps(x, separators=(",", ":")) for x in page[i:i + _STREAM_CHUNK])
             if not chunk:
                 continue
-            await resp.write((chunk if first else "," + chunk).encode())
+            await out.write((chunk if first else "," + chunk).encode())
             first = False
-    await resp.write(b"]")
-    await resp.write_eof()
-    return resp
+    await out.write(b"]")
+    return await out.finish()
 
 
 @web.middleware

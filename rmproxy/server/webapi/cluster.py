@@ -74,13 +74,13 @@ class ClusterReader:
     def resolve(self, name: str, rm_id: str | None = None) -> Target:
         """The partition named in a REST path: ``default`` (first RM holding it, by rmID) or
         ``[rmID]default``; ``rm_id`` (the ``rmID`` query parameter) picks the RM.
-        Unknown → ApiError 400 ``Partition not found`` (YuniKorn's code for it)."""
+        Unknown → ApiError 404 ``Partition not found`` (YuniKorn's code since 1.5)."""
         if name.startswith("[") and "]" in name:
             rm_id, name = name[1:].split("]", 1)
         for t in self.targets():
             if t.partition == name and (not rm_id or t.rm_id == rm_id):
                 return t
-        raise ApiError(400, "Partition not found",
+        raise ApiError(404, "Partition not found",
                        f"partition {name!r}{f' of RM {rm_id!r}' if rm_id else ''} is not known to the cluster")
 
     def _replies_reach_us(self, rm_id: str) -> bool:
@@ -106,11 +106,10 @@ class ClusterReader:
         if reply.error:
             raise ApiError(503, f"partition {target.full_name}: {reply.error}")
         data = reply.data
-        if isinstance(data, dict) and "missing" in data and len(data) == 2:
-            # YuniKorn's codes (REST_API.md); an ask is only looked up by Korral's explain path
-            status = 404 if data.get("object") in ("node", "ask") else 400
-            raise ApiError(status, str(data["missing"]),
-                           f"{data['missing']} in partition {target.full_name}")
+        if isinstance(data, dict) and set(data) == {"missing", "object", "name"}:
+            # an object that does not exist: 404, as YuniKorn answers since 1.5
+            raise ApiError(404, str(data["missing"]),
+                           f"{data['object']} {data['name']!r} not found in partition {target.full_name}")
         return data
 
     async def _ask(self, target: Target, body: dict) -> Reply:

@@ -13,21 +13,19 @@ import yaml
 from aiohttp import web
 
 from common.config import load_config
-from common.config.default import DEFAULT_CONFIG_TEXT
 from common.config.errors import ConfigError
-from common.config.loader import config_checksum
+from common.config.loader import config_with_checksum
 from rmproxy.server.webapi._http import ALLOW_ORIGIN, ApiError, json_response
 from rmproxy.server.webapi.cluster import ClusterReader
 
-__all__ = ["ConfigApi", "config_with_checksum"]
+__all__ = ["ConfigApi", "config_with_checksum", "config_json"]
 
 
-def config_with_checksum(text: str) -> str:
-    """The config text with exactly one ``checksum: <SHA-256>`` line, computed as YuniKorn does."""
-    body = text if text.strip() else DEFAULT_CONFIG_TEXT
-    lines = [line for line in body.splitlines() if not line.startswith("checksum:")]
-    clean = "\n".join(lines).strip("\n") + "\n"
-    return clean + f"checksum: {config_checksum(clean)}\n"
+def config_json(reg) -> dict:
+    """An RM's active config as JSON (``/ws/v1/config`` with ``Accept: application/json``, and the
+    state dump's ``config``): the queues.yaml document, its ``checksum``, ``extraConfig``, ``rmID``."""
+    doc = yaml.safe_load(config_with_checksum(reg.config)) or {}
+    return doc | {"extraConfig": reg.extra_config, "rmID": reg.rm_id}
 
 
 class ConfigApi:
@@ -40,21 +38,17 @@ class ConfigApi:
         rm_ids = self.reader.rm_ids()
         rm_id = request.query.get("rmID") or (rm_ids[0] if rm_ids else None)
         if rm_id is None:
-            raise ApiError(400, "no RM is registered", "the config is the RM's; register an RM first")
+            raise ApiError(404, "no RM is registered", "the config is the RM's; register an RM first")
         try:
             reg = await self.proxy.store.load(rm_id)
         except Exception as exc:
             raise ApiError(503, f"Redis unavailable: {exc}") from None
         if reg is None:
-            raise ApiError(400, f"RM {rm_id!r} is not registered")
-        text = config_with_checksum(reg.config)
+            raise ApiError(404, f"RM {rm_id!r} is not registered")
         if "application/json" in request.headers.get("Accept", ""):
-            doc = yaml.safe_load(text) or {}
-            doc["extraConfig"] = reg.extra_config
-            doc["rmID"] = rm_id
-            return json_response(doc)
-        return web.Response(text=text, content_type="application/x-yaml", charset="UTF-8",
-                            headers=ALLOW_ORIGIN)
+            return json_response(config_json(reg))
+        return web.Response(text=config_with_checksum(reg.config), content_type="application/x-yaml",
+                            charset="UTF-8", headers=ALLOW_ORIGIN)
 
     async def validate(self, request: web.Request) -> web.Response:
         raw = await request.read()

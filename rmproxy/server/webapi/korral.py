@@ -133,6 +133,14 @@ class KorralApi:
         return json_response(await self.reader.query(target, {"what": "explain", "app": m["application"],
                                                               "key": m["key"]}))
 
+    async def app_status(self, request: web.Request) -> web.Response:
+        """Where an application stands (``korral explain APP``): active with its pending asks'
+        keys, or how and when it ended (finished, removed by the RM, expired)."""
+        m = request.match_info
+        target = self.reader.resolve(m["partition"], request.query.get("rmID"))
+        return json_response(await self.reader.query(target, {"what": "app_status", "app": m["application"],
+                                                              "limit": int_query(request, "limit", 50)}))
+
     async def app_summaries(self, request: web.Request) -> web.Response:
         """One small row per application, ``?offset=&limit=`` (default 1,000): ``{total, items}``."""
         target = self.reader.resolve(request.match_info["partition"], request.query.get("rmID"))

@@ -1,6 +1,11 @@
-"""``GET /ws/v1/fullstatedump``: every partition's ``dump`` answer (each consistent for its
-partition, read between two cycles of its worker) plus the RMs' registrations and their own
-dumps, the health checks, the history and the stack, in YuniKorn's keys (docs/rest.md).
+"""The full state dump: every partition's ``dump`` answer (each consistent for its partition, read
+between two cycles of its worker) plus the RMs' registrations and their own dumps, the health
+checks, the history and the stack (docs/rest.md).
+
+``GET /debug/fullstatedump`` answers YuniKorn 1.10's lower-camel keys (``timestamp``,
+``partitions``, ...); the v1.2 path ``GET /ws/v1/fullstatedump`` answers the same document with
+v1.2's capitalised keys (``Timestamp``, ``Partitions``, ..., ``RMDiagnostics``), which its
+clients (``korral dump`` among them) read.
 """
 
 from __future__ import annotations
@@ -17,19 +22,22 @@ from common import korral_pb2
 from common.gcpause import gc_paused
 from rmproxy.server.webapi._http import ALLOW_ORIGIN, JSON_CONTENT_TYPE
 from rmproxy.server.webapi.cluster import ClusterReader
+from rmproxy.server.webapi.compress import start_sized
+from rmproxy.server.webapi.config import config_json
 from rmproxy.server.webapi.history import History
 from rmproxy.server.webapi.yunikorn import cluster_info
 
-__all__ = ["StateApi", "RawJSON", "pretty_dump", "dump_parts"]
+__all__ = ["StateApi", "RawJSON", "pretty_dump", "dump_parts", "v12_keys"]
 
 
 class StateApi:
     def __init__(self, proxy: Any, reader: ClusterReader, stack_view, history: History,
-                 partition_health=None) -> None:
+                 partition_health=None, event_streams=None) -> None:
         self.proxy = proxy
         self.reader = reader
         self.stack_view = stack_view  # async () -> dict, Korral's process view
         self.history = history
+        self.event_streams = event_streams or list  # () -> [{"Name", "CreatedAt"}] of the open streams
         # async () -> ([(Target, checks)], errors), cached like the health endpoint's; None: the
         # workers compute the checks inside the dump
         self.partition_health = partition_health
@@ -54,14 +62,22 @@ class StateApi:
             return {}
         return await _poll_rm_dumps(store, asked, RM_DUMP_WAIT)
 
-    async def dump(self, request: web.Request) -> web.Response:
+    async def dump(self, request: web.Request) -> web.StreamResponse:
+        """YuniKorn 1.10's dump (``/debug/fullstatedump``)."""
+        return await self._answer(request, lambda doc: doc)
+
+    async def dump_v12(self, request: web.Request) -> web.StreamResponse:
+        """The same dump with v1.2's keys (``/ws/v1/fullstatedump``)."""
+        return await self._answer(request, v12_keys)
+
+    async def _answer(self, request: web.Request, shape) -> web.StreamResponse:
         # The cyclic GC is paused for the whole dump (decoding the workers' answers and encoding
         # the JSON create ~10^6 objects; each gen-2 pass would rescan them all). Nothing cyclic
         # is created meanwhile, so the pause frees nothing late; measured ~2x faster at 50,000
         # allocations.
         async with self._dumping:
             with gc_paused():
-                parts = dump_parts(await self.build_dump())
+                parts = dump_parts(shape(await self.build_dump()))
         headers = {"Content-Type": JSON_CONTENT_TYPE, **ALLOW_ORIGIN}
         if request.method == "HEAD":
             return web.Response(body=b"".join(parts), headers=headers)
@@ -69,8 +85,7 @@ class StateApi:
         # be joined with the headers, then copied again into the transport's buffer for the part
         # the socket did not take at once (asyncio on Python 3.11).
         resp = web.StreamResponse(headers=headers)
-        resp.content_length = sum(map(len, parts))
-        await resp.prepare(request)
+        await start_sized(request, resp, sum(map(len, parts)))
         for chunk in _chunks(parts, WRITE_CHUNK):
             await resp.write(chunk)
         await resp.write_eof()
@@ -109,31 +124,43 @@ class StateApi:
                                 regs[t.rm_id].registered_at_ns if regs.get(t.rm_id) else 0)
                    for t, d in answers]
         return {
-            "Timestamp": time.time_ns(),
-            "Partitions": [d["partition"] | {"rmID": t.rm_id} for t, d in answers],
-            "Applications": apps,
-            "AppHistory": [{"timestamp": t, "totalApplications": str(a)} for t, a, _ in self.history.records],
-            "Nodes": [RawJSON(b'{"partitionName":', _COMPACT.encode(t.partition), b',"rmID":',
+            "timestamp": time.time_ns(),
+            "partitions": [d["partition"] | {"rmID": t.rm_id} for t, d in answers],
+            "applications": apps,
+            "appHistory": [{"timestamp": t, "totalApplications": str(a)} for t, a, _ in self.history.records],
+            "nodes": [RawJSON(b'{"partitionName":', _COMPACT.encode(t.partition), b',"rmID":',
                               _COMPACT.encode(t.rm_id), b',"nodesInfo":[', *_commas(d["nodesJson"]), b"]}")
                       for t, d in answers],
-            "ClusterInfo": cluster,
-            "ContainerHistory": [{"timestamp": t, "totalContainers": str(c)}
+            "clusterInfo": cluster,
+            "containerHistory": [{"timestamp": t, "totalContainers": str(c)}
                                  for t, _, c in self.history.records],
-            "Queues": [d["queues"] for _, d in answers],
-            "Reservations": [{"partitionName": t.partition, "rmID": t.rm_id, "reservations": d["reservations"]}
+            "queues": [d["queues"] for _, d in answers],
+            "rmDiagnostics": {rm_id: _registration_dump(reg) | {"stateDump": rm_dumps.get(rm_id)}
+                              for rm_id, reg in regs.items() if reg is not None},
+            "logLevel": logging.getLevelName(logging.getLogger("korral").getEffectiveLevel()),
+            "config": [config_json(reg) for reg in regs.values() if reg is not None],
+            "placementRules": [{"partition": t.partition, "rmID": t.rm_id, "rules": d["placementRules"]}
+                               for t, d in answers],
+            "eventStreams": self.event_streams(),
+            "reservations": [{"partitionName": t.partition, "rmID": t.rm_id, "reservations": d["reservations"]}
                              for t, d in answers],
-            "UserUsage": [{"partitionName": t.partition, "rmID": t.rm_id, "users": d["users"],
+            "userUsage": [{"partitionName": t.partition, "rmID": t.rm_id, "users": d["users"],
                            "groups": d["groups"]} for t, d in answers],
-            "HealthChecks": [{"partitionName": t.partition, "rmID": t.rm_id,
+            "healthChecks": [{"partitionName": t.partition, "rmID": t.rm_id,
                               "checks": d["health"] if "health" in d else health.get((t.rm_id, t.partition), [])}
                              for t, d in answers],
-            "Events": [e for _, d in answers for e in d["events"]],
-            "RMDiagnostics": {rm_id: _registration_dump(reg) | {"stateDump": rm_dumps.get(rm_id)}
-                              for rm_id, reg in regs.items() if reg is not None},
-            "Stack": await self.stack_view(),
-            "LogLevel": logging.getLevelName(logging.getLogger("korral").getEffectiveLevel()),
-            "Errors": errors,
+            "events": [e for _, d in answers for e in d["events"]],
+            "stack": await self.stack_view(),
+            "errors": errors,
         }
+
+
+def v12_keys(doc: dict) -> dict:
+    """The dump with YuniKorn v1.2's top-level keys: capitalised, ``RMDiagnostics``."""
+    return {_V12_KEYS.get(k, k[:1].upper() + k[1:]): v for k, v in doc.items()}
+
+
+_V12_KEYS = {"rmDiagnostics": "RMDiagnostics"}
 
 
 RM_DUMP_WAIT = 2.0  # seconds an RM gets to answer a StateDumpRequest

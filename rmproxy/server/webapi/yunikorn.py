@@ -1,4 +1,6 @@
-"""Handlers of YuniKorn's ``/ws/v1`` read paths (see /work/shared/REST_API.md for the contract).
+"""Handlers of YuniKorn's ``/ws/v1`` read paths: v1.2's (/work/shared/REST_API.md) and those
+added up to 1.10 (``applications/{state}``, ``placementrules``, ``scheduler/node-utilizations``;
+docs/yunikorn-compat.md). Events are ``events``, the dump ``state``.
 
 Each handler asks the owning workers through ``ClusterReader`` and reshapes nothing the
 worker already answers in YuniKorn DAO shape; cluster-wide answers are concatenated per
@@ -13,7 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from rmproxy.server.webapi._http import (ALLOW_ORIGIN, ApiError, check_queue_path, int_query, json_response,
-                                  stream_json_list)
+                                         stream_json_list)
 from rmproxy.server.webapi.cluster import PAGE, ClusterReader, Target
 
 __all__ = ["YuniKornApi", "cluster_info"]
@@ -23,6 +25,9 @@ LOG_LEVELS = {"DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARN
               "PANIC": logging.CRITICAL, "FATAL": logging.CRITICAL}
 _LEVEL_NAMES = {logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARN",
                 logging.ERROR: "ERROR", logging.CRITICAL: "FATAL"}
+# YuniKorn's applications/{state} and ?status= (Korral's apps may also be Starting, the seed's state)
+APP_CATEGORIES = ("active", "rejected", "completed")
+ACTIVE_STATUSES = ("new", "accepted", "starting", "running", "completing", "failing", "resuming")
 _CLUSTER_COUNTS = ("totalApplications", "totalContainers", "totalNodes", "runningApplications",
                    "runningContainers", "activeNodes", "failedApplications", "pendingApplications",
                    "completedApplications", "failedContainers", "pendingContainers", "failedNodes")
@@ -67,7 +72,8 @@ class YuniKornApi:
         out = []
         for t, part in answers:
             out.append({k: part[k] for k in ("clusterId", "name", "state", "lastStateTransitionTime",
-                                             "capacity", "nodeSortingPolicy", "applications")}
+                                             "capacity", "nodeSortingPolicy", "preemptionEnabled",
+                                             "quotaPreemptionEnabled", "applications")}
                        | {"rmID": t.rm_id, "totalNodes": part["totalNodes"],
                           "totalContainers": part["totalContainers"]})
         return json_response(out)
@@ -78,13 +84,20 @@ class YuniKornApi:
         return json_response(await self.reader.query(self._target(request), {"what": "queues"}))
 
     async def queue(self, request: web.Request) -> web.Response:
-        """One queue of the tree (with its children): a Korral convenience for scripts."""
+        """One queue; its ``children`` only with ``?subtree`` (YuniKorn 1.6), ``childNames`` always."""
+        target = self._target(request)
         path = check_queue_path(request.match_info["queue"])
-        tree = await self.reader.query(self._target(request), {"what": "queues"})
+        tree = await self.reader.query(target, {"what": "queues"})
         found = _find_queue(tree, path)
         if found is None:
-            raise ApiError(400, "Queue not found", f"queue {path!r} does not exist")
-        return json_response(found)
+            raise ApiError(404, "Queue not found", f"queue {path!r} not found in partition {target.full_name}")
+        if "subtree" not in request.query:
+            found = {k: v for k, v in found.items() if k != "children"}
+        return json_response(found | {"partition": ""})
+
+    async def placement_rules(self, request: web.Request) -> web.Response:
+        """The partition's placement rules in effect (YuniKorn 1.6's RuleDAO list)."""
+        return json_response(await self.reader.query(self._target(request), {"what": "placement_rules"}))
 
     # -- applications --------------------------------------------------------------------
 
@@ -98,9 +111,15 @@ class YuniKornApi:
         return await stream_json_list(request, self.reader.pages(target, body, first, offset, limit))
 
     async def queue_apps(self, request: web.Request) -> web.StreamResponse:
+        queue = check_queue_path(request.match_info["queue"])  # checked before the partition, as YuniKorn
+        return await self._stream(request, self._target(request), {"what": "apps", "queue": queue})
+
+    async def queue_apps_by_state(self, request: web.Request) -> web.StreamResponse:
+        """A queue's applications in a state: only ``active`` (a queue holds no finished ones)."""
         target = self._target(request)
         queue = check_queue_path(request.match_info["queue"])
-        return await self._stream(request, target, {"what": "apps", "queue": queue})
+        body: dict = {"what": "apps", "queue": queue}
+        return await self._stream(request, target, _app_filter(request, ("active",), body))
 
     async def partition_apps(self, request: web.Request) -> web.StreamResponse:
         """Every application of the partition, active and finished (``?state=`` filters)."""
@@ -110,6 +129,11 @@ class YuniKornApi:
         if states:
             body["states"] = states
         return await self._stream(request, target, body)
+
+    async def partition_apps_by_state(self, request: web.Request) -> web.StreamResponse:
+        """YuniKorn 1.5's ``applications/{active|rejected|completed}``; ``?status=`` filters active."""
+        target = self._target(request)
+        return await self._stream(request, target, _app_filter(request, APP_CATEGORIES, {"what": "apps"}))
 
     async def queue_app(self, request: web.Request) -> web.Response:
         target = self._target(request)
@@ -146,22 +170,15 @@ class YuniKornApi:
         return json_response(await self.reader.query(
             self._target(request), {"what": "usage", "kind": "group", "name": request.match_info["group"]}))
 
-    # -- events --------------------------------------------------------------------------
+    # -- nodes' utilisation -----------------------------------------------------------
 
-    async def events(self, request: web.Request) -> web.Response:
-        """Recent events of every partition (or ``?partition=``), oldest first; ``count`` caps it."""
-        count = int_query(request, "count", 100)
-        name = request.query.get("partition")
-        if name:
-            targets = [self.reader.resolve(name, request.query.get("rmID"))]
-            answers = [(targets[0], await self.reader.query(targets[0], {"what": "events"}))]
-        else:
-            answers = await self.reader.query_all({"what": "events"})
-        records = [e for _, page in answers for e in page["items"]]
-        records.sort(key=lambda e: e["timestampNano"])
-        records = records[-count:] if count else []
-        return json_response({"InstanceUUID": self.proxy.name, "LowestID": 0,
-                              "HighestID": len(records), "EventRecords": records})
+    async def node_utilizations(self, request: web.Request) -> web.Response:
+        """YuniKorn 1.5's node utilisation buckets, one entry per partition; each worker buckets
+        its own nodes, so only node names cross the wire. ``[]`` (not ``null``) without partitions
+        and ``utilizations: []`` without nodes: YuniKorn's web UI fails on either absence."""
+        answers = await self.reader.query_all({"what": "node_util"})
+        return json_response([{"clusterId": t.rm_id, "partition": t.partition, "utilizations": u}
+                              for t, u in answers])
 
     # -- log level -----------------------------------------------------------------------
 
@@ -183,6 +200,24 @@ class YuniKornApi:
         """Removed in YuniKorn 1.2: answers 200 with an empty body and logs a deprecation warning."""
         logging.getLogger("korral.rmproxy").warning("periodic state dump is deprecated and ignored")
         return web.Response(status=200, headers=ALLOW_ORIGIN)
+
+
+def _app_filter(request: web.Request, allowed: tuple[str, ...], body: dict) -> dict:
+    """``body`` with the ``{state}`` of the path as ``category`` and, for active applications, the
+    ``?status=`` as a state filter; 400 with YuniKorn's messages for any other value."""
+    state = request.match_info["state"]
+    category = state.lower()
+    if category not in allowed:
+        raise ApiError(400, f"Only following application states are allowed: {', '.join(allowed)}",
+                       f"application state {state!r} is not one of {', '.join(allowed)}")
+    body = {**body, "category": category}
+    status = request.query.get("status", "")
+    if status and category == "active":
+        if status.lower() not in ACTIVE_STATUSES:
+            raise ApiError(400, f"Only following active statuses are allowed: {','.join(ACTIVE_STATUSES)}",
+                           f"status {status!r} is not one of {','.join(ACTIVE_STATUSES)}")
+        body["states"] = [status.lower()]
+    return body
 
 
 def _find_queue(tree: dict, path: str) -> dict | None:
