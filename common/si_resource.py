@@ -1,8 +1,9 @@
 """The one conversion between resource maps and the SI's ``si.v1.Resource`` message, both ways.
 
 ``fill_si_resource`` writes any name -> int map (a dict, a ``common.resources.Resource``) into
-an SI ``Resource``; ``resource_from_si`` reads one back as a ``Resource`` (``SiResourceCache``: one shared
-``Resource`` per distinct message, for the asks of a worker). The worker's SI adapter, the client, the simulator and the test RMs all convert through these two.
+an SI ``Resource``; ``resource_from_si`` reads one back as a ``Resource`` (``SiResourceCache``:
+one shared ``Resource`` per distinct message, for a worker's asks). The worker's SI adapter, the
+client, the simulator and the test RMs all convert through these two.
 """
 
 from __future__ import annotations

@@ -59,7 +59,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="partitions, each on its own worker (default 1); nodes and apps split evenly")
     parser.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
     parser.add_argument("--all-rates", action="store_true", help="run every rate, not only up to the first failure")
-    parser.add_argument("--out", default=".state/churn", help="directory for the JSON and the PNG (default .state/churn)")
+    parser.add_argument("--out", default=".state/churn",
+                        help="directory for the JSON and the PNG (default .state/churn)")
     parser.add_argument("--no-plot", action="store_true", help="write no PNG (matplotlib is in the `bench` extra)")
     parser.add_argument("--json", action="store_true", help="one JSON object per rate")
 
