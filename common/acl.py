@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable, Sequence
 
-__all__ = ["ACL", "USER_NAME_RE", "GROUP_NAME_RE", "WILDCARD"]
+__all__ = ["ACL", "USER_NAME_RE", "GROUP_NAME_RE", "WILDCARD", "queue_allows"]
 
 WILDCARD = "*"
 # Linux user/group name conventions, as YuniKorn's common/security package uses them.
@@ -87,6 +87,18 @@ class ACL:
 
     def __str__(self) -> str:
         return self.text
+
+
+def queue_allows(queue: Any, user: str, groups: Sequence[str], *, submit: bool) -> bool:
+    """YuniKorn's queue access: the admin ACL (and with ``submit`` the submit ACL too) of
+    ``queue`` or of any ancestor (``.parent`` up to None) allows ``user``. ``queue`` is any
+    object with ``submit_acl``, ``admin_acl`` and ``parent``."""
+    q = queue
+    while q is not None:
+        if q.admin_acl.allows(user, groups) or (submit and q.submit_acl.allows(user, groups)):
+            return True
+        q = q.parent
+    return False
 
 
 def _names(field_text: str, pattern: re.Pattern[str], dropped: list[str]) -> tuple[frozenset[str], bool]:

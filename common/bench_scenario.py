@@ -7,24 +7,19 @@ vcore is in milli-cores internally, as YuniKorn stores it; the YAML writes it wi
 
 from __future__ import annotations
 
+import yaml
+
 from common import si_pb2
 from common.config.model import NodeSortPolicyConfig, PartitionConfig, QueueConfig, ResourcesConfig
 
 QUEUE_GUARANTEED = {"a": {"memory": 100_000, "vcore": 10_000}, "b": {"memory": 1_000_000, "vcore": 10_000}}
 ASK = {"memory": 10, "vcore": 1}
 
-CONFIG_YAML = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - name: a
-            resources: {guaranteed: {memory: 100000, vcore: 10000m}}
-          - name: b
-            resources: {guaranteed: {memory: 1000000, vcore: 10000m}}
-"""
+# The scenario's queues.yaml, for an RM to register with (`bench e2e`)
+CONFIG_YAML = yaml.safe_dump({"partitions": [{"name": "default", "queues": [{
+    "name": "root", "submitacl": "*", "queues": [
+        {"name": name, "resources": {"guaranteed": {"memory": g["memory"], "vcore": f"{g['vcore']}m"}}}
+        for name, g in QUEUE_GUARANTEED.items()]}]}]}, sort_keys=False)
 
 
 def partition_config(node_policy: str = "fair", app_policy: str = "fifo") -> PartitionConfig:

@@ -29,7 +29,7 @@ import msgpack
 from common.messages import BODIES, KINDS, EnvelopeError, Kind
 
 __all__ = ["VERSION", "Kind", "EnvelopeError", "Envelope", "RawEnvelope", "encode", "decode", "decode_typed",
-           "decode_header", "decode_for"]
+           "decode_header", "decode_for", "dispatch"]
 
 log = logging.getLogger("korral.envelope")
 
@@ -209,3 +209,14 @@ def decode_for(raw: bytes, handlers: Mapping[Kind, Any], receiver: str) -> tuple
         log.warning("%s dropped %s: not a message for it", receiver, env.kind.value)
         return None
     return env, handler
+
+
+def dispatch(owner: Any, raw: bytes, handlers: Mapping[Kind, Any], receiver: str) -> bool:
+    """``decode_for``, then the handler it found: ``handler(owner, env)``. False when the frame
+    was dropped (the caller counts it)."""
+    got = decode_for(raw, handlers, receiver)
+    if got is None:
+        return False
+    env, handler = got
+    handler(owner, env)
+    return True

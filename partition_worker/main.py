@@ -36,7 +36,7 @@ from common import addresses, registry, security, si_internal_pb2 as si
 from common.compat import parse_compat
 from common.config import load_config
 from common.config.errors import ConfigError
-from common.envelope import Envelope, Kind, decode_for, encode
+from common.envelope import Envelope, Kind, dispatch, encode
 from common.gcpause import SteadyCollector, gc_paused
 from common.heartbeat import EXPIRY, INTERVAL
 from common.links import broker_dealer
@@ -223,12 +223,8 @@ class WorkerLoop:
                     return
             self.broker_heard = time.monotonic()
             self.broker_expires = self.broker_heard + EXPIRY
-            got = decode_for(raw, self._HANDLERS, f"worker {self.name}")
-            if got is None:
+            if not dispatch(self, raw, self._HANDLERS, f"worker {self.name}"):
                 self.dropped += 1
-                continue
-            env, handler = got
-            handler(self, env)
 
     def _step(self) -> None:
         if self.owned is None:

@@ -1,4 +1,6 @@
-"""Shared fixtures: a real ``redis-server``, the ``korral`` CLI, and real stacks via ``korral up``.
+"""Shared fixtures and helpers: a real ``redis-server``, the ``korral`` CLI, real stacks via
+``korral up``, the one wait helper (``wait_until``) and the one way to stop a process
+(``stop_process``).
 
 - ``redis_server``: a ``RedisServer`` on a free loopback port in a tmp dir, stopped after.
 - ``korral``: run ``korral ARGS...`` as a subprocess (clean ``KORRAL_*`` environment).
@@ -9,6 +11,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -23,6 +26,9 @@ import pytest
 from common.netutil import free_ports, http_get_json
 from common.cli.stack.redis_server import RedisServer
 from common.cli.stack.down import NoStack, ProcId, live_children, load_stack
+
+__all__ = ["UP_TIMEOUT", "korral_env", "run_korral", "wait_until", "wait_until_async", "stop_process", "StackHandle",
+           "start_stack", "stop_and_verify"]
 
 UP_TIMEOUT = 60.0  # seconds `korral up` may take to report ready before the fixture fails
 
@@ -55,8 +61,41 @@ def wait_until(predicate, timeout: float, what: str, context=None, *, interval: 
         except OSError as exc:
             last = exc
         time.sleep(interval)
+    raise _not_reached(what, timeout, last, context)
+
+
+async def wait_until_async(predicate, timeout: float, what: str, context=None):
+    """``wait_until`` inside a coroutine, for state the event loop's other tasks change: the
+    event loop runs between two polls (``predicate`` is not called for an OSError here)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not (last := predicate()):
+        if loop.time() >= deadline:
+            raise _not_reached(what, timeout, last, context)
+        await asyncio.sleep(0)
+    return last
+
+
+def _not_reached(what: str, timeout: float, last, context) -> AssertionError:
     extra = f"\n{context()}" if context is not None else ""
-    raise AssertionError(f"{what} not reached in {timeout}s (last: {last}){extra}")
+    return AssertionError(f"{what} not reached in {timeout}s (last: {last}){extra}")
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 5.0, *, group: bool = False) -> bool:
+    """Stop a process this test started: SIGTERM by its pid (its process group with ``group``),
+    SIGKILL after ``timeout``; reaped either way. True when it had to be killed."""
+    if proc.poll() is not None:
+        return False
+    send = os.killpg if group else os.kill
+    send(proc.pid, signal.SIGCONT)  # a stopped process cannot handle SIGTERM
+    send(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+        return False
+    except subprocess.TimeoutExpired:
+        send(proc.pid, signal.SIGKILL)
+        proc.wait(5)
+        return True
 
 
 @pytest.fixture

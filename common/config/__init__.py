@@ -17,19 +17,8 @@ from common.config.loader import (
 )
 from common.config.quantity import QuantityError, format_resources, parse_quantity
 from common.config.validate import is_qualified, validate_partition
-from common.config.model import (
-    ChildTemplateConfig,
-    FilterConfig,
-    LimitConfig,
-    NodeSortPolicyConfig,
-    PartitionConfig,
-    PlacementRuleConfig,
-    PreemptionConfig,
-    UserGroupResolverConfig,
-    QueueConfig,
-    ResourcesConfig,
-    SchedulerConfig,
-)
+from common.config import model
+from common.config.model import *  # noqa: F403 (the model's public names, listed once in its __all__)
 
 __all__ = [
     "DEFAULT_CONFIG_TEXT",
@@ -47,15 +36,5 @@ __all__ = [
     "parse_quantity",
     "is_qualified",
     "validate_partition",
-    "ChildTemplateConfig",
-    "FilterConfig",
-    "LimitConfig",
-    "NodeSortPolicyConfig",
-    "PartitionConfig",
-    "PlacementRuleConfig",
-    "PreemptionConfig",
-    "UserGroupResolverConfig",
-    "QueueConfig",
-    "ResourcesConfig",
-    "SchedulerConfig",
+    *model.__all__,
 ]

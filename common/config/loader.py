@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from typing import Any
+from dataclasses import replace
+from typing import Any, Callable, TypeVar
 
 from common.config._yaml import YamlError, read_yaml
 from common.config.default import DEFAULT_CONFIG_TEXT
@@ -64,14 +65,21 @@ _QUEUE_KEYS = (
     "name", "parent", "resources", "maxapplications", "properties",
     "adminacl", "submitacl", "childtemplate", "queues", "limits",
 )
-_RESOURCES_KEYS = ("guaranteed", "max")
 _TEMPLATE_KEYS = ("properties", "resources", "maxapplications")
 _RULE_KEYS = ("name", "create", "parent", "filter", "value")
-_FILTER_KEYS = ("type", "users", "groups")
 _LIMIT_KEYS = ("limit", "users", "groups", "maxresources", "maxapplications")
 _NODESORT_KEYS = ("type", "resourceweights")
 _PREEMPTION_KEYS = ("enabled", "quotapreemptionenabled")
 _RESOLVER_KEYS = ("type",)
+
+
+_Model = TypeVar("_Model")
+
+
+def _name(raw: Any) -> str:
+    """The lower-cased ``name`` of a raw queue or rule; "" when it has none (an error then)."""
+    raw_name = raw.get("name") if isinstance(raw, dict) else None
+    return raw_name.lower() if isinstance(raw_name, str) else ""
 
 
 class _TooMany(Exception):
@@ -168,6 +176,13 @@ class _Builder:
                 hint = _suggest(key, keys)
                 self.errors.append(f"{where}: unknown key '{key}' at {path}.{key}{hint}" if path else f"{where}: unknown key '{key}'{hint}")
         return raw
+
+    def named_mapping(self, raw: Any, keys: tuple[str, ...], where: str, path: str) -> dict | None:
+        """``mapping``, and an error when its ``name`` is missing, empty or not a string."""
+        m = self.mapping(raw, keys, where, path)
+        if m is not None and (not isinstance(m.get("name"), str) or m.get("name") == ""):
+            self.errors.append(f"{where}: {path}.name is required and must be a string")
+        return m
 
     def string(self, raw: Any, where: str, path: str) -> str:
         if raw is None:
@@ -325,15 +340,12 @@ class _Builder:
         if self.queue_count > MAX_QUEUES:
             self.errors.append(f"{where}: too many queues: more than {MAX_QUEUES} queues in one config")
             raise _TooMany()
-        raw_name = raw.get("name") if isinstance(raw, dict) else None
-        name = raw_name.lower() if isinstance(raw_name, str) else ""
+        name = _name(raw)
         qpath = f"{parent_path}.{name or '?'}" if parent_path else (name or "?")
         qwhere = f"{where}, queue {qpath}"
-        q = self.mapping(raw, _QUEUE_KEYS, qwhere, path)
+        q = self.named_mapping(raw, _QUEUE_KEYS, qwhere, path)
         if q is None:
             return None
-        if not isinstance(raw_name, str) or raw_name == "":
-            self.errors.append(f"{qwhere}: {path}.name is required and must be a string")
         if depth > MAX_QUEUE_DEPTH:
             self.errors.append(f"{qwhere}: queue hierarchy deeper than {MAX_QUEUE_DEPTH} levels")
             return None
@@ -358,14 +370,18 @@ class _Builder:
             limits=self.limits(q.get("limits"), qwhere, f"{path}.limits"),
         )
 
+    def section(self, model: Callable[..., _Model], raw: Any, where: str, path: str,
+                **readers: Callable[[Any, str, str], Any]) -> _Model:
+        """``raw``, a mapping of exactly the keys of ``readers``, as a ``model`` whose fields are
+        read by them (their errors name ``where`` and ``path.key``); absent, empty or not a
+        mapping: the model's defaults."""
+        m = self.mapping(raw, tuple(readers), where, path)
+        if not m:
+            return model()
+        return model(**{key: read(m.get(key), where, f"{path}.{key}") for key, read in readers.items()})
+
     def resources_config(self, raw: Any, where: str, path: str) -> ResourcesConfig:
-        res = self.mapping(raw, _RESOURCES_KEYS, where, path)
-        if not res:
-            return ResourcesConfig()
-        return ResourcesConfig(
-            guaranteed=self.resources(res.get("guaranteed"), where, f"{path}.guaranteed"),
-            max=self.resources(res.get("max"), where, f"{path}.max"),
-        )
+        return self.section(ResourcesConfig, raw, where, path, guaranteed=self.resources, max=self.resources)
 
     def template(self, raw: Any, where: str, path: str) -> ChildTemplateConfig | None:
         t = self.mapping(raw, _TEMPLATE_KEYS, where, path)
@@ -378,14 +394,11 @@ class _Builder:
         )
 
     def rule(self, raw: Any, where: str, path: str, depth: int) -> PlacementRuleConfig | None:
-        raw_name = raw.get("name") if isinstance(raw, dict) else None
-        name = raw_name.lower() if isinstance(raw_name, str) else ""
+        name = _name(raw)
         rwhere = f"{where} ({name or '?'})"
-        r = self.mapping(raw, _RULE_KEYS, rwhere, path)
+        r = self.named_mapping(raw, _RULE_KEYS, rwhere, path)
         if r is None:
             return None
-        if not isinstance(raw_name, str) or raw_name == "":
-            self.errors.append(f"{rwhere}: {path}.name is required and must be a string")
         parent = None
         raw_parent = r.get("parent")
         if isinstance(raw_parent, list):
@@ -411,14 +424,9 @@ class _Builder:
         )
 
     def filter(self, raw: Any, where: str, path: str) -> FilterConfig:
-        f = self.mapping(raw, _FILTER_KEYS, where, path)
-        if not f:
-            return FilterConfig()
-        return FilterConfig(
-            type=(self.string(f.get("type"), where, f"{path}.type") or "allow").lower(),
-            users=self.str_list(f.get("users"), where, f"{path}.users"),
-            groups=self.str_list(f.get("groups"), where, f"{path}.groups"),
-        )
+        f = self.section(FilterConfig, raw, where, path, type=self.string, users=self.str_list,
+                         groups=self.str_list)
+        return replace(f, type=(f.type or "allow").lower())
 
     def limits(self, raw: Any, where: str, path: str) -> tuple[LimitConfig, ...]:
         out: list[LimitConfig] = []

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Iterator, Mapping
 
-from common.acl import ACL
+from common.acl import ACL, queue_allows
 from common.config.model import ChildTemplateConfig, QueueConfig
 from common.config.policies import (DEFAULT_UNSCHED_BACKOFF_DELAY_NS, PROPERTY_APP_SORT_POLICY,
                                     PROPERTY_APP_SORT_PRIORITY, PROPERTY_PRIORITY_OFFSET,
@@ -111,20 +111,10 @@ class Queue:
     # ---------------------------------------------------------------- protocol for placement
     def check_submit_access(self, user: str, groups: tuple[str, ...] | list[str]) -> bool:
         """Submit or admin ACL of this queue or any ancestor allows the user (YuniKorn)."""
-        q: Queue | None = self
-        while q is not None:
-            if q.submit_acl.allows(user, groups) or q.admin_acl.allows(user, groups):
-                return True
-            q = q.parent
-        return False
+        return queue_allows(self, user, groups, submit=True)
 
     def check_admin_access(self, user: str, groups: tuple[str, ...] | list[str]) -> bool:
-        q: Queue | None = self
-        while q is not None:
-            if q.admin_acl.allows(user, groups):
-                return True
-            q = q.parent
-        return False
+        return queue_allows(self, user, groups, submit=False)
 
     # ---------------------------------------------------------------- bookkeeping
     def chain(self) -> Iterator["Queue"]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from common.config.model import PlacementRuleConfig
 from common.config.placement_rules import is_qualified
 
-from .rule import DOT, Rule
+from .rule import Rule
 from .types import AppPlacementInfo, QueueTree
 
 __all__ = ["FixedRule"]
@@ -26,10 +26,6 @@ class FixedRule(Rule):
     def place(self, app: AppPlacementInfo, queues: QueueTree) -> str | None:
         if not self.allowed(app):
             return None
-        queue_name = self.queue
-        if not self.qualified:
-            parent = self.parent_path(app, queues)
-            if parent is None:
-                return None
-            queue_name = f"{parent}{DOT}{self.queue}"
-        return self.finish(queue_name, queues)
+        if self.qualified:
+            return self.finish(self.queue, queues)
+        return self.below_parent(self.queue, app, queues)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from common.config.placement_rules import is_qualified
-
-from .rule import DOT, Rule, replace_dot
+from .rule import Rule
 from .types import AppPlacementInfo, QueueTree
 
 __all__ = ["ProvidedRule"]
@@ -25,9 +23,4 @@ class ProvidedRule(Rule):
             return None
         # Korral: "ROOT.a" counts as qualified too (YuniKorn compares "root." case-sensitively
         # although every queue lookup is case-insensitive).
-        if not is_qualified(queue_name):
-            parent = self.parent_path(app, queues)
-            if parent is None:
-                return None
-            queue_name = f"{parent}{DOT}{replace_dot(queue_name)}"
-        return self.finish(queue_name, queues)
+        return self.place_named(queue_name, app, queues)

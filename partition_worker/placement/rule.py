@@ -68,6 +68,21 @@ class Rule(ABC):
             raise PlacementError(f"parent rule returned a leaf queue: {name}")
         return name
 
+    def below_parent(self, name: str, app: AppPlacementInfo, queues: QueueTree) -> str | None:
+        """``name`` below the parent rule's result or root, then ``finish``; ``None`` when the
+        parent rule did not match."""
+        parent = self.parent_path(app, queues)
+        if parent is None:
+            return None
+        return self.finish(f"{parent}{DOT}{name}", queues)
+
+    def place_named(self, name: str, app: AppPlacementInfo, queues: QueueTree) -> str | None:
+        """A name the application gave (its queue, a tag value): used as is when qualified (the
+        parent rule is skipped), else with its dots replaced below the parent's result or root."""
+        if is_qualified(name):
+            return self.finish(name, queues)
+        return self.below_parent(replace_dot(name), app, queues)
+
     def finish(self, queue_name: str, queues: QueueTree) -> str | None:
         """Apply the create flag: a queue that does not exist matches only with ``create: true``."""
         queue_name = queue_name.lower()

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from common.config.model import PlacementRuleConfig
-from common.config.placement_rules import is_qualified
 
-from .rule import DOT, Rule, replace_dot
+from .rule import Rule
 from .types import AppPlacementInfo, QueueTree
 
 __all__ = ["TagRule"]
@@ -29,10 +28,4 @@ class TagRule(Rule):
             return None
         if not self.allowed(app):
             return None
-        queue_name = tag_value
-        if not is_qualified(tag_value):
-            parent = self.parent_path(app, queues)
-            if parent is None:
-                return None
-            queue_name = f"{parent}{DOT}{replace_dot(tag_value)}"
-        return self.finish(queue_name, queues)
+        return self.place_named(tag_value, app, queues)

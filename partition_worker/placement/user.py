@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .rule import DOT, Rule, replace_dot
+from .rule import Rule, replace_dot
 from .types import AppPlacementInfo, QueueTree
 
 __all__ = ["UserRule"]
@@ -17,7 +17,4 @@ class UserRule(Rule):
     def place(self, app: AppPlacementInfo, queues: QueueTree) -> str | None:
         if app.user == "" or not self.allowed(app):
             return None
-        parent = self.parent_path(app, queues)
-        if parent is None:
-            return None
-        return self.finish(f"{parent}{DOT}{replace_dot(app.user)}", queues)
+        return self.below_parent(replace_dot(app.user), app, queues)

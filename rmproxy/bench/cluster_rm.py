@@ -1,11 +1,13 @@
-"""A small resource manager with real state, on ``rmproxy.client``: for failover tests and benchmarks.
+"""A small resource manager with real state, on ``rmproxy.client``: for benchmarks and tests.
 
 It keeps what a shim keeps — nodes, applications, pending asks, running
-allocations — answers the client's replay hook from that state, and records
-every violation of the scheduler's contract it sees (an allocation for an
-unknown ask, an allocation key allocated twice, a duplicate UUID, a node over
-capacity). ``scheduler_view`` reads the partition back through the REST API,
-so a test can assert that the scheduler holds exactly what the RM holds.
+allocations — answers the client's replay hook and state dump from that state,
+and records every violation of the scheduler's contract it sees (an allocation
+for an unknown ask, an allocation key allocated twice, a duplicate UUID, a
+rejected node, application or ask). ``scheduler_view`` reads the partition back
+through the REST API, so a test can assert that the scheduler holds exactly
+what the RM holds. ``korral bench recovery`` drives it, and it is the
+one client-based RM of the tests.
 """
 
 from __future__ import annotations
@@ -19,7 +21,13 @@ from dataclasses import dataclass, field
 from common import si_pb2
 from common.constants import APP_TAG_NAMESPACE, NODE_PARTITION
 from common.si_resource import fill_si_resource
-from rmproxy.client import RecoverableState, RecoverySnapshot, ResourceManagerCallback, SchedulerAPI
+from rmproxy.client import (
+    RecoverableState,
+    RecoverySnapshot,
+    ResourceManagerCallback,
+    SchedulerAPI,
+    StateDumpPlugin,
+)
 
 __all__ = ["ClusterRM", "resource", "scheduler_view"]
 
@@ -29,7 +37,7 @@ def resource(**quantities: int) -> si_pb2.Resource:
 
 
 @dataclass
-class ClusterRM(ResourceManagerCallback, RecoverableState):
+class ClusterRM(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
     rm_id: str
     node_memory: int = 10_000
     node_vcore: int = 10_000
@@ -42,34 +50,52 @@ class ClusterRM(ResourceManagerCallback, RecoverableState):
     uuids_seen: set[str] = field(default_factory=set)
     violations: list[str] = field(default_factory=list)
     accepted_nodes: set[str] = field(default_factory=set)
-    recoveries: int = 0
+    accepted_apps: set[str] = field(default_factory=set)
+    lost: list[str] = field(default_factory=list)  # the reason of each lost connection
+    restored: int = 0  # replays finished
     api: SchedulerAPI | None = None
 
-    # -- driving ----------------------------------------------------------------------
+    @property
+    def recoveries(self) -> int:
+        return len(self.lost)
 
-    def connect(self, si_address: str, config: str = "") -> None:
-        self.api = SchedulerAPI(si_address)
-        self.api.register_resource_manager(
+    # -- driving: state first, then the send, under the lock (RecoverableState's contract) --
+
+    def register(self, api: SchedulerAPI, config: str = "") -> None:
+        """Register through ``api`` (e.g. one with a faster backoff) and keep it."""
+        self.api = api
+        api.register_resource_manager(
             si_pb2.RegisterResourceManagerRequest(rmID=self.rm_id, policyGroup="queues", config=config), self)
 
-    def add_nodes(self, count: int, partition: str = "default") -> None:
+    def connect(self, si_address: str, config: str = "") -> None:
+        self.register(SchedulerAPI(si_address), config)
+
+    def report_nodes(self, *nodes: si_pb2.NodeInfo) -> None:
         with self.lock:
-            new = []
-            for i in range(len(self.nodes), len(self.nodes) + count):
-                n = si_pb2.NodeInfo(nodeID=f"{self.rm_id}-node-{i}", action=si_pb2.NodeInfo.CREATE,
-                                    attributes={NODE_PARTITION: partition},
-                                    schedulableResource=resource(memory=self.node_memory, vcore=self.node_vcore))
-                self.nodes[n.nodeID] = n
-                new.append(n)
-            self.api.update_node(si_pb2.NodeRequest(rmID=self.rm_id, nodes=new))
+            self.nodes.update((n.nodeID, n) for n in nodes)
+            self.api.update_node(si_pb2.NodeRequest(rmID=self.rm_id, nodes=list(nodes)))
+
+    def report_apps(self, *apps: si_pb2.AddApplicationRequest) -> None:
+        with self.lock:
+            self.apps.update((a.applicationID, a) for a in apps)
+            self.api.update_application(si_pb2.ApplicationRequest(rmID=self.rm_id, new=list(apps)))
+
+    def report_asks(self, *asks: si_pb2.AllocationAsk) -> None:
+        self.send_asks(si_pb2.AllocationRequest(rmID=self.rm_id, asks=list(asks)))
+
+    def add_nodes(self, count: int, partition: str = "default") -> None:
+        """``count`` more nodes of ``node_memory`` and ``node_vcore`` in ``partition``."""
+        with self.lock:
+            self.report_nodes(*[
+                si_pb2.NodeInfo(nodeID=f"{self.rm_id}-node-{i}", action=si_pb2.NodeInfo.CREATE,
+                                attributes={NODE_PARTITION: partition},
+                                schedulableResource=resource(memory=self.node_memory, vcore=self.node_vcore))
+                for i in range(len(self.nodes), len(self.nodes) + count)])
 
     def add_app(self, app_id: str, queue: str = "root.default", partition: str = "default") -> None:
-        with self.lock:
-            a = si_pb2.AddApplicationRequest(applicationID=app_id, queueName=queue, partitionName=partition,
-                                             ugi=si_pb2.UserGroupInformation(user="tester"),
-                                             tags={APP_TAG_NAMESPACE: "default"})
-            self.apps[app_id] = a
-            self.api.update_application(si_pb2.ApplicationRequest(rmID=self.rm_id, new=[a]))
+        self.report_apps(si_pb2.AddApplicationRequest(
+            applicationID=app_id, queueName=queue, partitionName=partition,
+            ugi=si_pb2.UserGroupInformation(user="tester"), tags={APP_TAG_NAMESPACE: "default"}))
 
     def submit(self, app_id: str, keys: list[str], memory: int = 10, vcore: int = 1) -> None:
         self.send_asks(self.asks_for(app_id, keys, memory, vcore))
@@ -144,15 +170,28 @@ class ClusterRM(ResourceManagerCallback, RecoverableState):
                 self.violations.append(f"ask {r.allocationKey} rejected: {r.reason}")
 
     def update_node(self, response: si_pb2.NodeResponse) -> None:
+        self._verdicts(self.accepted_nodes, (n.nodeID for n in response.accepted),
+                       (f"node {n.nodeID} rejected: {n.reason}" for n in response.rejected))
+
+    def update_application(self, response: si_pb2.ApplicationResponse) -> None:
+        self._verdicts(self.accepted_apps, (a.applicationID for a in response.accepted),
+                       (f"application {a.applicationID} rejected: {a.reason}" for a in response.rejected))
+
+    def _verdicts(self, accepted: set[str], ids, rejections) -> None:
         with self.changed:
             self.changed.notify_all()
-            self.accepted_nodes.update(n.nodeID for n in response.accepted)
-            for n in response.rejected:
-                self.violations.append(f"node {n.nodeID} rejected: {n.reason}")
+            accepted.update(ids)
+            self.violations.extend(rejections)
 
     def connection_lost(self, reason: str) -> None:
-        with self.lock:
-            self.recoveries += 1
+        with self.changed:
+            self.changed.notify_all()
+            self.lost.append(reason)
+
+    def connection_restored(self) -> None:
+        with self.changed:
+            self.changed.notify_all()
+            self.restored += 1
 
     # -- replay hook ----------------------------------------------------------------------
 
@@ -169,6 +208,11 @@ class ClusterRM(ResourceManagerCallback, RecoverableState):
                 nodes.append(copy)
             return RecoverySnapshot(applications=list(self.apps.values()), nodes=nodes,
                                     asks=list(self.pending.values()))
+
+    def get_state_dump(self) -> str:
+        with self.lock:
+            return json.dumps({"nodes": len(self.nodes), "applications": len(self.apps),
+                               "pending": len(self.pending), "running": len(self.running)})
 
     # -- checks ----------------------------------------------------------------------------
 

@@ -21,23 +21,40 @@ import statistics
 import threading
 import time
 
+import yaml
+
 from common.constants import NODE_PARTITION
 from common.cli.stack.throwaway import LocalStack
 from rmproxy.bench.cluster_rm import ClusterRM, scheduler_view
 
-__all__ = ["ROUNDS", "TWO_PARTITIONS", "configure", "recovery", "scaling", "run"]
+__all__ = ["ROUNDS", "TWO_PARTITIONS", "provided_partitions", "start_two_partitions", "configure", "recovery",
+           "scaling", "run"]
 
 ROUNDS = 3  # interleaved one- and two-partition rounds of the scaling part
 
-TWO_PARTITIONS = """
-partitions:
-  - name: default
-    placementrules: [{name: provided, create: true}]
-    queues: [{name: root, submitacl: '*'}]
-  - name: second
-    placementrules: [{name: provided, create: true}]
-    queues: [{name: root, submitacl: '*'}]
-"""
+
+def provided_partitions(*names: str) -> str:
+    """A queues.yaml of the partitions ``names``, each with a root open to all and the provided
+    rule creating the queue an application names."""
+    return yaml.safe_dump({"partitions": [
+        {"name": name, "placementrules": [{"name": "provided", "create": True}],
+         "queues": [{"name": "root", "submitacl": "*"}]} for name in names]}, sort_keys=False)
+
+
+TWO_PARTITIONS = provided_partitions("default", "second")
+
+
+def start_two_partitions(rm: ClusterRM, si_address: str, nodes_each: int, apps: tuple[str, str] = ("a", "b"),
+                         timeout: float = 120.0) -> None:
+    """Register ``rm`` with ``TWO_PARTITIONS``; ``nodes_each`` nodes in each partition, and one app in
+    each (``apps[0]`` in root.a of default, ``apps[1]`` in root.b of second); wait until every node
+    is accepted."""
+    rm.connect(si_address, TWO_PARTITIONS)
+    rm.add_nodes(nodes_each, "default")
+    rm.add_nodes(nodes_each, "second")
+    rm.add_app(apps[0], "root.a", "default")
+    rm.add_app(apps[1], "root.b", "second")
+    rm.wait(lambda r: len(r.accepted_nodes) == 2 * nodes_each, timeout=timeout)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -115,13 +132,8 @@ def _allocate(rm: ClusterRM, batches: dict[str, int], round_no: int) -> float:
 def scaling(nodes: int, asks: int) -> dict:
     with LocalStack(workers=2) as stack:
         rm = ClusterRM("rm-bench-scaling", node_memory=1_000_000, node_vcore=100_000)
-        rm.connect(stack.si_address, TWO_PARTITIONS)
         try:
-            rm.add_nodes(nodes, "default")
-            rm.add_nodes(nodes, "second")
-            rm.add_app("a", "root.a", "default")
-            rm.add_app("b", "root.b", "second")
-            rm.wait(lambda r: len(r.accepted_nodes) == 2 * nodes, timeout=120)
+            start_two_partitions(rm, stack.si_address, nodes)
             _allocate(rm, {"a": 1000, "b": 1000}, 0)  # warm both workers up
             # interleaved rounds, medians: one round swings by half on a shared 2-core machine
             ones, twos = [], []

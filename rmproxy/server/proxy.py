@@ -9,6 +9,7 @@ responses and are pushed, unparsed, onto the RM's stream.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -24,7 +25,7 @@ from common.compat import Compat, compat_warnings, parse_compat
 from common.config import SchedulerConfig, load_config
 from common.config.extra import check_extra_config
 from common.config.errors import ConfigError
-from common.envelope import Envelope, Kind, decode_for, encode
+from common.envelope import Envelope, Kind, dispatch, encode
 from common.gcpause import gc_paused
 from common.heartbeat import EXPIRY, INTERVAL
 from common.links import broker_dealer
@@ -162,16 +163,10 @@ class Proxy:
 
     def _on_broker(self, raw: Any) -> None:
         """One frame from the broker (bytes or a ZeroMQ frame): decode, then its handler."""
-        if len(raw) > LARGE_FRAME:  # a worker's large answer: thousands of objects, nothing cyclic
-            with gc_paused():
-                got = decode_for(raw, self._HANDLERS, f"rmproxy {self.name}")
-        else:
-            got = decode_for(raw, self._HANDLERS, f"rmproxy {self.name}")
-        if got is None:
-            self.dropped += 1
-            return
-        env, handler = got
-        handler(self, env)
+        # a worker's large answer: thousands of objects, nothing cyclic
+        with gc_paused() if len(raw) > LARGE_FRAME else contextlib.nullcontext():
+            if not dispatch(self, raw, self._HANDLERS, f"rmproxy {self.name}"):
+                self.dropped += 1
 
     def _on_heartbeat(self, env: Envelope) -> None:
         if Heartbeat.decode(env.body).reannounce:
@@ -181,7 +176,10 @@ class Proxy:
     def _broker_reset(self, reason: str) -> None:
         """What was in flight through the old broker may be lost: every RM resyncs (re-registers).
         A registration (or config update) still waiting for its partitions' owners fails at once:
-        its RM_REGISTER may have died with the old broker, and the new one assigns nothing for it."""
+        its RM_REGISTER may have died with the old broker, and the new one assigns nothing for it.
+        Requests to workers in flight end too: their replies would come back through a broker
+        that no longer knows who asked."""
+        self.requests.fail_all(reason)
         for rm in list(self.rms.values()):
             waiting = [p for p, w in rm.owned_waiters.items() if not w.done()]
             for p in waiting:
@@ -230,6 +228,7 @@ class Proxy:
         gives the partition a new owner (the broker does not reassign it before)."""
         reason = PartitionLost.decode(env.body).reason
         self.view.on_lost(env.rm_id, env.partition, env.epoch, reason)
+        self.requests.fail_partition(env.rm_id, env.partition, env.epoch, reason)
         rm = self.rms.get(env.rm_id)
         if rm is not None and env.partition in rm.partitions:
             waiter = rm.owned_waiters.pop(env.partition, None)
@@ -522,17 +521,21 @@ class Proxy:
         await self._stop_rm(rm_id, "voluntary shutdown")
 
     async def maintain(self) -> None:
-        """Every second: Stop RMs Paused too long; write back registrations Redis lost."""
+        """``maintain_once`` every ``MAINTAIN_INTERVAL``."""
         while True:
             await asyncio.sleep(MAINTAIN_INTERVAL)
-            now = time.monotonic()
-            for rm in list(self.rms.values()):
-                self._expire_held(rm, now)
-                if rm.state is RMState.PAUSED and now - rm.paused_since > self.rm_timeout:
-                    log.warning("RM %s Paused for over %.0fs: Stopped, its partitions are released",
-                                rm.rm_id, self.rm_timeout)
-                    await self._stop_rm(rm.rm_id, "paused too long")
-            await self._restore_registrations()
+            await self.maintain_once(time.monotonic())
+
+    async def maintain_once(self, now: float) -> None:
+        """Answer held requests past their deadline; Stop RMs Paused too long; write back
+        registrations Redis lost. ``now``: monotonic seconds."""
+        for rm in list(self.rms.values()):
+            self._expire_held(rm, now)
+            if rm.state is RMState.PAUSED and now - rm.paused_since > self.rm_timeout:
+                log.warning("RM %s Paused for over %.0fs: Stopped, its partitions are released",
+                            rm.rm_id, self.rm_timeout)
+                await self._stop_rm(rm.rm_id, "paused too long")
+        await self._restore_registrations()
 
     async def _restore_registrations(self) -> None:
         try:

@@ -6,7 +6,9 @@ A request goes out through the broker stamped with a fresh id; the worker's answ
 (CONFIG_RESULT, QUERY_RESULT) carries the id back and ``answer`` resolves the waiting request.
 The broker keys the way back to the asking rmproxy by the id, so ids are unique across rmproxies
 (a random start). A request that gets no answer within ``TIMEOUT`` raises ``NoAnswer``; an answer
-that comes later finds nobody waiting and is dropped.
+that comes later finds nobody waiting and is dropped. A request whose worker is known to be gone
+(``fail_partition``: the partition lost that epoch; ``fail_all``: the broker restarted with it in
+flight) is answered at once with an ``unavailable`` error instead of waiting out the timeout.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class WorkerRequests:
         self._send = send
         self.timeout = timeout
         self.pending: dict[int, asyncio.Future[Reply]] = {}  # request id -> its waiting future
+        self.targets: dict[int, tuple[str, str, int]] = {}  # request id -> (rm_id, partition, epoch)
         self._ids = itertools.count(secrets.randbits(40) << 20)
 
     async def ask(self, kind: Kind, rm_id: str, partition: str, epoch: int, seq: int,
@@ -45,6 +48,7 @@ class WorkerRequests:
         qid = next(self._ids)
         fut = asyncio.get_running_loop().create_future()
         self.pending[qid] = fut
+        self.targets[qid] = (rm_id, partition, epoch)
         try:
             self._send(Envelope(kind, rm_id, partition, epoch, seq, with_request_id(body, qid).wire()))
             return await asyncio.wait_for(fut, self.timeout)
@@ -53,6 +57,21 @@ class WorkerRequests:
                            f"within {self.timeout:.0f}s") from None
         finally:
             self.pending.pop(qid, None)
+            self.targets.pop(qid, None)
+
+    def fail_partition(self, rm_id: str, partition: str, epoch: int, reason: str) -> None:
+        """``[rm_id]partition`` lost ``epoch`` (its worker died): its requests of that epoch or
+        before end now, UNAVAILABLE-style (the caller retries), instead of after the timeout."""
+        for qid, (r, p, e) in list(self.targets.items()):
+            if r == rm_id and p == partition and e <= epoch:
+                self.answer(Reply(qid, error=f"partition [{rm_id}]{partition} lost epoch {e}: {reason}",
+                                  unavailable=True))
+
+    def fail_all(self, reason: str) -> None:
+        """Every request in flight went through a broker that is gone: each ends now."""
+        for qid, (r, p, _) in list(self.targets.items()):
+            self.answer(Reply(qid, error=f"partition [{r}]{p}: {reason}; the request was lost with it",
+                              unavailable=True))
 
     def answer(self, reply: Reply) -> None:
         """A reply from a worker (or the broker's word that the request could not be routed)."""

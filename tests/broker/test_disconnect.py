@@ -13,7 +13,6 @@ driven step by step to put the two events in the order of the incident.
 
 from __future__ import annotations
 
-import itertools
 import subprocess
 import sys
 import time
@@ -22,7 +21,8 @@ import pytest
 import zmq
 
 from broker.main import Broker
-from broker.table import RoutingTable
+from tests.broker.loopback import loopback_broker
+from tests.conftest import wait_until
 
 WAIT_MS = 10_000
 
@@ -42,9 +42,7 @@ sys.stdin.read()
 @pytest.fixture
 def broker():
     ctx = zmq.Context()
-    counter = itertools.count(1)
-    b = Broker(ctx, "tcp://127.0.0.1:*", "tcp://127.0.0.1:*",
-               RoutingTable(lambda rm, p, floor: max(next(counter), floor + 1)))
+    b = loopback_broker(ctx)
     peers: list[subprocess.Popen] = []
     yield b, peers
     for p in peers:
@@ -76,9 +74,12 @@ def backend_monitor(b: Broker) -> zmq.Socket:
 def settle(b: Broker, mon: zmq.Socket, gone: bytes) -> None:
     """The broker's own handling of the close: the monitor's report, then its probes."""
     b._on_monitor(mon)
-    deadline = time.monotonic() + 5
-    while gone in b.table.workers and time.monotonic() < deadline:
+
+    def probed_gone() -> bool:
         b._probe_suspects(time.monotonic())
+        return gone not in b.table.workers
+
+    wait_until(probed_gone, 5, f"{gone.decode()} declared gone by the broker's probes", interval=0.01)
 
 
 def test_a_killed_worker_is_gone_at_once(broker):

@@ -5,44 +5,20 @@ when they noticed the broker's silence (2.5 s), and every RM's re-registration w
 
 from __future__ import annotations
 
-import itertools
-import threading
 
 import pytest
 import zmq
 
-from broker.main import Broker
-from broker.table import RoutingTable
 from common.envelope import Envelope, Kind, decode, encode
+from tests.broker.loopback import running_broker
 
 WAIT_MS = 5_000
 
 
 @pytest.fixture
 def broker():
-    ctx = zmq.Context()
-    counter = itertools.count(1)
-    b = Broker(ctx, "tcp://127.0.0.1:*", "tcp://127.0.0.1:*",
-               RoutingTable(lambda rm, p, floor: max(next(counter), floor + 1)))
-    thread = threading.Thread(target=b.run, daemon=True)
-    thread.start()
-    socks: list[zmq.Socket] = []
-
-    def peer(bound: zmq.Socket, identity: bytes) -> zmq.Socket:
-        s = ctx.socket(zmq.DEALER)
-        s.setsockopt(zmq.IDENTITY, identity)
-        s.setsockopt(zmq.LINGER, 0)
-        s.connect(bound.getsockopt(zmq.LAST_ENDPOINT).decode())
-        socks.append(s)
-        return s
-
-    yield b, peer
-    b.running = False
-    thread.join(5)
-    for s in socks:
-        s.close(0)
-    b.close()
-    ctx.term()
+    with running_broker() as (b, peer):
+        yield b, peer
 
 
 def reannounce_asked(sock: zmq.Socket) -> bool:

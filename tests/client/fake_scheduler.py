@@ -166,9 +166,11 @@ class FakeScheduler(si_pb2_grpc.SchedulerServicer, korral_pb2_grpc.KorralService
 
         def read():
             try:
-                handler(rm_id, first)
-                for req in requests:
-                    handler(rm_id, req)
+                for req in itertools.chain([first], requests):
+                    with self.lock:  # recorded as it is handled: the log is in handling order
+                        self.received[kind].append(req)
+                        self.log.append((kind, req))
+                        handler(rm_id, req)
             except Exception:
                 pass
             out.put(_END)
@@ -183,8 +185,6 @@ class FakeScheduler(si_pb2_grpc.SchedulerServicer, korral_pb2_grpc.KorralService
 
     def _on_application(self, rm_id: str, req: si_pb2.ApplicationRequest) -> None:
         with self.lock:
-            self.received["application"].append(req)
-            self.log.append(("application", req))
             resp = si_pb2.ApplicationResponse()
             for app in req.new:
                 if app.applicationID in self.apps:
@@ -206,8 +206,6 @@ class FakeScheduler(si_pb2_grpc.SchedulerServicer, korral_pb2_grpc.KorralService
 
     def _on_node(self, rm_id: str, req: si_pb2.NodeRequest) -> None:
         with self.lock:
-            self.received["node"].append(req)
-            self.log.append(("node", req))
             resp = si_pb2.NodeResponse()
             for info in req.nodes:
                 if info.action != si_pb2.NodeInfo.CREATE:
@@ -227,8 +225,6 @@ class FakeScheduler(si_pb2_grpc.SchedulerServicer, korral_pb2_grpc.KorralService
 
     def _on_allocation(self, rm_id: str, req: si_pb2.AllocationRequest) -> None:
         with self.lock:
-            self.received["allocation"].append(req)
-            self.log.append(("allocation", req))
             resp = si_pb2.AllocationResponse()
             for ask in req.asks:
                 if ask.applicationID not in self.apps:

@@ -1,53 +1,28 @@
-"""Test RMs and builders for client tests (fake scheduler and real stack)."""
+"""What the client tests add to the one client-based RM (``rmproxy.bench.cluster_rm.ClusterRM``).
+
+``Recorder`` is a callback with no state and no replay hook: it records every callback and
+counts callbacks of one stream that overlap (the client's ordering contract). The tests that
+need an RM with state use ``ClusterRM`` (``rm_with_node_and_app`` starts one).
+"""
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
 
 from common import si_pb2
-from common.si_resource import fill_si_resource
-from rmproxy.client import (
-    Backoff,
-    RecoverableState,
-    RecoverySnapshot,
-    ResourceManagerCallback,
-    SchedulerAPI,
-    StateDumpPlugin,
-)
+from rmproxy.bench.cluster_rm import ClusterRM
+from rmproxy.client import Backoff, ResourceManagerCallback, SchedulerAPI, StateDumpPlugin
+from tests.conftest import wait_until
+from tests.si_builders import app, node
+
+__all__ = ["Recorder", "fast_api", "register", "is_attach", "rm_with_node_and_app"]
 
 
-def wait_until(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
-
-
-def res(**values):
-    return fill_si_resource(si_pb2.Resource(), values)
-
-
-def node(node_id, vcore=4000, memory=4096, existing=()):
-    return si_pb2.NodeInfo(nodeID=node_id, action=si_pb2.NodeInfo.CREATE,
-                           schedulableResource=res(vcore=vcore, memory=memory), existingAllocations=existing)
-
-
-def app(app_id):
-    return si_pb2.AddApplicationRequest(applicationID=app_id, queueName="root.a", partitionName="default",
-                                        ugi=si_pb2.UserGroupInformation(user="alice"))
-
-
-def ask(key, app_id="app-1", vcore=1000, memory=1024):
-    return si_pb2.AllocationAsk(allocationKey=key, applicationID=app_id, partitionName="default",
-                                resourceAsk=res(vcore=vcore, memory=memory), maxAllocations=1)
-
-
-class Recorder(ResourceManagerCallback):
-    """Records every callback and fails the test if two of one stream ever overlap."""
+class Recorder(ResourceManagerCallback, StateDumpPlugin):
+    """Records every callback and counts any two of one stream that overlap."""
 
     def __init__(self):
         self.lock = threading.Lock()
@@ -57,7 +32,6 @@ class Recorder(ResourceManagerCallback):
         self.events: list[si_pb2.EventRecord] = []
         self.states: list = []
         self.lost: list[str] = []
-        self.restored = 0
         self.active = {"allocation": 0, "application": 0, "node": 0}
         self.overlaps = 0
 
@@ -99,58 +73,8 @@ class Recorder(ResourceManagerCallback):
     def connection_lost(self, reason):
         self.lost.append(reason)
 
-    def connection_restored(self):
-        self.restored += 1
-
-
-class StatefulRM(Recorder, RecoverableState, StateDumpPlugin):
-    """A minimal RM that keeps its own truth: apps, nodes, running allocations, pending asks."""
-
-    def __init__(self):
-        super().__init__()
-        self.state_lock = threading.RLock()
-        self.apps: dict[str, si_pb2.AddApplicationRequest] = {}
-        self.nodes: dict[str, si_pb2.NodeInfo] = {}
-        self.pending: dict[str, si_pb2.AllocationAsk] = {}
-        self.running: dict[str, si_pb2.Allocation] = {}
-
-    def update_allocation(self, response):
-        super().update_allocation(response)
-        with self.state_lock:
-            for a in response.new:
-                self.pending.pop(a.allocationKey, None)
-                self.running[a.allocationKey] = a
-
-    def recoverable_state(self):
-        with self.state_lock:
-            nodes = []
-            for node_id, info in self.nodes.items():
-                copy = si_pb2.NodeInfo()
-                copy.CopyFrom(info)
-                copy.existingAllocations.extend(
-                    a for a in self.running.values() if a.nodeID == node_id)
-                nodes.append(copy)
-            return RecoverySnapshot(applications=list(self.apps.values()), nodes=nodes,
-                                    asks=list(self.pending.values()))
-
     def get_state_dump(self):
-        return '{"nodes": %d}' % len(self.nodes)
-
-    # RM-side helpers: change state first, then send (the hook's contract)
-    def add_app(self, api, a):
-        with self.state_lock:
-            self.apps[a.applicationID] = a
-            api.update_application(si_pb2.ApplicationRequest(new=[a]))
-
-    def add_node(self, api, n):
-        with self.state_lock:
-            self.nodes[n.nodeID] = n
-            api.update_node(si_pb2.NodeRequest(nodes=[n]))
-
-    def add_ask(self, api, k):
-        with self.state_lock:
-            self.pending[k.allocationKey] = k
-            api.update_allocation(si_pb2.AllocationRequest(asks=[k]))
+        return json.dumps({"nodes": len(self.accepted_nodes)})
 
 
 def is_attach(request):
@@ -158,9 +82,20 @@ def is_attach(request):
 
 
 def fast_api(address, **kw):
+    """A ``SchedulerAPI`` that retries within tenths of a second (seeded backoff)."""
     return SchedulerAPI(address, backoff=Backoff(base=0.02, cap=0.2, rng=random.Random(7)), **kw)
 
 
 def register(api, callback, rm_id="rm-test", **kw):
     return api.register_resource_manager(
         si_pb2.RegisterResourceManagerRequest(rmID=rm_id, policyGroup="queues"), callback, **kw)
+
+
+def rm_with_node_and_app(api: SchedulerAPI, rm_id: str = "rm-test") -> ClusterRM:
+    """A ``ClusterRM`` registered through ``api`` whose node n1 and application app-1 were accepted."""
+    rm = ClusterRM(rm_id)
+    rm.register(api)
+    rm.report_nodes(node("n1"))
+    rm.report_apps(app("app-1"))
+    wait_until(lambda: rm.accepted_apps and rm.accepted_nodes, 10, "n1 and app-1 accepted")
+    return rm

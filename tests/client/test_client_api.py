@@ -9,19 +9,11 @@ import grpc
 import pytest
 
 from common import korral_pb2, si_pb2
+from rmproxy.bench.cluster_rm import ClusterRM
 from rmproxy.client import ClientState, NotConnectedError, ResourceManagerCallback, SchedulerAPI, SchedulerError
-from tests.client.rms import (
-    Recorder,
-    StatefulRM,
-    app,
-    ask,
-    fast_api,
-    is_attach,
-    node,
-    register,
-    res,
-    wait_until,
-)
+from tests.client.rms import Recorder, fast_api, is_attach, register, rm_with_node_and_app
+from tests.conftest import wait_until
+from tests.si_builders import allocation, app, ask, node
 
 
 def test_register_then_updates_flow_through_the_three_streams_to_the_callbacks(fake):
@@ -31,9 +23,9 @@ def test_register_then_updates_flow_through_the_three_streams_to_the_callbacks(f
     assert api.state is ClientState.RUNNING
     api.update_node(si_pb2.NodeRequest(nodes=[node("n1")]))
     api.update_application(si_pb2.ApplicationRequest(new=[app("app-1")]))
-    assert wait_until(lambda: rec.accepted_nodes == ["n1"] and rec.accepted_apps == ["app-1"])
+    wait_until(lambda: rec.accepted_nodes == ["n1"] and rec.accepted_apps == ["app-1"], 10, "n1 and app-1 accepted")
     api.update_allocation(si_pb2.AllocationRequest(asks=[ask("k1"), ask("k2")]))
-    assert wait_until(lambda: len(rec.allocations) == 2)
+    wait_until(lambda: len(rec.allocations) == 2, 10, "two allocations")
     assert {a.allocationKey for a in rec.allocations} == {"k1", "k2"}
     assert all(a.nodeID == "n1" for a in rec.allocations)
     # rmID was filled in on every request, attach requests included
@@ -83,7 +75,7 @@ def test_concurrent_senders_lose_nothing_and_callbacks_never_overlap(fake):
     register(api, rec)
     api.update_node(si_pb2.NodeRequest(nodes=[node(f"n{i}", vcore=100_000, memory=100_000) for i in range(4)]))
     api.update_application(si_pb2.ApplicationRequest(new=[app("app-1")]))
-    assert wait_until(lambda: len(rec.accepted_apps) == 1 and len(rec.accepted_nodes) == 4)
+    wait_until(lambda: len(rec.accepted_apps) == 1 and len(rec.accepted_nodes) == 4, 10, "app and 4 nodes accepted")
 
     def sender(t):
         for i in range(50):
@@ -95,31 +87,27 @@ def test_concurrent_senders_lose_nothing_and_callbacks_never_overlap(fake):
     for t in threads:
         t.join()
     assert api.flush(5.0)
-    assert wait_until(lambda: len(rec.allocations) == 400)
+    wait_until(lambda: len(rec.allocations) == 400, 10, "400 allocations")
     assert len({a.allocationKey for a in rec.allocations}) == 400
     assert rec.overlaps == 0
     api.close()
 
 
 def test_server_restart_reconnects_reregisters_and_replays_in_shim_order(fake):
-    rm = StatefulRM()
     api = fast_api(fake.address)
-    register(api, rm)
-    rm.add_node(api, node("n1"))
-    rm.add_app(api, app("app-1"))
-    assert wait_until(lambda: rm.accepted_apps and rm.accepted_nodes)
-    rm.add_ask(api, ask("k1"))
-    assert wait_until(lambda: len(rm.running) == 1)
+    rm = rm_with_node_and_app(api)
+    rm.report_asks(ask("k1"))
+    wait_until(lambda: len(rm.running) == 1, 10, "k1 running")
 
     before = len(fake.log)
     fake.restart()
-    assert wait_until(lambda: api.state is ClientState.RECOVERING or api.reconnects == 1)
+    wait_until(lambda: api.state is ClientState.RECOVERING or api.reconnects == 1, 10, "the client recovering")
     # sent while the client is cut off: held, then delivered after the replay
-    rm.add_ask(api, ask("k2"))
-    assert wait_until(lambda: api.reconnects == 1 and api.state is ClientState.RUNNING)
+    rm.report_asks(ask("k2"))
+    wait_until(lambda: api.reconnects == 1 and api.state is ClientState.RUNNING, 10, "the client running again")
     assert rm.lost and rm.restored == 1
     assert fake.registered.keys() == {"rm-test"}
-    assert wait_until(lambda: "k2" in rm.running)
+    wait_until(lambda: "k2" in rm.running, 10, "k2 running")
     # the running allocation came back as an existing allocation of its node, not reallocated
     assert fake.allocs[rm.running["k1"].UUID][3] == "k1"
     replayed = [(kind, req) for kind, req in fake.log[before:] if not is_attach(req)]
@@ -127,40 +115,35 @@ def test_server_restart_reconnects_reregisters_and_replays_in_shim_order(fake):
     assert kinds.index("application") < kinds.index("node") < kinds.index("allocation")
     node_req = next(r for k, r in replayed if k == "node")
     assert [a.allocationKey for a in node_req.nodes[0].existingAllocations] == ["k1"]
-    assert sum(1 for a in rm.allocations if a.allocationKey == "k2") == 1
+    assert rm.violations == []  # k2 (nor anything else) was not allocated twice
     api.close()
 
 
 def test_reregister_notice_triggers_resync_and_replay(fake):
-    rm = StatefulRM()
     api = fast_api(fake.address)
-    register(api, rm)
-    rm.add_app(api, app("app-1"))
-    rm.add_node(api, node("n1"))
-    assert wait_until(lambda: rm.accepted_apps and rm.accepted_nodes)
+    rm = rm_with_node_and_app(api)
     fake.request_reregister("rm-test")
-    assert wait_until(lambda: api.reconnects == 1 and api.state is ClientState.RUNNING)
+    wait_until(lambda: api.reconnects == 1 and api.state is ClientState.RUNNING, 10, "the client running again")
     assert fake.register_count == 2
     assert "re-register" in rm.lost[0]
     assert "n1" in fake.nodes and "app-1" in fake.apps
-    rm.add_ask(api, ask("k1"))
-    assert wait_until(lambda: "k1" in rm.running)
+    rm.report_asks(ask("k1"))
+    wait_until(lambda: "k1" in rm.running, 10, "k1 running")
     api.close()
 
 
 def test_initial_registration_replays_an_existing_state(fake):
-    rm = StatefulRM()
+    rm = ClusterRM("rm-test")
     rm.apps["app-1"] = app("app-1")
     rm.nodes["n1"] = node("n1")
-    rm.running["k0"] = si_pb2.Allocation(allocationKey="k0", UUID="k0", nodeID="n1", applicationID="app-1",
-                                         resourcePerAlloc=res(vcore=1000, memory=1024))
+    rm.running["k0"] = allocation("k0", "n1")
     rm.pending["k1"] = ask("k1")
     api = fast_api(fake.address)
-    register(api, rm)
+    rm.register(api)
     # register returned after the apps and nodes got their verdicts
-    assert rm.accepted_apps == ["app-1"] and rm.accepted_nodes == ["n1"]
+    assert rm.accepted_apps == {"app-1"} and rm.accepted_nodes == {"n1"}
     assert "k0" in fake.allocs
-    assert wait_until(lambda: "k1" in rm.running)
+    wait_until(lambda: "k1" in rm.running, 10, "k1 running")
     api.close()
 
 
@@ -169,7 +152,7 @@ def test_without_a_replay_hook_a_lost_connection_fails_the_client_loudly(fake):
     api = fast_api(fake.address)
     register(api, rec)
     fake.restart()
-    assert wait_until(lambda: api.state is ClientState.FAILED)
+    wait_until(lambda: api.state is ClientState.FAILED, 10, "the client failed")
     with pytest.raises(NotConnectedError, match="no RecoverableState"):
         api.update_node(si_pb2.NodeRequest(nodes=[node("n1")]))
     assert rec.lost
@@ -177,11 +160,11 @@ def test_without_a_replay_hook_a_lost_connection_fails_the_client_loudly(fake):
 
 
 def test_notices_reach_send_event_scheduling_states_and_the_state_dump_plugin(fake):
-    rm = StatefulRM()
+    rm = Recorder()
     api = fast_api(fake.address)
     register(api, rm)
-    rm.add_node(api, node("n1"))
-    assert wait_until(lambda: "rm-test" in fake._notices)
+    api.update_node(si_pb2.NodeRequest(nodes=[node("n1")]))
+    wait_until(lambda: "rm-test" in fake._notices and rm.accepted_nodes, 10, "subscribed, n1 accepted")
     fake.push_notice("rm-test", korral_pb2.SchedulerNotice(events=korral_pb2.EventBatch(
         events=[si_pb2.EventRecord(type=si_pb2.EventRecord.APP, objectID="app-1", reason="r")])))
     fake.push_notice("rm-test", korral_pb2.SchedulerNotice(schedulingStates=korral_pb2.SchedulingStates(
@@ -189,7 +172,7 @@ def test_notices_reach_send_event_scheduling_states_and_the_state_dump_plugin(fa
             allocationKey="k1", state=si_pb2.UpdateContainerSchedulingStateRequest.FAILED)])))
     fake.push_notice("rm-test", korral_pb2.SchedulerNotice(
         stateDumpRequest=korral_pb2.StateDumpRequest(requestID="d1")))
-    assert wait_until(lambda: rm.events and rm.states and fake.dumps)
+    wait_until(lambda: rm.events and rm.states and fake.dumps, 10, "an event, a state and a dump")
     assert rm.events[0].objectID == "app-1"
     assert rm.states[0].allocationKey == "k1"
     assert fake.dumps[0].requestID == "d1" and fake.dumps[0].json == '{"nodes": 1}'
@@ -218,10 +201,8 @@ def test_async_flavour_runs_async_callbacks_on_the_event_loop(fake):
         await api.register_resource_manager_async(
             si_pb2.RegisterResourceManagerRequest(rmID="rm-async"), AsyncRM())
         api.update_node(si_pb2.NodeRequest(nodes=[node("n1")]))
-        for _ in range(500):
-            if seen:
-                break
-            await asyncio.sleep(0.01)
+        # waited for off the loop: the callback runs on it
+        await asyncio.to_thread(wait_until, lambda: seen, 5, "the async update_node callback")
         await api.close_async()
         return asyncio.get_running_loop()
 
@@ -234,27 +215,16 @@ def test_sends_made_during_recovery_are_neither_lost_nor_doubled(fake):
 
     from rmproxy.client import Backoff
 
-    rejected = []
-
-    class RM(StatefulRM):
-        def update_application(self, response):
-            super().update_application(response)
-            rejected.extend(r.applicationID for r in response.rejected)
-
-    rm = RM()
     api = SchedulerAPI(fake.address, backoff=Backoff(base=0.4, cap=0.4, rng=random.Random(1)))
-    register(api, rm)
-    rm.add_node(api, node("n1"))
-    rm.add_app(api, app("app-1"))
-    assert wait_until(lambda: rm.accepted_apps == ["app-1"])
+    rm = rm_with_node_and_app(api)
     fake.restart()
-    assert wait_until(lambda: api.state is ClientState.RECOVERING)
-    rm.add_app(api, app("app-2"))  # during the backoff: held, and covered by the snapshot
-    rm.add_ask(api, ask("k-held", app_id="app-2"))
-    assert wait_until(lambda: api.state is ClientState.RUNNING and api.reconnects == 1)
-    rm.add_ask(api, ask("k-after", app_id="app-2"))  # after: straight through
-    assert wait_until(lambda: {"k-held", "k-after"} <= set(rm.running))
-    assert rejected == []
+    wait_until(lambda: api.state is ClientState.RECOVERING, 10, "the client recovering")
+    rm.report_apps(app("app-2"))  # during the backoff: held, and covered by the snapshot
+    rm.report_asks(ask("k-held", "app-2"))
+    wait_until(lambda: api.state is ClientState.RUNNING and api.reconnects == 1, 10, "the client running again")
+    rm.report_asks(ask("k-after", "app-2"))  # after: straight through
+    wait_until(lambda: {"k-held", "k-after"} <= set(rm.running), 10, "k-held and k-after running")
+    assert rm.violations == []  # among them: no application rejected
     assert sorted(fake.apps) == ["app-1", "app-2"]
     new_app_requests = [a.applicationID for k, r in fake.log if k == "application" for a in r.new]
     assert new_app_requests.count("app-2") == 1  # in the replay only, not again from the held sends
@@ -311,19 +281,19 @@ def test_a_long_outage_does_not_slow_the_channels_reconnects_beyond_the_clients_
     """gRPC's own reconnect backoff (1 s, x1.6, up to 120 s) made a recovering RM wait ~7 s more
     after a 30 s rmproxy outage, and up to two minutes after a longer one (found by the chaos
     soak: RMs came back seconds after rmproxy). The channel now retries at the client's pace."""
-    rm = StatefulRM()
+    rm = ClusterRM("rm-test")
     api = fast_api(fake.address)  # backoff cap 0.2 s
     register(api, rm)
     fake.stop()
     deaf = _DeafPort(fake.port)
     try:
-        assert wait_until(lambda: api.state is ClientState.RECOVERING)
+        wait_until(lambda: api.state is ClientState.RECOVERING, 10, "the client recovering")
         # 15 attempts: ~3 s at the client's pace; with gRPC's default backoff, over 5 minutes
-        assert wait_until(lambda: deaf.attempts >= 15, timeout=20), deaf.attempts
+        wait_until(lambda: deaf.attempts >= 15, 20, "15 connection attempts", lambda: f"{deaf.attempts} attempts")
     finally:
         deaf.close()
     fake.start()
-    assert wait_until(lambda: api.state is ClientState.RUNNING and api.reconnects == 1, timeout=10)
+    wait_until(lambda: api.state is ClientState.RUNNING and api.reconnects == 1, 10, "the client running again")
     api.close()
 
 

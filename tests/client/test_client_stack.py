@@ -10,16 +10,14 @@ import urllib.request
 import pytest
 
 from rmproxy.client import ClientState
-from rmproxy.bench.cluster_rm import scheduler_view
+from rmproxy.bench.cluster_rm import ClusterRM, scheduler_view
+from rmproxy.bench.recovery import provided_partitions
 from common import si_pb2
-from tests.client.rms import StatefulRM, app, ask, fast_api, node, wait_until
+from tests.client.rms import fast_api
+from tests.conftest import wait_until
+from tests.si_builders import app, ask, node
 
-CONFIG = """
-partitions:
-  - name: default
-    placementrules: [{name: provided, create: true}]
-    queues: [{name: root, submitacl: '*'}]
-"""
+CONFIG = provided_partitions("default")
 
 
 def view_or_none(rest_address):
@@ -38,11 +36,6 @@ def registered_rms(stack) -> set[str] | None:
         return None
 
 
-def rm_view(rm: StatefulRM) -> dict[str, tuple[str, str]]:
-    with rm.state_lock:
-        return {k: (a.UUID, a.nodeID) for k, a in rm.running.items()}
-
-
 def owner_pid(stack) -> int | None:
     """Pid of the worker owning partition default of rm-client (None until the broker reports it)."""
     try:
@@ -57,37 +50,32 @@ def owner_pid(stack) -> int | None:
 def test_after_a_restart_the_client_replays_and_the_scheduler_holds_exactly_its_allocations(
         stack_factory, victim):
     stack = stack_factory(workers=2)
-    rm = StatefulRM()
+    rm = ClusterRM("rm-client")
     api = fast_api(stack.si_address)
-    api.register_resource_manager(
-        si_pb2.RegisterResourceManagerRequest(rmID="rm-client", policyGroup="queues", config=CONFIG), rm)
+    rm.register(api, CONFIG)
     try:
-        rm.add_node(api, node("n1"))
-        rm.add_node(api, node("n2"))
-        rm.add_app(api, app("app-1"))
-        assert wait_until(lambda: len(rm.accepted_nodes) == 2 and rm.accepted_apps, 20)
-        for i in range(6):
-            rm.add_ask(api, ask(f"k{i}", vcore=500, memory=512))
-        assert wait_until(lambda: len(rm.running) == 6, 20)
-        before = rm_view(rm)
+        rm.report_nodes(node("n1", vcore=4000, memory=4096), node("n2", vcore=4000, memory=4096))
+        rm.report_apps(app("app-1", queue="root.a"))
+        wait_until(lambda: len(rm.accepted_nodes) == 2 and rm.accepted_apps, 20, "two nodes and the app accepted")
+        rm.report_asks(*[ask(f"k{i}", vcore=500, memory=512) for i in range(6)])
+        wait_until(lambda: len(rm.running) == 6, 20, "six allocations")
+        before = rm.rm_view()
 
         if victim == "worker":
-            assert wait_until(lambda: owner_pid(stack), 10)
-            pid = owner_pid(stack)
+            pid = wait_until(lambda: owner_pid(stack), 10, "the owner of the partition")
         else:
             pid = stack.pids["rmproxy"]
         os.kill(pid, signal.SIGKILL)
-        assert wait_until(lambda: api.reconnects >= 1 and api.state is ClientState.RUNNING, 60)
+        wait_until(lambda: api.reconnects >= 1 and api.state is ClientState.RUNNING, 60, "the client recovered")
         assert rm.lost and rm.restored >= 1
 
         # the replayed allocations are held by the scheduler exactly as the RM holds them
-        assert wait_until(lambda: view_or_none(stack.rest_address) == before, 20), \
-            (view_or_none(stack.rest_address), before)
+        wait_until(lambda: view_or_none(stack.rest_address) == before, 20, f"the scheduler holding {before}")
         # and scheduling goes on; no replayed key was allocated again
-        rm.add_ask(api, ask("k-after", vcore=500, memory=512))
-        assert wait_until(lambda: "k-after" in rm.running, 20)
-        assert sum(1 for a in rm.allocations if a.allocationKey == "k0") == 1
-        assert wait_until(lambda: view_or_none(stack.rest_address) == rm_view(rm), 20)
+        rm.report_asks(ask("k-after", vcore=500, memory=512))
+        wait_until(lambda: "k-after" in rm.running, 20, "k-after running")
+        assert rm.violations == []
+        wait_until(lambda: view_or_none(stack.rest_address) == rm.rm_view(), 20, "the scheduler holding the RM's view")
     finally:
         api.close()
 
@@ -101,22 +89,21 @@ def test_korral_v1_extras_work_on_a_real_stack(stack_factory):
     from rmproxy.client import SchedulerError
 
     stack = stack_factory(workers=1)
-    rm = StatefulRM()
+    rm = ClusterRM("rm-extras")
     api = fast_api(stack.si_address)
-    api.register_resource_manager(
-        si_pb2.RegisterResourceManagerRequest(rmID="rm-extras", policyGroup="queues", config=CONFIG), rm)
+    rm.register(api, CONFIG)
     try:
-        rm.add_node(api, node("n1"))
-        assert wait_until(lambda: rm.accepted_nodes == ["n1"], 20)
+        rm.report_nodes(node("n1"))
+        wait_until(lambda: rm.accepted_nodes == {"n1"}, 20, "n1 accepted")
         api.update_configuration(si_pb2.UpdateConfigurationRequest(
             policyGroup="queues", config=CONFIG.replace("submitacl: '*'", "submitacl: 'alice'")))
         with pytest.raises(SchedulerError) as err:
             api.update_configuration(si_pb2.UpdateConfigurationRequest(
                 policyGroup="queues", config="partitions: [{name: default, queues: [{name: root, bogus: 1}]}]"))
         assert "bogus" in err.value.details
-        assert wait_until(lambda: "rm-extras" in registered_rms(stack), 10)
+        wait_until(lambda: "rm-extras" in (registered_rms(stack) or ()), 10, "rm-extras registered")
     finally:
         api.close()
     assert api.state is ClientState.CLOSED
     # Shutdown: the RM is Stopped at once and its registration is gone
-    assert wait_until(lambda: registered_rms(stack) == set(), 10), registered_rms(stack)
+    wait_until(lambda: registered_rms(stack) == set(), 10, "no RM registered")

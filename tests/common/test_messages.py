@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from common.envelope import Envelope, EnvelopeError, Kind, decode, decode_for, decode_typed, encode
+from common.envelope import Envelope, EnvelopeError, Kind, decode, decode_for, decode_typed, dispatch, encode
 from common.messages import (BODIES, ConfigUpdate, Heartbeat, PartitionLoaded, PartitionLost, PartitionOwned,
                              PartitionRemove, ProxyHello, Query, Reply, RMPartitions, RMUnregister, Status,
                              Unroutable, WorkerReady, with_request_id)
@@ -92,6 +92,16 @@ def test_a_loop_drops_a_bad_body_like_a_bad_frame():
     assert decode_for(encode(Envelope(Kind.PARTITION_OWNED, body={"worker": 1})), handlers, "test") is None
     env, _ = decode_for(encode(Envelope(Kind.PARTITION_OWNED, body={"worker": "w"})), handlers, "test")
     assert env.body == PartitionOwned("w")
+
+
+def test_dispatch_runs_the_handler_on_its_owner_or_says_the_frame_was_dropped():
+    seen = []
+    handlers = {Kind.PARTITION_OWNED: lambda owner, env: seen.append((owner, env.body))}
+    assert dispatch("loop", encode(Envelope(Kind.PARTITION_OWNED, body={"worker": "w"})), handlers, "test")
+    assert seen == [("loop", PartitionOwned("w"))]
+    assert not dispatch("loop", encode(Envelope(Kind.PARTITION_OWNED, body={"worker": 1})), handlers, "test")
+    assert not dispatch("loop", encode(Envelope(Kind.HEARTBEAT)), handlers, "test")  # not for it
+    assert len(seen) == 1
 
 
 def test_a_request_takes_its_id_and_the_broker_reads_it_from_the_header():

@@ -86,6 +86,13 @@ class Harness:
         existing = kw.get("existing", ())
         return self.do(AddNode(node_id, Resource(cap), Resource(occupied or {}), dict(attrs), tuple(existing)))
 
+    def nodes(self, count: int, **kw) -> "Harness":
+        """``count`` nodes like ``node(**kw)``, named n0, n1, ... (zero-padded: n00..n49 for 50)."""
+        width = len(str(count - 1))
+        for i in range(count):
+            self.node(f"n{i:0{width}d}", **kw)
+        return self
+
     def app(self, app_id: str, queue: str = "root.default", user: str = "alice", **kw) -> "Harness":
         return self.do(AddApp(app_id, queue, user, **kw))
 

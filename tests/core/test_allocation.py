@@ -22,9 +22,7 @@ def test_max_allocations_allocates_the_ask_that_many_times(h: Harness) -> None:
 
 
 def test_ten_thousand_asks_are_one_cycle_of_work(h: Harness) -> None:
-    for i in range(20):
-        h.node(f"n{i}", memory=10_000, vcore=10_000)
-    h.app("app1")
+    h.nodes(20, memory=10_000, vcore=10_000).app("app1")
     for i in range(10_000):
         h.p.handle(AddAsk(f"k{i}", "app1", res(memory=10, vcore=1)), h.now)
     assert h.step() == 10_000

@@ -6,6 +6,7 @@ from common import si_pb2
 from common.config import load_config
 from partition_worker.core.settings import CoreSettings
 from partition_worker.session import PartitionSession
+from tests.si_builders import app
 
 CONFIG = """
 partitions:
@@ -16,8 +17,7 @@ partitions:
 
 
 def _add(session: PartitionSession) -> si_pb2.ApplicationResponse:
-    session.apply_application_request(si_pb2.ApplicationRequest(new=[si_pb2.AddApplicationRequest(
-        applicationID="app-1", queueName="root.team", ugi=si_pb2.UserGroupInformation(user="alice"))]), 1)
+    session.apply_application_request(si_pb2.ApplicationRequest(new=[app("app-1", "root.team", user="alice")]), 1)
     return session.step(2).application
 
 

@@ -82,9 +82,7 @@ def test_named_user_beats_wildcard_and_other_users_are_separate():
 
 def test_partition_level_limit_applies_at_root():
     h = _h()
-    h.app("app1", "root.c", "bob")
-    h.ask("k", "app1", memory=10, repeat=10)
-    h.step()
+    h.app("app1", "root.c", "bob").ask("k", "app1", memory=10, repeat=10).step()
     # root limit 50 for bob; root.c has no limits of its own
     assert len(h.allocs_of("k")) == 5
     assert "queue root " in h.events("UserLimitReached")[0].message

@@ -89,9 +89,7 @@ def test_node_policy_chooses_least_or_most_used_node(policy, expected) -> None:
 
 def test_fair_node_policy_spreads_allocations() -> None:
     h = Harness(partition_config())
-    for i in range(4):
-        h.node(f"n{i}", memory=100, vcore=100)
-    h.app("app1").ask("k", "app1", repeat=8, memory=10, vcore=10)
+    h.nodes(4, memory=100, vcore=100).app("app1").ask("k", "app1", repeat=8, memory=10, vcore=10)
     h.step()
     nodes = [a.alloc.node_id for a in h.log.allocations]
     assert sorted(nodes) == ["n0", "n0", "n1", "n1", "n2", "n2", "n3", "n3"]
@@ -99,9 +97,7 @@ def test_fair_node_policy_spreads_allocations() -> None:
 
 def test_binpacking_fills_one_node_before_the_next() -> None:
     h = Harness(partition_config(policy="binpacking"))
-    for i in range(3):
-        h.node(f"n{i}", memory=30, vcore=30)
-    h.app("app1").ask("k", "app1", repeat=4, memory=10, vcore=10)
+    h.nodes(3, memory=30, vcore=30).app("app1").ask("k", "app1", repeat=4, memory=10, vcore=10)
     h.step()
     nodes = [a.alloc.node_id for a in h.log.allocations]
     assert nodes[:3] == [nodes[0]] * 3 and nodes[3] != nodes[0]
@@ -120,9 +116,7 @@ def test_resource_weights_change_the_node_score() -> None:
 
 def test_node_order_is_kept_sorted_incrementally() -> None:
     h = Harness(partition_config())
-    for i in range(50):
-        h.node(f"n{i:02d}", memory=1000, vcore=1000)
-    h.app("app1").ask("k", "app1", repeat=137, memory=7, vcore=3)
+    h.nodes(50, memory=1000, vcore=1000).app("app1").ask("k", "app1", repeat=137, memory=7, vcore=3)
     h.step()
     coll = h.p.nodes
     assert coll.order == sorted((coll._score(n), n.node_id) for n in coll.nodes.values()

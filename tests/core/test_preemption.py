@@ -207,9 +207,7 @@ def test_preemptors_waiting_for_reserved_nodes_retry_next_cycle_not_after_a_dela
     root = q("root", q("high", guaranteed={"memory": 300}, props={"priority.offset": "100"}),
              q("low", guaranteed={"memory": 100}), submitacl="*")
     h = Harness(config=replace(partition_config(root), preemption=PreemptionConfig(enabled=True)))
-    for i in range(4):
-        h.node(f"n{i}", memory=250, vcore=25)
-    h.app("lo", "root.low", "bob")
+    h.nodes(4, memory=250, vcore=25).app("lo", "root.low", "bob")
     h.ask("lo", "lo", memory=10, vcore=1, repeat=100)
     h.step(1)
     h.app("hi", "root.high", "alice")

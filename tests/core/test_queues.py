@@ -2,19 +2,12 @@
 
 import pytest
 
+from common.config import DEFAULT_CONFIG_TEXT
 from partition_worker.core import ObjectState, ReleaseAlloc, RemoveApp
 from tests.core.harness import Harness, harness_from_yaml, partition_config, q, res
 
-TAG_RULE = """
-partitions:
-  - name: default
-    placementrules:
-      - name: tag
-        value: namespace
-        create: true
-    queues:
-      - name: root
-        submitacl: '*'
+# YuniKorn's default (the tag rule on namespace, create) with a configured queue below root
+TAG_RULE = DEFAULT_CONFIG_TEXT + """\
         queues:
           - name: fixed
             properties:

@@ -4,8 +4,10 @@ from partition_worker.core import CoreSettings, ReleaseAlloc, ReleaseAsk, Remove
 from tests.core.harness import SECOND, Harness, partition_config
 
 
-def starving_setup() -> Harness:
-    h = Harness(partition_config(), settings=CoreSettings(reservation_delay_ns=2 * SECOND))
+def starving_setup(**settings) -> Harness:
+    """n1 (memory 100) holds filler (60); big (80) and 100 small asks (10 each) wait; ``settings``
+    override the core settings (reservation delay 2 s)."""
+    h = Harness(partition_config(), settings=CoreSettings(**{"reservation_delay_ns": 2 * SECOND, **settings}))
     h.node("n1", memory=100, vcore=100).app("app1")
     h.ask("filler", "app1", memory=60, vcore=1)
     h.step()
@@ -38,12 +40,7 @@ def test_a_big_ask_reserves_a_node_after_the_delay_and_gets_it_when_freed() -> N
 
 
 def test_without_reservation_small_asks_would_take_the_freed_space() -> None:
-    h = Harness(partition_config(), settings=CoreSettings(max_reservations=0))
-    h.node("n1", memory=100, vcore=100).app("app1")
-    h.ask("filler", "app1", memory=60, vcore=1)
-    h.step()
-    h.ask("big", "app1", memory=80, vcore=1, priority=10)
-    h.ask("small", "app1", memory=10, vcore=1, repeat=100)
+    h = starving_setup(max_reservations=0)
     h.step(10 * SECOND)
     h.do(ReleaseAlloc("app1", h.allocs_of("filler")[0].uuid))
     h.step()
@@ -75,9 +72,7 @@ def test_an_ask_larger_than_every_node_reserves_nothing() -> None:
 
 def test_reservations_are_bounded() -> None:
     h = Harness(partition_config(), settings=CoreSettings(max_reservations=2, reservation_delay_ns=0))
-    for i in range(5):
-        h.node(f"n{i}", memory=10, vcore=10)
-    h.app("app1")
+    h.nodes(5, memory=10, vcore=10).app("app1")
     for i in range(5):
         h.ask(f"f{i}", "app1", memory=6, vcore=1)
     h.step()
@@ -103,13 +98,19 @@ def test_a_reserved_ask_may_use_another_node_that_frees_first() -> None:
     assert h.p.reservations == {} and h.p.nodes.get(res.node_id).reservation is None
 
 
-def test_a_required_node_ask_cancels_an_ordinary_reservation_on_its_node() -> None:
+def big_reserving_n1() -> Harness:
+    """n1 (memory 10) holds fill (6); big (8) reserves it at once (no reservation delay)."""
     h = Harness(partition_config(), settings=CoreSettings(reservation_delay_ns=0))
     h.node("n1", memory=10, vcore=10).app("app1")
     h.ask("fill", "app1", memory=6, vcore=1)
     h.step()
     h.ask("big", "app1", memory=8, vcore=1)
     h.step()
+    return h
+
+
+def test_a_required_node_ask_cancels_an_ordinary_reservation_on_its_node() -> None:
+    h = big_reserving_n1()
     assert h.p.nodes.get("n1").reservation is not None
     h.ask("ds", "app1", memory=2, vcore=1, tags={"yunikorn.apache.org/requiredNode": "n1"})
     h.step()
@@ -118,12 +119,7 @@ def test_a_required_node_ask_cancels_an_ordinary_reservation_on_its_node() -> No
 
 
 def test_a_required_node_ask_that_cannot_fit_leaves_the_reservation_alone() -> None:
-    h = Harness(partition_config(), settings=CoreSettings(reservation_delay_ns=0))
-    h.node("n1", memory=10, vcore=10).app("app1")
-    h.ask("fill", "app1", memory=6, vcore=1)
-    h.step()
-    h.ask("big", "app1", memory=8, vcore=1)
-    h.step()
+    h = big_reserving_n1()
     h.ask("ds", "app1", memory=5, vcore=1, tags={"yunikorn.apache.org/requiredNode": "n1"})
     h.step()
     assert ("app1", "big") in h.p.reservations and h.allocs_of("ds") == []

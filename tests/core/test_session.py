@@ -5,6 +5,7 @@ import json
 from common import si_pb2
 from partition_worker.session import PartitionSession
 from tests.core.harness import START, partition_config, q
+from tests.si_builders import allocation, app, ask, node, remove_app
 
 
 def session() -> PartitionSession:
@@ -13,33 +14,29 @@ def session() -> PartitionSession:
 
 
 def add_app(s, app_id, queue="root.a", now=START, user="alice"):
-    s.apply_application_request(si_pb2.ApplicationRequest(new=[si_pb2.AddApplicationRequest(
-        applicationID=app_id, queueName=queue, partitionName="default",
-        ugi=si_pb2.UserGroupInformation(user=user))]), now)
+    s.apply_application_request(si_pb2.ApplicationRequest(new=[app(app_id, queue, user=user)]), now)
 
 
-def add_node(s, node_id, memory=1000, vcore=100, now=START, action=si_pb2.NodeInfo.CREATE,
-             existing=()):
-    info = si_pb2.NodeInfo(nodeID=node_id, action=action)
-    info.schedulableResource.resources["memory"].value = memory
-    info.schedulableResource.resources["vcore"].value = vcore
-    info.existingAllocations.extend(existing)
-    s.apply_node_request(si_pb2.NodeRequest(nodes=[info]), now)
+def add_node(s, node_id, memory=1000, vcore=100, now=START, **kw):
+    """``kw``: the node builder's ``action``, ``existing``."""
+    s.apply_node_request(si_pb2.NodeRequest(nodes=[node(node_id, memory=memory, vcore=vcore, **kw)]), now)
 
 
-def ask(key, app_id, memory=10, vcore=1, repeat=1):
-    a = si_pb2.AllocationAsk(allocationKey=key, applicationID=app_id, partitionName="default",
-                             maxAllocations=repeat)
-    a.resourceAsk.resources["memory"].value = memory
-    a.resourceAsk.resources["vcore"].value = vcore
-    return a
+def add_asks(s, *asks, now=START):
+    s.apply_allocation_request(si_pb2.AllocationRequest(asks=list(asks)), now)
+
+
+def app1_and_n1(**node_kw) -> PartitionSession:
+    """A session holding app1 (root.a) and node n1 (``node_kw`` as ``add_node``'s)."""
+    s = session()
+    add_app(s, "app1")
+    add_node(s, "n1", **node_kw)
+    return s
 
 
 def test_allocations_come_out_as_an_allocation_response() -> None:
-    s = session()
-    add_app(s, "app1")
-    add_node(s, "n1")
-    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("k1", "app1", repeat=2)]), START)
+    s = app1_and_n1()
+    add_asks(s, ask("k1", "app1", repeat=2))
     out = s.step(START)
     assert [a.allocationKey for a in out.allocation.new] == ["k1", "k1"]
     a = out.allocation.new[0]
@@ -55,7 +52,7 @@ def test_allocations_come_out_as_an_allocation_response() -> None:
 def test_rejections_carry_reasons() -> None:
     s = session()
     add_app(s, "app1", queue="root.nope")
-    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("k1", "ghost")]), START)
+    add_asks(s, ask("k1", "ghost"))
     add_node(s, "n1")
     add_node(s, "n1")
     out = s.step(START)
@@ -65,10 +62,8 @@ def test_rejections_carry_reasons() -> None:
 
 
 def test_release_by_rm_is_confirmed_and_decommission_releases() -> None:
-    s = session()
-    add_app(s, "app1")
-    add_node(s, "n1")
-    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("k1", "app1", repeat=2)]), START)
+    s = app1_and_n1()
+    add_asks(s, ask("k1", "app1", repeat=2))
     uuids = [a.UUID for a in s.step(START).allocation.new]
     rel = si_pb2.AllocationReleasesRequest(allocationsToRelease=[si_pb2.AllocationRelease(
         applicationID="app1", partitionName="default", UUID=uuids[0],
@@ -83,12 +78,7 @@ def test_release_by_rm_is_confirmed_and_decommission_releases() -> None:
 
 
 def test_existing_allocations_are_recovered_from_node_create() -> None:
-    s = session()
-    add_app(s, "app1")
-    existing = si_pb2.Allocation(allocationKey="pod1", UUID="pod1", applicationID="app1",
-                                 nodeID="n1", partitionName="default")
-    existing.resourcePerAlloc.resources["memory"].value = 100
-    add_node(s, "n1", existing=[existing])
+    s = app1_and_n1(existing=[allocation("pod1", "n1", "app1", memory=100, vcore=None)])
     out = s.step(START)
     assert out.allocation is None  # recovered, not newly allocated
     assert [n.nodeID for n in out.node.accepted] == ["n1"]
@@ -97,10 +87,8 @@ def test_existing_allocations_are_recovered_from_node_create() -> None:
 
 
 def test_scheduling_states_and_events_are_forwarded() -> None:
-    s = session()
-    add_app(s, "app1")
-    add_node(s, "n1", memory=5)
-    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("big", "app1", memory=50)]), START)
+    s = app1_and_n1(memory=5)
+    add_asks(s, ask("big", "app1", memory=50))
     out = s.step(START)
     (st,) = out.scheduling_states
     assert (st.applicartionID, st.allocationKey, st.state) == (
@@ -110,10 +98,8 @@ def test_scheduling_states_and_events_are_forwarded() -> None:
 
 
 def test_snapshot_is_json_serialisable_with_yunikorn_names() -> None:
-    s = session()
-    add_app(s, "app1")
-    add_node(s, "n1")
-    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("k1", "app1")]), START)
+    s = app1_and_n1()
+    add_asks(s, ask("k1", "app1"))
     s.step(START)
     snap = json.loads(json.dumps(s.snapshot()))
     assert snap["queues"]["queuename"] == "root"
@@ -143,10 +129,8 @@ def test_config_update_for_another_partition_is_refused() -> None:
 
 
 def test_stopping_the_partition_fails_apps_and_releases_everything() -> None:
-    s = session()
-    add_app(s, "app1")
-    add_node(s, "n1")
-    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("k1", "app1")]), START)
+    s = app1_and_n1()
+    add_asks(s, ask("k1", "app1"))
     s.step(START)
     s.stop(START + 1)
     out = s.step(START + 1)
@@ -162,10 +146,8 @@ def test_an_empty_resource_name_is_rejected_naming_the_ask_and_the_node() -> Non
     add_app(s, "app1")
     bad = ask("k1", "app1")
     bad.resourceAsk.resources[""].value = 1
-    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[bad]), START)
-    info = si_pb2.NodeInfo(nodeID="n9", action=si_pb2.NodeInfo.CREATE)
-    info.schedulableResource.resources[""].value = 5
-    s.apply_node_request(si_pb2.NodeRequest(nodes=[info]), START)
+    add_asks(s, bad)
+    s.apply_node_request(si_pb2.NodeRequest(nodes=[node("n9", memory=None, vcore=None, **{"": 5})]), START)
     out = s.step(START)
     assert "ask k1" in out.allocation.rejected[0].reason
     assert out.node.rejected[0].nodeID == "n9" and "node n9" in out.node.rejected[0].reason
@@ -187,9 +169,7 @@ def test_an_internal_error_becomes_an_event_and_the_rest_is_applied(monkeypatch)
     from partition_worker.core import partition as part_mod
     monkeypatch.setitem(part_mod._HANDLERS, part_mod.RemoveApp, boom)
     s.apply_application_request(si_pb2.ApplicationRequest(
-        new=[si_pb2.AddApplicationRequest(applicationID="a1", queueName="root.a",
-                                          ugi=si_pb2.UserGroupInformation(user="u"))],
-        remove=[si_pb2.RemoveApplicationRequest(applicationID="a1")]), START)
+        new=[app("a1", "root.a", user="u")], remove=[remove_app("a1")]), START)
     out = s.step(START)
     assert [a.applicationID for a in out.application.accepted] == ["a1"]
     (ev,) = [e for e in out.events if e.reason == "InternalError"]
@@ -207,9 +187,7 @@ def test_the_event_ring_is_bounded() -> None:
 
 
 def test_node_update_and_drain_through_the_session() -> None:
-    s = session()
-    add_app(s, "app1")
-    add_node(s, "n1", memory=100)
+    s = app1_and_n1(memory=100)
     upd = si_pb2.NodeInfo(nodeID="n1", action=si_pb2.NodeInfo.UPDATE)
     upd.occupiedResource.resources["memory"].value = 95
     s.apply_node_request(si_pb2.NodeRequest(nodes=[upd]), START)
@@ -224,24 +202,18 @@ def test_node_update_and_drain_through_the_session() -> None:
 
 
 def test_recovered_allocation_keeps_the_creation_time_tag() -> None:
-    s = session()
-    add_app(s, "app1")
-    existing = si_pb2.Allocation(allocationKey="pod1", UUID="pod1", applicationID="app1",
-                                 nodeID="n1", allocationTags={"creationTime": "1700000000"})
-    existing.resourcePerAlloc.resources["memory"].value = 10
-    add_node(s, "n1", existing=[existing])
+    s = app1_and_n1(existing=[allocation("pod1", "n1", "app1", partition="", tags={"creationTime": "1700000000"},
+                                         vcore=None)])
     assert s.core.allocations["pod1"].create_time_ns == 1_700_000_000 * 10**9
 
 
 def test_explain_counts_node_rejections_by_stage() -> None:
     import pytest
-    s = session()
-    add_app(s, "app1")
-    add_node(s, "n1", memory=5)
+    s = app1_and_n1(memory=5)
     add_node(s, "n2", memory=500)
     s.apply_node_request(si_pb2.NodeRequest(nodes=[si_pb2.NodeInfo(
         nodeID="n2", action=si_pb2.NodeInfo.DRAIN_NODE)]), START)
-    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("big", "app1", memory=50)]), START)
+    add_asks(s, ask("big", "app1", memory=50))
     s.step(START)
     why = s.explain("app1", "big")
     assert why["nodes"] == {"node drained": 1, "insufficient free resources": 1}

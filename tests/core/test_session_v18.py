@@ -10,6 +10,7 @@ from common.constants import TAG_FOREIGN
 from common.si_revision import Revision
 from partition_worker.session import PartitionSession
 from tests.core.harness import SECOND, START, partition_config, q
+from tests.si_builders import internal
 
 
 def session(revision: Revision | None = Revision.V18) -> PartitionSession:
@@ -20,23 +21,24 @@ def session(revision: Revision | None = Revision.V18) -> PartitionSession:
 
 
 def add_app(s, app_id, now=START, timeout_ms=0, placeholder_memory=0):
-    a = si.AddApplicationRequest(applicationID=app_id, queueName="root.a", partitionName="default",
-                                 ugi=si.UserGroupInformation(user="alice"), executionTimeoutMilliSeconds=timeout_ms)
+    a = internal.app(app_id, "root.a", tags={})
+    a.executionTimeoutMilliSeconds = timeout_ms
     if placeholder_memory:
-        a.placeholderAsk.resources["memory"].value = placeholder_memory
+        a.placeholderAsk.CopyFrom(internal.resource(memory=placeholder_memory))
     s.apply_application_request(si.ApplicationRequest(new=[a]), now)
 
 
 def add_node(s, node_id, memory=100, action=si.NodeInfo.CREATE, now=START):
-    info = si.NodeInfo(nodeID=node_id, action=action)
-    info.schedulableResource.resources["memory"].value = memory
-    s.apply_node_request(si.NodeRequest(nodes=[info]), now)
+    s.apply_node_request(si.NodeRequest(nodes=[internal.node(node_id, action=action, memory=memory, vcore=None)]), now)
 
 
-def alloc(key, app_id="app1", memory=10, node="", **fields) -> si.Allocation:
-    a = si.Allocation(allocationKey=key, applicationID=app_id, partitionName="default", nodeID=node, **fields)
-    if memory is not None:
-        a.resourcePerAlloc.resources["memory"].value = memory
+def alloc(key, app_id="app1", memory=10, node="", placeholder=False, taskGroupName="", allocationTags=None,
+          **fields) -> si.Allocation:
+    """An allocation of v1.8's form (by key, no UUID) in the internal model: memory only."""
+    a = internal.allocation(key, node, app_id, uuid="", placeholder=placeholder, task_group=taskGroupName,
+                            tags=allocationTags, memory=memory, vcore=None)
+    for name, value in fields.items():
+        setattr(a, name, value)
     return a
 
 
@@ -46,8 +48,7 @@ def send(s, *allocations, now=START):
 
 def release(s, key, app_id="app1", term=si.STOPPED_BY_RM, now=START):
     s.apply_allocation_request(si.AllocationRequest(releases=si.AllocationReleasesRequest(
-        allocationsToRelease=[si.AllocationRelease(applicationID=app_id, partitionName="default",
-                                                   allocationKey=key, terminationType=term)])), now)
+        allocationsToRelease=[internal.release_key(key, app_id, termination=term)])), now)
 
 
 def ready(revision=Revision.V18) -> PartitionSession:

@@ -8,20 +8,16 @@ from common import si_pb2
 from common.config import load_config
 from partition_worker.core.settings import CoreSettings
 from partition_worker.session import PartitionSession
+from tests.si_builders import app, ask, node
 
 CONFIG = "partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: a}]}]}]"
 
 
 def _run(settings: CoreSettings | None) -> PartitionSession:
     s = PartitionSession("rm", "default", load_config(CONFIG).partitions[0], settings)
-    node = si_pb2.NodeInfo(nodeID="n1", action=si_pb2.NodeInfo.CREATE)
-    node.schedulableResource.resources["memory"].value = 100
-    s.apply_node_request(si_pb2.NodeRequest(nodes=[node]), 1)
-    s.apply_application_request(si_pb2.ApplicationRequest(new=[si_pb2.AddApplicationRequest(
-        applicationID="app", queueName="root.a", ugi=si_pb2.UserGroupInformation(user="u"))]), 1)
-    ask = si_pb2.AllocationAsk(allocationKey="k", applicationID="app", maxAllocations=1)
-    ask.resourceAsk.resources["memory"].value = 10
-    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask]), 2)
+    s.apply_node_request(si_pb2.NodeRequest(nodes=[node("n1", memory=100)]), 1)
+    s.apply_application_request(si_pb2.ApplicationRequest(new=[app("app", "root.a", user="u")]), 1)
+    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("k", "app")]), 2)
     assert len(s.step(3).allocation.new) == 1
     return s
 

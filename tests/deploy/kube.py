@@ -15,8 +15,16 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-from tests.deploy.compose import REPO
+import pytest
+
+from tests.deploy.compose import REPO, parse_korral
 from tests.deploy.kustomize import build, obj_id
+
+__all__ = ["KUBE", "OVERLAYS", "WORKLOADS", "make_pki", "production_tree", "render_all", "by_id", "find",
+           "pod_template", "workloads", "containers", "is_korral", "secret_data", "env_values", "expand",
+           "var_refs", "mount_for", "volume_files", "labels_match", "load_example", "korral_argv",
+           "overlay_params", "korral_containers", "container_env", "parsed", "korral_container",
+           "service_target", "mounted_file"]
 
 KUBE = REPO / "deploy" / "kubernetes"
 OVERLAYS = ("dev", "production")
@@ -179,3 +187,60 @@ def korral_argv(container: dict) -> list[str]:
     """The argv after the image's `korral` entrypoint."""
     assert "command" not in container, "Korral containers keep the image's entrypoint (`korral`)"
     return [str(a) for a in container["args"]]
+
+
+# --- for the tests of the rendered manifests -----------------------------------------------------
+
+def overlay_params():
+    return pytest.mark.parametrize("overlay", OVERLAYS)
+
+
+def korral_containers(objs):
+    """(workload, pod spec, container, subcommand) of every Korral process container."""
+    for obj in workloads(objs):
+        spec = pod_template(obj)["spec"]
+        for c in containers(obj):
+            if is_korral(c):
+                yield obj, spec, c, korral_argv(c)[0]
+
+
+def container_env(objs, obj, c) -> dict[str, str]:
+    return env_values(c, {"metadata": {"name": f"{obj['metadata']['name']}-0"}}, objs)
+
+
+def parsed(objs, obj, c):
+    return parse_korral(korral_argv(c), container_env(objs, obj, c))
+
+
+def korral_container(objs, subcommand: str):
+    """The container running ``korral SUBCOMMAND``: (workload, pod spec, container, its environment,
+    its parsed command line)."""
+    obj, spec, c, _ = next(x for x in korral_containers(objs) if x[3] == subcommand)
+    return obj, spec, c, container_env(objs, obj, c), parsed(objs, obj, c)
+
+
+def service_target(objs, host: str, port: int) -> tuple[dict, dict]:
+    """(workload, container port entry) that a connection to Service host:port reaches."""
+    svc = find(objs, "Service", host)
+    sport = next(p for p in svc["spec"]["ports"] if p["port"] == port)
+    hits = []
+    for obj in workloads(objs):
+        if labels_match(svc["spec"]["selector"], pod_template(obj)["metadata"]["labels"]):
+            for c in containers(obj):
+                for p in c.get("ports") or []:
+                    if sport["targetPort"] in (p.get("name"), p["containerPort"]):
+                        hits.append((obj, p))
+    assert len(hits) == 1, f"Service {host}:{port} reaches {len(hits)} container ports"
+    return hits[0]
+
+
+def mounted_file(objs, spec, c, path: str) -> bytes:
+    """The bytes of the Secret file a container sees at ``path`` (fails when it is not a mounted Secret)."""
+    hit = mount_for(c, spec, path)
+    assert hit is not None, f"{c['name']}: {path} is not under any volume mount"
+    mount, volume = hit
+    files = volume_files(volume, objs)
+    assert files is not None, f"{path}: mounted from a {sorted(volume)} volume, not a Secret"
+    rel = path[len(mount["mountPath"].rstrip("/")) + 1:]
+    assert rel in files, f"{path}: the volume {volume['name']} has {sorted(files)}"
+    return files[rel]

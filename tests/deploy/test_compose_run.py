@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import shutil
 import sys
-import time
 
 import pytest
 
+from tests.conftest import wait_until
 from tests.deploy.compose import load_compose
-from tests.e2e.netns import NetLab, NsRM, unavailable_reason
-from tests.e2e.sirm import app, ask, node
+from tests.e2e.netns import NetLab, tails, unavailable_reason
+from tests.e2e.sirm import SIRM
+from tests.si_builders import app, ask, node
 
 REASON = unavailable_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"needs network namespaces: {REASON}")
@@ -45,17 +46,18 @@ def healthcheck_argv(service: dict) -> list[str]:
 
 
 def wait_healthy(lab: NetLab, host, name: str, service: dict, procs, timeout: float = 30.0) -> None:
+    """Until the service's own healthcheck command passes (run in its host, under its environment)."""
     argv = healthcheck_argv(service)
     env = {k: str(v) for k, v in (service.get("environment") or {}).items()}
-    deadline = time.monotonic() + timeout
     last = None
-    while time.monotonic() < deadline:
+
+    def healthy() -> bool:
+        nonlocal last
         last = lab.run(host, argv, timeout=10, env=env)
-        if last.returncode == 0 and "NOAUTH" not in last.stdout:
-            return
-        time.sleep(0.3)
-    logs = "\n".join(f"--- {p.name} ---\n{p.tail()}" for p in procs)
-    pytest.fail(f"{name} not healthy in {timeout}s: {last.stdout}{last.stderr}\n{logs}")
+        return last.returncode == 0 and "NOAUTH" not in last.stdout
+
+    wait_until(healthy, timeout, f"{name} healthy", lambda: f"{last.stdout}{last.stderr}\n{tails(procs)}",
+               interval=0.3)
 
 
 def test_compose_services_run_as_wired(tmp_path, korral):
@@ -99,16 +101,14 @@ def test_compose_services_run_as_wired(tmp_path, korral):
         wait_healthy(lab, hosts["rmproxy"], "rmproxy", services["rmproxy"], procs)
 
         rest = f"http://{hosts['rmproxy'].ip}:9080/ws/v1/korral/stack"
-        deadline = time.monotonic() + 20
-        while True:
-            status, body = lab.http_get_json(rm_host, rest)
-            workers = (body or {}).get("cluster", {}).get("workers", []) if status == 200 else []
-            if len(workers) == replicas:
-                break
-            assert time.monotonic() < deadline, f"{len(workers)} of {replicas} workers joined: {body}"
-            time.sleep(0.3)
 
-        rm = NsRM(lab, rm_host, f"{hosts['rmproxy'].ip}:9090", "rm-compose")
+        def workers() -> list[dict]:
+            status, body = lab.http_get_json(rm_host, rest)
+            return (body or {}).get("cluster", {}).get("workers", []) if status == 200 else []
+
+        wait_until(lambda: len(workers()) == replicas, 20, f"{replicas} workers joined", interval=0.3)
+
+        rm = SIRM.in_namespace(lab, rm_host, f"{hosts['rmproxy'].ip}:9090", "rm-compose")
         try:
             rm.register()
             rm.open()
@@ -120,14 +120,8 @@ def test_compose_services_run_as_wired(tmp_path, korral):
             resp = rm.wait_for("allocation", lambda r: r.new, timeout=15)
             assert [a.allocationKey for a in resp.new] == ["ask-1"]
             # one replica owns the partition (the broker's status reaches rmproxy with its heartbeats)
-            deadline = time.monotonic() + 5
-            while True:
-                status, body = lab.http_get_json(rm_host, rest)
-                owners = [w for w in body["cluster"]["workers"] if w["partition"] == "rm-compose/default"]
-                if len(owners) == 1:
-                    break
-                assert time.monotonic() < deadline, body
-                time.sleep(0.3)
+            wait_until(lambda: [w["partition"] for w in workers()].count("rm-compose/default") == 1, 5,
+                       "one replica owning rm-compose/default", workers, interval=0.3)
         finally:
             rm.close()
         for p in procs:

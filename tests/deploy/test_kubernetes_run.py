@@ -23,14 +23,14 @@ from __future__ import annotations
 import re
 import shlex
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.deploy.kube import (containers, env_values, find, is_korral, labels_match, load_example, pod_template,
                                production_tree, render_all, volume_files, workloads)
-from tests.e2e.netns import NetLab, unavailable_reason
+from tests.conftest import wait_until
+from tests.e2e.netns import NetLab, tails, unavailable_reason
 
 REASON = unavailable_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"needs network namespaces: {REASON}")
@@ -94,15 +94,14 @@ class Pod:
 
 
 def wait_probe(lab: NetLab, pod: Pod, kind: str, procs, timeout: float = 40.0) -> None:
-    deadline = time.monotonic() + timeout
-    ok, why = False, "never ran"
-    while time.monotonic() < deadline:
+    why = "never ran"
+
+    def passes() -> bool:
+        nonlocal why
         ok, why = pod.probe(lab, kind)
-        if ok:
-            return
-        time.sleep(0.5)
-    logs = "\n".join(f"--- {p.name} ---\n{p.tail()}" for p in procs)
-    pytest.fail(f"{pod.name}: {kind} still failing after {timeout}s: {why}\n{logs}")
+        return ok
+
+    wait_until(passes, timeout, f"{pod.name}: {kind} passing", lambda: f"{why}\n{tails(procs)}", interval=0.5)
 
 
 def test_production_overlay_runs_as_rendered(tmp_path):
@@ -146,8 +145,7 @@ def test_production_overlay_runs_as_rendered(tmp_path):
         rm_env.update(KORRAL_TLS_CA=str(pki / "ca.crt"), KORRAL_TLS_CLIENT_CERT=str(pki / "rm.crt"),
                       KORRAL_TLS_CLIENT_KEY=str(pki / "rm.key"))
         sim = lab.run(rm_host, [sys.executable, "-m", "common.cli", *job["args"]], timeout=120, env=rm_env)
-        logs = "\n".join(f"--- {p.name} ---\n{p.tail()}" for p in procs)
-        assert sim.returncode == 0, f"korral sim: {sim.stdout[-3000:]}\n{sim.stderr[-3000:]}\n{logs}"
+        assert sim.returncode == 0, f"korral sim: {sim.stdout[-3000:]}\n{sim.stderr[-3000:]}\n{tails(procs)}"
 
         plaintext = lab.run(rm_host, [sys.executable, "-m", "common.cli", *job["args"], "--duration", "5"],
                             timeout=60, env={k: v for k, v in rm_env.items() if not k.startswith("KORRAL_TLS")})

@@ -13,13 +13,13 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from supervisor.options import ServerOptions
 
 from common.netutil import free_ports
+from tests.conftest import stop_process, wait_until
 from tests.deploy.compose import DEPLOY, REPO, environment, env_var_is_read, parse_korral
 
 WORKER_HOST = DEPLOY / "worker-host.supervisord.conf"
@@ -129,28 +129,18 @@ def test_worker_host_runs_workers_that_join_a_remote_broker(tmp_path, redis_serv
     workers: list[int] = []
     try:
         want = {f"worker {platform.node()}-{i} ready" for i in range(2)}
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            text = (tmp_path / "broker.log").read_text(errors="replace")
+
+        def joined() -> bool:
+            nonlocal workers
             workers = _children(supervisord.pid) or workers
-            if all(w in text for w in want):
-                break
-            time.sleep(0.2)
-        else:
-            logs = "\n".join(p.read_text(errors="replace")[-2000:] for p in tmp_path.glob("*.log"))
-            pytest.fail(f"workers did not join the broker in 30s:\n{logs}")
+            return all(w in (tmp_path / "broker.log").read_text(errors="replace") for w in want)
+
+        wait_until(joined, 30, "both workers joined the broker", lambda: "\n".join(
+            p.read_text(errors="replace")[-2000:] for p in tmp_path.glob("*.log")), interval=0.2)
         assert len(workers) == 2
     finally:
-        supervisord.send_signal(signal.SIGTERM)  # supervisord stops its programs, then exits
-        try:
-            supervisord.wait(20)
-        except subprocess.TimeoutExpired:
-            supervisord.kill()
-        broker.send_signal(signal.SIGTERM)
-        try:
-            broker.wait(10)
-        except subprocess.TimeoutExpired:
-            broker.kill()
+        stop_process(supervisord, 20)  # supervisord stops its programs, then exits
+        stop_process(broker, 10)
         left = [pid for pid in workers if _alive(pid)]
         for pid in left:
             os.kill(pid, signal.SIGKILL)

@@ -17,28 +17,26 @@ runs on failure too.
 ``set_hosts`` gives the hosts an /etc/hosts (``/etc/netns/<ns>/hosts``, removed on close) so
 processes can reach each other by name, as compose services do.
 
-``NsRM`` is ``tests.e2e.sirm.SIRM`` across a namespace boundary: a driver process
-(``python -m tests.e2e.netns rm-driver``) runs in a host namespace and pipes serialized
-si.v1 messages both ways as JSON lines, so the test process keeps all the logic.
+An RM inside a host is the stub-based test RM with its calls made from there:
+``SIRM.in_namespace(lab, host, address, rm_id)`` (``tests/e2e/sirm.py``).
 """
 
 from __future__ import annotations
 
-import argparse
-import base64
 import itertools
 import json
 import os
-import queue
 import shutil
 import signal
 import subprocess
 import sys
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+
+from tests.conftest import stop_process
+
+__all__ = ["NetLab", "Host", "Proc", "NetnsUnavailable", "unavailable_reason", "tails"]
 
 REPO = Path(__file__).resolve().parents[2]
 IP = shutil.which("ip") or "/usr/sbin/ip"
@@ -103,6 +101,11 @@ class Proc:
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
+
+
+def tails(procs) -> str:
+    """The end of each process's log, headed by its name and whether it still runs (for failures)."""
+    return "\n".join(f"--- {p.name} (alive={p.alive()}) ---\n{p.tail()}" for p in procs)
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -230,16 +233,7 @@ class NetLab:
 
     def stop(self, proc: Proc, timeout: float = 5.0) -> None:
         """SIGTERM by pid, SIGKILL after timeout; reaps it."""
-        if proc.alive():
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-        try:
-            proc.popen.wait(5)
-        except subprocess.TimeoutExpired:
-            pass
+        stop_process(proc.popen, timeout)
 
     def leftovers(self) -> list[int]:
         """Pids of processes still inside this lab's namespaces."""
@@ -281,238 +275,3 @@ class NetLab:
 
     def namespaces(self) -> list[str]:
         return list(self._namespaces)
-
-
-# --- an RM inside a namespace ---------------------------------------------------------------------
-
-class StreamEnded(Exception):
-    """A stream of the RM ended; ``code`` is the gRPC status name, ``details`` its text."""
-
-    def __init__(self, stream: str, code: str, details: str) -> None:
-        super().__init__(f"{stream} stream ended: {code}: {details}")
-        self.stream, self.code, self.details = stream, code, details
-
-
-class RPCFailed(Exception):
-    def __init__(self, code: str, details: str) -> None:
-        super().__init__(f"{code}: {details}")
-        self.code, self.details = code, details
-
-
-_STREAMS = ("node", "application", "allocation")
-
-
-class NsRM:
-    """SIRM's interface (register, open, nodes, apps, asks, next, wait_for, close) for an RM in a namespace."""
-
-    def __init__(self, lab: NetLab, host: Host, address: str, rm_id: str) -> None:
-        from common import si_pb2
-
-        self.si = si_pb2
-        self.rm_id = rm_id
-        self.proc = lab.start(host, f"rm-{rm_id}", [sys.executable, "-m", "tests.e2e.netns", "rm-driver",
-                                                     "--address", address, "--rm-id", rm_id],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        self.replies: queue.Queue = queue.Queue()
-        self.streams: dict[str, queue.Queue] = {s: queue.Queue() for s in _STREAMS}
-        self.ids = itertools.count(1)
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        response_types = {"node": self.si.NodeResponse, "application": self.si.ApplicationResponse,
-                          "allocation": self.si.AllocationResponse}
-        for line in self.proc.popen.stdout:
-            msg = json.loads(line)
-            if "reply" in msg:
-                self.replies.put(msg)
-            elif msg.get("event") == "response":
-                self.streams[msg["stream"]].put(response_types[msg["stream"]].FromString(
-                    base64.b64decode(msg["data"])))
-            elif msg.get("event") == "end":
-                self.streams[msg["stream"]].put(StreamEnded(msg["stream"], msg["code"], msg["details"]))
-        for q in self.streams.values():
-            q.put(StreamEnded("driver", "DRIVER_EXITED", "the RM driver process exited"))
-        self.replies.put({"reply": 0, "error": {"code": "DRIVER_EXITED", "details": self.proc.tail()}})
-
-    def _call(self, op: str, timeout: float = 30.0, **fields) -> dict:
-        rid = next(self.ids)
-        self.proc.popen.stdin.write((json.dumps({"id": rid, "op": op, **fields}) + "\n").encode())
-        self.proc.popen.stdin.flush()
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"RM driver gave no answer to {op} within {timeout}s")
-            reply = self.replies.get(timeout=left)
-            if reply["reply"] in (rid, 0):
-                if "error" in reply:
-                    raise RPCFailed(reply["error"]["code"], reply["error"]["details"])
-                return reply
-
-    def register(self, config: str = "", timeout: float = 20.0) -> None:
-        req = self.si.RegisterResourceManagerRequest(rmID=self.rm_id, version="test", policyGroup="queues",
-                                                     config=config)
-        self._call("register", timeout=timeout + 5, request=_b64(req), timeout_s=timeout)
-
-    def open(self) -> None:
-        for q in self.streams.values():  # what the previous streams left is stale
-            while not q.empty():
-                q.get_nowait()
-        self._call("open")
-
-    def send(self, stream: str, request) -> None:
-        self._call("send", stream=stream, request=_b64(request))
-
-    def nodes(self, *nodes) -> None:
-        self.send("node", self.si.NodeRequest(rmID=self.rm_id, nodes=list(nodes)))
-
-    def apps(self, *apps) -> None:
-        self.send("application", self.si.ApplicationRequest(rmID=self.rm_id, new=list(apps)))
-
-    def asks(self, *asks) -> None:
-        self.send("allocation", self.si.AllocationRequest(rmID=self.rm_id, asks=list(asks)))
-
-    def next(self, stream: str, timeout: float = 10.0):
-        item = self.streams[stream].get(timeout=timeout)
-        if isinstance(item, Exception):
-            raise item
-        return item
-
-    def wait_for(self, stream: str, predicate: Callable[[Any], bool], timeout: float = 10.0):
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"no matching {stream} response within {timeout}s")
-            try:
-                r = self.next(stream, left)
-            except queue.Empty:
-                continue
-            if predicate(r):
-                return r
-
-    def wait_ended(self, timeout: float = 20.0) -> dict[str, StreamEnded]:
-        """Read every stream until it ends; returns stream -> StreamEnded (responses meanwhile are dropped)."""
-        ended: dict[str, StreamEnded] = {}
-        deadline = time.monotonic() + timeout
-        for stream in _STREAMS:
-            while stream not in ended:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"the {stream} stream did not end within {timeout}s")
-                try:
-                    self.next(stream, left)
-                except queue.Empty:
-                    continue
-                except StreamEnded as end:
-                    ended[stream] = end
-        return ended
-
-    def close_streams(self) -> None:
-        self._call("close_streams")
-
-    def close(self) -> None:
-        if self.proc.alive():
-            try:
-                self._call("exit", timeout=5)
-            except (TimeoutError, RPCFailed, OSError, ValueError):
-                pass
-            try:
-                self.proc.popen.wait(5)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-
-
-def _b64(message) -> str:
-    return base64.b64encode(message.SerializeToString()).decode()
-
-
-def _rm_driver(address: str, rm_id: str) -> int:
-    """The driver loop (runs inside a namespace): JSON lines in on stdin, JSON lines out on stdout."""
-    import grpc
-
-    from common import si_pb2, si_pb2_grpc
-
-    out_lock = threading.Lock()
-
-    def emit(obj: dict) -> None:
-        with out_lock:
-            sys.stdout.write(json.dumps(obj) + "\n")
-            sys.stdout.flush()
-
-    channel = grpc.insecure_channel(address)
-    stub = si_pb2_grpc.SchedulerStub(channel)
-    methods = {"node": (stub.UpdateNode, si_pb2.NodeRequest),
-               "application": (stub.UpdateApplication, si_pb2.ApplicationRequest),
-               "allocation": (stub.UpdateAllocation, si_pb2.AllocationRequest)}
-    outgoing: dict[str, queue.Queue] = {}
-
-    def open_stream(name: str) -> None:
-        method, request_type = methods[name]
-        q: queue.Queue = queue.Queue()
-        q.put(request_type(rmID=rm_id))  # attach the stream to the RM
-        outgoing[name] = q
-
-        def requests():
-            while (item := q.get()) is not None:
-                yield item
-
-        def read():
-            call = method(requests())
-            try:
-                for response in call:
-                    emit({"event": "response", "stream": name,
-                          "data": base64.b64encode(response.SerializeToString()).decode()})
-                emit({"event": "end", "stream": name, "code": "OK", "details": ""})
-            except grpc.RpcError as exc:
-                emit({"event": "end", "stream": name, "code": exc.code().name, "details": exc.details() or ""})
-
-        threading.Thread(target=read, daemon=True).start()
-
-    for line in sys.stdin:
-        cmd = json.loads(line)
-        rid, op = cmd.get("id", 0), cmd["op"]
-        try:
-            if op == "register":
-                req = si_pb2.RegisterResourceManagerRequest.FromString(base64.b64decode(cmd["request"]))
-                stub.RegisterResourceManager(req, timeout=cmd.get("timeout_s", 20.0))
-            elif op == "open":
-                for q in outgoing.values():
-                    q.put(None)
-                for name in methods:
-                    open_stream(name)
-            elif op == "send":
-                _, request_type = methods[cmd["stream"]]
-                outgoing[cmd["stream"]].put(request_type.FromString(base64.b64decode(cmd["request"])))
-            elif op == "close_streams":
-                for q in outgoing.values():
-                    q.put(None)
-                outgoing.clear()
-            elif op == "exit":
-                emit({"reply": rid})
-                break
-            else:
-                raise ValueError(f"unknown driver op {op!r}")
-            emit({"reply": rid})
-        except grpc.RpcError as exc:
-            emit({"reply": rid, "error": {"code": exc.code().name, "details": exc.details() or ""}})
-        except Exception as exc:  # noqa: BLE001 (reported to the test, which fails with it)
-            emit({"reply": rid, "error": {"code": type(exc).__name__, "details": str(exc)}})
-    for q in outgoing.values():
-        q.put(None)
-    channel.close()
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.e2e.netns")
-    sub = parser.add_subparsers(dest="command", required=True)
-    drv = sub.add_parser("rm-driver", help="an SI RM driven by JSON lines on stdin (see NsRM)")
-    drv.add_argument("--address", required=True)
-    drv.add_argument("--rm-id", required=True)
-    args = parser.parse_args(argv)
-    return _rm_driver(args.address, args.rm_id)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,20 +7,17 @@ import pytest
 import zmq
 
 from common import si_pb2, si_pb2_grpc
-from tests.e2e.sirm import SIRM, app, ask, node
+from tests.e2e.sirm import SIRM
+from tests.si_builders import app, ask, node
 
 
 @pytest.fixture
 def rm(module_stack):
-    client = SIRM(module_stack.si_address, "rm-bad")
-    client.register()
-    client.open()
-    client.nodes(node("node-1", memory=1000, vcore=1000))
-    client.wait_for("node", lambda r: r.accepted)
-    client.apps(app("app-1"))
-    client.wait_for("application", lambda r: r.accepted)
-    yield client
-    client.close()
+    with SIRM(module_stack.si_address, "rm-bad") as client:
+        client.start(node("node-1", memory=1000, vcore=1000))
+        client.apps(app("app-1"))
+        client.wait_accepted("application", {"app-1"})
+        yield client
 
 
 def still_serving(rm: SIRM, key: str) -> None:
@@ -47,28 +44,34 @@ def test_register_with_invalid_config_names_the_fault(module_stack):
     assert "registration of RM failed" in info.value.details() and "bogus" in info.value.details()
 
 
-@pytest.mark.parametrize("method, request_type, name", [
-    ("UpdateAllocation", si_pb2.AllocationRequest, "AllocationRequest"),
-    ("UpdateApplication", si_pb2.ApplicationRequest, "ApplicationRequest"),
-    ("UpdateNode", si_pb2.NodeRequest, "NodeRequest"),
+def unregistered_rm_stream_end(address: str, rm_id: str, stream: str) -> grpc.RpcError:
+    """How ``stream``, opened by an RM that never registered, ends."""
+    stranger = SIRM(address, rm_id)
+    try:
+        stranger.open()
+        with pytest.raises(grpc.RpcError) as info:
+            stranger.next(stream, timeout=10)
+        return info.value
+    finally:
+        stranger.close()
+
+
+@pytest.mark.parametrize("stream, name", [
+    ("allocation", "AllocationRequest"),
+    ("application", "ApplicationRequest"),
+    ("node", "NodeRequest"),
 ])
-def test_unknown_rm_id_ends_the_stream_with_a_reason(module_stack, rm, method, request_type, name):
-    stub = si_pb2_grpc.SchedulerStub(grpc.insecure_channel(module_stack.si_address))
-    s = SIRM.open_stream(getattr(stub, method), request_type(rmID="nobody"))
-    with pytest.raises(grpc.RpcError) as info:
-        s.next(timeout=10)
-    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert info.value.details() == f'received {name}, but RmID="nobody" not registered'
+def test_unknown_rm_id_ends_the_stream_with_a_reason(module_stack, rm, stream, name):
+    end = unregistered_rm_stream_end(module_stack.si_address, "nobody", stream)
+    assert end.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert end.details() == f'received {name}, but RmID="nobody" not registered'
     still_serving(rm, f"after-unknown-{name}")
 
 
 def test_empty_rm_id_on_a_fresh_stream_is_refused(module_stack, rm):
-    stub = si_pb2_grpc.SchedulerStub(grpc.insecure_channel(module_stack.si_address))
-    s = SIRM.open_stream(stub.UpdateNode, si_pb2.NodeRequest(rmID=""))
-    with pytest.raises(grpc.RpcError) as info:
-        s.next(timeout=10)
-    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert 'RmID="" not registered' in info.value.details()
+    end = unregistered_rm_stream_end(module_stack.si_address, "", "node")
+    assert end.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert 'RmID="" not registered' in end.details()
     still_serving(rm, "after-empty-rm")
 
 

@@ -28,8 +28,8 @@ import os
 import pytest
 
 from tests.conftest import wait_until
-from tests.e2e.soak import (KINDS, NODE_MEMORY, NODE_VCORE, PARTITIONS, Chaos, Load, SoakRM, final_check,
-                            make_room, seed_from_env, write_report)
+from tests.e2e.soak import KINDS, Chaos, final_check, make_room, seed_from_env, write_report
+from tests.e2e.soak_rm import NODE_MEMORY, NODE_VCORE, PARTITIONS, Load, SoakRM
 
 KILLS = int(os.environ.get("KORRAL_SOAK_KILLS", 100))
 FAST_KILLS = 2 * len(KINDS)

@@ -16,7 +16,8 @@ import pytest
 from common.config import MAX_CONFIG_BYTES
 from tests.conftest import korral_env, run_korral
 from tests.core.whatif_scenario import LIVE, NEW
-from tests.e2e.sirm import SIRM, app, ask, node
+from tests.e2e.sirm import SIRM
+from tests.si_builders import app, ask, node
 from tests.rest.workload import http
 
 RM = "rm-admin"
@@ -29,16 +30,11 @@ def loaded(stack):
     rm = SIRM(stack.si_address, RM)
     rm.register(LIVE)
     rm.open()
-    rm.nodes(node("n1", memory=10_000, vcore=10_000))
-    rm.wait_for("node", lambda r: r.accepted)
-    rm.apps(app("app-a", queue="root.a", user="alice"), app("app-b", queue="root.b", user="bob"))
-    accepted = 0
-    while accepted < 2:
-        accepted += len(rm.wait_for("application", lambda r: r.accepted).accepted)
-    rm.asks(*[ask(f"a{i}", "app-a", memory=100, vcore=1) for i in range(3)], ask("b0", "app-b", memory=50, vcore=1))
-    got = 0
-    while got < 4:
-        got += len(rm.wait_for("allocation", lambda r: r.new).new)
+    rm.report(nodes=(node("n1", memory=10_000, vcore=10_000),),
+              apps=(app("app-a", queue="root.a", user="alice"), app("app-b", queue="root.b", user="bob")))
+    asks = [*[ask(f"a{i}", "app-a", memory=100, vcore=1) for i in range(3)], ask("b0", "app-b", memory=50, vcore=1)]
+    rm.asks(*asks)
+    rm.wait_allocated({a.allocationKey for a in asks})
     yield stack
     rm.close()
 

@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from rmproxy.bench.recovery import TWO_PARTITIONS
+from rmproxy.bench.recovery import start_two_partitions
 from rmproxy.bench.cluster_rm import ClusterRM, scheduler_view
 from tests.conftest import wait_until
 
@@ -46,6 +46,18 @@ def registration_in_redis(url: str, rm_id: str) -> bool:
         return False
 
 
+
+
+def two_partition_rm(stack, rm_id: str, nodes_each: int, **rm_options) -> ClusterRM:
+    """A ``ClusterRM`` registered with ``TWO_PARTITIONS``: ``nodes_each`` nodes in each partition, all
+    accepted, and one app in each (app-default in root.a, app-second in root.b)."""
+    rm = ClusterRM(rm_id, **rm_options)
+    try:
+        start_two_partitions(rm, stack.si_address, nodes_each, ("app-default", "app-second"), timeout=30)
+    except BaseException:
+        rm.close()
+        raise
+    return rm
 
 
 class Workload:
@@ -82,14 +94,8 @@ class Workload:
 @pytest.mark.parametrize("stack_options", [{"workers": 3}])
 @pytest.mark.parametrize("victim", ["worker", "rmproxy", "broker", "redis"])
 def test_kill_a_process_under_load_loses_and_doubles_nothing(stack, victim):
-    rm = ClusterRM("rm-failover")
-    rm.connect(stack.si_address, TWO_PARTITIONS)
+    rm = two_partition_rm(stack, "rm-failover", 5)
     try:
-        rm.add_nodes(5, "default")
-        rm.add_nodes(5, "second")
-        rm.add_app("app-default", "root.a", "default")
-        rm.add_app("app-second", "root.b", "second")
-        rm.wait(lambda r: len(r.accepted_nodes) == 10)
         before = wait_until(lambda: owner_of(stack.rest_address, rm.rm_id, "default"), 5, "an owner")
         with Workload(rm) as load:
             rm.wait(lambda r: len(r.running) > 100, timeout=20)

@@ -5,7 +5,7 @@ Layout (``tests/e2e/netns.py`` builds it; one private /24 inside the lab's own n
     broker-host : redis-server (password), korral broker (CURVE server)
     host-a      : worker wa, pinned to rm-mh/pa
     host-b      : worker wb, pinned to rm-mh/pb; worker standby (unpinned)
-    proxy-host  : korral rmproxy (CURVE client), and the RM (tests.e2e.netns.NsRM)
+    proxy-host  : korral rmproxy (CURVE client), and the RM (``SIRM.in_namespace``)
 
 The RM registers two partitions, reports nodes, applications and asks in both, and gets
 allocations from both hosts' workers. Then host-a's link goes down (``ip link set down``):
@@ -26,34 +26,24 @@ import shutil
 import time
 from pathlib import Path
 
+import grpc
 import pytest
 
 from common import si_pb2
+from rmproxy.bench.recovery import provided_partitions
 from tests.conftest import wait_until
-from tests.e2e.netns import NetLab, NsRM, unavailable_reason
-from tests.e2e.sirm import app, ask, node
+from tests.e2e.netns import NetLab, tails, unavailable_reason
+from tests.e2e.sirm import SIRM
+from tests.e2e.test_security import make_keys
+from tests.si_builders import app, ask, node
 
 REASON = unavailable_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"multi-host test needs network namespaces: {REASON}")
 
 RM_ID = "rm-mh"
 REDIS_PASSWORD = "mh-secret"
-CONFIG = """
-partitions:
-  - name: pa
-    placementrules: [{name: provided, create: true}]
-    queues: [{name: root, submitacl: '*'}]
-  - name: pb
-    placementrules: [{name: provided, create: true}]
-    queues: [{name: root, submitacl: '*'}]
-"""
+CONFIG = provided_partitions("pa", "pb")
 FRONTEND_PORT, BACKEND_PORT, REDIS_PORT, SI_PORT, REST_PORT = 5555, 5556, 6379, 9090, 9080
-
-
-def _tails(procs) -> str:
-    return "\n".join(f"--- {p.name} (alive={p.alive()}) ---\n{p.tail()}" for p in procs)
-
-
 
 
 @pytest.fixture
@@ -65,14 +55,6 @@ def lab(tmp_path):
     finally:
         problems = net.close()
     assert problems == []
-
-
-def make_keys(korral, out: Path, names: list[str]) -> None:
-    args = ["keys", "--out", str(out)]
-    for n in names:
-        args += ["--name", n]
-    result = korral(*args)
-    assert result.returncode == 0, result.stdout + result.stderr
 
 
 class Stack:
@@ -145,64 +127,32 @@ class Stack:
         return view
 
 
-def collect_allocations(rm: NsRM, want: set[str], timeout: float) -> dict[str, si_pb2.Allocation]:
-    """Read allocation responses until every key of want is allocated; key -> Allocation."""
-    got: dict[str, si_pb2.Allocation] = {}
-    deadline = time.monotonic() + timeout
-    while not want <= got.keys():
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise AssertionError(f"allocations missing after {timeout}s: {sorted(want - got.keys())}")
-        resp = rm.wait_for("allocation", lambda r: r.new or r.rejected, timeout=left)
-        assert not resp.rejected, f"asks rejected: {resp.rejected}"
-        for a in resp.new:
-            assert a.allocationKey not in got, f"allocation key {a.allocationKey} allocated twice"
-            got[a.allocationKey] = a
-    return got
-
-
-def collect_accepted(rm: NsRM, stream: str, want: set[str], key: str, timeout: float = 15.0) -> None:
-    """Read a stream until every id of want is accepted (responses come per partition); fail on rejections."""
-    seen: set[str] = set()
-    deadline = time.monotonic() + timeout
-    while not want <= seen:
-        resp = rm.wait_for(stream, lambda r: r.accepted or r.rejected, timeout=max(0.1, deadline - time.monotonic()))
-        assert not resp.rejected, f"{stream}: rejected {resp.rejected}"
-        seen |= {getattr(a, key) for a in resp.accepted}
-
-
-def report(rm: NsRM, held: dict[str, si_pb2.Allocation], asks: list[si_pb2.AllocationAsk]) -> None:
+def report(rm: SIRM, held: dict[str, si_pb2.Allocation], asks: list[si_pb2.AllocationAsk]) -> None:
     """The RM's full state after (re-)registration: apps, nodes with their existing allocations, asks."""
     rm.apps(app("app-a", "root.a", "pa"), app("app-b", "root.b", "pb"))
-    collect_accepted(rm, "application", {"app-a", "app-b"}, "applicationID")
-    nodes = []
-    for part in ("pa", "pb"):
-        for i in range(2):
-            n = node(f"{part}-node-{i}", part, memory=10_000, vcore=10_000)
-            n.existingAllocations.extend(a for a in held.values() if a.nodeID == n.nodeID)
-            nodes.append(n)
+    rm.wait_accepted("application", {"app-a", "app-b"})
+    nodes = [node(f"{part}-node-{i}", part, memory=10_000, vcore=10_000,
+                  existing=[a for a in held.values() if a.nodeID == f"{part}-node-{i}"])
+             for part in ("pa", "pb") for i in range(2)]
     rm.nodes(*nodes)
-    collect_accepted(rm, "node", {n.nodeID for n in nodes}, "nodeID")
+    rm.wait_accepted("node", {n.nodeID for n in nodes})
     if asks:
         rm.asks(*asks)
 
 
 @pytest.fixture
-def running(lab, korral, tmp_path) -> Stack:
+def running(lab, tmp_path) -> Stack:
     """The layout of the module docstring, started, with every worker joined over CURVE."""
     keys = tmp_path / "keys"
-    make_keys(korral, keys, ["broker", "wa", "wb", "standby", "rmproxy"])
-    (keys / "allowed").mkdir()
-    for name in ("wa", "wb", "standby", "rmproxy"):
-        shutil.copy(keys / f"{name}.key", keys / "allowed" / f"{name}.key")
+    make_keys(keys, "broker", "wa", "wb", "standby", "rmproxy", allow=("wa", "wb", "standby", "rmproxy"))
     s = Stack(lab, keys)
     s.start(tmp_path / "redis")
     wait_until(lambda: set(s.workers()) == {"wa", "wb", "standby"}, 30,
-               "three workers joined the broker over CURVE", lambda: _tails(s.procs.values()), interval=0.2)
+               "three workers joined the broker over CURVE", lambda: tails(s.procs.values()), interval=0.2)
     return s
 
 
-def first_workload(s: Stack, rm: NsRM) -> tuple[dict[str, si_pb2.Allocation], dict[str, dict]]:
+def first_workload(s: Stack, rm: SIRM) -> tuple[dict[str, si_pb2.Allocation], dict[str, dict]]:
     """Register, report, allocate 6 asks per partition; returns (allocations, workers by name)."""
     rm.register(CONFIG)
     rm.open()
@@ -210,7 +160,7 @@ def first_workload(s: Stack, rm: NsRM) -> tuple[dict[str, si_pb2.Allocation], di
     asks = [ask(f"a-{i}", "app-a", "pa", memory=100, vcore=100) for i in range(6)]
     asks += [ask(f"b-{i}", "app-b", "pb", memory=100, vcore=100) for i in range(6)]
     rm.asks(*asks)
-    held = collect_allocations(rm, {a.allocationKey for a in asks}, 30)
+    held = rm.wait_allocated({a.allocationKey for a in asks}, 30)
     assert {held[k].partitionName for k in held} == {"pa", "pb"}
     # The pinned workers own their partitions; the standby idles (the broker's status is
     # pushed to rmproxy with its heartbeats, so it may trail the assignment by one beat).
@@ -226,19 +176,19 @@ def assert_in_sync(s: Stack, held: dict[str, si_pb2.Allocation], procs) -> None:
     assert len(set(uuids)) == len(uuids), "duplicate allocation UUIDs"
     for part in ("pa", "pb"):
         rm_view = {k: (a.UUID, a.nodeID) for k, a in held.items() if a.partitionName == part}
-        wait_until(lambda: s.nodes_view(part) == rm_view, 15, f"{part} holds the RM's allocations", lambda: _tails(procs), interval=0.2)
+        wait_until(lambda: s.nodes_view(part) == rm_view, 15, f"{part} holds the RM's allocations", lambda: tails(procs), interval=0.2)
 
 
-def assert_resync_requested(rm: NsRM) -> None:
+def assert_resync_requested(rm: SIRM) -> None:
     for stream, end in rm.wait_ended(timeout=20).items():
-        assert end.code == "UNAVAILABLE", (stream, end)
-        assert end.details.startswith("korral: re-register: "), (stream, end.details)
+        assert end.code() == grpc.StatusCode.UNAVAILABLE, (stream, end)
+        assert end.details().startswith("korral: re-register: "), (stream, end.details())
 
 
 def test_two_hosts_schedule_and_a_cut_host_fails_over_to_the_standby(lab, running):
     s = running
     procs = list(s.procs.values())
-    rm = NsRM(lab, s.proxy_host, s.si, RM_ID)
+    rm = SIRM.in_namespace(lab, s.proxy_host, s.si, RM_ID)
     try:
         held, before = first_workload(s, rm)
 
@@ -249,7 +199,7 @@ def test_two_hosts_schedule_and_a_cut_host_fails_over_to_the_standby(lab, runnin
         # pa's state went with its worker: it waits for the RM's re-registration, which gives it
         # one new owner in one new epoch (no spare takes it behind the RM's back)
         wait_until(lambda: "wa" not in s.workers() and s.owner("pa") is None, 20, "wa gone and pa waiting",
-                   lambda: _tails(procs), interval=0.2)
+                   lambda: tails(procs), interval=0.2)
         assert s.owner("pb")["name"] == "wb"
 
         # The RM re-registers and re-reports everything it holds, then asks for more.
@@ -261,7 +211,7 @@ def test_two_hosts_schedule_and_a_cut_host_fails_over_to_the_standby(lab, runnin
         more = [ask(f"a-after-{i}", "app-a", "pa", memory=100, vcore=100) for i in range(4)]
         more += [ask(f"b-after-{i}", "app-b", "pb", memory=100, vcore=100) for i in range(4)]
         report(rm, held, more)
-        new = collect_allocations(rm, {a.allocationKey for a in more}, 30)
+        new = rm.wait_allocated({a.allocationKey for a in more}, 30)
         resync = time.monotonic() - cut_at
         assert not held.keys() & new.keys()
         held.update(new)
@@ -273,14 +223,14 @@ def test_two_hosts_schedule_and_a_cut_host_fails_over_to_the_standby(lab, runnin
         # tells it to release pa (no split brain), it rejoins as a spare, and pa stays where it is.
         lab.link_up(s.host_a)
         rejoined = wait_until(lambda: (w := s.workers()).get("wa", {}).get("partition", "?") is None and w, 20,
-                              "wa rejoined as a spare", lambda: _tails(procs), interval=0.2)
+                              "wa rejoined as a spare", lambda: tails(procs), interval=0.2)
         assert rejoined["standby"]["partition"] == f"{RM_ID}/pa" and rejoined["standby"]["epoch"] == settled["epoch"]
         last = [ask(f"a-last-{i}", "app-a", "pa", memory=100, vcore=100) for i in range(3)]
         rm.asks(*last)
-        final = collect_allocations(rm, {a.allocationKey for a in last}, 20)
+        final = rm.wait_allocated({a.allocationKey for a in last}, 20)
         held.update(final)
         rm_view = {k: (a.UUID, a.nodeID) for k, a in held.items() if a.partitionName == "pa"}
-        wait_until(lambda: s.nodes_view("pa") == rm_view, 15, "pa holds the RM's allocations after the rejoin", lambda: _tails(procs), interval=0.2)
+        wait_until(lambda: s.nodes_view("pa") == rm_view, 15, "pa holds the RM's allocations after the rejoin", lambda: tails(procs), interval=0.2)
         for name, proc in s.procs.items():
             assert proc.alive(), f"{name} died:\n{proc.tail()}"
     finally:
@@ -290,7 +240,7 @@ def test_two_hosts_schedule_and_a_cut_host_fails_over_to_the_standby(lab, runnin
 def test_broker_killed_on_its_host_workers_on_other_hosts_keep_their_partitions(lab, running):
     """kill -9 the broker; restarted, it rebuilds its table from the CURVE-authenticated re-announcements."""
     s = running
-    rm = NsRM(lab, s.proxy_host, s.si, RM_ID)
+    rm = SIRM.in_namespace(lab, s.proxy_host, s.si, RM_ID)
     try:
         held, before = first_workload(s, rm)
         lab.kill(s.procs["broker"])
@@ -302,7 +252,7 @@ def test_broker_killed_on_its_host_workers_on_other_hosts_keep_their_partitions(
         # No partition moved: the same workers own them again, re-announced across hosts.
         expected = {"wa": f"{RM_ID}/pa", "wb": f"{RM_ID}/pb", "standby": None}
         wait_until(lambda: {n: x["partition"] for n, x in s.workers().items()} == expected, 20,
-                   f"ownership {expected} after the broker restart", lambda: _tails(procs), interval=0.2)
+                   f"ownership {expected} after the broker restart", lambda: tails(procs), interval=0.2)
         assert {n: x["pid"] for n, x in s.workers().items()} == {n: x["pid"] for n, x in before.items()}
 
         rm.register(CONFIG)
@@ -310,7 +260,7 @@ def test_broker_killed_on_its_host_workers_on_other_hosts_keep_their_partitions(
         more = [ask(f"a-after-{i}", "app-a", "pa", memory=100, vcore=100) for i in range(3)]
         more += [ask(f"b-after-{i}", "app-b", "pb", memory=100, vcore=100) for i in range(3)]
         report(rm, held, more)
-        new = collect_allocations(rm, {a.allocationKey for a in more}, 30)
+        new = rm.wait_allocated({a.allocationKey for a in more}, 30)
         print(f"broker killed -> both partitions scheduling again in {time.monotonic() - killed_at:.2f}s")
         held.update(new)
         assert_in_sync(s, held, procs)

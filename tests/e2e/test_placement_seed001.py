@@ -13,9 +13,9 @@ import urllib.request
 
 import pytest
 
-from common import si_pb2
 from tests.e2e.sirm import SIRM
 from tests.placement.seed001_cases import SEED001_CASES
+from tests.si_builders import app
 
 
 def app_queue(rest_address: str, app_id: str) -> str:
@@ -24,8 +24,9 @@ def app_queue(rest_address: str, app_id: str) -> str:
         return json.load(r)["queueName"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def rm(module_stack):
+    """The same RM for every case: each registration wipes the partition."""
     client = SIRM(module_stack.si_address, "rm-seed001")
     yield client
     client.close()
@@ -33,14 +34,10 @@ def rm(module_stack):
 
 @pytest.mark.parametrize("case", SEED001_CASES, ids=[c.id for c in SEED001_CASES])
 def test_seed001_example_through_grpc(module_stack, rm, case):
-    rm.close()
-    rm.__init__(module_stack.si_address, "rm-seed001")
     rm.register(case.config)
     rm.open()
     app_id = "app-" + str(abs(hash(case.id)))
-    rm.apps(si_pb2.AddApplicationRequest(
-        applicationID=app_id, queueName=case.queue, partitionName="default",
-        ugi=si_pb2.UserGroupInformation(user=case.user, groups=list(case.groups)), tags=dict(case.tags)))
+    rm.apps(app(app_id, case.queue, user=case.user, groups=case.groups, tags=case.tags))
     resp = rm.wait_for("application", lambda r: r.accepted or r.rejected)
     if case.expected is None:
         assert [r.applicationID for r in resp.rejected] == [app_id]

@@ -5,16 +5,14 @@ wire-level pairs)."""
 
 from __future__ import annotations
 
-import queue
-import time
-
 from rich.console import Console
 
 from common import si_pb2
 from rmproxy.sim.presets import PRESETS
 from rmproxy.sim.runner import SimOptions, simulate
 from rmproxy.sim.workload import parse_workload, plan
-from tests.e2e.sirm import SIRM, app, ask, node, resource
+from tests.e2e.sirm import SIRM
+from tests.si_builders import app, ask, node, release, resource
 
 QUIET = Console(file=open("/dev/null", "w"))
 
@@ -77,19 +75,19 @@ class _Collector:
         self.rejected: list = []
 
     def until(self, cond, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not cond(self):
-            left = deadline - time.monotonic()
-            assert left > 0, (f"timed out: {len(self.new)} new, {len(self.released)} released, "
-                              f"{len(self.rejected)} rejected")
-            try:
-                r = self.rm.next("allocation", left)
-            except queue.Empty:
-                continue  # the assert above reports the totals
+        if cond(self):
+            return
+
+        def step(r):
             self.new += r.new
             self.released += r.released
             self.released_asks += r.releasedAsks
             self.rejected += r.rejected
+            return True if cond(self) else None
+
+        self.rm.read_until("allocation", step, timeout, lambda: (
+            f"the totals wanted (so far {len(self.new)} new, {len(self.released)} released, "
+            f"{len(self.rejected)} rejected)"))
 
 
 def test_gang_of_50_on_a_busy_cluster(stack_factory):
@@ -111,21 +109,11 @@ def test_gang_of_50_on_a_busy_cluster(stack_factory):
         gang.executionTimeoutMilliSeconds = 120_000
         rm.apps(gang)
         rm.wait_for("application", lambda r: any(a.applicationID == "gang" for a in r.accepted))
-        phs = []
-        for i in range(50):
-            a = ask(f"ph-{i}", "gang", memory=5, vcore=1)
-            a.placeholder, a.taskGroupName = True, "tg"
-            phs.append(a)
-        rm.asks(*phs)
+        rm.asks(*[ask(f"ph-{i}", "gang", memory=5, vcore=1, placeholder=True, task_group="tg") for i in range(50)])
         col.until(lambda c: len(c.new) >= 110)
         placed = {a.UUID: a for a in col.new if a.placeholder}
         assert len(placed) == 50
-        reals = []
-        for i in range(50):
-            a = ask(f"real-{i}", "gang", memory=4, vcore=1)
-            a.taskGroupName = "tg"
-            reals.append(a)
-        rm.asks(*reals)
+        rm.asks(*[ask(f"real-{i}", "gang", memory=4, vcore=1, task_group="tg") for i in range(50)])
         col.until(lambda c: len(c.released) >= 50 and len(c.new) >= 160)
         real_allocs = {a.UUID: a for a in col.new if a.allocationKey.startswith("real-")}
         assert len(real_allocs) == 50 and not col.rejected
@@ -134,11 +122,7 @@ def test_gang_of_50_on_a_busy_cluster(stack_factory):
             real_uuid = rel.message.removeprefix("replacing uuid: ")
             assert placed[rel.UUID].nodeID == real_allocs[real_uuid].nodeID  # same node
         # the RM confirms every replacement (S10): nothing comes back
-        rm.streams["allocation"].send(si_pb2.AllocationRequest(
-            rmID=rm.rm_id, releases=si_pb2.AllocationReleasesRequest(allocationsToRelease=[
-                si_pb2.AllocationRelease(partitionName="default", applicationID="gang", UUID=r.UUID,
-                                         terminationType=si_pb2.PLACEHOLDER_REPLACED)
-                for r in col.released])))
+        rm.releases(*[release(r, si_pb2.PLACEHOLDER_REPLACED) for r in col.released])
         rm.asks(ask("probe", "busy", memory=1, vcore=1))
         col.until(lambda c: any(a.allocationKey == "probe" for a in c.new))
         assert len(col.released) == 50

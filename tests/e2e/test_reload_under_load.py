@@ -11,31 +11,13 @@ import threading
 import time
 import urllib.request
 
-from common import si_pb2
-from tests.e2e.sirm import SIRM, app, ask, node
-from tests.e2e.test_config_reload import update
+from tests.conftest import wait_until
+from tests.e2e.sirm import SIRM
+from tests.e2e.test_config_reload import config
+from tests.si_builders import app, ask, node, remove_app
 
-BEFORE = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - {name: a, resources: {max: {memory: 100000}}}
-          - {name: b}
-"""
-
-AFTER = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - {name: a, resources: {max: {memory: 2000}}}
-          - {name: c}
-"""
+BEFORE = config(100_000, "b")
+AFTER = config(2000, "c")
 
 
 def queues(rest: str) -> dict[str, dict]:
@@ -60,13 +42,9 @@ def test_reload_under_load(stack):
         rm.register(BEFORE)
         rm.open()
         rm.nodes(*[node(f"n{i}", memory=100_000, vcore=1000) for i in range(4)])
-        accepted = 0
-        while accepted < 4:
-            accepted += len(rm.wait_for("node", lambda r: r.accepted).accepted)
+        rm.wait_accepted("node", {f"n{i}" for i in range(4)})
         rm.apps(app("app-a", queue="root.a"), app("app-b", queue="root.b"))
-        got = set()
-        while len(got) < 2:
-            got |= {a.applicationID for a in rm.wait_for("application", lambda r: r.accepted).accepted}
+        rm.wait_accepted("application", {"app-a", "app-b"})
 
         def submit():
             i = 0
@@ -75,25 +53,32 @@ def test_reload_under_load(stack):
                 i += 1
                 time.sleep(0.01)
 
+        def record(r) -> None:
+            for a in r.new:
+                assert a.allocationKey not in allocations, f"{a.allocationKey} allocated twice"
+                allocations[a.allocationKey] = a.nodeID
+
+        def record_until(enough):
+            """A ``read_until`` step: records each response until ``enough()`` holds."""
+            return lambda r: record(r) or (True if enough() else None)
+
         sender = threading.Thread(target=submit, daemon=True)
         sender.start()
-        deadline = time.monotonic() + 20
-        while len(allocations) < 20 and time.monotonic() < deadline:
-            for a in rm.next("allocation", 10).new:
-                allocations[a.allocationKey] = a.nodeID
-        update(stack.si_address, rm.rm_id, AFTER)
-        time.sleep(1.0)
+        rm.read_until("allocation", record_until(lambda: len(allocations) >= 20), 20,
+                      lambda: f"20 allocations before the update (got {len(allocations)})")
+        before_update = len(allocations)
+        rm.update_config(AFTER)
+        # the load goes on through the update: b's asks are still allocated after it
+        rm.read_until("allocation", record_until(
+            lambda: any(k.startswith("b-") for k in list(allocations)[before_update:])), 20,
+            lambda: "an allocation of app-b read after the update")
         stop.set()
         sender.join(5)
-        # drain what the scheduler still sends
-        end = time.monotonic() + 3
-        while time.monotonic() < end:
-            try:
-                for a in rm.next("allocation", 0.5).new:
-                    assert a.allocationKey not in allocations, f"{a.allocationKey} allocated twice"
-                    allocations[a.allocationKey] = a.nodeID
-            except Exception:
-                break
+        try:  # drain what the scheduler still sends, until it is quiet for half a second
+            while True:
+                record(rm.next("allocation", 0.5))
+        except TimeoutError:
+            pass
         q = queues(stack.rest_address)
         # the lowered max holds: root.a is not above it beyond what it held before the update
         a_used = q["root.a"]["allocatedResource"].get("memory", 0)
@@ -103,15 +88,11 @@ def test_reload_under_load(stack):
         # the new queue exists; the removed one drains while app-b has work
         assert q["root.c"]["status"] == "Active"
         assert q["root.b"]["status"] == "Draining"
-        # b's asks kept being allocated after the update: existing work continues in a draining queue
-        assert any(k.startswith("b-") for k in allocations)
+        # b's asks kept being allocated after the update (read above): existing work continues in
+        # a draining queue
         # removing app-b empties root.b, which then disappears
-        rm.streams["application"].send(si_pb2.ApplicationRequest(rmID=rm.rm_id, remove=[
-            si_pb2.RemoveApplicationRequest(applicationID="app-b", partitionName="default")]))
-        deadline = time.monotonic() + 30
-        while "root.b" in queues(stack.rest_address) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert "root.b" not in queues(stack.rest_address)
+        rm.remove_apps(remove_app("app-b"))
+        wait_until(lambda: "root.b" not in queues(stack.rest_address), 30, "root.b removed", interval=0.5)
         # and the stack still serves
         rm.apps(app("app-c", queue="root.c"))
         assert rm.wait_for("application", lambda r: r.accepted).accepted[0].applicationID == "app-c"

@@ -19,7 +19,8 @@ import pytest
 
 from common.netutil import http_get_json
 from tests.conftest import wait_until
-from tests.e2e.sirm import SIRM, app, ask, node
+from tests.e2e.sirm import SIRM
+from tests.si_builders import app, ask, node
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -49,8 +50,7 @@ class Session:
         self.app = ""
 
     def register(self, config: str) -> None:
-        for s in self.rm.streams.values():
-            s.call.cancel()  # the shim restarts: its old streams go away
+        self.rm.cancel_streams()  # the shim restarts: its old streams go away
         self.rm.register(config)
         self.config = config
 
@@ -60,13 +60,12 @@ class Session:
         self.rm.nodes(node(f"{self.rm_id}-n1", memory=1000, vcore=10))
         self.app = f"{self.rm_id}-app-{step}"
         self.rm.apps(app(self.app, queue="root.default"))
-        self.rm.wait_for("application", lambda r: any(a.applicationID == self.app for a in r.accepted))
+        self.rm.wait_accepted("application", {self.app})
         self.rm.asks(ask(f"{self.app}-k", self.app, memory=10, vcore=1))
-        self.rm.wait_for("allocation", lambda r: any(a.applicationID == self.app for a in r.new))
+        self.rm.wait_allocated({f"{self.app}-k"})
 
     def close(self) -> None:
-        for s in self.rm.streams.values():
-            s.call.cancel()
+        self.rm.cancel_streams()
         self.rm.close()
 
 
@@ -219,7 +218,7 @@ def test_a_re_registration_with_an_invalid_config_names_the_rm_and_loses_nothing
         # what was accepted before is all still there, and the RM's streams keep scheduling
         check_reads(stack, a)
         a.rm.asks(ask("after-bad-config", a.app, memory=10, vcore=1))
-        a.rm.wait_for("allocation", lambda r: any(x.allocationKey == "after-bad-config" for x in r.new))
+        a.rm.wait_allocated({"after-bad-config"})
         assert len(ok(stack, f"/ws/v1/partition/default/application/{a.app}?rmID=rm-bad")["allocations"]) == 2
     finally:
         a.close()

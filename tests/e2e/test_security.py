@@ -7,12 +7,9 @@ line (the ``cryptography`` package is not in the project's virtualenv).
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import grpc
@@ -20,7 +17,7 @@ import pytest
 
 from common import si_pb2, si_pb2_grpc
 from common.netutil import free_ports, http_get_json
-from tests.conftest import korral_env, run_korral, wait_until
+from tests.conftest import korral_env, run_korral, stop_process, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -59,6 +56,18 @@ class Stack:
         self.start("rmproxy", "rmproxy", "--si-address", self.si, "--rest-address", self.rest,
                    "--broker", self.frontend, "--redis-url", self.redis_url, *extra)
 
+    def curve_broker(self, keys: Path) -> None:
+        """The broker with the key pair ``keys/broker``, allowing the keys in ``keys/allowed``."""
+        self.broker("--curve-secret", str(keys / "broker.key_secret"), "--curve-allowed", str(keys / "allowed"))
+
+    def wait_refused(self, public_key_file: Path, times: int = 1) -> str:
+        """Until the broker has logged ``times`` refusals of the key (a refused peer keeps
+        reconnecting, and each handshake is refused again); returns the key."""
+        key = public_key(public_key_file)
+        wait_until(lambda: self.log("broker").count(f"unknown public key {key}") >= times, 10,
+                   f"the broker logging {times} refusal(s) of the key {key}", self.logs)
+        return key
+
     def log(self, name: str) -> str:
         return (self.tmp / f"{name}.log").read_text(errors="replace")
 
@@ -71,17 +80,8 @@ class Stack:
         return {w["name"] for w in (body.get("cluster") or {}).get("workers", [])}
 
     def stop(self) -> list[str]:
-        left = []
-        for name, proc in reversed(list(self.procs.items())):
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(5)
-                except subprocess.TimeoutExpired:
-                    os.kill(proc.pid, signal.SIGKILL)
-                    proc.wait(5)
-                    left.append(f"{name} pid {proc.pid} ignored SIGTERM (killed)")
-        return left
+        return [f"{name} pid {proc.pid} ignored SIGTERM (killed)"
+                for name, proc in reversed(list(self.procs.items())) if stop_process(proc)]
 
 
 @pytest.fixture
@@ -96,12 +96,19 @@ def stack(tmp_path, redis_server):
 
 # --- CURVE ---------------------------------------------------------------------------------------
 
-def make_keys(out: Path, *names: str) -> None:
+def make_keys(out: Path, *names: str, allow: tuple[str, ...] = ()) -> Path:
+    """CURVE key pairs ``names`` in ``out`` (``korral keys``), and the public keys of ``allow``
+    copied into ``out/allowed`` (a broker's ``--curve-allowed`` directory); returns ``out``."""
     args = ["keys", "--out", str(out)]
     for n in names:
         args += ["--name", n]
     result = run_korral(*args)
     assert result.returncode == 0, result.stdout + result.stderr
+    if allow:
+        (out / "allowed").mkdir()
+        for name in allow:
+            shutil.copy(out / f"{name}.key", out / "allowed" / f"{name}.key")
+    return out
 
 
 def public_key(path: Path) -> str:
@@ -112,41 +119,33 @@ def public_key(path: Path) -> str:
 
 def test_worker_with_unknown_curve_key_cannot_join(stack, tmp_path):
     keys, rogue = tmp_path / "keys", tmp_path / "rogue"
-    make_keys(keys, "broker", "good", "rmproxy")
+    make_keys(keys, "broker", "good", "rmproxy", allow=("good", "rmproxy"))
     make_keys(rogue, "intruder")  # a well-formed key pair the broker was never told about
     allowed = keys / "allowed"
-    allowed.mkdir()
-    for name in ("good", "rmproxy"):
-        shutil.copy(keys / f"{name}.key", allowed / f"{name}.key")
     server = ("--curve-server", str(keys / "broker.key"))
 
-    stack.broker("--curve-secret", str(keys / "broker.key_secret"), "--curve-allowed", str(allowed))
+    stack.curve_broker(keys)
     stack.rmproxy("--curve-secret", str(keys / "rmproxy.key_secret"), *server)
     stack.worker("good", "--curve-secret", str(keys / "good.key_secret"), *server)
     stack.worker("intruder", "--curve-secret", str(rogue / "intruder.key_secret"), *server)
     stack.worker("plaintext")  # no CURVE at all: the handshake cannot even start
 
     wait_until(lambda: "good" in stack.workers(), 20, "the worker with an allowed key joined", stack.logs)
-    intruder_key = public_key(rogue / "intruder.key")
-    wait_until(lambda: intruder_key in stack.log("broker"), 10, "the broker logged the refused key", stack.logs)
+    intruder_key = stack.wait_refused(rogue / "intruder.key")
     line = next(ln for ln in stack.log("broker").splitlines() if intruder_key in ln)
     assert "refused" in line and str(allowed) in line, line
-    time.sleep(1.5)  # three heartbeat intervals: a refused worker would have announced itself by now
+    stack.wait_refused(rogue / "intruder.key", times=3)  # it kept trying, and never got in
     assert stack.workers() == {"good"}, stack.logs()
     assert stack.procs["good"].poll() is None and stack.procs["rmproxy"].poll() is None
 
 
 def test_rmproxy_with_unknown_curve_key_is_refused_and_not_ready(stack, tmp_path):
     keys, rogue = tmp_path / "keys", tmp_path / "rogue"
-    make_keys(keys, "broker", "worker")
+    make_keys(keys, "broker", "worker", allow=("worker",))
     make_keys(rogue, "rmproxy")
-    allowed = keys / "allowed"
-    allowed.mkdir()
-    shutil.copy(keys / "worker.key", allowed / "worker.key")
-    stack.broker("--curve-secret", str(keys / "broker.key_secret"), "--curve-allowed", str(allowed))
+    stack.curve_broker(keys)
     stack.rmproxy("--curve-secret", str(rogue / "rmproxy.key_secret"), "--curve-server", str(keys / "broker.key"))
-    rogue_key = public_key(rogue / "rmproxy.key")
-    wait_until(lambda: rogue_key in stack.log("broker"), 10, "the broker logged the refused rmproxy key", stack.logs)
+    stack.wait_refused(rogue / "rmproxy.key")
     answer = wait_until(lambda: http_get_json(f"http://{stack.rest}/ws/v1/korral/ready"), 10, "rmproxy REST up", stack.logs)
     assert answer.status == 503 and answer.body["broker"] is False, answer
     assert stack.procs["rmproxy"].poll() is None, stack.log("rmproxy")
@@ -154,17 +153,12 @@ def test_rmproxy_with_unknown_curve_key_is_refused_and_not_ready(stack, tmp_path
 
 def test_refused_worker_stays_up_and_says_why(stack, tmp_path):
     keys, rogue = tmp_path / "keys", tmp_path / "rogue"
-    make_keys(keys, "broker", "rmproxy")
+    make_keys(keys, "broker", "rmproxy", allow=("rmproxy",))
     make_keys(rogue, "intruder")
-    allowed = keys / "allowed"
-    allowed.mkdir()
-    shutil.copy(keys / "rmproxy.key", allowed / "rmproxy.key")
-    stack.broker("--curve-secret", str(keys / "broker.key_secret"), "--curve-allowed", str(allowed))
+    stack.curve_broker(keys)
     stack.worker("intruder", "--curve-secret", str(rogue / "intruder.key_secret"),
                  "--curve-server", str(keys / "broker.key"))
-    intruder_key = public_key(rogue / "intruder.key")
-    wait_until(lambda: intruder_key in stack.log("broker"), 10, "the broker logged the refused key", stack.logs)
-    time.sleep(2.0)
+    stack.wait_refused(rogue / "intruder.key", times=3)  # refused again and again, and still running
     assert stack.procs["intruder"].poll() is None, stack.log("intruder")
     assert "Traceback" not in stack.log("intruder")
 

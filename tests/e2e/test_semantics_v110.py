@@ -7,9 +7,10 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from common import korral_pb2, korral_pb2_grpc, si_pb2
+from common import si_pb2
 from tests.conftest import wait_until
-from tests.e2e.sirm import SIRM, app, ask, node, resource
+from tests.e2e.sirm import SIRM
+from tests.si_builders import allocation, app, ask, node, release_key, remove_app
 
 BASE = """
 partitions:
@@ -27,21 +28,9 @@ partitions:
 """
 
 
-def update(stack, rm_id: str, config: str, extra: dict | None = None) -> None:
-    stub = korral_pb2_grpc.KorralStub(grpc.insecure_channel(stack.si_address))
-    stub.UpdateConfiguration(si_pb2.UpdateConfigurationRequest(rmID=rm_id, policyGroup="queues", config=config,
-                                                               extraConfig=extra or {}), timeout=30)
-
-
-def register(rm: SIRM, config: str, extra: dict | None = None) -> None:
-    rm.stub.RegisterResourceManager(si_pb2.RegisterResourceManagerRequest(
-        rmID=rm.rm_id, version="test", policyGroup="queues", config=config, extraConfig=extra or {}), timeout=20)
-
-
-def done(stack, rm: SIRM) -> None:
+def done(rm: SIRM) -> None:
     """Shut the RM down so its partition's worker is free for the next test (2 workers)."""
-    stub = korral_pb2_grpc.KorralStub(grpc.insecure_channel(stack.si_address))
-    stub.Shutdown(korral_pb2.ShutdownRequest(rmID=rm.rm_id), timeout=10)
+    rm.shutdown()
     rm.close()
 
 
@@ -52,27 +41,20 @@ def logs(stack, who: str) -> str:
 def started(stack, rm_id: str, n: si_pb2.NodeInfo, app_id: str, queue: str, user: str = "alice") -> SIRM:
     """A registered RM (the BASE config, max 100 on root.a) with node ``n`` and one accepted app."""
     rm = SIRM(stack.si_address, rm_id)
-    register(rm, BASE % 100)
+    rm.register(BASE % 100)
     rm.open()
-    rm.nodes(n)
-    rm.wait_for("node", lambda r: r.accepted)
-    rm.apps(app(app_id, queue=queue, user=user))
-    rm.wait_for("application", lambda r: r.accepted)
-    return rm
+    return rm.report(nodes=(n,), apps=(app(app_id, queue=queue, user=user),))
 
 
 def allocations(rm: SIRM, n: int, timeout: float = 15) -> list:
-    got: list = []
-    while len(got) < n:
-        got += list(rm.wait_for("allocation", lambda r: r.new, timeout=timeout).new)
-    return got
+    return rm.collect("allocation", "new", n, timeout)
 
 
 @pytest.mark.parametrize("compat, placed", [("", False), ("1.10", True)])
 def test_placement_fallback_follows_the_switch(module_stack, compat, placed):
     rm = SIRM(module_stack.si_address, f"rm-fallback-{compat or 'seeds'}")
     try:
-        register(rm, BASE % 100, {"korral.compatibility": compat} if compat else {})
+        rm.register(BASE % 100, extra_config={"korral.compatibility": compat} if compat else {})
         rm.open()
         rm.apps(app("x", queue="root.nowhere"))
         r = rm.wait_for("application", lambda r: r.accepted or r.rejected)
@@ -80,13 +62,13 @@ def test_placement_fallback_follows_the_switch(module_stack, compat, placed):
         if not placed:
             assert "no placement rule matched" in r.rejected[0].reason
     finally:
-        done(module_stack, rm)
+        done(rm)
 
 
 def test_an_unknown_switch_value_is_refused_naming_the_key(module_stack):
     rm = SIRM(module_stack.si_address, "rm-badswitch")
     with pytest.raises(grpc.RpcError) as info:
-        register(rm, BASE % 100, {"korral.compatibility": "2.0"})
+        rm.register(BASE % 100, extra_config={"korral.compatibility": "2.0"})
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "extraConfig korral.compatibility: unknown value '2.0'" in info.value.details()
     rm.close()
@@ -100,16 +82,16 @@ def test_an_unknown_switch_value_is_refused_naming_the_key(module_stack):
 def test_bad_new_keys_are_refused_naming_queue_and_key_and_the_old_config_stays(module_stack, bad, message):
     rm = SIRM(module_stack.si_address, "rm-badkeys")
     try:
-        register(rm, BASE % 100)
+        rm.register(BASE % 100)
         rm.open()
         with pytest.raises(grpc.RpcError) as info:
-            update(module_stack, rm.rm_id, (BASE % 100).replace(bad, message))
+            rm.update_config((BASE % 100).replace(bad, message))
         assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "queue root.a: property " + message.split(":")[0] in info.value.details()
         rm.apps(app("still", queue="root.a"))  # the old config is active
         assert rm.wait_for("application", lambda r: r.accepted or r.rejected).accepted
     finally:
-        done(module_stack, rm)
+        done(rm)
 
 
 def test_a_lowered_max_is_enforced_by_quota_preemption_and_an_unchanged_reload_is_a_no_op(module_stack):
@@ -117,35 +99,31 @@ def test_a_lowered_max_is_enforced_by_quota_preemption_and_an_unchanged_reload_i
     try:
         rm.asks(*[ask(f"q{i}", "qa", memory=10, vcore=1) for i in range(10)])
         allocations(rm, 10)
-        update(module_stack, rm.rm_id, BASE % 60)
-        preempted: list = []
-        while len(preempted) < 4:
-            r = rm.wait_for("allocation", lambda r: r.released, timeout=15)
-            preempted += [x for x in r.released if x.terminationType == si_pb2.PREEMPTED_BY_SCHEDULER]
+        rm.update_config(BASE % 60)
+        preempted = rm.collect("allocation", "released", 4,
+                               keep=lambda x: x.terminationType == si_pb2.PREEMPTED_BY_SCHEDULER)
         assert len(preempted) == 4
         assert preempted[0].message == "preempting allocations to enforce new max quota for queue : root.a"
-        update(module_stack, rm.rm_id, BASE % 60)  # the same text again: the checksum matches
+        rm.update_config(BASE % 60)  # the same text again: the checksum matches
         wait_until(lambda: "rm-quota: configuration unchanged" in logs(module_stack, "rmproxy"), 10,
                    "the no-op reload logged by rmproxy")
     finally:
-        done(module_stack, rm)
+        done(rm)
 
 
 def test_a_foreign_allocation_occupies_its_node(module_stack):
     n = node("n1", memory=100, vcore=10)
-    n.existingAllocations.append(si_pb2.Allocation(
-        allocationKey="kube-proxy", nodeID="n1", resourcePerAlloc=resource(memory=80, vcore=1),
-        allocationTags={"foreign": "static"}))
+    n.existingAllocations.append(allocation("kube-proxy", "n1", app_id="", partition="", uuid="",
+                                            tags={"foreign": "static"}, memory=80, vcore=1))
     rm = started(module_stack, "rm-foreign", n, "fa", "root.default")
     try:
         rm.asks(ask("big", "fa", memory=50, vcore=1), ask("fits", "fa", memory=20, vcore=1))
         assert [a.allocationKey for a in allocations(rm, 1)] == ["fits"]
         # the pod ends: a release without an application frees its room
-        rm.streams["allocation"].send(si_pb2.AllocationRequest(rmID=rm.rm_id, releases=si_pb2.AllocationReleasesRequest(
-            allocationsToRelease=[si_pb2.AllocationRelease(partitionName="default", allocationKey="kube-proxy")])))
+        rm.releases(release_key("kube-proxy", app_id=""))
         assert [a.allocationKey for a in allocations(rm, 1)] == ["big"]
     finally:
-        done(module_stack, rm)
+        done(rm)
 
 
 def test_a_finished_app_that_ran_writes_one_summary_line(module_stack):
@@ -153,10 +131,9 @@ def test_a_finished_app_that_ran_writes_one_summary_line(module_stack):
     try:
         rm.asks(ask("s1", "sum-app", memory=10, vcore=1))
         allocations(rm, 1)
-        rm.streams["application"].send(si_pb2.ApplicationRequest(rmID=rm.rm_id, remove=[
-            si_pb2.RemoveApplicationRequest(applicationID="sum-app", partitionName="default")]))
+        rm.remove_apps(remove_app("sum-app"))
         line = wait_until(lambda: [x for x in logs(module_stack, "worker").splitlines()
                                    if "YK_APP_SUMMARY: {ApplicationID: sum-app," in x], 15, "the summary line")
         assert len(line) == 1 and "User: dana, Queue: root.default" in line[0] and "RmID: rm-summary" in line[0]
     finally:
-        done(module_stack, rm)
+        done(rm)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import time
 
-from tests.conftest import run_korral
-from tests.e2e.sirm import SIRM, node
+from tests.conftest import run_korral, wait_until
+from tests.e2e.sirm import SIRM
+from tests.si_builders import node
 
 
 def _status(*args: str) -> dict:
@@ -14,21 +14,23 @@ def _status(*args: str) -> dict:
     return json.loads(r.stdout)
 
 
+def _rms(doc: dict) -> dict[str, dict]:
+    return {rm_id: info for p in doc.get("rmproxies", []) for rm_id, info in p["rms"].items()}
+
+
+def _status_naming(rm_id: str, *args: str) -> dict | None:
+    """The status once it shows ``rm_id`` (None before)."""
+    doc = _status(*args)
+    return doc if rm_id in _rms(doc) else None
+
+
 def test_status_shows_workers_partitions_and_rms_from_any_entry_point(stack):
-    rm = SIRM(stack.si_address, "rm-status")
-    try:
-        rm.register()
-        rm.open()
-        rm.nodes(node("n1", memory=10))
-        rm.wait_for("node", lambda r: r.accepted)
+    with SIRM(stack.si_address, "rm-status") as rm:
+        rm.start(node("n1", memory=10))
         for args in (("--rest-address", stack.rest_address), ("--broker", stack.broker_frontend)):
-            deadline = time.monotonic() + 10
-            while True:
-                doc = _status(*args)
-                rms = {rm_id: info for p in doc.get("rmproxies", []) for rm_id, info in p["rms"].items()}
-                if "rm-status" in rms or time.monotonic() > deadline:
-                    break
-                time.sleep(0.3)
+            doc = wait_until(lambda: _status_naming("rm-status", *args), 10,
+                             f"rm-status in the status through {args[0]}", interval=0.3)
+            rms = _rms(doc)
             assert doc["broker"] is True
             owners = [w for w in doc["workers"] if w["partition"] == "rm-status/default"]
             assert len(owners) == 1 and owners[0]["epoch"] >= 1 and owners[0]["heartbeatAge"] < 3
@@ -37,8 +39,6 @@ def test_status_shows_workers_partitions_and_rms_from_any_entry_point(stack):
             assert {"rmID": "rm-status", "partition": "default", "worker": owners[0]["name"],
                     "epoch": owners[0]["epoch"], "loaded": True, "lastEpoch": owners[0]["epoch"],
                     "state": "owned"} in doc["partitions"]
-    finally:
-        rm.close()
 
 
 def test_status_of_an_unreachable_broker_is_a_clear_error():
@@ -49,29 +49,16 @@ def test_status_of_an_unreachable_broker_is_a_clear_error():
 def test_an_rm_that_shut_down_leaves_the_status_at_once(stack):
     """The broker's view reaches rmproxy a heartbeat later; an RM this rmproxy just stopped must
     not show as Running, nor its partitions as owned, in the meantime."""
-    import grpc
-
-    from common import korral_pb2, korral_pb2_grpc
-
     def rms_and_partitions() -> tuple[set, set, set]:
         doc = _status("--rest-address", stack.rest_address)
-        rms = {rm_id for p in doc.get("rmproxies", []) for rm_id in p["rms"]}
+        rms = set(_rms(doc))
         owned = {w["partition"] for w in doc["workers"] if w["partition"]}
         return rms, {p["rmID"] for p in doc["partitions"]}, owned
 
-    rm = SIRM(stack.si_address, "rm-bye")
-    try:
-        rm.register()
-        rm.open()
-        rm.nodes(node("n1", memory=10))
-        rm.wait_for("node", lambda r: r.accepted)
-        deadline = time.monotonic() + 10
-        while "rm-bye" not in rms_and_partitions()[0]:
-            assert time.monotonic() < deadline, "the RM never showed in the status"
-            time.sleep(0.2)
-        with grpc.insecure_channel(stack.si_address) as channel:
-            korral_pb2_grpc.KorralStub(channel).Shutdown(korral_pb2.ShutdownRequest(rmID="rm-bye"), timeout=10)
+    with SIRM(stack.si_address, "rm-bye") as rm:
+        rm.start(node("n1", memory=10))
+        wait_until(lambda: _status_naming("rm-bye", "--rest-address", stack.rest_address), 10,
+                   "the RM in the status", interval=0.2)
+        rm.shutdown()
         rms, partitions, owned = rms_and_partitions()
         assert "rm-bye" not in rms and "rm-bye" not in partitions and "rm-bye/default" not in owned
-    finally:
-        rm.close()

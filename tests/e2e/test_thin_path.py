@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from tests.e2e.sirm import SIRM, app, ask, node
+from tests.e2e.sirm import SIRM
+from tests.si_builders import app, ask, node
 
 
 def test_register_node_app_ask_gives_an_allocation(stack):

@@ -4,8 +4,6 @@ streams, and any rmproxy's REST API reads every partition of the stack."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -14,8 +12,9 @@ import urllib.request
 import pytest
 
 from common.netutil import free_ports, wait_for_http
-from tests.conftest import wait_until
-from tests.e2e.sirm import SIRM, app, ask, node
+from tests.conftest import stop_process, wait_until
+from tests.e2e.sirm import SIRM
+from tests.si_builders import app, ask, node
 
 
 @pytest.fixture
@@ -31,12 +30,7 @@ def second_rmproxy(stack, tmp_path):
         wait_for_http(f"http://127.0.0.1:{rest}/ws/v1/korral/ready", time.monotonic() + 20)
         yield f"127.0.0.1:{si}", f"127.0.0.1:{rest}"
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
+        stop_process(proc, 10, group=True)
         log.close()
 
 
@@ -52,12 +46,9 @@ def test_two_rmproxies_serve_two_rms(stack, second_rmproxy):
     rms = [SIRM(stack.si_address, "rm-one"), SIRM(si2, "rm-two")]
     try:
         for rm in rms:
-            rm.register()
-            rm.open()
-            rm.nodes(node(f"{rm.rm_id}-n1", memory=100, vcore=10))
-            rm.wait_for("node", lambda r: r.accepted)
+            rm.start(node(f"{rm.rm_id}-n1", memory=100, vcore=10))
             rm.apps(app("app"))
-            rm.wait_for("application", lambda r: r.accepted)
+            rm.wait_accepted("application", {"app"})
         for rm in rms:
             rm.asks(ask("k1", "app", memory=5, vcore=1))
         for rm in rms:  # each allocation comes back through the RM's own rmproxy

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 from rich.console import Console
 
@@ -13,7 +12,7 @@ from common import security
 from rmproxy.sim.presets import PRESETS
 from rmproxy.sim.runner import SimOptions, simulate
 from rmproxy.sim.workload import parse_workload, plan
-from tests.conftest import korral_env, run_korral, start_stack, stop_and_verify
+from tests.conftest import korral_env, run_korral, start_stack, stop_and_verify, wait_until
 from tests.e2e.test_security import make_keys
 
 QUIET = Console(file=open("/dev/null", "w"))
@@ -44,10 +43,8 @@ def test_a_secured_stack_schedules_over_tls_and_curve_and_refuses_unknown_peers(
         env=korral_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         log = stack.state_dir / "logs" / "broker.log"
-        deadline = time.monotonic() + 20
-        while "refused a CURVE peer" not in log.read_text():
-            assert time.monotonic() < deadline, "the broker did not log the refused worker"
-            time.sleep(0.2)
+        wait_until(lambda: "refused a CURVE peer" in log.read_text(), 20, "the broker logging the refused worker",
+                   interval=0.2)
     finally:
         rogue.terminate()
         rogue.wait(timeout=10)

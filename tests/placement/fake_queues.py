@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from common.acl import ACL
+from common.acl import ACL, queue_allows
 from common.config import load_config
 from common.config.model import PartitionConfig, QueueConfig
 
@@ -24,12 +24,7 @@ class FakeQueue:
     accepts_new_work: bool = True
 
     def check_submit_access(self, user: str, groups: Sequence[str]) -> bool:
-        q: FakeQueue | None = self
-        while q is not None:
-            if q.submit_acl.allows(user, groups) or q.admin_acl.allows(user, groups):
-                return True
-            q = q.parent
-        return False
+        return queue_allows(self, user, groups, submit=True)
 
 
 class FakeQueueTree:

@@ -1,6 +1,7 @@
 """Seed 001's worked examples give the stated queue or rejection (placement manager level)."""
 
 import pytest
+import yaml
 
 from common.config import load_config
 from partition_worker.placement import AppPlacementInfo, PlacementError, PlacementManager
@@ -22,37 +23,14 @@ def test_seed001_example(case):
         assert manager.place(app, queues) == case.expected
 
 
-MAPPING_FORM_RULES = """
-    placementrules:
-      - name: user
-        create: true
-        filter:
-          type: allow
-          groups:
-            - dev*
-        parent:
-          name: tag
-          value: namespace
-      - name: tag
-        value: namespace
-        create: true
-        parent:
-          name: fixed
-          value: root.namespaces
-          filter:
-            type: allow
-            users:
-              - john
-      - name: fixed
-        value: root.default
-"""
-
-
 def test_seed001_complex_1_parent_list_form_equals_mapping_form():
     from tests.placement.seed001_cases import COMPLEX_1
 
-    head = COMPLEX_1[: COMPLEX_1.index("    placementrules:")]
+    doc = yaml.safe_load(COMPLEX_1)
+    for rule in doc["partitions"][0]["placementrules"]:  # each one-rule parent list as a mapping
+        if "parent" in rule:
+            [rule["parent"]] = rule["parent"]
     a = load_config(COMPLEX_1).partition("default").placementrules
-    b = load_config(head + MAPPING_FORM_RULES.lstrip("\n")).partition("default").placementrules
+    b = load_config(yaml.safe_dump(doc)).partition("default").placementrules
     assert a == b
     assert a[0].parent.name == "tag" and a[1].parent.value == "root.namespaces"

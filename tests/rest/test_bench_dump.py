@@ -12,9 +12,10 @@ import time
 
 import pytest
 
-from common import si_pb2
-from tests.e2e.sirm import SIRM, ask, node
+from tests.conftest import wait_until
+from tests.e2e.sirm import SIRM
 from tests.rest.workload import http
+from tests.si_builders import app, ask, node
 
 NODES, APPS, ASKS_PER_APP = 5_000, 500, 100
 CONFIG = """
@@ -41,27 +42,19 @@ def test_reads_and_dump_at_scale(stack_factory) -> None:
     rm.register(CONFIG)
     rm.open()
     rm.nodes(*[node(f"n{i}", memory=100_000, vcore=100_000) for i in range(NODES)])
-    got = 0
-    while got < NODES:
-        got += len(rm.next("node", 60).accepted)
-    rm.streams["application"].send(si_pb2.ApplicationRequest(rmID="rm-bench", new=[
-        si_pb2.AddApplicationRequest(applicationID=f"app{a}", queueName=f"root.q{a % 10}", partitionName="default",
-                                     ugi=si_pb2.UserGroupInformation(user=f"u{a % 7}"), tags={"namespace": "default"})
-        for a in range(APPS)]))
-    got = 0
-    while got < APPS:
-        got += len(rm.next("application", 60).accepted)
+    rm.wait_accepted("node", {f"n{i}" for i in range(NODES)}, 60)
+    rm.apps(*[app(f"app{a}", f"root.q{a % 10}", user=f"u{a % 7}") for a in range(APPS)])
+    rm.wait_accepted("application", {f"app{a}" for a in range(APPS)}, 60)
     rm.asks(*[ask(f"k{a}-{k}", f"app{a}", memory=10, vcore=10) for a in range(APPS) for k in range(ASKS_PER_APP)])
+
     # Count allocations through REST: one 50,000-allocation response exceeds the test RM's
     # default 4 MB gRPC receive limit, and the partition's own count is what matters here.
-    deadline = time.monotonic() + 300
-    while True:
+    def containers() -> int:
         parts = json.loads(http(base, "/ws/v1/clusters").body)  # [] while the worker is too busy to answer
-        part = parts[0] if parts else {}
-        if int(part.get("totalContainers", 0)) == APPS * ASKS_PER_APP:
-            break
-        assert time.monotonic() < deadline, f"allocations did not complete: {part}"
-        time.sleep(1)
+        return int(parts[0].get("totalContainers", 0)) if parts else 0
+
+    wait_until(lambda: containers() == APPS * ASKS_PER_APP, 300, "every allocation made",
+               lambda: f"{containers()} of {APPS * ASKS_PER_APP} made", interval=1.0)
     timings = {}
     gz = {"Accept-Encoding": "gzip"}
     for name, path, headers in [

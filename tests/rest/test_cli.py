@@ -7,10 +7,9 @@ import re
 
 import pytest
 
-from common import si_pb2
 from common.cli import main
 from tests.conftest import wait_until
-from tests.e2e.sirm import app
+from tests.si_builders import app, remove_app
 from tests.rest.workload import Loaded
 
 
@@ -114,11 +113,9 @@ def test_explain_names_a_missing_ask_or_application(loaded: Loaded, capsys) -> N
 
 def test_explain_of_a_removed_application_says_so_and_when(loaded: Loaded, capsys) -> None:
     rm = loaded.rm
-    rm.streams["application"].send(si_pb2.ApplicationRequest(rmID=rm.rm_id, new=[
-        app("app-gone", queue="root.default", partition="gpu", user="dave")]))
-    rm.wait_for("application", lambda r: any(a.applicationID == "app-gone" for a in r.accepted))
-    rm.streams["application"].send(si_pb2.ApplicationRequest(rmID=rm.rm_id, remove=[
-        si_pb2.RemoveApplicationRequest(applicationID="app-gone", partitionName="gpu")]))
+    rm.apps(app("app-gone", queue="root.default", partition="gpu", user="dave"))
+    rm.wait_accepted("application", {"app-gone"})
+    rm.remove_apps(remove_app("app-gone", "gpu"))
 
     def explained() -> str | None:
         code, out, _ = korral(capsys, "explain", "app-gone", "--rest-address", addr(loaded), "--partition", "gpu")

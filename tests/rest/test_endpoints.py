@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import time
 
 import pytest
 import yaml
 
+from tests.conftest import wait_until
 from tests.rest.workload import Loaded
 
 CLUSTER_COUNTS = {"totalApplications", "totalContainers", "totalNodes", "runningApplications",
@@ -255,11 +255,8 @@ def test_events_batch_lists_recent_records(loaded: Loaded) -> None:
 
 
 def test_history_answers_lists_with_totals_as_strings(loaded: Loaded) -> None:
-    deadline = time.monotonic() + 10  # the first sample is taken 5 s after rmproxy starts
-    while not ok_json(loaded, "/ws/v1/history/apps"):
-        assert time.monotonic() < deadline, "no history sample 10 s after start"
-        time.sleep(0.2)
-    apps = ok_json(loaded, "/ws/v1/history/apps")
+    # the first sample is taken 5 s after rmproxy starts
+    apps = wait_until(lambda: ok_json(loaded, "/ws/v1/history/apps"), 10, "a history sample", interval=0.2)
     assert int(apps[0]["totalApplications"]) >= 0
     containers = ok_json(loaded, "/ws/v1/history/containers")
     assert isinstance(apps, list) and isinstance(containers, list)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from common import si_pb2
 from tests.conftest import StackHandle, start_stack, stop_and_verify, wait_until
 from tests.e2e.sirm import SIRM
 from tests.rest.workload import EventStreamClient, http
@@ -22,14 +21,9 @@ def stack(tmp_path_factory) -> StackHandle:
         pytest.fail("\n".join(problems))
 
 
-def register(rm: SIRM, **extra: str) -> None:
-    rm.stub.RegisterResourceManager(si_pb2.RegisterResourceManagerRequest(
-        rmID=rm.rm_id, version="test", policyGroup="queues", extraConfig=extra), timeout=20)
-
-
 def test_streams_beyond_the_limits_are_refused_with_503(stack: StackHandle) -> None:
     rm = SIRM(stack.si_address, "rm-limits")
-    register(rm, **{"event.maxStreams": "2", "event.maxStreamsPerHost": "1"})
+    rm.register(extra_config={"event.maxStreams": "2", "event.maxStreamsPerHost": "1"})
     base = f"http://{stack.rest_address}"
     opened = [EventStreamClient(stack.rest_address, host="a.example")]
     try:
@@ -57,10 +51,10 @@ def test_streams_beyond_the_limits_are_refused_with_503(stack: StackHandle) -> N
 
 def test_unusable_extra_config_values_are_refused_naming_the_key(stack: StackHandle) -> None:
     rm = SIRM(stack.si_address, "rm-extra")
-    register(rm)
+    rm.register()
     for key, value in (("event.maxStreams", "lots"), ("event.maxStreamsPerHost", "-1")):
         with pytest.raises(grpc.RpcError) as err:
-            register(rm, **{key: value})
+            rm.register(extra_config={key: value})
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert f"extraConfig {key}: {value!r} is not a non-negative integer" in err.value.details()
         assert "rm-extra keeps its current registration" in err.value.details()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from rmproxy.server.webapi.cluster import Target
-from rmproxy.server.webapi.events import STREAM_BUFFER, EventFollower, EventStream
+from rmproxy.server.webapi.events import POLL_INTERVAL, STREAM_BUFFER, EventFollower, EventStream
 
 
 class FakeRing:
@@ -131,9 +131,9 @@ def test_nothing_is_read_while_no_stream_is_open() -> None:
         stream = EventStream("h", 0)
         await follower.subscribe(stream, 0)
         follower.unsubscribe(stream)
-        await asyncio.sleep(0.6)  # the follower's loop ends with its last stream
+        await asyncio.wait_for(follower._task, 5)  # the follower's loop ends with its last stream
         asked = len(reader.asked)
-        await asyncio.sleep(0.6)
+        await asyncio.sleep(2 * POLL_INTERVAL)  # and nothing reads after it: a poll would fall in here
         return asked, len(reader.asked), follower.cursors
     before, after, cursors = asyncio.run(run())
     assert before == after and cursors == {}

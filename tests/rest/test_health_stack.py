@@ -4,18 +4,16 @@ unhealthy, answered with 200 and the body, as YuniKorn answers since 1.5."""
 from __future__ import annotations
 
 from tests.conftest import wait_until
-from tests.e2e.sirm import SIRM, node
+from tests.e2e.sirm import SIRM
 from tests.rest.workload import http
+from tests.si_builders import node
 
 
 def test_a_paused_rm_makes_the_scheduler_unhealthy(stack_factory) -> None:
     stack = stack_factory(workers=1)
     base = f"http://{stack.rest_address}"
     rm = SIRM(stack.si_address, "rm-health")
-    rm.register()
-    rm.open()
-    rm.nodes(node("n1", memory=100, vcore=100))
-    rm.wait_for("node", lambda r: len(r.accepted) == 1)
+    rm.start(node("n1", memory=100, vcore=100))
     ok = http(base, "/ws/v1/scheduler/healthcheck")
     assert ok.status == 200 and ok.json()["Healthy"] is True
     rm.close()  # the RM's streams end: rmproxy marks it Paused

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-import time
-
 from prometheus_client.parser import text_string_to_metric_families
 
 from common import si_pb2
-from tests.rest.workload import Loaded, add_ask
+from tests.conftest import wait_until
+from tests.rest.workload import Loaded
+from tests.si_builders import ask, release
+
+
+def allocate(loaded: Loaded, key: str) -> si_pb2.Allocation:
+    """One ask of memory 30 for app-b1 of the loaded stack, allocated."""
+    loaded.rm.asks(ask(key, "app-b1", memory=30, vcore=1))
+    return loaded.rm.wait_allocated({key})[key]
 
 
 def scrape(loaded: Loaded) -> dict[str, list]:
@@ -55,25 +61,20 @@ def test_metrics_move_when_an_allocation_happens_and_is_released(loaded: Loaded)
                       resource="memory")
     containers = value(before, "korral_partition_allocations", partition="default")
     cycles = value(before, "korral_partition_cycles", partition="default")
-    add_ask(loaded.rm, "b1-metrics", "app-b1", memory=30, vcore=1)
-    new = loaded.rm.wait_for("allocation", lambda r: any(a.allocationKey == "b1-metrics" for a in r.new))
-    uuid = next(a.UUID for a in new.new if a.allocationKey == "b1-metrics")
+    allocation = allocate(loaded, "b1-metrics")
     during = scrape(loaded)
     assert value(during, "yunikorn_root_b_queue_resource", partition="default", state="allocated",
                  resource="memory") == allocated + 30
     assert value(during, "korral_partition_allocations", partition="default") == containers + 1
     assert value(during, "korral_partition_cycles", partition="default") > cycles
     # release it again so the shared stack keeps its documented workload
-    loaded.rm.streams["allocation"].send(si_pb2.AllocationRequest(rmID="rm-rest", releases=si_pb2.AllocationReleasesRequest(
-        allocationsToRelease=[si_pb2.AllocationRelease(partitionName="default", applicationID="app-b1", UUID=uuid,
-                                                        terminationType=si_pb2.STOPPED_BY_RM)])))
-    deadline = time.monotonic() + 10
-    while True:
-        after = scrape(loaded)
-        if value(after, "korral_partition_allocations", partition="default") == containers:
-            break
-        assert time.monotonic() < deadline, "the release did not show in the metrics within 10s"
-        time.sleep(0.1)
+    loaded.rm.releases(release(allocation))
+
+    def released() -> dict | None:
+        fams = scrape(loaded)
+        return fams if value(fams, "korral_partition_allocations", partition="default") == containers else None
+
+    after = wait_until(released, 10, "the release shown in the metrics")
     assert value(after, "yunikorn_root_b_queue_resource", partition="default", state="allocated",
                  resource="memory") == allocated
 
@@ -85,14 +86,10 @@ def test_sorting_latency_per_level_counts_scheduling_cycles(loaded: Loaded) -> N
 
     before = cycles_by_level(scrape(loaded))
     assert set(before) == {"queue", "app", "node"}
-    add_ask(loaded.rm, "b1-sorting", "app-b1", memory=30, vcore=1)
-    new = loaded.rm.wait_for("allocation", lambda r: any(a.allocationKey == "b1-sorting" for a in r.new))
-    uuid = next(a.UUID for a in new.new if a.allocationKey == "b1-sorting")
+    allocation = allocate(loaded, "b1-sorting")
     after = cycles_by_level(scrape(loaded))
     assert all(after[level] > before[level] for level in before)  # the cycle that allocated was timed
-    loaded.rm.streams["allocation"].send(si_pb2.AllocationRequest(rmID="rm-rest", releases=si_pb2.AllocationReleasesRequest(
-        allocationsToRelease=[si_pb2.AllocationRelease(partitionName="default", applicationID="app-b1", UUID=uuid,
-                                                        terminationType=si_pb2.STOPPED_BY_RM)])))
+    loaded.rm.releases(release(allocation))
 
 
 def test_worker_stage_seconds_grow_with_a_request_in_every_stage(loaded: Loaded) -> None:
@@ -102,11 +99,7 @@ def test_worker_stage_seconds_grow_with_a_request_in_every_stage(loaded: Loaded)
 
     before = stages(scrape(loaded))
     assert set(before) == {"decode", "apply", "cycle", "respond", "send"}
-    add_ask(loaded.rm, "b1-stages", "app-b1", memory=30, vcore=1)
-    new = loaded.rm.wait_for("allocation", lambda r: any(a.allocationKey == "b1-stages" for a in r.new))
-    uuid = next(a.UUID for a in new.new if a.allocationKey == "b1-stages")
+    allocation = allocate(loaded, "b1-stages")
     after = stages(scrape(loaded))
     assert all(after[s] > before[s] for s in before), (before, after)  # the ask went through each stage
-    loaded.rm.streams["allocation"].send(si_pb2.AllocationRequest(rmID="rm-rest", releases=si_pb2.AllocationReleasesRequest(
-        allocationsToRelease=[si_pb2.AllocationRelease(partitionName="default", applicationID="app-b1", UUID=uuid,
-                                                        terminationType=si_pb2.STOPPED_BY_RM)])))
+    loaded.rm.releases(release(allocation))

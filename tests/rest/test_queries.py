@@ -8,7 +8,8 @@ import pytest
 from common import si_pb2
 from partition_worker.queries import INT32_MIN, answer
 from partition_worker.step_stats import observe_step
-from tests.core.test_session import START, add_app, add_node, ask, session
+from tests.core.test_session import START, add_app, add_node, session
+from tests.si_builders import ask
 
 
 @pytest.fixture

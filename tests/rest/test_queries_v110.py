@@ -8,7 +8,8 @@ import pytest
 from common import si_pb2
 from partition_worker.queries import answer
 from partition_worker.session import EVENT_RING_SIZE
-from tests.core.test_session import START, add_app, add_node, ask, session
+from tests.core.test_session import START, add_app, add_node, session
+from tests.si_builders import ask, release_key
 
 SECOND = 1_000_000_000
 
@@ -30,9 +31,8 @@ def s():
     sess.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("k1", "app1", repeat=2), ask("k2", "app2")]),
                                   START)
     new = {a.allocationKey: a.UUID for a in sess.step(START).allocation.new}
-    release = si_pb2.AllocationReleasesRequest(allocationsToRelease=[si_pb2.AllocationRelease(
-        applicationID="app2", partitionName="default", UUID=new["k2"], terminationType=si_pb2.STOPPED_BY_RM)])
-    sess.apply_allocation_request(si_pb2.AllocationRequest(releases=release), START)
+    releases = si_pb2.AllocationReleasesRequest(allocationsToRelease=[release_key("", "app2", uuid=new["k2"])])
+    sess.apply_allocation_request(si_pb2.AllocationRequest(releases=releases), START)
     sess.step(START)
     sess.step(START + 60 * SECOND)  # Completing -> Completed after 30 s
     return sess

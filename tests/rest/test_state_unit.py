@@ -4,49 +4,47 @@ from __future__ import annotations
 
 import asyncio
 import json
+from types import SimpleNamespace
 
+from rmproxy.server.rms import RMSession
 from rmproxy.server.webapi.config import config_with_checksum
 from rmproxy.server.webapi.state import RawJSON, StateApi, pretty_dump
 
 
-class FakeRM:
-    def __init__(self, rm_id: str, store: dict, answer: bool) -> None:
-        self.rm_id = rm_id
-        self.subscribers = [object()]
-        self.store = store
-        self.answer = answer
-        self.notices = []
+async def rm_dumps(proxy: SimpleNamespace, answering: set[str]) -> dict:
+    """``_rm_state_dumps`` of ``proxy``, whose RMs in ``answering`` reply to the request as
+    rmproxy's ProvideStateDump handler stores a reply; the others never do."""
 
-    def notify(self, notice) -> None:
-        self.notices.append(notice)
-        if self.answer:  # as rmproxy's ProvideStateDump handler would store the RM's reply
-            rid = notice.stateDumpRequest.requestID
-            asyncio.get_running_loop().call_later(0.05, self.store.__setitem__, self.rm_id,
-                                                  {"requestID": rid, "json": '{"pods": 3}'})
+    async def answer(rm: RMSession) -> None:
+        notice = await rm.subscribers[0].get()
+        proxy.state_dumps[rm.rm_id] = {"requestID": notice.stateDumpRequest.requestID, "json": '{"pods": 3}'}
+
+    replies = [asyncio.create_task(answer(proxy.rms[rm_id])) for rm_id in answering]
+    try:
+        return await StateApi(proxy, reader=None, stack_view=None, history=None)._rm_state_dumps()
+    finally:
+        for task in replies:
+            task.cancel()
 
 
-class FakeProxy:
-    def __init__(self) -> None:
-        self.state_dumps: dict = {}
-        self.rms = {"rm-a": FakeRM("rm-a", self.state_dumps, True), "rm-b": FakeRM("rm-b", self.state_dumps, False)}
+def subscribed_rms(*rm_ids: str) -> dict[str, RMSession]:
+    return {rm_id: RMSession(rm_id, ["default"], subscribers=[asyncio.Queue()]) for rm_id in rm_ids}
 
 
 def test_rm_state_dumps_are_requested_and_collected(monkeypatch) -> None:
     import rmproxy.server.webapi.state as state
 
     monkeypatch.setattr(state, "RM_DUMP_WAIT", 0.5)
-    proxy = FakeProxy()
-    api = StateApi(proxy, reader=None, stack_view=None, history=None)
-    got = asyncio.run(api._rm_state_dumps())
+    proxy = SimpleNamespace(state_dumps={}, rms=subscribed_rms("rm-a", "rm-b"))
+    got = asyncio.run(rm_dumps(proxy, {"rm-a"}))
     assert got == {"rm-a": {"pods": 3}}  # rm-b did not answer in time: left out
-    assert proxy.rms["rm-b"].notices[0].stateDumpRequest.requestID.startswith("dump-")
+    assert proxy.rms["rm-b"].subscribers[0].get_nowait().stateDumpRequest.requestID.startswith("dump-")
 
 
 def test_without_a_store_no_rm_is_asked() -> None:
-    proxy = FakeProxy()
-    del proxy.state_dumps
-    assert asyncio.run(StateApi(proxy, None, None, None)._rm_state_dumps()) == {}
-    assert not proxy.rms["rm-a"].notices
+    proxy = SimpleNamespace(rms=subscribed_rms("rm-a"))
+    assert asyncio.run(rm_dumps(proxy, set())) == {}
+    assert proxy.rms["rm-a"].subscribers[0].empty()
 
 
 def test_pretty_dump_is_json_with_one_element_per_line() -> None:
@@ -97,8 +95,6 @@ def test_config_checksum_line_is_replaced_not_duplicated() -> None:
 
 
 def test_partitions_of_another_rmproxys_rm_are_not_queried_until_the_broker_routes_replies() -> None:
-    from types import SimpleNamespace
-
     from rmproxy.server.cluster_view import ClusterView
     from rmproxy.server.webapi._http import ApiError
     from rmproxy.server.webapi.cluster import ClusterReader, Target
@@ -136,8 +132,6 @@ def test_queue_metrics_keep_queues_with_the_same_metric_name_apart() -> None:
 
 
 def test_resync_observer_counts_and_times_until_re_registration() -> None:
-    from types import SimpleNamespace
-
     from rmproxy.server.webapi.korral import ResyncObserver
 
     proxy = SimpleNamespace(listeners=[])

@@ -9,7 +9,7 @@ import gzip
 import pytest
 
 from tests.conftest import wait_until
-from tests.e2e.sirm import node
+from tests.si_builders import node
 from tests.rest.workload import EventStreamClient, Loaded, add_app_states, loaded_fixture
 
 

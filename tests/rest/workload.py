@@ -11,19 +11,18 @@ Workload (RM ``rm-rest``, two partitions, each owned by its own worker):
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from http.client import HTTPConnection
 from pathlib import Path
 
-from common import si_pb2
 from common.netutil import http_get_json
 from tests.conftest import StackHandle, start_stack, stop_and_verify, wait_until
-from tests.e2e.sirm import SIRM, ask, node
+from tests.e2e.sirm import SIRM
+from tests.si_builders import app, ask, node
 
-__all__ = ["CONFIG", "Loaded", "Http", "start_loaded", "stop_loaded", "add_ask", "add_app_states", "http",
+__all__ = ["CONFIG", "Loaded", "Http", "start_loaded", "stop_loaded", "add_app_states", "http",
            "EventStreamClient"]
 
 RM_ID = "rm-rest"
@@ -112,25 +111,6 @@ class Loaded:
         return http(self.base, path, **kw)
 
 
-def _app(app_id: str, queue: str, partition: str, user: str, groups=()) -> si_pb2.AddApplicationRequest:
-    return si_pb2.AddApplicationRequest(applicationID=app_id, queueName=queue, partitionName=partition,
-                                        ugi=si_pb2.UserGroupInformation(user=user, groups=list(groups)),
-                                        tags={"namespace": "default"})
-
-
-def add_ask(rm: SIRM, key: str, app_id: str, partition: str = "default", **res: int) -> None:
-    rm.asks(ask(key, app_id, partition=partition, **res))
-
-
-def _count(rm: SIRM, stream: str, count, wanted: int, timeout: float = 20.0) -> None:
-    """Read responses of ``stream`` until ``count(response)`` summed reaches ``wanted``."""
-    got = 0
-    deadline = time.monotonic() + timeout
-    while got < wanted:
-        r = rm.next(stream, max(0.1, deadline - time.monotonic()))
-        got += count(r)
-
-
 def _pending(handle: StackHandle, queue: str, app_id: str) -> list[str]:
     """Allocation keys of the pending asks of ``app_id`` in ``queue`` of partition default, per REST."""
     answer = http_get_json(f"http://{handle.rest_address}/ws/v1/partition/default/queue/{queue}/applications")
@@ -149,16 +129,15 @@ def start_loaded(state_dir: Path, extra: tuple[str, ...] = (), env: dict[str, st
         # The three streams are independent: wait for each step before the next depends on it.
         rm.nodes(node("n1", memory=1000, vcore=1000), node("n2", memory=1000, vcore=1000),
                  node("g1", partition="gpu", memory=500, vcore=100, gpu=4))
-        _count(rm, "node", lambda r: len(r.accepted), 3)
-        rm.streams["application"].send(si_pb2.ApplicationRequest(rmID=RM_ID, new=[
-            _app("app-a1", "root.a", "default", "alice", ["dev"]),
-            _app("app-b1", "root.b", "default", "bob"),
-            _app("app-g1", "root.default", "gpu", "carol")]))
-        _count(rm, "application", lambda r: len(r.accepted), 3)
-        rm.asks(ask("a1-k1", "app-a1", memory=100, vcore=10), ask("a1-k2", "app-a1", memory=100, vcore=10),
+        rm.wait_accepted("node", {"n1", "n2", "g1"}, 20)
+        rm.apps(app("app-a1", "root.a", user="alice", groups=["dev"]), app("app-b1", "root.b", user="bob"),
+                app("app-g1", "root.default", "gpu", user="carol"))
+        rm.wait_accepted("application", {"app-a1", "app-b1", "app-g1"}, 20)
+        asks = [ask("a1-k1", "app-a1", memory=100, vcore=10), ask("a1-k2", "app-a1", memory=100, vcore=10),
                 ask("b1-k1", "app-b1", memory=50, vcore=5),
-                ask("g1-k1", "app-g1", partition="gpu", memory=100, vcore=10, gpu=1))
-        _count(rm, "allocation", lambda r: len(r.new), 4)
+                ask("g1-k1", "app-g1", partition="gpu", memory=100, vcore=10, gpu=1)]
+        rm.asks(*asks)
+        rm.wait_allocated({a.allocationKey for a in asks}, 20)
         rm.asks(ask("a1-huge", "app-a1", memory=900, vcore=10))  # fits root.a's max? no: 200+900 > 1000
         # Nothing comes back for an ask that stays pending: wait until the worker holds it (the
         # tests explain it and list it), however long a loaded machine takes to get it there.
@@ -172,10 +151,8 @@ def start_loaded(state_dir: Path, extra: tuple[str, ...] = (), env: dict[str, st
 def add_app_states(loaded: Loaded) -> None:
     """Two more applications in partition default, for views of every state: ``app-idle`` in root.b
     without asks (New) and ``app-ghost`` for a queue that does not exist (Rejected)."""
-    rm = loaded.rm
-    rm.streams["application"].send(si_pb2.ApplicationRequest(rmID=RM_ID, new=[
-        _app("app-idle", "root.b", "default", "bob"), _app("app-ghost", "root.nope", "default", "eve")]))
-    _count(rm, "application", lambda r: len(r.accepted) + len(r.rejected), 2)
+    loaded.rm.apps(app("app-idle", "root.b", user="bob"), app("app-ghost", "root.nope", user="eve"))
+    loaded.rm.collect("application", "accepted rejected", 2, timeout=20)
 
 
 def stop_loaded(loaded: Loaded) -> list[str]:

@@ -15,6 +15,7 @@ from common.envelope import Envelope, Kind
 from common.registry import Registration
 from rmproxy.server.proxy import RegistrationError
 from rmproxy.server.rms import RMSession
+from tests.conftest import wait_until_async
 from tests.rmproxy.test_proxy_lifecycle import make_proxy
 
 OLD = "partitions:\n  - name: default\n    queues: [{name: root, submitacl: '*'}]\n"
@@ -35,8 +36,8 @@ def update(p, sent, answer) -> RegistrationError | None:
     async def run():
         task = asyncio.create_task(p.update_configuration(
             si_pb2.UpdateConfigurationRequest(rmID="rm-1", policyGroup="queues", config=NEW)))
-        while not any(e.kind is Kind.CONFIG_UPDATE for e in sent):
-            await asyncio.sleep(0)
+        await wait_until_async(lambda: any(e.kind is Kind.CONFIG_UPDATE for e in sent), 5,
+                               "CONFIG_UPDATE sent to the worker")
         answer(p, next(e for e in sent if e.kind is Kind.CONFIG_UPDATE))
         try:
             await task

@@ -9,9 +9,9 @@ import time
 from common import si_internal_pb2 as si, si_pb2
 from common.envelope import Kind
 from common.registry import Registration
-from rmproxy.server import proxy as proxy_module
 from rmproxy.server.proxy import Proxy
 from rmproxy.server.rms import RMSession, RMState
+from tests.si_builders import internal
 
 
 class MemoryStore:
@@ -41,16 +41,7 @@ def make_proxy(**kw) -> tuple[Proxy, list]:
 
 
 def run_maintain_once(p: Proxy) -> None:
-    async def once():
-        proxy_module.MAINTAIN_INTERVAL, old = 0.0, proxy_module.MAINTAIN_INTERVAL
-        try:
-            task = asyncio.create_task(p.maintain())
-            await asyncio.sleep(0.05)
-            task.cancel()
-        finally:
-            proxy_module.MAINTAIN_INTERVAL = old
-
-    asyncio.run(once())
+    asyncio.run(p.maintain_once(time.monotonic()))
 
 
 def test_paused_rm_is_stopped_after_the_timeout_and_its_partitions_released():
@@ -83,8 +74,7 @@ def test_request_without_a_worker_is_held_then_answered_with_the_reason():
     p, sent = make_proxy(hold_seconds=0.0)
     rm = RMSession("rm-1", ["default"])  # no epoch: no worker owns the partition
     p.rms["rm-1"] = rm
-    p.handle_request("node", rm, si.NodeRequest(rmID="rm-1", nodes=[
-        si.NodeInfo(nodeID="n1", action=si.NodeInfo.CREATE)]))
+    p.handle_request("node", rm, si.NodeRequest(rmID="rm-1", nodes=[internal.node("n1")]))
     assert sent == [] and len(rm.held) == 1
     run_maintain_once(p)
     [answer] = rm.buffers["node"]
@@ -97,7 +87,7 @@ def test_held_requests_go_out_when_the_partition_gets_an_owner_without_a_resync(
     p, sent = make_proxy()
     rm = RMSession("rm-1", ["default"])
     p.rms["rm-1"] = rm
-    p.handle_request("node", rm, si.NodeRequest(rmID="rm-1", nodes=[si.NodeInfo(nodeID="n1")]))
+    p.handle_request("node", rm, si.NodeRequest(rmID="rm-1", nodes=[internal.node("n1")]))
 
     async def own():
         rm.owned_waiters["default"] = asyncio.get_running_loop().create_future()

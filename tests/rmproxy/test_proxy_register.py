@@ -12,6 +12,7 @@ import pytest
 from common import si_pb2
 from common.envelope import Envelope, Kind
 from rmproxy.server.proxy import REGISTER_TIMEOUT, RegistrationError
+from tests.conftest import wait_until_async
 from tests.rmproxy.test_proxy_lifecycle import make_proxy
 
 TWO = """partitions:
@@ -22,6 +23,10 @@ TWO = """partitions:
 """
 
 
+async def registering(sent) -> None:
+    await wait_until_async(lambda: any(e.kind is Kind.RM_REGISTER for e in sent), 5, "RM_REGISTER sent to the broker")
+
+
 def register_with(p, sent, broker_side, rm_id="rm-1"):
     """Register ``rm_id``; ``broker_side(p)`` plays the broker once RM_REGISTER went out.
     Returns (error or None, seconds the registration took)."""
@@ -30,8 +35,7 @@ def register_with(p, sent, broker_side, rm_id="rm-1"):
         started = loop.time()
         task = asyncio.create_task(p.register(si_pb2.RegisterResourceManagerRequest(
             rmID=rm_id, policyGroup="queues", config=TWO)))
-        while not any(e.kind is Kind.RM_REGISTER for e in sent):
-            await asyncio.sleep(0)
+        await registering(sent)
         broker_side(p)
         try:
             await asyncio.wait_for(task, REGISTER_TIMEOUT / 2)  # well before the registration's own timeout
@@ -77,8 +81,7 @@ def test_a_registration_superseded_by_a_newer_one_says_so():
 
     async def run():
         first = asyncio.create_task(p.register(si_pb2.RegisterResourceManagerRequest(rmID="rm-1", config=TWO)))
-        while not any(e.kind is Kind.RM_REGISTER for e in sent):
-            await asyncio.sleep(0)
+        await registering(sent)
         second = asyncio.create_task(p.register(si_pb2.RegisterResourceManagerRequest(rmID="rm-1", config=TWO)))
         with pytest.raises(RegistrationError) as caught:
             await asyncio.wait_for(first, 2)

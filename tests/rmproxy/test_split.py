@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from common import si_internal_pb2 as si
 from rmproxy.server import split
+from tests.si_builders import internal
+
+app, ask, node, remove_app = internal.app, internal.ask, internal.node, internal.remove_app
 
 
 def test_asks_split_by_partition_and_names_normalised():
     req = si.AllocationRequest(rmID="rm", asks=[
-        si.AllocationAsk(allocationKey="a", applicationID="app", partitionName=""),
-        si.AllocationAsk(allocationKey="b", applicationID="app", partitionName="[rm]gpu"),
-        si.AllocationAsk(allocationKey="c", applicationID="app", partitionName="DEFAULT"),
-    ])
+        ask("a", "app", ""), ask("b", "app", "[rm]gpu"), ask("c", "app", "DEFAULT")])
     parts, rejected = split.split_allocation_request(req, "rm", ["default", "gpu"])
     assert rejected is None
     assert [a.allocationKey for a in parts["default"].asks] == ["a", "c"]
@@ -21,8 +21,7 @@ def test_asks_split_by_partition_and_names_normalised():
 
 
 def test_ask_for_unknown_partition_is_rejected_with_yunikorn_reason():
-    req = si.AllocationRequest(asks=[si.AllocationAsk(allocationKey="k", applicationID="app",
-                                                              partitionName="nope")])
+    req = si.AllocationRequest(asks=[ask("k", "app", "nope")])
     parts, rejected = split.split_allocation_request(req, "rm", ["default"])
     assert parts == {}
     assert rejected.rejected[0].reason == "Failed to find partition nope, for application app and allocation k"
@@ -41,20 +40,15 @@ def test_releases_follow_their_partition_and_unknown_ones_are_ignored():
 
 
 def test_application_for_unknown_partition_rejected():
-    req = si.ApplicationRequest(new=[si.AddApplicationRequest(applicationID="a1", partitionName="x")],
-                                    remove=[si.RemoveApplicationRequest(applicationID="a2", partitionName="x")])
+    req = si.ApplicationRequest(new=[app("a1", partition="x")], remove=[remove_app("a2", "x")])
     parts, rejected = split.split_application_request(req, "rm", ["default"])
     assert parts == {}
     assert rejected.rejected[0].reason == "Failed to add application a1 to partition x, partition doesn't exist"
 
 
 def test_nodes_routed_by_node_partition_attribute():
-    req = si.NodeRequest(nodes=[
-        si.NodeInfo(nodeID="n1", action=si.NodeInfo.CREATE),
-        si.NodeInfo(nodeID="n2", action=si.NodeInfo.CREATE, attributes={"si/node-partition": "gpu"}),
-        si.NodeInfo(nodeID="n3", action=si.NodeInfo.CREATE, attributes={"si/node-partition": "zzz"}),
-        si.NodeInfo(nodeID="n4", action=si.NodeInfo.UPDATE, attributes={"si/node-partition": "zzz"}),
-    ])
+    req = si.NodeRequest(nodes=[node("n1"), node("n2", "gpu"), node("n3", "zzz"),
+                                    node("n4", "zzz", action=si.NodeInfo.UPDATE)])
     parts, rejected = split.split_node_request(req, "rm", ["default", "gpu"])
     assert [n.nodeID for n in parts["default"].nodes] == ["n1"]
     assert parts["default"].nodes[0].attributes["si/node-partition"] == "default"
@@ -64,8 +58,7 @@ def test_nodes_routed_by_node_partition_attribute():
 
 
 def test_reject_whole_request_with_a_reason():
-    req = si.NodeRequest(nodes=[si.NodeInfo(nodeID="n1", action=si.NodeInfo.CREATE),
-                                    si.NodeInfo(nodeID="n2", action=si.NodeInfo.UPDATE)])
+    req = si.NodeRequest(nodes=[node("n1"), node("n2", action=si.NodeInfo.UPDATE)])
     resp = split.reject_node_request(req, "no worker")
     assert [(r.nodeID, r.reason) for r in resp.rejected] == [("n1", "no worker")]
 

@@ -53,3 +53,27 @@ def test_ids_are_distinct_across_requests():
 
     asyncio.run(go())
     assert len({env.body["id"] for env in sent}) == 3
+
+
+def test_a_lost_partition_ends_its_requests_at_once_and_only_its_own():
+    sent = []
+
+    async def go():
+        requests = WorkerRequests(sent.append, timeout=30)  # the test would time out, not pass, if they waited
+        lost = asyncio.ensure_future(requests.ask(Kind.CONFIG_UPDATE, "rm", "gpu", 4, 1, ConfigUpdate("x")))
+        older = asyncio.ensure_future(requests.ask(Kind.QUERY, "rm", "gpu", 3, 0, Query({"what": "nodes"})))
+        newer = asyncio.ensure_future(requests.ask(Kind.QUERY, "rm", "gpu", 5, 0, Query({"what": "nodes"})))
+        other = asyncio.ensure_future(requests.ask(Kind.QUERY, "rm", "default", 4, 0, Query({"what": "nodes"})))
+        await asyncio.sleep(0)
+        requests.fail_partition("rm", "gpu", 4, "its worker w1 is gone")
+        for fut in (lost, older):
+            reply = await asyncio.wait_for(fut, 1)
+            assert reply.unavailable and "partition [rm]gpu lost epoch" in reply.error and "w1 is gone" in reply.error
+        assert not newer.done() and not other.done()
+        requests.fail_all("the broker restarted")
+        for fut, name in ((newer, "[rm]gpu"), (other, "[rm]default")):
+            reply = await asyncio.wait_for(fut, 1)
+            assert reply.unavailable and f"partition {name}: the broker restarted" in reply.error
+        assert requests.pending == {} and requests.targets == {}
+
+    asyncio.run(go())

@@ -9,6 +9,7 @@ from rmproxy.sim.checks import Validator
 from rmproxy.sim.cluster import SimCluster
 from rmproxy.sim.stats import Stats
 from rmproxy.sim.workload import parse_workload, plan
+from tests.si_builders import allocation
 from tests.sim.doubles import Clock, Sender
 
 WORKLOAD = """
@@ -29,10 +30,9 @@ def make():
     return cluster, clock, sender
 
 
-def allocation(key, node_id, uuid):
-    return si_pb2.Allocation(allocationKey=key, nodeID=node_id, UUID=uuid, applicationID="a-0000",
-                             resourcePerAlloc=si_pb2.Resource(resources={
-                                 "vcore": si_pb2.Quantity(value=1000), "memory": si_pb2.Quantity(value=2**30)}))
+def task(key, node_id, uuid):
+    """A task of app a-0000 (its size in WORKLOAD) allocated on ``node_id``."""
+    return allocation(key, node_id, "a-0000", uuid=uuid, vcore=1000, memory=2**30)
 
 
 def test_a_task_is_asked_after_accept_runs_its_duration_and_is_released_then_the_app_removed():
@@ -54,8 +54,8 @@ def test_a_task_is_asked_after_accept_runs_its_duration_and_is_released_then_the
     assert kind == "allocation" and [a.allocationKey for a in asks.asks] == ["a-0000-t0000", "a-0000-t0001"]
     assert asks.asks[0].priority == 4 and asks.asks[0].maxAllocations == 1
     clock.now += 0.25
-    cluster.update_allocation(si_pb2.AllocationResponse(new=[allocation("a-0000-t0000", "n-0000", "u1"),
-                                                              allocation("a-0000-t0001", "n-0001", "u2")]))
+    cluster.update_allocation(si_pb2.AllocationResponse(new=[task("a-0000-t0000", "n-0000", "u1"),
+                                                              task("a-0000-t0001", "n-0001", "u2")]))
     assert cluster.stats.latencies == [0.25, 0.25]
     clock.now += 4.9
     cluster.tick()
@@ -78,7 +78,7 @@ def test_the_replay_snapshot_has_the_app_nodes_with_running_tasks_and_pending_as
     clock.now += 1
     cluster.tick()
     cluster.update_application(si_pb2.ApplicationResponse(accepted=[si_pb2.AcceptedApplication(applicationID="a-0000")]))
-    cluster.update_allocation(si_pb2.AllocationResponse(new=[allocation("a-0000-t0000", "n-0001", "u1")]))
+    cluster.update_allocation(si_pb2.AllocationResponse(new=[task("a-0000-t0000", "n-0001", "u1")]))
     snap = cluster.recoverable_state()
     assert [a.applicationID for a in snap.applications] == ["a-0000"]
     existing = {n.nodeID: [a.allocationKey for a in n.existingAllocations] for n in snap.nodes}
@@ -109,7 +109,7 @@ def test_a_second_allocation_of_the_same_key_is_a_violation_and_does_not_start_t
     clock.now += 1
     cluster.tick()
     cluster.update_application(si_pb2.ApplicationResponse(accepted=[si_pb2.AcceptedApplication(applicationID="a-0000")]))
-    cluster.update_allocation(si_pb2.AllocationResponse(new=[allocation("a-0000-t0000", "n-0000", "u1")]))
-    cluster.update_allocation(si_pb2.AllocationResponse(new=[allocation("a-0000-t0000", "n-0001", "u9")]))
+    cluster.update_allocation(si_pb2.AllocationResponse(new=[task("a-0000-t0000", "n-0000", "u1")]))
+    cluster.update_allocation(si_pb2.AllocationResponse(new=[task("a-0000-t0000", "n-0001", "u9")]))
     assert [v.kind for v in cluster.validator.violations] == ["beyond-max-allocations"]
     assert cluster.tasks["a-0000-t0000"].alloc.UUID == "u1"

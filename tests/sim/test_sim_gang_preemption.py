@@ -11,6 +11,7 @@ from rmproxy.sim.checks import Validator
 from rmproxy.sim.cluster import SimCluster
 from rmproxy.sim.stats import Stats
 from rmproxy.sim.workload import WorkloadError, parse_workload, plan
+from tests.si_builders import seed
 from tests.sim.doubles import Clock, Sender
 
 WORKLOAD = """
@@ -38,11 +39,10 @@ def make(text=WORKLOAD):
     return cluster, clock, sender
 
 
-def alloc(key, node, uuid, app="g-0000", placeholder=False):
-    return si_pb2.Allocation(allocationKey=key, nodeID=node, UUID=uuid, applicationID=app,
-                             placeholder=placeholder, taskGroupName="g" if app == "g-0000" else "",
-                             resourcePerAlloc=si_pb2.Resource(resources={
-                                 "vcore": si_pb2.Quantity(value=1000), "memory": si_pb2.Quantity(value=GB)}))
+def alloc(key, node, uuid=None, app="g-0000", placeholder=False, builders=seed):
+    """A task (or placeholder) of ``app`` (gang g-0000's tasks are in task group g) on ``node``."""
+    return builders.allocation(key, node, app, uuid=uuid, placeholder=placeholder,
+                               task_group="g" if app == "g-0000" else "", vcore=1000, memory=GB)
 
 
 def accept(cluster, *apps):

@@ -18,8 +18,9 @@ from rmproxy.sim.runner import SimOptions, simulate
 from rmproxy.sim.stats import Stats
 from rmproxy.sim.wire import wire_for
 from rmproxy.sim.workload import parse_workload, plan
+from tests.si_builders import v18
 from tests.sim.doubles import Clock, Sender
-from tests.sim.test_sim_gang_preemption import GB, WORKLOAD
+from tests.sim.test_sim_gang_preemption import WORKLOAD, alloc as gang_alloc
 from tests.sim.test_sim_run import RESTART, small_plan
 
 QUIET = Console(file=open("/dev/null", "w"))
@@ -37,10 +38,7 @@ def make():
 
 
 def alloc(key, node, app="g-0000", placeholder=False):
-    return si18.Allocation(allocationKey=key, nodeID=node, applicationID=app, placeholder=placeholder,
-                           taskGroupName="g" if app == "g-0000" else "",
-                           resourcePerAlloc=si18.Resource(resources={
-                               "vcore": si18.Quantity(value=1000), "memory": si18.Quantity(value=GB)}))
+    return gang_alloc(key, node, app=app, placeholder=placeholder, builders=v18)
 
 
 def sent_allocations(sender) -> list:

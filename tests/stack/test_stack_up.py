@@ -6,7 +6,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from common.netutil import free_ports
 from common.cli.stack.redis_server import ping
 from common.cli.stack.down import ProcId, load_stack, supervisor_rpc
-from tests.conftest import korral_env, run_korral, start_stack, stop_and_verify
+from tests.conftest import korral_env, run_korral, start_stack, stop_and_verify, wait_until
 
 ROLES = {"redis", "broker", "rmproxy", "worker-0", "worker-1", "supervisord"}
 
@@ -59,9 +58,7 @@ def test_a_stack_killed_without_down_can_be_started_again(tmp_path):
     # (that child, unrecorded, would outlive the test)
     for name in sorted(procs, key=lambda n: n != "supervisord"):
         procs[name].signal(signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while any(p.alive() for p in first.procs.values()) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: not any(p.alive() for p in first.procs.values()), 10, "every process of the stack dead")
     second = start_stack(state, workers=1)
     try:
         assert second.ready()["ready"] is True
@@ -157,15 +154,8 @@ def test_ctrl_c_while_starting_stops_what_had_started(tmp_path, when):
     state = tmp_path / "state"
     proc = foreground_up(state)
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if when == "record written" and (state / "stack.json").exists():
-                break
-            if when == "supervisord running" and (state / "supervisord.pid").exists():
-                break
-            time.sleep(0.01)
-        else:
-            pytest.fail(f"korral up never reached '{when}'")
+        marker = state / ("stack.json" if when == "record written" else "supervisord.pid")
+        wait_until(marker.exists, 30, f"korral up reaching '{when}'", interval=0.01)
         proc.send_signal(signal.SIGINT)
         output, _ = proc.communicate(timeout=60)
         assert proc.returncode in (0, 130), output

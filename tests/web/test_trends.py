@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_until
-from tests.rest.workload import Loaded, add_ask
+from tests.rest.workload import Loaded
+from tests.si_builders import ask
 from tests.web.cdp import Browser
 from tests.web.png import Image
 
@@ -64,7 +65,7 @@ def browser(chromium: str, tmp_path: Path):
 
 def test_the_trends_charts_show_exactly_what_the_endpoint_served(loaded: Loaded, browser: Browser, tmp_path: Path):
     for i in range(3):  # allocations while the sampler runs: the rate and root.b's usage move
-        add_ask(loaded.rm, f"trend-{i}", "app-b1", memory=10, vcore=1)
+        loaded.rm.asks(ask(f"trend-{i}", "app-b1", memory=10, vcore=1))
     wait_until(lambda: len(loaded.get(TRENDS).json()["times"]) >= 6, 30, "six trend samples")
 
     page = browser.page()

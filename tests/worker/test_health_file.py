@@ -24,7 +24,7 @@ from broker.table import EXPIRY
 from common.netutil import free_ports
 from partition_worker import health
 from partition_worker.health import READY_WITHIN, WRITE_EVERY, HealthFile, check
-from tests.conftest import korral_env, run_korral, wait_until
+from tests.conftest import korral_env, run_korral, stop_process, wait_until
 
 
 def fake_loop(turn_ago: float = 0.0, heard_ago: float | None = 0.0, owned=None) -> SimpleNamespace:
@@ -136,17 +136,6 @@ def _spawn(args: list[str], env: dict[str, str], log) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGCONT)  # a stopped process cannot handle SIGTERM
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-
-
 def test_probes_against_a_real_worker_and_broker(tmp_path, redis_server):
     front, back = free_ports(2)
     health_file = tmp_path / "worker.health"
@@ -166,11 +155,14 @@ def test_probes_against_a_real_worker_and_broker(tmp_path, redis_server):
             wait_until(lambda: probe("ready").returncode == 0, 20, "the worker ready (broker heard)", context)
             assert probe("live").returncode == 0
 
-            _stop(broker)  # the broker gone: not ready, but live (a restart would lose the partition)
+            stop_process(broker, 10)  # the broker gone: not ready, but live (a restart would lose the partition)
             wait_until(lambda: probe("ready").returncode == 1, READY_WITHIN + 5, "ready failing without a broker",
                        context)
             assert probe("live").returncode == 0, "a worker without a broker must stay live"
-            time.sleep(3.5)  # longer than --stall-seconds: the loop keeps turning, so it stays live
+            # the loop keeps turning for longer than --stall-seconds (3) without a broker: still live
+            past_the_stall = time.time() + 3.5
+            wait_until(lambda: json.loads(health_file.read_text())["turn"] > past_the_stall, 10,
+                       "a loop turn recorded 3.5 s on", context)
             live = probe("live")
             assert live.returncode == 0, live.stderr
 
@@ -181,6 +173,6 @@ def test_probes_against_a_real_worker_and_broker(tmp_path, redis_server):
             assert time.monotonic() - stopped_at >= 2.0, "declared hung before --stall-seconds"
             assert "made no turn" in failed.stderr
         finally:
-            _stop(worker)
-            _stop(broker)
+            stop_process(worker, 10)
+            stop_process(broker, 10)
     assert worker.returncode is not None and broker.returncode is not None

@@ -121,11 +121,15 @@ def watch_through_burn(stack, burn: BurnOnce, after: float) -> list[tuple[float,
     t0 = time.monotonic()
     samples = []
     end = None
-    while end is None or time.monotonic() < end:
+
+    def sampled_past_the_end() -> bool:
+        nonlocal end
         samples.append((time.monotonic() - t0, status(stack)))
         if end is None and burn.done.is_set():
             end = time.monotonic() + after
-        time.sleep(0.1)
+        return end is not None and time.monotonic() >= end
+
+    wait_until(sampled_past_the_end, burn.seconds + after + 10, f"the burn and {after}s after it", interval=0.1)
     return samples
 
 
