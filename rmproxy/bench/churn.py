@@ -52,12 +52,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rates", default=",".join(map(str, DEFAULT_RATES)),
                         help="arrival rates in tasks/s, ascending, comma-separated (default 500,1000,2000,3000,4000)")
     parser.add_argument("--seconds", type=float, default=20.0, help="seconds per rate (default 20)")
-    parser.add_argument("--nodes", type=int, default=5_000, help="nodes (default 5000)")
-    parser.add_argument("--running", type=int, default=50_000, help="running tasks at steady state (default 50000)")
-    parser.add_argument("--apps", type=int, default=1_000, help="applications (default 1000, in 100 leaf queues)")
-    parser.add_argument("--partitions", type=int, default=1,
-                        help="partitions, each on its own worker (default 1); nodes and apps split evenly")
-    parser.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
+    for flag, default, text in (
+            ("--nodes", 5_000, "nodes (default 5000)"),
+            ("--running", 50_000, "running tasks at steady state (default 50000)"),
+            ("--apps", 1_000, "applications (default 1000, in 100 leaf queues)"),
+            ("--partitions", 1, "partitions, each on its own worker (default 1); nodes and apps split evenly"),
+            ("--seed", 1, "workload seed (default 1)")):
+        parser.add_argument(flag, type=int, default=default, help=text)
     parser.add_argument("--all-rates", action="store_true", help="run every rate, not only up to the first failure")
     parser.add_argument("--out", default=".state/churn",
                         help="directory for the JSON and the PNG (default .state/churn)")
