@@ -33,7 +33,7 @@ STRESS_TESTS ?= tests/e2e tests/stack tests/client/test_client_stack.py tests/si
 help:
 	@echo "make demo    set up, start the local stack, run the demo workload, print a summary, stop the stack"
 	@echo "make test    set up and run the tests (not the slow soaks or benchmarks)"
-	@echo "make bench   set up and run the benchmarks (korral bench core, core --preemption, e2e, recovery)"
+	@echo "make bench   set up and run the benchmarks (korral bench compare, core --preemption, e2e, churn, recovery)"
 	@echo "make soak    set up and run the slow soak tests (pytest -m slow)"
 	@echo "make setup   only the set-up: .venv, pip install -c constraints.txt -e '.[test]', redis-server,"
 	@echo "             slapd and chromium (as root; the LDAP and web UI tests skip without them)"
@@ -153,10 +153,15 @@ demo: setup
 test: setup
 	@$(PY) -m pytest $(PYTEST_ARGS)
 
+# compare needs YuniKorn's benchmark beside the checkout (exit 2 without it: then bench core alone);
+# churn writes its JSON and PNG to .state/churn/
 bench: setup
-	@$(KORRAL) bench core
+	@rc=0; $(KORRAL) bench compare || rc=$$?
+	if [ "$$rc" = 2 ]; then $(KORRAL) bench core; elif [ "$$rc" != 0 ]; then exit "$$rc"; fi
 	$(KORRAL) bench core --preemption
-	$(KORRAL) bench e2e
+	$(KORRAL) bench e2e --breakdown
+	$(KORRAL) bench churn
+	$(KORRAL) bench churn --partitions 2
 	$(KORRAL) bench recovery
 
 # The busy loop is killed by its pid however this ends (all passed, a failed run, Ctrl-C), and

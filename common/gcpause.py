@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from typing import Iterator
+import time
+from typing import Callable, Iterator
 
-__all__ = ["gc_paused"]
+__all__ = ["gc_paused", "SteadyCollector"]
 
 
 @contextlib.contextmanager
@@ -24,3 +25,35 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+class SteadyCollector:
+    """Keeps full collections of a large, long-lived heap out of the request path.
+
+    CPython's full (generation 2) collection walks every tracked object: about 40 ms for a
+    partition of 5,000 nodes and 50,000 allocations, more with the SI adapter's objects. It
+    runs whenever the objects that survived since the last one reach a quarter of the heap:
+    under steady churn every few seconds, a latency spike each time. ``after_turn()`` (at the
+    end of each loop turn) freezes what survived the turn (``gc.freeze``: constant time, the
+    objects leave the collector's scans, reference counting still frees them), so automatic
+    collections see only the young objects. Cyclic garbage among frozen objects would stay,
+    so every ``full_every`` seconds everything is unfrozen and collected once."""
+
+    def __init__(self, full_every: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.full_every = full_every
+        self.clock = clock
+        self.next_full = clock() + full_every
+        self.full_collections = 0
+
+    def after_turn(self) -> None:
+        now = self.clock()
+        if now >= self.next_full:
+            gc.unfreeze()
+            gc.collect()
+            self.full_collections += 1
+            self.next_full = now + self.full_every
+        gc.freeze()
+
+    def release(self) -> None:
+        """Unfreeze everything: for a collector used for a while inside a longer-lived process."""
+        gc.unfreeze()

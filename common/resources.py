@@ -47,6 +47,9 @@ def _clamp(v: int) -> int:
     return v
 
 
+_new = object.__new__
+
+
 class Resource:
     """An immutable sparse map of resource name -> int64 quantity.
 
@@ -76,7 +79,7 @@ class Resource:
     @classmethod
     def _trusted(cls, v: dict[str, int]) -> "Resource":
         """Wrap an already clamped dict without copying or validating (hot paths)."""
-        r = cls.__new__(cls)
+        r = _new(cls)
         r._v = v
         r._hash = None
         return r
@@ -129,21 +132,27 @@ class Resource:
     # ------------------------------------------------------------------ arithmetic
     def add(self, other: "Resource") -> "Resource":
         """Component-wise sum over the union of names, saturating at int64."""
-        v = dict(self._v)
+        v = self._v.copy()
         for k, q in other._v.items():
             s = v.get(k, 0) + q
             v[k] = s if MIN_INT64 <= s <= MAX_INT64 else _clamp(s)
-        return Resource._trusted(v)
+        r = _new(Resource)  # _trusted, inlined: add and sub run several times per allocation
+        r._v = v
+        r._hash = None
+        return r
 
     __add__ = add
 
     def sub(self, other: "Resource") -> "Resource":
         """Component-wise difference over the union of names; may go negative (saturating)."""
-        v = dict(self._v)
+        v = self._v.copy()
         for k, q in other._v.items():
             s = v.get(k, 0) - q
             v[k] = s if MIN_INT64 <= s <= MAX_INT64 else _clamp(s)
-        return Resource._trusted(v)
+        r = _new(Resource)
+        r._v = v
+        r._hash = None
+        return r
 
     __sub__ = sub
 
@@ -330,7 +339,9 @@ def compare_shares(left: list[float], right: list[float]) -> int:
 
 def share_key(shares: list[float]) -> tuple[float, ...]:
     """A sort key equivalent to ``compare_shares`` for non-negative shares: largest first, padded."""
-    return tuple(sorted((s for s in shares if s != 0), reverse=True))
+    key = [s for s in shares if s != 0]
+    key.sort(reverse=True)
+    return tuple(key)
 
 
 def sum_resources(items: Iterable[Resource]) -> Resource:

@@ -22,7 +22,8 @@ import platform
 import resource
 import sys
 import time
-import uuid
+
+from partition_worker.session import uuid_source
 
 DEFAULT_NODES = (500, 1000, 2000, 5000)
 DEFAULT_ASKS = 10_000
@@ -111,7 +112,7 @@ def _partition(policy: str, apps: int = 2, app_policy: str = "fifo"):
     from partition_worker.core import AddApp, Partition
     now = time.time_ns()
     p = Partition("default", partition_config(policy, app_policy), rm_id="bench",
-                  new_uuid=lambda: str(uuid.uuid4()), created_ns=now)
+                  new_uuid=uuid_source(), created_ns=now)
     for i in range(apps):
         p.handle(AddApp(_app_id(i, apps), "root.a" if i % 2 == 0 else "root.b", "bench"), now)
     return p
@@ -156,6 +157,7 @@ def scheduling_row(nodes: int, asks: int, policy: str = "fair", apps: int = 2,
     p.step(time.time_ns())
     p.outcomes.drain()
     t0 = time.perf_counter()
+    c0 = time.process_time()  # steadier than wall time on a shared machine
     _add_asks(p, asks, memory=10, vcore=1, apps=apps)
     allocated = 0
     cycles = 0
@@ -166,8 +168,10 @@ def scheduling_row(nodes: int, asks: int, policy: str = "fair", apps: int = 2,
         if n == 0 and allocated < asks:
             raise RuntimeError(f"bench stalled: {allocated} of {asks} allocated after {cycles} cycles")
     secs = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     return {"nodes": nodes, "asks": asks, "seconds": round(secs, 4),
             "allocations_per_second": round(asks / secs, 1),
+            "cpu_seconds": round(cpu, 4), "allocations_per_cpu_second": round(asks / cpu, 1) if cpu > 0 else None,
             "nodes_per_second": round(nodes / node_secs, 1) if node_secs > 0 else None,
             "peak_rss_bytes": _peak_rss_bytes(), "cycles": cycles, "policy": policy,
             "apps": apps, "app_policy": app_policy}

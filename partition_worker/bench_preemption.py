@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import statistics
 import time
-import uuid
+
+from partition_worker.session import uuid_source
 
 __all__ = ["preemption_row"]
 
@@ -43,7 +44,7 @@ def preemption_row(nodes: int, preemptors: int = HIGH_TASKS) -> dict:
     from partition_worker.core.outcomes import Termination
 
     now = time.time_ns()
-    p = Partition("default", _config(nodes, preemptors), rm_id="bench", new_uuid=lambda: str(uuid.uuid4()),
+    p = Partition("default", _config(nodes, preemptors), rm_id="bench", new_uuid=uuid_source(),
                   created_ns=now)
     for i in range(nodes):
         p.handle(AddNode(f"node-{i:06d}", Resource({"memory": 10 * PER_NODE, "vcore": PER_NODE})), now)

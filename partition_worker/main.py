@@ -37,7 +37,7 @@ from common.compat import parse_compat
 from common.config import load_config
 from common.config.errors import ConfigError
 from common.envelope import Envelope, Kind, dispatch, encode
-from common.gcpause import gc_paused
+from common.gcpause import SteadyCollector, gc_paused
 from common.heartbeat import EXPIRY, INTERVAL
 from common.links import broker_dealer
 from common.messages import ConfigUpdate, Heartbeat, PartitionRemove, Query, SiRevision
@@ -45,7 +45,7 @@ from common.si_revision import Revision
 from partition_worker.core.settings import CoreSettings
 from partition_worker.health import HealthFile, check as check_health
 from partition_worker.queries import answer as answer_query
-from partition_worker.step_stats import observe_step
+from partition_worker.step_stats import observe_step, observe_wire
 from partition_worker.ldap_groups import DEFAULT_SECRETS_DIR, LdapLookup, load_settings
 from partition_worker.os_groups import os_lookup
 from partition_worker.placement import GroupLookupError
@@ -109,6 +109,7 @@ class WorkerLoop:
         self.broker_expires = 0.0
         self.broker_heard: float | None = None  # monotonic time of the last message from the broker
         self.health = health  # --health-file, for probes
+        self.collector = SteadyCollector()  # full GC passes every few minutes, not every few seconds
         self._unsent_logged = 0.0
         self.stall_seconds = stall_seconds
         self._sock_lock = threading.Lock()  # every use of self.sock, from either thread
@@ -190,6 +191,7 @@ class WorkerLoop:
             self._send(Envelope(Kind.HEARTBEAT))
         if self.health is not None:
             self.health.update(self)
+        self.collector.after_turn()  # no full GC pass over the partition inside a request's path
 
     def _beat_while_busy(self) -> None:
         """Heartbeat thread: beat whenever a beat is due and the loop has not, stop while the
@@ -230,7 +232,8 @@ class WorkerLoop:
         o = self.owned
         started = time.perf_counter()
         out = o.session.step(time.time_ns())
-        observe_step(o.session, out, time.perf_counter() - started)  # cycle metrics for REST
+        stepped = time.perf_counter()
+        observe_step(o.session, out, stepped - started)  # cycle metrics for REST
         for line in out.app_summaries:
             usage_log.info("%s", line)
         for kind, msg in (
@@ -246,6 +249,9 @@ class WorkerLoop:
         if out.scheduling_states:
             self._send(Envelope(Kind.SCHEDULING_STATES, o.rm_id, o.partition, o.epoch, 0,
                                 [s.SerializeToString() for s in out.scheduling_states]))
+        respond = o.session.last_respond_seconds
+        observe_wire(o.session, cycle=stepped - started - respond, respond=respond,
+                     send=time.perf_counter() - stepped)
 
     # -- handlers -------------------------------------------------------------------
 
@@ -326,13 +332,16 @@ class WorkerLoop:
         if o is None:
             return
         message_type, method = _REQUEST_TYPES[env.kind]
+        t0 = time.perf_counter()
         try:
             request = message_type.FromString(env.body)
         except Exception as exc:  # protobuf's DecodeError or a non-bytes body
             self.dropped += 1
             log.warning("dropped %s for [%s]%s: undecodable body: %s", env.kind, env.rm_id, env.partition, exc)
             return
+        t1 = time.perf_counter()
         getattr(o.session, method)(request, time.time_ns())
+        observe_wire(o.session, decode=t1 - t0, apply=time.perf_counter() - t1)
 
     def _on_revision(self, env: Envelope) -> None:
         o = self._current(env)

@@ -26,6 +26,7 @@ revisions' fields and allocations carry their UUID (a v1.8 RM ignores it).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import uuid as _uuid
 from collections import deque
@@ -36,7 +37,7 @@ from common import si_internal_pb2 as si, si_pb2
 from common.compat import Compat
 from common.config.errors import ConfigError
 from common.config.model import PartitionConfig
-from common.si_resource import fill_si_resource as _fill_res, resource_from_si as _res
+from common.si_resource import SiResourceCache, fill_si_resource as _fill_res, resource_from_si as _res
 from common.si_revision import Revision
 from partition_worker import si_v18
 from partition_worker.core import commands as C
@@ -48,7 +49,7 @@ from partition_worker.core.outcomes import (AppRejected, AskRejected, EventType,
 from partition_worker.core.partition import Partition
 from partition_worker.core.settings import CoreSettings
 
-__all__ = ["PartitionSession", "Outbox", "CoreSettings", "EVENT_RING_SIZE"]
+__all__ = ["PartitionSession", "Outbox", "CoreSettings", "EVENT_RING_SIZE", "uuid_source"]
 
 EVENT_RING_SIZE = 10_000  # events kept per partition for REST (batch, stream, dump)
 log = logging.getLogger(__name__)
@@ -98,15 +99,17 @@ class PartitionSession:
                  settings: CoreSettings | None = None, *, created_ns: int = 0,
                  new_uuid: Callable[[], str] | None = None) -> None:
         """``created_ns``: when the partition was created (the worker passes its clock);
-        ``new_uuid``: allocation UUIDs (default: random UUID4 strings)."""
+        ``new_uuid``: allocation UUIDs (default: ``uuid_source()``)."""
         self.rm_id = rm_id
         self.partition_name = partition
         self.core = Partition(partition, config, settings, rm_id=rm_id,
-                              new_uuid=new_uuid or _uuid4, created_ns=created_ns)
+                              new_uuid=new_uuid or uuid_source(), created_ns=created_ns)
         if self.core.placement.error:  # YuniKorn logs it and runs without placement rules
             log.warning("partition %s: placement rules rejected, placing apps by their queue name: %s",
                         partition, self.core.placement.error)
         self.event_ring: deque[si_pb2.EventRecord] = deque(maxlen=EVENT_RING_SIZE)
+        self.last_respond_seconds = 0.0  # building the last step's SI responses (with a stage timer)
+        self.ask_sizes = SiResourceCache()
         # events ever put in the ring: the ring holds ids events_total - len(ring) .. events_total - 1
         self.events_total = 0
         self.created_ns = created_ns
@@ -127,6 +130,7 @@ class PartitionSession:
     # ------------------------------------------------------------------ input
     def apply_allocation_request(self, req: si.AllocationRequest, now_ns: int) -> None:
         core = self.core
+        sizes = self.ask_sizes
         allocations = getattr(req, "allocations", None)  # None: a seed si_pb2 message (in-process callers)
         if allocations:
             for cmd, key in si_v18.commands(core, allocations, now_ns):
@@ -136,7 +140,7 @@ class PartitionSession:
                     self._guard(cmd, EventType.REQUEST, key, now_ns)
         for ask in req.asks:
             try:
-                cmd = _ask_cmd(ask)
+                cmd = _ask_cmd(ask, sizes)
             except ValueError as exc:  # e.g. an empty resource name
                 core.outcomes.rejected_asks.append(AskRejected(
                     ask.applicationID, ask.allocationKey,
@@ -248,7 +252,13 @@ class PartitionSession:
     # ------------------------------------------------------------------ output
     def step(self, now_ns: int) -> Outbox:
         self.core.step(now_ns)
-        return self._outbox(self.core.outcomes.drain())
+        timer = self.core.settings.stage_timer
+        if timer is None:
+            return self._outbox(self.core.outcomes.drain())
+        started = timer()  # the SI response's share of the step, for the worker's wire metrics
+        out = self._outbox(self.core.outcomes.drain())
+        self.last_respond_seconds = timer() - started
+        return out
 
     def next_wakeup_ns(self) -> int | None:
         return self.core.next_wakeup_ns()
@@ -299,17 +309,30 @@ class PartitionSession:
         part = self.partition_name
         seed, v18 = self.revision is not Revision.V18, self.revision is not Revision.SEED
         resp = si.AllocationResponse()
+        add = resp.new.add
+        sizes: dict[tuple, si.Resource] = {}  # a size's SI message, built once: tasks share sizes
         for a in o.allocations:
             al = a.alloc
-            m = resp.new.add(allocationKey=al.key, nodeID=al.node_id, applicationID=al.app_id, partitionName=part,
-                             priority=al.priority, taskGroupName=al.task_group, placeholder=al.placeholder)
             if seed:
-                m.UUID = al.uuid
-            elif al.originator:
-                m.originator = True
+                m = add(allocationKey=al.key, UUID=al.uuid, nodeID=al.node_id, applicationID=al.app_id,
+                        partitionName=part)
+            else:
+                m = add(allocationKey=al.key, nodeID=al.node_id, applicationID=al.app_id, partitionName=part)
+                if al.originator:
+                    m.originator = True
+            if al.priority:  # proto3: a field left at its default is not sent either way
+                m.priority = al.priority
+            if al.task_group:
+                m.taskGroupName = al.task_group
+            if al.placeholder:
+                m.placeholder = True
             if al.tags:
                 m.allocationTags.update(al.tags)
-            _fill_res(m.resourcePerAlloc, al.resource)
+            key = tuple(al.resource.items())
+            size = sizes.get(key)
+            if size is None:
+                size = sizes[key] = _fill_res(si.Resource(), al.resource)
+            m.resourcePerAlloc.CopyFrom(size)
         for r in o.released:
             m = resp.released.add(partitionName=part, applicationID=r.app_id, message=r.message,
                                   terminationType=_TERM_TO_SI[r.termination], allocationKey=r.allocation_key)
@@ -352,18 +375,25 @@ class PartitionSession:
         return snap
 
 
-def _uuid4() -> str:
-    return str(_uuid.uuid4())
+def uuid_source() -> Callable[[], str]:
+    """Allocation UUIDs: one random UUID4 whose last 48 bits count up from a random start.
+
+    Each is a valid, unique UUID string; uuid4() per allocation (an os.urandom system call and
+    a UUID object) cost a fifth of the core's time per allocation. A new source (a restarted
+    worker) draws new random bits, so it repeats no UUID an RM still holds."""
+    base = _uuid.uuid4()
+    prefix = str(base)[:24]
+    counter = itertools.count(base.int & 0xFFFF_FFFF_FFFF)
+    return lambda: f"{prefix}{next(counter) & 0xFFFF_FFFF_FFFF:012x}"
 
 
-def _ask_cmd(ask: si.AllocationAsk) -> C.AddAsk:
+def _ask_cmd(ask: si.AllocationAsk, sizes: SiResourceCache) -> C.AddAsk:
     allow_self, allow_other = si_v18.preemption_policy(ask)
+    # positional: keywords cost a fifth of the build (tests/core/test_objects.py pins the order)
     return C.AddAsk(
-        key=ask.allocationKey, app_id=ask.applicationID, resource=_res(ask.resourceAsk),
-        max_allocations=ask.maxAllocations, priority=ask.priority,
-        execution_timeout_ms=ask.executionTimeoutMilliSeconds, tags=dict(ask.tags),
-        task_group=ask.taskGroupName, placeholder=ask.placeholder, originator=ask.Originator,
-        allow_preempt_self=allow_self, allow_preempt_other=allow_other)
+        ask.allocationKey, ask.applicationID, sizes.get(ask.resourceAsk), ask.maxAllocations, ask.priority,
+        ask.executionTimeoutMilliSeconds, dict(ask.tags) if ask.tags else {}, ask.taskGroupName,
+        ask.placeholder, ask.Originator, allow_self, allow_other)
 
 
 def _add_node(n: si.NodeInfo, schedulable: bool = True) -> C.AddNode:

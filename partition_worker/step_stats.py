@@ -12,9 +12,14 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["LATENCY_BUCKETS_MS", "STAGES", "StepStats", "free_after_next_step", "observe_step", "stats_of"]
+__all__ = ["LATENCY_BUCKETS_MS", "STAGES", "WIRE_STAGES", "StepStats", "free_after_next_step", "observe_step",
+           "observe_wire", "stats_of"]
 
 STAGES = ("queue", "app", "node")  # timed stages of a scheduling cycle
+# where a worker's time goes between a request's bytes and the response's bytes: decoding the
+# SI protobuf, applying it (SI -> core commands -> the books), the scheduling cycle, building
+# the SI response from the outcomes, and encoding + sending it (`korral bench e2e --breakdown`)
+WIRE_STAGES = ("decode", "apply", "cycle", "respond", "send")
 LATENCY_BUCKETS_MS = (0.1, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)
 
 
@@ -42,6 +47,7 @@ class StepStats:
     stage_buckets: dict[str, list[int]] = field(
         default_factory=lambda: {s: [0] * (len(LATENCY_BUCKETS_MS) + 1) for s in STAGES})
     stage_seconds_sum: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    wire_seconds_sum: dict[str, float] = field(default_factory=lambda: dict.fromkeys(WIRE_STAGES, 0.0))
 
     def to_data(self) -> dict:
         return {
@@ -56,6 +62,7 @@ class StepStats:
             "events": self.events,
             "stageBuckets": {k: list(v) for k, v in self.stage_buckets.items()},
             "stageSecondsSum": dict(self.stage_seconds_sum),
+            "wireSecondsSum": dict(self.wire_seconds_sum),
         }
 
 
@@ -66,6 +73,20 @@ _STATS: "weakref.WeakKeyDictionary[Any, StepStats]" = weakref.WeakKeyDictionary(
 
 def stats_of(session: Any) -> StepStats | None:
     return _STATS.get(session)
+
+
+def _stats_for(session: Any) -> StepStats:
+    st = _STATS.get(session)
+    if st is None:
+        st = _STATS[session] = StepStats()
+    return st
+
+
+def observe_wire(session: Any, **seconds: float) -> None:
+    """Add seconds to the ``WIRE_STAGES`` named as keywords (``decode=..., apply=...``)."""
+    wire = _stats_for(session).wire_seconds_sum
+    for stage, spent in seconds.items():
+        wire[stage] += spent
 
 
 def _bucket(seconds: float) -> int:
@@ -80,9 +101,7 @@ def observe_step(session: Any, outbox: Any, seconds: float) -> None:
     """Record one ``session.step`` that took ``seconds`` and returned ``outbox`` (an Outbox).
     Also frees what ``free_after_next_step`` kept: the loop steps after replying."""
     _DEFERRED.clear()
-    st = _STATS.get(session)
-    if st is None:
-        st = _STATS[session] = StepStats()
+    st = _stats_for(session)
     st.steps += 1
     st.step_seconds_sum += seconds
     st.last_step_seconds = seconds

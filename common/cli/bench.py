@@ -1,4 +1,4 @@
-"""``korral bench core | e2e | recovery | backlog``: each benchmark lives with the code it measures."""
+"""``korral bench core | e2e | recovery | backlog | churn | compare``: each lives with the code it measures."""
 
 from __future__ import annotations
 
@@ -13,6 +13,10 @@ BENCHES = {
     "recovery": ("rmproxy.bench.recovery", "kill -9 a worker; time until its partition is back"),
     "backlog": ("rmproxy.bench.backlog", "100,000 unschedulable asks on 5,000 nodes, with and without the "
                                          "unschedulable-ask backoff: idle worker CPU, latency of asks behind them"),
+    "churn": ("rmproxy.bench.churn",
+              "steady state through the stack: tasks arriving at fixed rates and ending; latency, backlog, CPU"),
+    "compare": ("partition_worker.bench_compare",
+                "YuniKorn's own core benchmark and `bench core`, interleaved: both rates and the ratios"),
 }
 
 

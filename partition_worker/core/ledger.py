@@ -78,12 +78,10 @@ class Ledger:
         p = self.p
         r = ask.resource
         uuid = uuid or (ask.key if p.key_is_uuid else p.new_uuid())
-        alloc = Allocation(uuid=uuid, key=ask.key, app_id=app.app_id, node_id=node.node_id,
-                           resource=r, priority=ask.priority, create_time_ns=now,
-                           queue_path=app.queue.path, tags=ask.tags, task_group=ask.task_group,
-                           placeholder=ask.placeholder, originator=ask.originator,
-                           allow_preempt_self=ask.allow_preempt_self,
-                           allow_preemption=ask.allow_preemption)
+        # positional: keywords cost a third of the build (tests/core/test_objects.py pins the order)
+        alloc = Allocation(uuid, ask.key, app.app_id, node.node_id, r, ask.priority,
+                           now, app.queue.path, ask.tags, ask.task_group, ask.placeholder,
+                           ask.originator, False, 0, ask.allow_preempt_self, ask.allow_preemption)
         ask.pending -= 1
         if ask.placeholder:
             app.ph_pending -= 1

@@ -299,17 +299,18 @@ class Partition:
 
 def _ask_from(cmd: AddAsk, now: int, seq: int) -> Ask:
     tags = dict(cmd.tags)
-    selector = tuple(sorted((k[len(TAG_NODE_SELECTOR_PREFIX):], v) for k, v in tags.items()
-                            if k.startswith(TAG_NODE_SELECTOR_PREFIX)))
-    allow = tags.get(TAG_ALLOW_PREEMPTION, "true").strip().lower() not in ("false", "f", "0")
-    return Ask(key=cmd.key, app_id=cmd.app_id, resource=cmd.resource,
-               max_allocations=cmd.max_allocations, pending=max(cmd.max_allocations, 0),
-               priority=cmd.priority, create_time_ns=now, seq=seq, tags=tags,
-               execution_timeout_ms=max(cmd.execution_timeout_ms, 0), placeholder=cmd.placeholder,
-               task_group=cmd.task_group, originator=cmd.originator,
-               allow_preempt_self=cmd.allow_preempt_self, allow_preempt_other=cmd.allow_preempt_other,
-               required_node=tags.get(TAG_REQUIRED_NODE, ""), selector=selector,
-               allow_preemption=allow)
+    if tags:
+        selector = tuple(sorted((k[len(TAG_NODE_SELECTOR_PREFIX):], v) for k, v in tags.items()
+                                if k.startswith(TAG_NODE_SELECTOR_PREFIX)))
+        allow = tags.get(TAG_ALLOW_PREEMPTION, "true").strip().lower() not in ("false", "f", "0")
+        required = tags.get(TAG_REQUIRED_NODE, "")
+    else:
+        selector, allow, required = (), True, ""
+    m = cmd.max_allocations
+    # positional: keywords cost a third of the build (tests/core/test_objects.py pins the order)
+    return Ask(cmd.key, cmd.app_id, cmd.resource, m, m if m > 0 else 0, cmd.priority, now, seq, tags,
+               max(cmd.execution_timeout_ms, 0), cmd.placeholder, cmd.task_group, cmd.originator,
+               cmd.allow_preempt_self, cmd.allow_preempt_other, required, selector, allow)
 
 
 # command type -> handler(partition, command, now) (STYLE #11: dispatch by table)

@@ -124,17 +124,24 @@ class Queue:
             yield q
             q = q.parent
 
+    # the chain walked with a loop, not chain(): these run for every ask and allocation
     def add_pending(self, r: Resource) -> None:
-        for q in self.chain():
+        q: Queue | None = self
+        while q is not None:
             q.pending = q.pending.add(r)
+            q = q.parent
 
     def sub_pending(self, r: Resource) -> None:
-        for q in self.chain():
+        q: Queue | None = self
+        while q is not None:
             q.pending = q.pending.sub_eliminate_negative(r)
+            q = q.parent
 
     def add_allocated(self, r: Resource) -> None:
-        for q in self.chain():
+        q: Queue | None = self
+        while q is not None:
             q.allocated = q.allocated.add(r)
+            q = q.parent
 
     def sub_allocated(self, r: Resource) -> None:
         for q in self.chain():

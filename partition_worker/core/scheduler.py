@@ -33,7 +33,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from typing import TYPE_CHECKING
 
-from common.resources import Resource, share_key
+from common.resources import Resource
 
 from .app_state import AppState
 from .backoff import start_backoff
@@ -166,10 +166,22 @@ def usage_share(used: Resource, total: Resource | None) -> tuple[float, ...]:
     outweighs every real share; Korral ignores such types). Without ``total`` the raw
     usage is the share, as in YuniKorn, so unguaranteed queues sort after guaranteed ones.
     """
+    # share_key, unrolled: a key is computed on every allocation and resource dicts are tiny
     uv = used._v
+    key = []
     if total is None:
-        return share_key([float(v) for v in uv.values()])
-    return share_key([uv.get(k, 0) / t for k, t in total._v.items() if t > 0])
+        for v in uv.values():
+            if v:
+                key.append(float(v))
+    else:
+        for k, t in total._v.items():
+            if t > 0:
+                x = uv.get(k, 0) / t
+                if x:
+                    key.append(x)
+    if len(key) > 1:
+        key.sort(reverse=True)
+    return tuple(key)
 
 
 def _queue_key(c: _Cycle, q: Queue, priority: bool) -> tuple:
@@ -182,7 +194,7 @@ def _queue_key(c: _Cycle, q: Queue, priority: bool) -> tuple:
     else:
         g = usage_share(alloc, q.guaranteed)
         m = usage_share(alloc, q.max)
-    more_pending_first = tuple(-x for x in usage_share(q.pending, q.guaranteed))
+    more_pending_first = tuple([-x for x in usage_share(q.pending, q.guaranteed)])
     prio = -_queue_priority(c, q)
     if priority:  # YuniKorn: priority, usage share, larger pending (then path: stable)
         key = (prio, g, m, more_pending_first, q.path)
@@ -446,7 +458,7 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
                 blocker = None  # root's max is the cluster size: no node fits (see below)
                 node = None
             elif blocker is None:
-                node = _timed(c, "node", find_node, c, ask)
+                node = find_node(c, ask) if c.timer is None else _timed(c, "node", find_node, c, ask)
             else:
                 node = None
             if node is not None:

@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
-
 import subprocess
 import sys
-
 import threading
 import time
 from dataclasses import dataclass, field
@@ -35,6 +33,7 @@ from common.constants import CPU, MEMORY
 from common.cli.stack.throwaway import LocalStack
 from common.si_resource import fill_si_resource
 from common.bench_scenario import CONFIG_YAML, node_request
+from rmproxy.bench.breakdown import Breakdown, format_breakdown
 from rmproxy.client.callback import ResourceManagerCallback
 
 __all__ = ["configure", "run", "e2e_row"]
@@ -60,10 +59,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="also run each burst again while N threads read the REST API in a loop, then once "
                              "more without; rest_slowdown = 1 - rate with reads / mean rate of the two without")
     parser.add_argument("--rest-address", default=None,
-                        help="REST address of the stack given with --si-address (for --rest-readers)")
+                        help="REST address of the stack given with --si-address (for --rest-readers, --breakdown)")
     parser.add_argument("--si-revision", choices=("seed", "v1.8", "both"), default="seed",
                         help="the SI revision the bench RM speaks; both: each row once as seed and once as "
                              "v1.8, in alternating order (default: seed)")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="where each burst's time goes: CPU per process, the worker's stages (decode, apply, "
+                             "cycle, respond, send), the RM's encode and decode (rmproxy/bench/breakdown.py)")
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -177,9 +179,9 @@ class _RestReaders:
 
 
 def e2e_row(si_address: str, nodes: int, asks: int, rtt_samples: int = 200, rest_address: str = "",
-            rest_readers: int = 0, si_revision: str = "seed") -> dict:
+            rest_readers: int = 0, si_revision: str = "seed", breakdown: Breakdown | None = None) -> dict:
     """One row against the stack at ``si_address`` (re-registers ``korral-bench``, wiping its state),
-    the RM speaking ``si_revision``."""
+    the RM speaking ``si_revision``; with ``breakdown``, where the burst's time went."""
     from rmproxy.client import SchedulerAPI
 
     v18 = si_revision == "v1.8"
@@ -205,7 +207,11 @@ def e2e_row(si_address: str, nodes: int, asks: int, rtt_samples: int = 200, rest
         if rm.nodes_rejected:
             raise RuntimeError(f"{len(rm.nodes_rejected)} nodes rejected, e.g. {rm.nodes_rejected[0]}")
 
+        before = breakdown.worker_time() if breakdown is not None else None
         rtts = _round_trips(api, rm, rtt_samples)
+        # the worker's share of one round trip (its ask and its release), the rest is the wire
+        rtt_worker_ms = None if before is None or not rtts else round(
+            (breakdown.worker_time() - before) * 1000 / (len(rtts) + 5), 3)
 
         per_app: dict[str, list] = {"app-a": [], "app-b": []}
         for i in range(asks):
@@ -216,6 +222,8 @@ def e2e_row(si_address: str, nodes: int, asks: int, rtt_samples: int = 200, rest
         readers = _RestReaders(rest_address, rest_readers) if rest_readers else None
         if readers is not None:
             readers.__enter__()
+        if breakdown is not None:
+            breakdown.start()
         t_send = time.perf_counter()
         try:
             for req in requests.values():
@@ -229,7 +237,11 @@ def e2e_row(si_address: str, nodes: int, asks: int, rtt_samples: int = 200, rest
         times = rm.alloc_times[base:]
         secs = max(times) - t_send
         lat = [t - t_send for t in times]
-        return {"nodes": nodes, "asks": asks, "seconds": round(secs, 4),
+        parts = {} if breakdown is None else {
+            "breakdown": {**breakdown.stop(secs, list(requests.values()), rm.allocations[base:],
+                                           pb.AllocationResponse),
+                          "single_ask_worker_ms": rtt_worker_ms}}
+        return {**parts, "nodes": nodes, "asks": asks, "seconds": round(secs, 4),
                 "allocations_per_second": round(asks / secs, 1),
                 "node_seconds": round(node_secs, 4),
                 "nodes_per_second": round(nodes / node_secs, 1) if node_secs > 0 else None,
@@ -299,13 +311,14 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     try:
         if args.si_address:
-            if args.rest_readers and not args.rest_address:
-                print("korral bench e2e: --rest-readers with --si-address needs --rest-address", file=sys.stderr)
+            if (args.rest_readers or args.breakdown) and not args.rest_address:
+                print("korral bench e2e: --rest-readers or --breakdown with --si-address needs --rest-address",
+                      file=sys.stderr)
                 return 2
             rows = _rows(args.si_address, nodes_list, args, core, args.rest_address or "")
         else:
             with LocalStack(args.workers, extra=("--log-level", "warning")) as stack:
-                rows = _rows(stack.si_address, nodes_list, args, core, stack.rest_address)
+                rows = _rows(stack.si_address, nodes_list, args, core, stack.rest_address, stack.processes())
     except (RuntimeError, SchedulerError) as exc:
         print(f"korral bench e2e: {exc}", file=sys.stderr)
         return 1
@@ -315,13 +328,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _rows(si_address: str, nodes_list: list[int], args: argparse.Namespace, core: dict,
-          rest_address: str = "") -> list[dict]:
+          rest_address: str = "", pids: dict[str, int] | None = None) -> list[dict]:
     rows = []
     for i, n in enumerate(nodes_list):
         # both: every row once per revision, the order alternating, so warm-up and drift favour neither
         revisions = {"both": ("seed", "v1.8") if i % 2 == 0 else ("v1.8", "seed")}.get(args.si_revision,
                                                                                         (args.si_revision,))
-        pair = {revision: _row(si_address, n, args, core, rest_address, revision) for revision in revisions}
+        pair = {revision: _row(si_address, n, args, core, rest_address, revision, pids) for revision in revisions}
         if len(pair) == 2:
             pair["v1.8"]["ratio_to_seed"] = round(
                 pair["v1.8"]["allocations_per_second"] / pair["seed"]["allocations_per_second"], 3)
@@ -332,8 +345,10 @@ def _rows(si_address: str, nodes_list: list[int], args: argparse.Namespace, core
     return rows
 
 
-def _row(si_address: str, n: int, args: argparse.Namespace, core: dict, rest_address: str, revision: str) -> dict:
-    row = e2e_row(si_address, n, args.asks, args.rtt_samples, si_revision=revision)
+def _row(si_address: str, n: int, args: argparse.Namespace, core: dict, rest_address: str, revision: str,
+         pids: dict[str, int] | None) -> dict:
+    parts = Breakdown(rest_address, RM_ID, pids or {}) if args.breakdown else None
+    row = e2e_row(si_address, n, args.asks, args.rtt_samples, si_revision=revision, breakdown=parts)
     row["core_allocations_per_second"] = core[n]
     row["ratio_to_core"] = round(row["allocations_per_second"] / core[n], 3) if core[n] else None
     if args.rest_readers:
@@ -357,6 +372,9 @@ def _print_table(rows: list[dict]) -> None:
     print(" | ".join(head))
     for r in rows:
         print(" | ".join(_cell(r.get(k)) for k in keys))
+    for r in rows:
+        if "breakdown" in r:
+            print(format_breakdown(r))
 
 
 def _cell(value) -> str:

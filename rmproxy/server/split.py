@@ -72,14 +72,42 @@ def _reject_app(rejected: si.ApplicationResponse, app: si.AddApplicationRequest,
                                  "partition doesn't exist")
 
 
+def _sole_partition(groups: list[Iterable[Any]], known: set[str]) -> str | None:
+    """The one registered partition every item names (each name made short on the way), else None."""
+    sole = None
+    short: dict[str, str] = {}  # raw name -> short name: a request repeats a handful of names
+    for items in groups:
+        for item in items:
+            raw = item.partitionName
+            p = short.get(raw)
+            if p is None:
+                p = short[raw] = short_name(raw)
+                if p not in known:
+                    return None
+            if sole is None:
+                sole = p
+            elif p != sole:
+                return None
+            if p != raw:
+                item.partitionName = p
+    return sole
+
+
 def split_allocation_request(
     req: si.AllocationRequest, rm_id: str, known: Iterable[str]
 ) -> tuple[dict[str, si.AllocationRequest], si.AllocationResponse | None]:
+    known = set(known)
     routes: list[Route] = [(req.allocations, lambda part: part.allocations, _reject_allocation),
                            (req.asks, lambda part: part.asks, _reject_ask)]
     if req.HasField("releases"):  # YuniKorn ignores releases for an unknown partition
         routes += [(req.releases.allocationsToRelease, lambda part: part.releases.allocationsToRelease, None),
                    (req.releases.allocationAsksToRelease, lambda part: part.releases.allocationAsksToRelease, None)]
+    # The common case, every item for one registered partition: the request itself is that
+    # partition's part (every field it has is routed above), so no item is copied into a new one.
+    sole = _sole_partition([items for items, _, _ in routes], known)
+    if sole is not None:
+        req.rmID = rm_id
+        return {sole: req}, None
     return _split(routes, lambda: si.AllocationRequest(rmID=rm_id), si.AllocationResponse(), known)
 
 

@@ -240,3 +240,13 @@ def test_a_rejected_placement_update_is_logged_by_the_session_and_the_old_rules_
     add_app(s, "app1", queue="root.b")
     out = s.step(START)
     assert out.application.updated[0].message == "placed in queue root.a"
+
+
+def test_allocation_uuids_are_valid_unique_and_differ_between_sources():
+    import uuid
+
+    from partition_worker.session import uuid_source
+    one, other = uuid_source(), uuid_source()
+    ids = [one() for _ in range(1000)]
+    assert len(set(ids)) == 1000 and all(str(uuid.UUID(i)) == i for i in ids)
+    assert not set(ids) & {other() for _ in range(1000)}

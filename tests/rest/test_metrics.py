@@ -90,3 +90,16 @@ def test_sorting_latency_per_level_counts_scheduling_cycles(loaded: Loaded) -> N
     after = cycles_by_level(scrape(loaded))
     assert all(after[level] > before[level] for level in before)  # the cycle that allocated was timed
     loaded.rm.releases(release(allocation))
+
+
+def test_worker_stage_seconds_grow_with_a_request_in_every_stage(loaded: Loaded) -> None:
+    def stages(fams: dict) -> dict[str, float]:
+        return {s.labels["stage"]: s.value for s in fams["korral_worker_stage_seconds"]
+                if s.labels.get("partition") == "default"}
+
+    before = stages(scrape(loaded))
+    assert set(before) == {"decode", "apply", "cycle", "respond", "send"}
+    allocation = allocate(loaded, "b1-stages")
+    after = stages(scrape(loaded))
+    assert all(after[s] > before[s] for s in before), (before, after)  # the ask went through each stage
+    loaded.rm.releases(release(allocation))

@@ -61,3 +61,44 @@ def test_reject_whole_request_with_a_reason():
     req = si.NodeRequest(nodes=[node("n1"), node("n2", action=si.NodeInfo.UPDATE)])
     resp = split.reject_node_request(req, "no worker")
     assert [(r.nodeID, r.reason) for r in resp.rejected] == [("n1", "no worker")]
+
+
+def test_a_request_for_one_partition_is_forwarded_whole_with_the_same_content_as_a_split():
+    def request():
+        return si.AllocationRequest(rmID="", asks=[
+            si.AllocationAsk(allocationKey="a", applicationID="app", partitionName=""),
+            si.AllocationAsk(allocationKey="b", applicationID="app", partitionName="[rm]Default"),
+        ], releases=si.AllocationReleasesRequest(
+            allocationsToRelease=[si.AllocationRelease(partitionName="default", UUID="u1")]))
+
+    req = request()
+    parts, rejected = split.split_allocation_request(req, "rm", ["default", "gpu"])
+    assert rejected is None and parts["default"] is req  # no copy
+    assert [a.partitionName for a in req.asks] == ["default", "default"] and req.rmID == "rm"
+    # the same content the per-item split makes (one ask for another partition forces that path)
+    mixed = request()
+    mixed.asks.add(allocationKey="g", applicationID="app", partitionName="gpu")
+    split_parts, _ = split.split_allocation_request(mixed, "rm", ["default", "gpu"])
+    assert split_parts["default"] == parts["default"]
+
+
+def test_one_unknown_partition_in_a_request_leaves_the_fast_path_and_is_rejected():
+    req = si.AllocationRequest(asks=[
+        si.AllocationAsk(allocationKey="a", applicationID="app", partitionName="default"),
+        si.AllocationAsk(allocationKey="b", applicationID="app", partitionName="nope")])
+    parts, rejected = split.split_allocation_request(req, "rm", ["default"])
+    assert [a.allocationKey for a in parts["default"].asks] == ["a"]
+    assert [r.allocationKey for r in rejected.rejected] == ["b"]
+
+
+def test_v18_allocations_for_one_partition_are_forwarded_whole_and_a_foreign_partition_splits_them():
+    req = si.AllocationRequest(allocations=[
+        si.Allocation(allocationKey="a", applicationID="app", partitionName=""),
+        si.Allocation(allocationKey="b", applicationID="app", partitionName="default")])
+    parts, rejected = split.split_allocation_request(req, "rm", ["default"])
+    assert rejected is None and parts["default"] is req
+    assert [a.partitionName for a in req.allocations] == ["default", "default"]
+    req.allocations.add(allocationKey="c", applicationID="app", partitionName="nope")
+    parts, rejected = split.split_allocation_request(req, "rm", ["default"])
+    assert [a.allocationKey for a in parts["default"].allocations] == ["a", "b"]
+    assert [r.allocationKey for r in rejected.rejectedAllocations] == ["c"]

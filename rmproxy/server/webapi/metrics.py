@@ -146,16 +146,21 @@ class ClusterCollector:
         pending = GaugeMetricFamily("korral_partition_pending_asks", "Pending allocation repeats", labels=pl)
         containers = GaugeMetricFamily("korral_partition_allocations", "Live allocations", labels=pl)
         epoch = GaugeMetricFamily("korral_partition_epoch", "Epoch of the partition's current owner", labels=pl)
+        wire = CounterMetricFamily("korral_worker_stage_seconds",
+                                   "Worker time from request bytes to response bytes, by stage: decode, apply, "
+                                   "cycle, respond (SI response build), send", labels=pl + ["stage"])
         for t, m in self.partitions:
             lv = [t.rm_id, t.partition, t.worker or ""]
             cycles.add_metric(lv, m["cycles"])
             obs = m.get("observed")
             if obs is not None:
                 cycle.add_metric(lv, _buckets(obs, seconds=True), obs["stepSecondsSum"])
+                for stage, spent in (obs.get("wireSecondsSum") or {}).items():
+                    wire.add_metric(lv + [stage], spent)
             pending.add_metric(lv, m["pendingAsks"])
             containers.add_metric(lv, m["containers"])
             epoch.add_metric(lv, t.epoch or 0)
-        yield from (cycles, cycle, pending, containers, epoch)
+        yield from (cycles, cycle, pending, containers, epoch, wire)
         v = self.proxy
         name = [v["name"]]
         yield _gauge("korral_rmproxy_broker_connected", "1 when this rmproxy hears the broker",

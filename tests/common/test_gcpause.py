@@ -1,0 +1,46 @@
+"""``SteadyCollector``: survivors of a turn leave the collector's scans; a full pass now and then."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+from common.gcpause import SteadyCollector
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Node:
+    def __init__(self) -> None:
+        self.me = self  # a reference cycle: only the cyclic collector frees it
+
+
+def test_survivors_leave_the_scans_and_the_periodic_full_pass_frees_frozen_cycles():
+    clock = Clock()
+    collector = SteadyCollector(full_every=60.0, clock=clock)
+    try:
+        kept = [[i] for i in range(1000)]
+        collector.after_turn()
+        assert gc.get_freeze_count() >= len(kept)
+        garbage = Node()
+        alive = weakref.ref(garbage)
+        collector.after_turn()  # frozen while still referenced
+        del garbage
+        gc.collect()
+        assert alive() is not None  # frozen: ordinary collections do not look at it
+        clock.now = 59.0
+        collector.after_turn()
+        assert collector.full_collections == 0 and alive() is not None
+        clock.now = 61.0
+        collector.after_turn()
+        assert collector.full_collections == 1 and collector.next_full == 121.0
+        assert alive() is None
+    finally:
+        collector.release()
+    assert gc.get_freeze_count() == 0
