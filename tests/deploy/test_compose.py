@@ -250,7 +250,7 @@ def test_dockerfile_shape():
     assert entry and json.loads(entry[-1]) == ["korral"]
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert "korral" in scripts
-    assert any(word == "RUN" and "pip install ." in args for word, args in ins)
+    assert any(word == "RUN" and "pip install -c constraints.txt ." in args for word, args in ins)
     assert any(word == "USER" and args != "root" for word, args in ins), "the image should not run as root"
 
 

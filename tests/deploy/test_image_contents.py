@@ -94,6 +94,24 @@ def test_wheel_holds_every_module_and_data_file(image):
     assert missing == [], f"files the image would lack: {missing}"
 
 
+def test_vendored_code_carries_its_licence_into_the_image(image):
+    _, _, wheel = image
+    names = set(zipfile.ZipFile(wheel).namelist())
+    vendored = [p for top in ("common", "broker", "partition_worker", "rmproxy")
+                for p in (REPO / top).glob("**/vendor/*") if p.is_dir()]
+    assert vendored, "expected vendored code (the dashboard's uPlot)"
+    for d in vendored:
+        licence = (d / "LICENSE").relative_to(REPO).as_posix()
+        assert (d / "LICENSE").is_file() and licence in names, f"{licence} missing from the repository or the wheel"
+
+
+def test_the_image_installs_the_tested_versions(image):
+    root, _, _ = image
+    text = DOCKERFILE.read_text()
+    assert (root / "opt" / "korral" / "constraints.txt").is_file(), "constraints.txt is not copied into the image"
+    assert "pip install -c constraints.txt ." in text, "the image's install is not pinned by constraints.txt"
+
+
 def test_wheel_declares_the_korral_entry_point(image):
     _, _, wheel = image
     with zipfile.ZipFile(wheel) as zf:
