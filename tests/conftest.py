@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,7 @@ from common.cli.stack.redis_server import RedisServer
 from common.cli.stack.down import NoStack, ProcId, live_children, load_stack
 
 __all__ = ["UP_TIMEOUT", "korral_env", "run_korral", "wait_until", "wait_until_async", "stop_process", "StackHandle",
-           "start_stack", "stop_and_verify"]
+           "start_stack", "stop_and_verify", "Background"]
 
 UP_TIMEOUT = 60.0  # seconds `korral up` may take to report ready before the fixture fails
 
@@ -209,3 +210,30 @@ def stack_factory(tmp_path_factory):
     problems = [p for handle in started for p in stop_and_verify(handle)]
     if problems:
         pytest.fail("\n".join(problems))
+
+
+class Background:
+    """A load running beside a test: ``step()`` every ``interval`` seconds on a daemon thread,
+    from ``with`` until its end (the thread is joined, at most 10 s)."""
+
+    interval = 0.1
+
+    def __init__(self, name: str) -> None:
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def step(self) -> None:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            self.step()
+            self.stop.wait(self.interval)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join(10)

@@ -22,7 +22,7 @@ import grpc
 from common import si_pb2
 from rmproxy.client import Backoff, ClientState, SchedulerAPI, SchedulerError, channel_options
 from rmproxy.bench.cluster_rm import ClusterRM
-from tests.conftest import wait_until
+from tests.conftest import Background, wait_until
 from tests.si_builders import ask, release
 
 PARTITIONS = ("default", "second")
@@ -260,31 +260,22 @@ class SoakRM(ClusterRM):
         return self.api.state if self.api is not None else ClientState.NEW
 
 
-class Load:
+class Load(Background):
     """Keeps every RM's partitions busy: one tick per RM every ``TICK`` seconds until stopped."""
 
+    interval = TICK
+
     def __init__(self, rms: list[SoakRM]) -> None:
+        super().__init__("soak-load")
         self.rms = rms
-        self.stop = threading.Event()
         self.errors: list[str] = []
-        self.thread = threading.Thread(target=self._run, name="soak-load", daemon=True)
 
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            for rm in self.rms:
-                try:
-                    rm.tick()
-                except Exception as exc:  # noqa: BLE001 - reported by the soak, never silently lost
-                    self.errors.append(f"{rm.rm_id}: {type(exc).__name__}: {exc}")
-            self.stop.wait(TICK)
-
-    def __enter__(self) -> "Load":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        self.thread.join(10)
+    def step(self) -> None:
+        for rm in self.rms:
+            try:
+                rm.tick()
+            except Exception as exc:  # noqa: BLE001 - reported by the soak, never silently lost
+                self.errors.append(f"{rm.rm_id}: {type(exc).__name__}: {exc}")
 
 
 # -- REST reads ---------------------------------------------------------------------------------

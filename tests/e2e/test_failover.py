@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import threading
 import time
 import urllib.request
 
@@ -18,7 +17,7 @@ import pytest
 
 from rmproxy.bench.recovery import start_two_partitions
 from rmproxy.bench.cluster_rm import ClusterRM, scheduler_view
-from tests.conftest import wait_until
+from tests.conftest import Background, wait_until
 
 
 
@@ -60,35 +59,24 @@ def two_partition_rm(stack, rm_id: str, nodes_each: int, **rm_options) -> Cluste
     return rm
 
 
-class Workload:
+class Workload(Background):
     """Submits asks and finishes tasks in both partitions until stopped."""
 
     def __init__(self, rm: ClusterRM) -> None:
+        super().__init__("failover-load")
         self.rm = rm
-        self.stop = threading.Event()
         self.submitted = 0
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.batch = 0
 
-    def _run(self) -> None:
-        batch = 0
-        while not self.stop.is_set():
-            try:
-                for app_id in ("app-default", "app-second"):
-                    self.rm.submit(app_id, [f"{app_id}-{batch}-{i}" for i in range(20)])
-                    self.submitted += 20
-                self.rm.release(15)
-            except Exception:  # NotConnectedError while the client is FAILED would show up in the checks
-                pass
-            batch += 1
-            self.stop.wait(0.1)
-
-    def __enter__(self) -> "Workload":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        self.thread.join(10)
+    def step(self) -> None:
+        try:
+            for app_id in ("app-default", "app-second"):
+                self.rm.submit(app_id, [f"{app_id}-{self.batch}-{i}" for i in range(20)])
+                self.submitted += 20
+            self.rm.release(15)
+        except Exception:  # NotConnectedError while the client is FAILED would show up in the checks
+            pass
+        self.batch += 1
 
 
 @pytest.mark.parametrize("stack_options", [{"workers": 3}])
