@@ -1,7 +1,8 @@
 """The RM's ``extraConfig`` keys Korral reads (YuniKorn reads the same keys from its configmap),
 checked and parsed in one place.
 
-``check_extra_config`` names every key with a value Korral cannot use; rmproxy refuses such a
+``check_extra_config`` names every key with a value Korral cannot use (``korral.compatibility``
+too, through ``common.compat``); rmproxy refuses such a
 registration or config update (YuniKorn logs a warning and uses the default instead), so a typo
 is seen when it is made. Keys Korral does not read are kept and ignored, as YuniKorn does.
 """
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
+
+from common.compat import parse_compat
 
 __all__ = ["EVENT_MAX_STREAMS", "EVENT_MAX_STREAMS_PER_HOST", "KNOWN_KEYS", "check_extra_config",
            "StreamLimits", "stream_limits"]
@@ -41,6 +44,10 @@ def check_extra_config(extra: Mapping[str, str]) -> list[str]:
                 parse(extra[key])
             except ValueError:
                 errors.append(f"extraConfig {key}: {extra[key]!r} is not {what}")
+    try:
+        parse_compat(extra)  # korral.compatibility: its own parser names the accepted values
+    except ValueError as exc:
+        errors.append(str(exc))
     return errors
 
 

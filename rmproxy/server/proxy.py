@@ -61,13 +61,13 @@ _STREAM_OF_REQUEST = {v: k for k, v in _KIND_OF_STREAM.items()}
 
 
 def _read_config(req) -> tuple[SchedulerConfig, Compat]:
-    """The request's config and compatibility switch; ``ConfigError`` or ``ValueError`` naming
-    what is wrong (queues.yaml, or an extraConfig key Korral reads)."""
+    """The request's config and compatibility switch; ``ConfigError`` naming what is wrong
+    (queues.yaml, or every extraConfig key Korral reads with a value it cannot use)."""
     config = load_config(req.config)
     errors = check_extra_config(req.extraConfig)
     if errors:
         raise ConfigError(errors)
-    return config, parse_compat(req.extraConfig)
+    return config, parse_compat(req.extraConfig)  # checked just above: cannot raise
 
 
 class Proxy:
@@ -306,7 +306,7 @@ class Proxy:
         try:
             declared = declared_revision(req.buildInfo)
             config, compat = _read_config(req)
-        except (ConfigError, ValueError) as exc:
+        except (ConfigError, ValueError) as exc:  # ValueError: an unknown si.revision
             kept = (f"; RM {req.rmID} keeps its current registration and partitions"
                     if req.rmID in self.rms else "")
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
@@ -450,7 +450,7 @@ class Proxy:
         rm = self.active_rm(req.rmID)
         try:
             config, compat = _read_config(req)
-        except (ConfigError, ValueError) as exc:
+        except ConfigError as exc:
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
                                     f"update of configuration failed: RM {req.rmID}: {exc}") from None
         for warning in (*config.warnings, *compat_warnings(config, compat)):
