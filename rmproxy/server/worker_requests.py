@@ -37,8 +37,8 @@ class WorkerRequests:
     def __init__(self, send: Callable[[Envelope], None], timeout: float = TIMEOUT) -> None:
         self._send = send
         self.timeout = timeout
-        self.pending: dict[int, asyncio.Future[Reply]] = {}  # request id -> its waiting future
-        self.targets: dict[int, tuple[str, str, int]] = {}  # request id -> (rm_id, partition, epoch)
+        # request id -> its waiting future and where it went (rm_id, partition, epoch)
+        self.pending: dict[int, tuple[asyncio.Future[Reply], tuple[str, str, int]]] = {}
         self._ids = itertools.count(secrets.randbits(40) << 20)
 
     async def ask(self, kind: Kind, rm_id: str, partition: str, epoch: int, seq: int,
@@ -47,8 +47,7 @@ class WorkerRequests:
         RM's request sequence) and wait for the reply; NoAnswer after ``timeout``."""
         qid = next(self._ids)
         fut = asyncio.get_running_loop().create_future()
-        self.pending[qid] = fut
-        self.targets[qid] = (rm_id, partition, epoch)
+        self.pending[qid] = (fut, (rm_id, partition, epoch))
         try:
             self._send(Envelope(kind, rm_id, partition, epoch, seq, with_request_id(body, qid).wire()))
             return await asyncio.wait_for(fut, self.timeout)
@@ -57,25 +56,24 @@ class WorkerRequests:
                            f"within {self.timeout:.0f}s") from None
         finally:
             self.pending.pop(qid, None)
-            self.targets.pop(qid, None)
 
     def fail_partition(self, rm_id: str, partition: str, epoch: int, reason: str) -> None:
         """``[rm_id]partition`` lost ``epoch`` (its worker died): its requests of that epoch or
         before end now, UNAVAILABLE-style (the caller retries), instead of after the timeout."""
-        for qid, (r, p, e) in list(self.targets.items()):
+        for qid, (_, (r, p, e)) in list(self.pending.items()):
             if r == rm_id and p == partition and e <= epoch:
                 self.answer(Reply(qid, error=f"partition [{rm_id}]{partition} lost epoch {e}: {reason}",
                                   unavailable=True))
 
     def fail_all(self, reason: str) -> None:
         """Every request in flight went through a broker that is gone: each ends now."""
-        for qid, (r, p, _) in list(self.targets.items()):
+        for qid, (_, (r, p, _)) in list(self.pending.items()):
             self.answer(Reply(qid, error=f"partition [{r}]{p}: {reason}; the request was lost with it",
                               unavailable=True))
 
     def answer(self, reply: Reply) -> None:
         """A reply from a worker (or the broker's word that the request could not be routed)."""
-        fut = self.pending.pop(reply.id or 0, None)
+        fut, _ = self.pending.pop(reply.id or 0, (None, None))
         if fut is None or fut.done():
             return
         if reply.packed is not None:  # a worker's answer, msgpack-encoded once by the worker
