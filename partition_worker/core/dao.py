@@ -13,7 +13,7 @@ and ``PartitionSession.snapshot``. Pure functions of the state; nothing here wri
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from common.config.policies import PROPERTY_PREEMPTION_DELAY, PROPERTY_PREEMPTION_POLICY
 from common.constants import HOST_NAME, K8S_HOST_NAME, K8S_RACK_NAME, RACK_NAME
@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["partition_snapshot", "partition_dao", "queues_dao", "queue_dao", "app_dao",
            "app_summary", "node_dao", "heatmap_row", "alloc_dao", "ask_dao", "reservation_dao",
            "usage_dao", "all_apps", "node_utilisation", "utilisation_bucket", "int_percent",
-           "placement_rules_dao", "foreign_alloc_dao", "own_allocations", "INT32_MIN"]
+           "placement_rules_dao", "foreign_alloc_dao", "INT32_MIN"]
 
 INT32_MIN = -(1 << 31)
 # REST partition summary: YuniKorn counts Completing apps as running, New/Accepted as pending
@@ -321,11 +321,6 @@ def node_dao(n: "Node", partition: str, with_allocations: bool = True) -> dict:
         "reservations": [n.reservation.ask_key] if n.reservation is not None else [],
     })
     return d
-
-
-def own_allocations(n: "Node") -> Iterable["Allocation"]:
-    """The node's allocations made by the scheduler (foreign ones are kept apart, ``n.foreign``)."""
-    return n.allocations.values()
 
 
 def heatmap_row(n: "Node") -> list:
