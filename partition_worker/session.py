@@ -36,6 +36,7 @@ from typing import Callable
 from common import si_internal_pb2 as si, si_pb2
 from common.compat import Compat
 from common.config.errors import ConfigError
+from common.constants import TAG_FOREIGN
 from common.config.model import PartitionConfig
 from common.si_resource import SiResourceCache, fill_si_resource as _fill_res, resource_from_si as _res
 from common.si_revision import Revision
@@ -43,7 +44,6 @@ from partition_worker import si_v18
 from partition_worker.core import commands as C
 from partition_worker.core.app_usage import summary_line
 from partition_worker.core.dao import partition_snapshot
-from partition_worker.core.foreign import TAG_FOREIGN
 from partition_worker.core.outcomes import (AppRejected, AskRejected, EventType, NodeRejected,
                                             Outcomes, Termination)
 from partition_worker.core.partition import Partition

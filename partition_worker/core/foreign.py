@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from common.constants import TAG_FOREIGN
 from common.resources import ZERO, Resource
 
 from .commands import AddForeign, ReleaseForeign
@@ -31,7 +32,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["ForeignAllocation", "ForeignAllocations", "TAG_FOREIGN", "FOREIGN_STATIC", "foreign_total"]
 
-from common.constants import TAG_FOREIGN  # noqa: E402  (one name for the tag, also read by the REST views)
 FOREIGN_STATIC, FOREIGN_DEFAULT = "static", "default"
 
 
