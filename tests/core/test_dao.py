@@ -74,6 +74,18 @@ def test_max_used_keeps_the_peak_after_a_release() -> None:
     assert app["maxUsedResource"] == {"memory": 40, "vcore": 2}
 
 
+def test_max_used_follows_usage_past_the_old_peak_after_a_release() -> None:
+    h, _ = snapshot()
+    h.do(ReleaseAlloc("app1", h.allocs_of("k1")[0].uuid))
+    app = h.p.apps["app1"]
+    for _ in range(3):  # each add beyond the old peak moves the peak with it
+        app.add_allocated(res(memory=20, vcore=1))
+    assert app.max_used == app.allocated == res(memory=80, vcore=4)
+    assert app.max_used is app.allocated  # back on the fast path: no new peak object per allocation
+    app.add_allocated(res(memory=20, vcore=1))
+    assert app.max_used == res(memory=100, vcore=5)
+
+
 def test_usage_is_tracked_per_user_and_first_group_along_the_queue_path() -> None:
     _, snap = snapshot()
     (user,) = snap["usage"]["users"]
