@@ -18,7 +18,6 @@ from typing import Any
 
 import grpc
 import zmq
-import zmq.asyncio
 
 from common import korral_pb2, registry, si_pb2
 from common.compat import Compat, compat_warnings, parse_compat
@@ -49,6 +48,7 @@ HOLD_SECONDS = 30.0  # a request for a partition without a worker waits this lon
 RM_TIMEOUT = 300.0  # seconds an RM may stay Paused (no stream open) before it is Stopped
 MAINTAIN_INTERVAL = 1.0
 RESYNC_DETAILS = "korral: re-register: "
+READ_BATCH = 64  # broker frames per event-loop callback
 LARGE_FRAME = 1 << 20  # bytes; a frame this large is decoded with the cyclic GC paused
 
 _KIND_OF_STREAM = {"allocation": Kind.SI_ALLOCATION, "application": Kind.SI_APPLICATION, "node": Kind.SI_NODE}
@@ -81,8 +81,11 @@ class Proxy:
         self.store = store
         self.name = name or f"{socket.gethostname()}-{os.getpid()}"
         self.rms: dict[str, RMSession] = {}
-        self.ctx = zmq.asyncio.Context()
-        self.sock: zmq.asyncio.Socket | None = None
+        # A plain socket read from the event loop's own selector (``_readable``): zmq.asyncio's
+        # futures cost more than the hop itself on a single-ask round trip.
+        self.ctx = zmq.Context()
+        self.sock: zmq.Socket | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.broker_expires = 0.0
         self._unsent_logged = 0.0
         self.view = ClusterView()  # who owns which partition in which epoch, and the rest of the stack
@@ -99,9 +102,12 @@ class Proxy:
     # -- broker link ----------------------------------------------------------------
 
     def _connect(self) -> None:
+        loop = self._loop = asyncio.get_running_loop()
         if self.sock is not None:
+            loop.remove_reader(self.sock.FD)
             self.sock.close(0)
         self.sock = broker_dealer(self.ctx, self.broker_address, f"proxy-{self.name}", self.curve)
+        loop.add_reader(self.sock.FD, self._readable)
         self.broker_expires = time.monotonic() + EXPIRY
         self.view.reset()
         self._hello()
@@ -125,41 +131,49 @@ class Proxy:
                                   self.rm_report())
 
     def send(self, env: Envelope) -> None:
-        assert self.sock is not None
-        sent = self.sock.send(encode(env), zmq.NOBLOCK)  # an asyncio socket: a Future, done at once
-        if sent.done() and sent.exception() is not None:
+        assert self.sock is not None and self._loop is not None
+        try:
+            self.sock.send(encode(env), zmq.NOBLOCK)
+        except zmq.Again:
             now = time.monotonic()
             if now - self._unsent_logged > 10:
                 self._unsent_logged = now
                 log.warning("cannot reach the broker at %s (unreachable, or it refused this rmproxy's CURVE "
                             "key); dropped %s for [%s]%s, retrying", self.broker_address, env.kind, env.rm_id,
                             env.partition)
+        # ZeroMQ's FD is edge-triggered and a send can consume the edge of a message that
+        # arrived meanwhile: look again once this callback is done
+        self._loop.call_soon(self._readable)
 
     @property
     def broker_connected(self) -> bool:
         return self.view.known and time.monotonic() < self.broker_expires
 
     async def run_link(self) -> None:
-        """Receive from the broker forever; heartbeat and reconnect when it goes silent."""
+        """Heartbeat the broker and reconnect when it goes silent; ``_readable`` receives."""
         self._connect()
-        next_beat = time.monotonic() + INTERVAL
         while True:
-            assert self.sock is not None
-            timeout = max(0.0, next_beat - time.monotonic())
-            if await self.sock.poll(timeout * 1000, zmq.POLLIN):
-                while self.sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-                    # a ZeroMQ frame, decoded in place: a 42 MB answer is not copied into bytes first
-                    frame = await self.sock.recv(copy=False)
-                    self.broker_expires = time.monotonic() + EXPIRY
-                    self._on_broker(frame)
-            now = time.monotonic()
-            if now >= next_beat:
-                self.send(Envelope(Kind.HEARTBEAT, body=Heartbeat(rms=self.rm_report()).wire()))
-                next_beat = now + INTERVAL
-                if now > self.broker_expires:
-                    log.warning("broker silent for %.0fs, reconnecting to %s", EXPIRY, self.broker_address)
-                    self._connect()
-                    self._broker_reset("the broker stopped answering")
+            await asyncio.sleep(INTERVAL)
+            self.send(Envelope(Kind.HEARTBEAT, body=Heartbeat(rms=self.rm_report()).wire()))
+            if time.monotonic() > self.broker_expires:
+                log.warning("broker silent for %.0fs, reconnecting to %s", EXPIRY, self.broker_address)
+                self._connect()
+                self._broker_reset("the broker stopped answering")
+
+    def _readable(self) -> None:
+        """Receive what the broker sent, a bounded batch per call so the gRPC streams interleave."""
+        sock = self.sock
+        if sock is None:
+            return
+        for _ in range(READ_BATCH):
+            if not sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                return
+            # a ZeroMQ frame, decoded in place: a 42 MB answer is not copied into bytes first
+            frame = sock.recv(zmq.NOBLOCK, copy=False)
+            self.broker_expires = time.monotonic() + EXPIRY
+            self._on_broker(frame)
+        assert self._loop is not None
+        self._loop.call_soon(self._readable)  # more may wait: after the callbacks queued meanwhile
 
     def _on_broker(self, raw: Any) -> None:
         """One frame from the broker (bytes or a ZeroMQ frame): decode, then its handler."""
