@@ -183,6 +183,8 @@ class Partition:
         self.last_cycle_ns = now
         self.cycles += 1
         n, visited = scheduler.run_cycle(self, now)
+        if n >= self.settings.cycle_allocation_limit > 0:
+            self.changed = True  # stopped at the bound: more may fit, the next step goes on
         # Idle cycles (nothing changed; only asks ageing into a reservation can differ) are
         # spaced by their cost, ~1 us per waiting ask: at most ~10% of a core.
         self.idle_interval_ns = max(self.settings.idle_cycle_interval_ns, visited * IDLE_NS_PER_ASK)

@@ -123,8 +123,11 @@ def run_cycle(p: "Partition", now: int) -> tuple[int, int]:
         n = try_reserved(c) if p.reservations else 0
         if root.pending.is_zero():
             return n, c.visited
+        limit = p.settings.cycle_allocation_limit
         while _try_queue(c, root) is not None:
             n += 1
+            if n == limit:
+                break
         return n, c.visited
     finally:
         if c.timer is not None:

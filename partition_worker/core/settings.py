@@ -32,6 +32,11 @@ class CoreSettings:
     idle_cycle_interval_ns: int = SECOND  # cycle at this interval while asks are pending
     max_completed_apps: int = 10_000  # completed/failed/rejected apps kept for REST until expiry
     max_gone_apps: int = 10_000  # removed or expired apps remembered for `korral explain` (a few 100 B each)
+    # allocations one cycle makes before the step returns, the rest in the next step at once
+    # (0: no bound). The worker bounds it so a long cycle's allocations go out while it goes
+    # on, and input that arrived meanwhile is applied between the parts, as YuniKorn's
+    # one-allocation-per-call scheduling loop interleaves with its event handling.
+    cycle_allocation_limit: int = 0
     # user -> groups, for apps whose ugi has none (results cached by the placement resolver).
     # None: YuniKorn v1.2's default, the user's own name as the only group. The worker shell
     # injects the OS lookup; the core never calls it except through this setting.

@@ -2,7 +2,7 @@
 
 import pytest
 
-from partition_worker.core import AddAsk, ReleaseAlloc, ReleaseAsk, Termination
+from partition_worker.core import AddAsk, CoreSettings, ReleaseAlloc, ReleaseAsk, Termination
 from tests.core.harness import Harness, partition_config, q, res
 
 
@@ -27,6 +27,29 @@ def test_ten_thousand_asks_are_one_cycle_of_work(h: Harness) -> None:
         h.p.handle(AddAsk(f"k{i}", "app1", res(memory=10, vcore=1)), h.now)
     assert h.step() == 10_000
     assert h.p.cycles == 1
+
+
+def test_a_bounded_cycle_goes_on_in_the_next_step_in_the_same_order() -> None:
+    h = Harness(settings=CoreSettings(cycle_allocation_limit=3))
+    h.node("n1").app("app1")
+    for i in range(7):
+        h.ask(f"k{i}", "app1")
+    assert h.step() == 3
+    assert h.p.next_wakeup_ns() <= h.now  # stopped at the bound: the next step is due at once
+    assert [h.step(), h.step(), h.step()] == [3, 1, 0]
+    assert h.allocated_keys() == [f"k{i}" for i in range(7)]
+
+
+def test_exhausted_asks_leave_the_order_whether_first_or_in_the_middle(h: Harness) -> None:
+    h.node("n1").app("app1")
+    for i in range(5):
+        h.ask(f"k{i}", "app1")
+    app = h.p.apps["app1"]
+    assert [a.key for a in app.ordered_asks()] == ["k0", "k1", "k2", "k3", "k4"]
+    h.do(ReleaseAsk("app1", "k0"), ReleaseAsk("app1", "k3"))  # the head and one in the middle
+    assert [a.key for a in app.ordered_asks()] == ["k1", "k2", "k4"]
+    h.step()
+    assert h.allocated_keys() == ["k1", "k2", "k4"] and app.ordered_asks() == []
 
 
 def test_higher_priority_asks_are_allocated_first(h: Harness) -> None:
