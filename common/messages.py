@@ -50,6 +50,7 @@ class Kind(StrEnum):
     SI_ALLOCATION = "si.allocation"
     SI_APPLICATION = "si.application"
     SI_NODE = "si.node"
+    SI_ASKS = "si.asks"  # P->B->W: seed asks of one request as rows (common.si_rows), msgpack bytes
     SI_REVISION = "si.revision"  # P->B->W: the RM's SI revision, before the requests that need it; SiRevision
     CONFIG_UPDATE = "config.update"  # P->B->W: ConfigUpdate
     PARTITION_REMOVE = "partition.remove"  # P->B->W: the partition left the config; PartitionRemove
@@ -58,6 +59,7 @@ class Kind(StrEnum):
     SI_ALLOCATION_RESPONSE = "si.allocation.response"
     SI_APPLICATION_RESPONSE = "si.application.response"
     SI_NODE_RESPONSE = "si.node.response"
+    SI_ALLOCATIONS = "si.allocations"  # a step's new allocations as rows (common.si_rows), when it made nothing else
     EVENTS = "events"  # body [serialized si.v1.EventRecord...]
     SCHEDULING_STATES = "scheduling.states"  # body [serialized UpdateContainerSchedulingStateRequest...]
     # read-only queries (REST), P->B->W and back; Query, Reply
@@ -366,7 +368,8 @@ class Reply(Body):
 @dataclass(frozen=True, slots=True)
 class Unroutable(Body):
     """UNROUTABLE, broker -> rmproxy: a request the broker could not route (``kind``), quoted
-    back (``body``: bytes for SI traffic, a map for a config change or a query), and why."""
+    back (``body``: bytes for SI traffic, a map for asks as rows, a config change or a query),
+    and why."""
 
     reason: str = "unroutable"
     kind: str | None = None

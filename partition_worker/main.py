@@ -42,6 +42,7 @@ from common.heartbeat import EXPIRY, INTERVAL
 from common.links import broker_dealer
 from common.messages import ConfigUpdate, Heartbeat, PartitionRemove, Query, SiRevision
 from common.si_revision import Revision
+from common.si_rows import unpack_rows
 from partition_worker.core.settings import CoreSettings
 from partition_worker.health import HealthFile, check as check_health
 from partition_worker.queries import answer as answer_query
@@ -55,6 +56,9 @@ log = logging.getLogger("korral.worker")
 usage_log = logging.getLogger("korral.worker.application.usage")
 
 CYCLE_INTERVAL = 0.1  # seconds: a cycle runs at least this often even when nothing arrived
+# allocations per step: a burst's allocations leave in parts of this many (about 10 ms of
+# cycle each) while the cycle goes on, instead of all at its end
+CYCLE_ALLOCATIONS = 1000
 # A loop that made no turn for this long is hung, not slow: the heartbeat thread stops so the
 # broker declares the worker dead. Far above the slowest honest turn (seconds), far below "never".
 STALL_SECONDS = 60.0
@@ -236,6 +240,8 @@ class WorkerLoop:
         observe_step(o.session, out, stepped - started)  # cycle metrics for REST
         for line in out.app_summaries:
             usage_log.info("%s", line)
+        if out.allocations_new is not None:  # new allocations as rows (rmproxy writes them in SI)
+            self._send(Envelope(Kind.SI_ALLOCATIONS, o.rm_id, o.partition, o.epoch, 0, out.allocations_new))
         for kind, msg in (
             (Kind.SI_ALLOCATION_RESPONSE, out.allocation),
             (Kind.SI_APPLICATION_RESPONSE, out.application),
@@ -303,8 +309,9 @@ class WorkerLoop:
             raise ConfigError(f"RM {rm_id}: {exc}") from None
         session = self.session_factory(rm_id, partition, config,
                                        CoreSettings(group_lookup=self._group_lookup_for(config),
-                                                    stage_timer=time.perf_counter, compat=compat),
-                                       created_ns=time.time_ns())
+                                                    stage_timer=time.perf_counter, compat=compat,
+                                                    cycle_allocation_limit=CYCLE_ALLOCATIONS),
+                                       created_ns=time.time_ns(), rows_out=True)
         return session, config.usergroupresolver.type
 
     def _on_release(self, env: Envelope) -> None:
@@ -341,6 +348,21 @@ class WorkerLoop:
             return
         t1 = time.perf_counter()
         getattr(o.session, method)(request, time.time_ns())
+        observe_wire(o.session, decode=t1 - t0, apply=time.perf_counter() - t1)
+
+    def _on_asks(self, env: Envelope) -> None:
+        o = self._current(env)
+        if o is None:
+            return
+        t0 = time.perf_counter()
+        try:
+            body = unpack_rows(env.body, "sizes", "asks")
+        except ValueError as exc:
+            self.dropped += 1
+            log.warning("dropped %s for [%s]%s: undecodable body: %s", env.kind, env.rm_id, env.partition, exc)
+            return
+        t1 = time.perf_counter()
+        o.session.apply_ask_rows(body, time.time_ns())
         observe_wire(o.session, decode=t1 - t0, apply=time.perf_counter() - t1)
 
     def _on_revision(self, env: Envelope) -> None:
@@ -411,6 +433,7 @@ class WorkerLoop:
         Kind.PARTITION_ASSIGN: _on_assign,
         Kind.PARTITION_RELEASE: _on_release,
         Kind.SI_ALLOCATION: _on_si,
+        Kind.SI_ASKS: _on_asks,
         Kind.SI_APPLICATION: _on_si,
         Kind.SI_NODE: _on_si,
         Kind.SI_REVISION: _on_revision,

@@ -38,7 +38,8 @@ from common.compat import Compat
 from common.config.errors import ConfigError
 from common.constants import TAG_FOREIGN
 from common.config.model import PartitionConfig
-from common.si_resource import SiResourceCache, fill_si_resource as _fill_res, resource_from_si as _res
+from common.si_resource import resource_from_si as _res
+from common.si_rows import SizeTable, ask_rows, fill_allocations, sizes_from_rows
 from common.si_revision import Revision
 from partition_worker import si_v18
 from partition_worker.core import commands as C
@@ -86,10 +87,14 @@ class Outbox:
     events: list[si_pb2.EventRecord] = field(default_factory=list)
     scheduling_states: list[si_pb2.UpdateContainerSchedulingStateRequest] = field(default_factory=list)
     app_summaries: list[str] = field(default_factory=list)  # YK_APP_SUMMARY lines, for the log
+    # new allocations as rows (``common.si_rows``) when the session reports them apart (``rows_out``:
+    # the worker, whose rmproxy writes them in SI) and the step had no other allocation outcome;
+    # else they are in ``allocation``
+    allocations_new: dict | None = None
 
     def is_empty(self) -> bool:
         return (self.allocation is None and self.application is None and self.node is None
-                and not self.events and not self.scheduling_states and not self.app_summaries)
+                and self.allocations_new is None and not self.events and not self.scheduling_states and not self.app_summaries)
 
 
 class PartitionSession:
@@ -97,9 +102,11 @@ class PartitionSession:
 
     def __init__(self, rm_id: str, partition: str, config: PartitionConfig,
                  settings: CoreSettings | None = None, *, created_ns: int = 0,
-                 new_uuid: Callable[[], str] | None = None) -> None:
+                 new_uuid: Callable[[], str] | None = None, rows_out: bool = False) -> None:
         """``created_ns``: when the partition was created (the worker passes its clock);
-        ``new_uuid``: allocation UUIDs (default: ``uuid_source()``)."""
+        ``new_uuid``: allocation UUIDs (default: ``uuid_source()``); ``rows_out``: report new
+        allocations as rows in ``Outbox.allocations_new`` when a step made nothing else (the
+        worker: rmproxy writes the SI)."""
         self.rm_id = rm_id
         self.partition_name = partition
         self.core = Partition(partition, config, settings, rm_id=rm_id,
@@ -109,7 +116,7 @@ class PartitionSession:
                         partition, self.core.placement.error)
         self.event_ring: deque[si_pb2.EventRecord] = deque(maxlen=EVENT_RING_SIZE)
         self.last_respond_seconds = 0.0  # building the last step's SI responses (with a stage timer)
-        self.ask_sizes = SiResourceCache()
+        self.rows_out = rows_out
         # events ever put in the ring: the ring holds ids events_total - len(ring) .. events_total - 1
         self.events_total = 0
         self.created_ns = created_ns
@@ -130,7 +137,6 @@ class PartitionSession:
     # ------------------------------------------------------------------ input
     def apply_allocation_request(self, req: si.AllocationRequest, now_ns: int) -> None:
         core = self.core
-        sizes = self.ask_sizes
         allocations = getattr(req, "allocations", None)  # None: a seed si_pb2 message (in-process callers)
         if allocations:
             for cmd, key in si_v18.commands(core, allocations, now_ns):
@@ -138,15 +144,8 @@ class PartitionSession:
                     self.apply_node_request(cmd, now_ns)
                 else:
                     self._guard(cmd, EventType.REQUEST, key, now_ns)
-        for ask in req.asks:
-            try:
-                cmd = _ask_cmd(ask, sizes)
-            except ValueError as exc:  # e.g. an empty resource name
-                core.outcomes.rejected_asks.append(AskRejected(
-                    ask.applicationID, ask.allocationKey,
-                    f"invalid ask added to app {ask.applicationID}: ask {ask.allocationKey}: {exc}"))
-                continue
-            self._guard(cmd, EventType.REQUEST, ask.allocationKey, now_ns)
+        if req.asks:  # read into rows, as rmproxy sends a worker asks (``common.si_rows``)
+            self.apply_ask_rows(ask_rows(req.asks), now_ns)
         if req.HasField("releases"):
             rel = req.releases
             for r in rel.allocationAsksToRelease:
@@ -168,6 +167,28 @@ class PartitionSession:
                     uuid = r.UUID
                 self._guard(C.ReleaseAlloc(r.applicationID, uuid, term, r.message, r.allocationKey),
                             EventType.REQUEST, uuid or r.applicationID, now_ns)
+
+    def apply_ask_rows(self, body: dict, now_ns: int) -> None:
+        """The asks of an ``SI_ASKS`` body (``common.si_rows``), in order, each as the SI ask it
+        was read from: an ask of an invalid size is rejected naming it; a malformed row (a bug of
+        the sender) is logged and skipped."""
+        rejected = self.core.outcomes.rejected_asks
+        sizes = sizes_from_rows(body["sizes"])
+        add_ask, guard, request = C.AddAsk, self._guard, EventType.REQUEST
+        for row in body["asks"]:
+            try:
+                (key, app_id, size, max_allocations, priority, timeout_ms, tags, task_group, placeholder,
+                 originator, allow_self, allow_other) = row
+                resource = sizes[size]
+            except (ValueError, TypeError, IndexError) as exc:
+                log.warning("partition %s: skipped a malformed ask row %.200r: %s", self.partition_name, row, exc)
+                continue
+            if type(resource) is ValueError:  # e.g. an empty resource name
+                rejected.append(AskRejected(app_id, key, f"invalid ask added to app {app_id}: ask {key}: {resource}"))
+                continue
+            # positional: keywords cost a fifth of the build (tests/core/test_objects.py pins the order)
+            guard(add_ask(key, app_id, resource, max_allocations, priority, timeout_ms, tags or {}, task_group,
+                          placeholder, originator, allow_self, allow_other), request, key, now_ns)
 
     def apply_application_request(self, req: si.ApplicationRequest, now_ns: int) -> None:
         core = self.core
@@ -264,9 +285,14 @@ class PartitionSession:
         return self.core.next_wakeup_ns()
 
     def _outbox(self, o: Outcomes) -> Outbox:
+        new = self._allocation_rows(o.allocations) if o.allocations else None
+        # rows alone when the step made nothing but new allocations (a burst); with releases or
+        # rejections everything goes in one SI response, so the RM reads them together as before
+        # (a placeholder's release with the allocation replacing it)
+        rows_apart = self.rows_out and not (o.released or o.released_asks or o.rejected_asks)
         alloc_resp = None
-        if o.allocations or o.released or o.released_asks or o.rejected_asks:
-            alloc_resp = self._allocation_response(o)
+        if (new is not None and not rows_apart) or o.released or o.released_asks or o.rejected_asks:
+            alloc_resp = self._allocation_response(o, None if rows_apart else new)
         app_resp = None
         if o.apps_accepted or o.apps_rejected or o.app_states:
             app_resp = si.ApplicationResponse()
@@ -300,39 +326,32 @@ class PartitionSession:
             applicartionID=s.app_id, allocationKey=s.allocation_key,
             state=_SCHED_STATE.Value(s.state.value), reason=s.reason) for s in o.sched_states]
         return Outbox(alloc_resp, app_resp, node_resp, events, states,
-                      [summary_line(x, self.rm_id) for x in o.app_summaries])
+                      [summary_line(x, self.rm_id) for x in o.app_summaries],
+                      allocations_new=new if rows_apart else None)
 
-    def _allocation_response(self, o: Outcomes) -> si.AllocationResponse:
+    @staticmethod
+    def _allocation_rows(allocations: list) -> dict:
+        """The ``SI_ALLOCATIONS`` body of new allocations (``common.si_rows``)."""
+        sizes = SizeTable()
+        size_of = sizes.of
+        rows = []
+        for a in allocations:
+            al = a.alloc
+            r = al.resource
+            rows.append([al.key, al.uuid, al.node_id, al.app_id, size_of(r, r.items), al.priority,
+                         al.task_group, al.placeholder, al.tags or None, al.originator])
+        return {"sizes": sizes.rows, "new": rows}
+
+    def _allocation_response(self, o: Outcomes, new: dict | None) -> si.AllocationResponse:
         """In the RM's revision: a seed RM names allocations by UUID and gets released asks and
         rejected asks in their own lists; a v1.8 RM names them by key, reads a timed-out ask as
-        a release of its key and a rejection as a RejectedAllocation (see module doc)."""
+        a release of its key and a rejection as a RejectedAllocation (see module doc). ``new``:
+        the new allocations' rows, None when they are reported apart."""
         part = self.partition_name
         seed, v18 = self.revision is not Revision.V18, self.revision is not Revision.SEED
         resp = si.AllocationResponse()
-        add = resp.new.add
-        sizes: dict[tuple, si.Resource] = {}  # a size's SI message, built once: tasks share sizes
-        for a in o.allocations:
-            al = a.alloc
-            if seed:
-                m = add(allocationKey=al.key, UUID=al.uuid, nodeID=al.node_id, applicationID=al.app_id,
-                        partitionName=part)
-            else:
-                m = add(allocationKey=al.key, nodeID=al.node_id, applicationID=al.app_id, partitionName=part)
-                if al.originator:
-                    m.originator = True
-            if al.priority:  # proto3: a field left at its default is not sent either way
-                m.priority = al.priority
-            if al.task_group:
-                m.taskGroupName = al.task_group
-            if al.placeholder:
-                m.placeholder = True
-            if al.tags:
-                m.allocationTags.update(al.tags)
-            key = tuple(al.resource.items())
-            size = sizes.get(key)
-            if size is None:
-                size = sizes[key] = _fill_res(si.Resource(), al.resource)
-            m.resourcePerAlloc.CopyFrom(size)
+        if new is not None:
+            fill_allocations(resp, new, part, self.revision)
         for r in o.released:
             m = resp.released.add(partitionName=part, applicationID=r.app_id, message=r.message,
                                   terminationType=_TERM_TO_SI[r.termination], allocationKey=r.allocation_key)
@@ -385,15 +404,6 @@ def uuid_source() -> Callable[[], str]:
     prefix = str(base)[:24]
     counter = itertools.count(base.int & 0xFFFF_FFFF_FFFF)
     return lambda: f"{prefix}{next(counter) & 0xFFFF_FFFF_FFFF:012x}"
-
-
-def _ask_cmd(ask: si.AllocationAsk, sizes: SiResourceCache) -> C.AddAsk:
-    allow_self, allow_other = si_v18.preemption_policy(ask)
-    # positional: keywords cost a fifth of the build (tests/core/test_objects.py pins the order)
-    return C.AddAsk(
-        ask.allocationKey, ask.applicationID, sizes.get(ask.resourceAsk), ask.maxAllocations, ask.priority,
-        ask.executionTimeoutMilliSeconds, dict(ask.tags) if ask.tags else {}, ask.taskGroupName,
-        ask.placeholder, ask.Originator, allow_self, allow_other)
 
 
 def _add_node(n: si.NodeInfo, schedulable: bool = True) -> C.AddNode:

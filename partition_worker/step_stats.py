@@ -113,6 +113,8 @@ def observe_step(session: Any, outbox: Any, seconds: float) -> None:
         for stage, spent in stages.items():
             st.stage_buckets[stage][_bucket(spent)] += 1
             st.stage_seconds_sum[stage] += spent
+    if outbox.allocations_new is not None:
+        st.allocated += len(outbox.allocations_new["new"])
     a = outbox.allocation
     if a is not None:
         st.allocated += len(a.new)

@@ -254,8 +254,11 @@ def e2e_row(si_address: str, nodes: int, asks: int, rtt_samples: int = 200, rest
 
 
 def _round_trips(api, rm: _BenchRM, samples: int) -> list[float]:
-    """Ask one allocation, wait for it, release it; ``samples`` times on the idle cluster."""
+    """Ask one allocation and wait for it, ``samples`` times on the idle cluster; then release
+    them all at once. Each ask goes out alone: a release sent just before it would be timed too
+    (it holds the stream's writer and the worker for a turn)."""
     rtts = []
+    keys = []
     for i in range(samples + 5):  # the first few warm the path up and are not counted
         have = len(rm.allocations)
         t = time.perf_counter()
@@ -263,18 +266,17 @@ def _round_trips(api, rm: _BenchRM, samples: int) -> list[float]:
         rm.wait(lambda r: len(r.allocations) > have or r.rejected_asks, 10, "a single-ask allocation")
         if rm.rejected_asks:
             raise RuntimeError(f"single ask rejected: {rm.rejected_asks[0]}")
-        arrived = rm.alloc_times[have]
         if i >= 5:
-            rtts.append(arrived - t)
-        alloc = rm.allocations[have]
-        pb = si_v18_pb2 if rm.v18 else si_pb2
-        release = pb.AllocationRelease(partitionName="default", applicationID="app-a",
-                                       allocationKey=alloc.allocationKey, terminationType=pb.STOPPED_BY_RM,
-                                       message="bench round trip done")
-        if not rm.v18:
+            rtts.append(rm.alloc_times[have] - t)
+        keys.append(rm.allocations[have])
+    pb = si_v18_pb2 if rm.v18 else si_pb2
+    releases = [pb.AllocationRelease(partitionName="default", applicationID="app-a", allocationKey=a.allocationKey,
+                                     terminationType=pb.STOPPED_BY_RM, message="bench round trip done")
+                for a in keys]
+    if not rm.v18:
+        for release, alloc in zip(releases, keys):
             release.UUID = alloc.UUID
-        api.update_allocation(pb.AllocationRequest(releases=pb.AllocationReleasesRequest(
-            allocationsToRelease=[release])))
+    api.update_allocation(pb.AllocationRequest(releases=pb.AllocationReleasesRequest(allocationsToRelease=releases)))
     time.sleep(0.2)  # let the releases land before the burst
     return rtts
 

@@ -17,21 +17,21 @@ import time
 from typing import Any
 
 import grpc
-import zmq
 
-from common import korral_pb2, registry, si_pb2
+from common import korral_pb2, registry, si_internal_pb2, si_pb2
 from common.compat import Compat, compat_warnings, parse_compat
 from common.config import SchedulerConfig, load_config
 from common.config.extra import check_extra_config
 from common.config.errors import ConfigError
-from common.envelope import Envelope, Kind, dispatch, encode
+from common.envelope import Envelope, Kind, dispatch
 from common.gcpause import gc_paused
 from common.heartbeat import EXPIRY, INTERVAL
-from common.links import broker_dealer
 from common.messages import (KINDS, ConfigUpdate, Heartbeat, PartitionLost, PartitionOwned, PartitionRemove,
                              ProxyHello, Reply, RMPartitions, RMUnregister, SiRevision, Status, Unroutable)
 from common.si_revision import declared_revision
+from common.si_rows import fill_allocations
 from rmproxy.server import revision, split
+from rmproxy.server.broker_link import BrokerLink
 from rmproxy.server.cluster_view import ClusterView
 from rmproxy.server.config_changes import ConfigChanges
 from rmproxy.server.errors import RegistrationError
@@ -48,7 +48,7 @@ HOLD_SECONDS = 30.0  # a request for a partition without a worker waits this lon
 RM_TIMEOUT = 300.0  # seconds an RM may stay Paused (no stream open) before it is Stopped
 MAINTAIN_INTERVAL = 1.0
 RESYNC_DETAILS = "korral: re-register: "
-READ_BATCH = 64  # broker frames per event-loop callback
+ASK_BATCH = 1000  # asks per SI_ASKS envelope: a 1,000-ask part is read in ~1.5 ms
 LARGE_FRAME = 1 << 20  # bytes; a frame this large is decoded with the cyclic GC paused
 
 _KIND_OF_STREAM = {"allocation": Kind.SI_ALLOCATION, "application": Kind.SI_APPLICATION, "node": Kind.SI_NODE}
@@ -81,13 +81,7 @@ class Proxy:
         self.store = store
         self.name = name or f"{socket.gethostname()}-{os.getpid()}"
         self.rms: dict[str, RMSession] = {}
-        # A plain socket read from the event loop's own selector (``_readable``): zmq.asyncio's
-        # futures cost more than the hop itself on a single-ask round trip.
-        self.ctx = zmq.Context()
-        self.sock: zmq.Socket | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self.broker_expires = 0.0
-        self._unsent_logged = 0.0
+        self.link = BrokerLink(broker, f"proxy-{self.name}", curve, self._on_broker)
         self.view = ClusterView()  # who owns which partition in which epoch, and the rest of the stack
         # requests to workers waiting for their replies (config updates, partition removal, REST reads)
         self.requests = WorkerRequests(lambda env: self.send(env))
@@ -102,13 +96,7 @@ class Proxy:
     # -- broker link ----------------------------------------------------------------
 
     def _connect(self) -> None:
-        loop = self._loop = asyncio.get_running_loop()
-        if self.sock is not None:
-            loop.remove_reader(self.sock.FD)
-            self.sock.close(0)
-        self.sock = broker_dealer(self.ctx, self.broker_address, f"proxy-{self.name}", self.curve)
-        loop.add_reader(self.sock.FD, self._readable)
-        self.broker_expires = time.monotonic() + EXPIRY
+        self.link.connect()
         self.view.reset()
         self._hello()
 
@@ -131,49 +119,22 @@ class Proxy:
                                   self.rm_report())
 
     def send(self, env: Envelope) -> None:
-        assert self.sock is not None and self._loop is not None
-        try:
-            self.sock.send(encode(env), zmq.NOBLOCK)
-        except zmq.Again:
-            now = time.monotonic()
-            if now - self._unsent_logged > 10:
-                self._unsent_logged = now
-                log.warning("cannot reach the broker at %s (unreachable, or it refused this rmproxy's CURVE "
-                            "key); dropped %s for [%s]%s, retrying", self.broker_address, env.kind, env.rm_id,
-                            env.partition)
-        # ZeroMQ's FD is edge-triggered and a send can consume the edge of a message that
-        # arrived meanwhile: look again once this callback is done
-        self._loop.call_soon(self._readable)
+        self.link.send(env)
 
     @property
     def broker_connected(self) -> bool:
-        return self.view.known and time.monotonic() < self.broker_expires
+        return self.view.known and self.link.alive
 
     async def run_link(self) -> None:
-        """Heartbeat the broker and reconnect when it goes silent; ``_readable`` receives."""
+        """Heartbeat the broker and reconnect when it goes silent (the link receives)."""
         self._connect()
         while True:
             await asyncio.sleep(INTERVAL)
             self.send(Envelope(Kind.HEARTBEAT, body=Heartbeat(rms=self.rm_report()).wire()))
-            if time.monotonic() > self.broker_expires:
+            if not self.link.alive:
                 log.warning("broker silent for %.0fs, reconnecting to %s", EXPIRY, self.broker_address)
                 self._connect()
                 self._broker_reset("the broker stopped answering")
-
-    def _readable(self) -> None:
-        """Receive what the broker sent, a bounded batch per call so the gRPC streams interleave."""
-        sock = self.sock
-        if sock is None:
-            return
-        for _ in range(READ_BATCH):
-            if not sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-                return
-            # a ZeroMQ frame, decoded in place: a 42 MB answer is not copied into bytes first
-            frame = sock.recv(zmq.NOBLOCK, copy=False)
-            self.broker_expires = time.monotonic() + EXPIRY
-            self._on_broker(frame)
-        assert self._loop is not None
-        self._loop.call_soon(self._readable)  # more may wait: after the callbacks queued meanwhile
 
     def _on_broker(self, raw: Any) -> None:
         """One frame from the broker (bytes or a ZeroMQ frame): decode, then its handler."""
@@ -255,12 +216,29 @@ class Proxy:
                     f"while its worker loaded it: {reason}; register again"))
             self.resync(rm, f"partition [{rm.rm_id}]{env.partition} lost epoch {env.epoch}: {reason}")
 
-    def _on_response(self, env: Envelope) -> None:
+    def _outcome_rm(self, env: Envelope) -> RMSession | None:
+        """The RM a worker's outcome is for; None (counted) when it is from an epoch the RM has moved past."""
         rm = self.rms.get(env.rm_id)
         if rm is None or rm.epochs.get(env.partition) != env.epoch:
-            self.dropped += 1  # from an epoch the RM has moved past
+            self.dropped += 1
+            return None
+        return rm
+
+    def _on_response(self, env: Envelope) -> None:
+        if (rm := self._outcome_rm(env)) is not None:
+            rm.deliver(_STREAM_OF_RESPONSE[env.kind], env.body)
+
+    def _on_allocations(self, env: Envelope) -> None:
+        """A worker's new allocations as rows: written in the RM's SI revision, down its stream."""
+        if (rm := self._outcome_rm(env)) is None:
             return
-        rm.deliver(_STREAM_OF_RESPONSE[env.kind], env.body)
+        try:
+            resp = fill_allocations(si_internal_pb2.AllocationResponse(), env.body, env.partition, rm.revision)
+        except (KeyError, TypeError, ValueError, IndexError) as exc:  # a bug of the worker, not of the RM
+            self.dropped += 1
+            log.error("dropped new allocations of [%s]%s: malformed rows: %s", env.rm_id, env.partition, exc)
+            return
+        rm.deliver("allocation", resp.SerializeToString())
 
     def _on_events(self, env: Envelope) -> None:
         rm = self.rms.get(env.rm_id)
@@ -284,11 +262,17 @@ class Proxy:
         unroutable = Unroutable.decode(env.body)
         reason, original = unroutable.reason, unroutable.body
         log.warning("unroutable %s for [%s]%s: %s", unroutable.kind, env.rm_id, env.partition, reason)
+        kind = KINDS.get(unroutable.kind or "")
+        rm = self.rms.get(env.rm_id)
+        if kind is Kind.SI_ASKS:  # asks as rows: rejected as the request they came in would be
+            resp = split.reject_ask_rows(original, reason) if isinstance(original, bytes) else None
+            if rm is not None and resp is not None:
+                rm.deliver("allocation", resp.SerializeToString())
+            return
         if isinstance(original, dict):  # a config update or a query waiting for its reply
             self.requests.answer(Reply(unroutable.request_id, error=reason, unavailable=True))
             return
-        stream = _STREAM_OF_REQUEST.get(KINDS.get(unroutable.kind or ""))  # type: ignore[arg-type]
-        rm = self.rms.get(env.rm_id)
+        stream = _STREAM_OF_REQUEST.get(kind)  # type: ignore[arg-type]
         if rm is not None and stream is not None and isinstance(original, bytes):
             req_type, _, reject, _ = split.STREAMS[stream]
             resp = reject(req_type.FromString(original), reason)
@@ -300,6 +284,7 @@ class Proxy:
         Kind.STATUS: _on_status,
         Kind.PARTITION_OWNED: _on_owned,
         Kind.PARTITION_LOST: _on_lost,
+        Kind.SI_ALLOCATIONS: _on_allocations,
         Kind.SI_ALLOCATION_RESPONSE: _on_response,
         Kind.SI_APPLICATION_RESPONSE: _on_response,
         Kind.SI_NODE_RESPONSE: _on_response,
@@ -398,6 +383,11 @@ class Proxy:
                 continue
             if rm.revision is not None:
                 self._tell_revision(rm, partition, epoch)
+            if kind is Kind.SI_ALLOCATION and part.asks:
+                for body in split.take_asks(part, ASK_BATCH):
+                    self.send(Envelope(Kind.SI_ASKS, rm.rm_id, partition, epoch, rm.next_seq(partition), body))
+                if not part.allocations and not part.HasField("releases"):
+                    continue
             self.send(Envelope(kind, rm.rm_id, partition, epoch, rm.next_seq(partition),
                                part.SerializeToString()))
 

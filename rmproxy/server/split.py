@@ -15,9 +15,11 @@ from typing import Any, Callable, Iterable
 from common import si_internal_pb2 as si
 from common.constants import NODE_PARTITION
 from common.partitions import short_name
+from common.si_rows import ask_rows, pack_rows, unpack_rows
 
 __all__ = ["STREAMS", "split_allocation_request", "split_application_request", "split_node_request",
-           "reject_allocation_request", "reject_application_request", "reject_node_request", "node_partition"]
+           "reject_allocation_request", "reject_application_request", "reject_node_request", "node_partition",
+           "take_asks", "reject_ask_rows"]
 
 _CREATE = (si.NodeInfo.CREATE, si.NodeInfo.CREATE_DRAIN)  # the actions that add a node
 
@@ -149,6 +151,28 @@ def reject_allocation_request(req: si.AllocationRequest, reason: str) -> si.Allo
         resp.rejectedAllocations.add(allocationKey=alloc.allocationKey, applicationID=alloc.applicationID,
                                      reason=reason)
     return resp if resp.ListFields() else None
+
+
+def take_asks(part: si.AllocationRequest, batch: int) -> list[bytes]:
+    """Take a partition's part's seed asks out of it as ``SI_ASKS`` bodies of at most ``batch``
+    asks each (``common.si_rows``: read here, on rmproxy's core, not on the worker's); the part
+    keeps the rest (a request holds seed asks or v1.8 allocations, and releases go after asks)."""
+    asks = part.asks
+    bodies = [pack_rows(ask_rows(asks[i:i + batch])) for i in range(0, len(asks), batch)]
+    part.ClearField("asks")
+    return bodies
+
+
+def reject_ask_rows(body: bytes, reason: str) -> si.AllocationResponse | None:
+    """``reject_allocation_request`` for the asks of an ``SI_ASKS`` body (None: not one)."""
+    try:
+        rows = unpack_rows(body, "asks")["asks"]
+    except ValueError:
+        return None
+    resp = si.AllocationResponse()
+    for row in rows:
+        resp.rejected.add(allocationKey=row[0], applicationID=row[1], reason=reason)
+    return resp if resp.rejected else None
 
 
 def reject_application_request(req: si.ApplicationRequest, reason: str) -> si.ApplicationResponse | None:

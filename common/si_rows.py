@@ -1,0 +1,145 @@
+"""Rows: the compact form of the two SI items that make up a burst, asks in and allocations out.
+
+A seed ``AllocationAsk`` costs the worker about 1.5 us of protobuf field reads, an SI
+``Allocation`` about 1.3 us to build: a quarter of the worker's time in a burst, on the one core
+the partition has. rmproxy runs on the other one: it reads each request's asks into rows
+(``ask_rows``), the worker applies rows, reports its new allocations as rows, and rmproxy writes
+those into the RM's revision of ``AllocationResponse`` (``fill_allocations``). The protobuf work
+then overlaps the scheduling instead of adding to it. The worker's SI entry points go through the
+same two functions (``PartitionSession``), so each conversion exists once.
+
+Bodies (msgpack maps; ``sizes`` holds each distinct resource once, rows name it by index):
+
+- ``Kind.SI_ASKS`` (rmproxy -> worker): ``{"sizes": [[name, value, name, value, ...], ...],
+  "asks": [ask row, ...]}``; an ask row is ``ASK_FIELDS``, tags ``None`` when empty; packed into
+  bytes of its own (``pack_rows``), so the worker times its decoding as it times protobuf's;
+- ``Kind.SI_ALLOCATIONS`` (worker -> rmproxy): ``{"sizes": [...], "new": [allocation row, ...]}``;
+  an allocation row is ``ALLOCATION_FIELDS``.
+
+Sizes are checked where rows are applied (``sizes_from_rows``): an empty name or a non-integer
+value is refused there with the asks that use it, as an invalid SI resource is.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import msgpack
+
+from common import si_internal_pb2 as si
+from common.resources import Resource
+from common.si_revision import Revision
+
+__all__ = ["ASK_FIELDS", "ALLOCATION_FIELDS", "ask_rows", "fill_allocations", "sizes_from_rows",
+           "SizeTable", "pack_rows", "unpack_rows"]
+
+ASK_FIELDS = ("allocationKey", "applicationID", "size", "maxAllocations", "priority",
+              "executionTimeoutMilliSeconds", "tags", "taskGroupName", "placeholder", "Originator",
+              "allowPreemptSelf", "allowPreemptOther")
+ALLOCATION_FIELDS = ("allocationKey", "UUID", "nodeID", "applicationID", "size", "priority",
+                     "taskGroupName", "placeholder", "allocationTags", "originator")
+
+
+class SizeTable:
+    """Distinct sizes of one body, each given an index the first time it is seen; ``key`` is
+    anything hashable that identifies the size (serialized SI bytes, a ``Resource``)."""
+
+    __slots__ = ("index", "rows")
+
+    def __init__(self) -> None:
+        self.index: dict[Any, int] = {}
+        self.rows: list[list] = []
+
+    def of(self, key: Any, items: Any) -> int:
+        """The index of ``key``; ``items()`` gives its (name, value) pairs when it is new."""
+        i = self.index.get(key)
+        if i is None:
+            i = self.index[key] = len(self.rows)
+            self.rows.append([x for pair in items() for x in pair])
+        return i
+
+
+def pack_rows(body: dict) -> bytes:
+    return msgpack.packb(body, use_bin_type=True)
+
+
+def unpack_rows(raw: bytes, *keys: str) -> dict:
+    """A packed rows body (rows as tuples) holding ``keys``; ValueError when it is not one."""
+    try:
+        body = msgpack.unpackb(raw, raw=False, use_list=False)
+    except Exception as exc:  # msgpack raises several types; all mean "not a rows body"
+        raise ValueError(f"not msgpack: {exc}") from None
+    if not isinstance(body, dict) or not all(k in body for k in keys):
+        raise ValueError(f"expected a map of {', '.join(keys)}, got {type(body).__name__}")
+    return body
+
+
+def ask_rows(asks: Iterable[Any]) -> dict:
+    """The ``SI_ASKS`` body of seed ``AllocationAsk`` messages (either protobuf module)."""
+    sizes = SizeTable()
+    rows = []
+    for a in asks:
+        res = a.resourceAsk.resources
+        size = sizes.of(a.resourceAsk.SerializeToString(), lambda res=res: [(k, res[k].value) for k in res])
+        if a.HasField("preemptionPolicy"):
+            pp = a.preemptionPolicy
+            allow_self, allow_other = pp.allowPreemptSelf, pp.allowPreemptOther
+        else:  # unset: both allowed
+            allow_self = allow_other = True
+        tags = a.tags
+        rows.append([a.allocationKey, a.applicationID, size, a.maxAllocations, a.priority,
+                     a.executionTimeoutMilliSeconds, dict(tags) if tags else None, a.taskGroupName,
+                     a.placeholder, a.Originator, allow_self, allow_other])
+    return {"sizes": sizes.rows, "asks": rows}
+
+
+def sizes_from_rows(rows: Sequence[Any]) -> list[Resource | ValueError]:
+    """Each size row as a ``Resource``, or the ValueError saying why it is not one."""
+    out: list[Resource | ValueError] = []
+    for flat in rows:
+        try:
+            if not isinstance(flat, (list, tuple)) or len(flat) % 2:
+                raise ValueError(f"resource must be name/value pairs, got {flat!r}")
+            values = {}
+            for name, value in zip(flat[::2], flat[1::2]):
+                if not isinstance(name, str) or not name:
+                    raise ValueError("resource name must be a non-empty string")
+                if type(value) is not int:
+                    raise ValueError(f"resource {name}: value must be an integer, got {value!r}")
+                values[name] = value
+            out.append(Resource._trusted(values))
+        except ValueError as exc:
+            out.append(exc)
+    return out
+
+
+def fill_allocations(resp: si.AllocationResponse, body: dict, partition: str,
+                     revision: Revision | None) -> si.AllocationResponse:
+    """Add an ``SI_ALLOCATIONS`` body's rows to ``resp.new`` (the internal model, read by
+    either revision) in the RM's revision and return ``resp``: a seed RM names an allocation by UUID, a v1.8 one by key (and reads
+    ``originator``); undecided, the UUID is written (a v1.8 RM ignores it)."""
+    seed = revision is not Revision.V18
+    sizes: list[Any] = []  # each size's SI message, built once: allocations share few sizes
+    add = resp.new.add
+    for flat in body["sizes"]:
+        m = si.Resource()
+        for name, value in zip(flat[::2], flat[1::2]):
+            m.resources[name].value = value
+        sizes.append(m)
+    for key, uuid, node, app, size, priority, task_group, placeholder, tags, originator in body["new"]:
+        if seed:
+            m = add(allocationKey=key, UUID=uuid, nodeID=node, applicationID=app, partitionName=partition)
+        else:
+            m = add(allocationKey=key, nodeID=node, applicationID=app, partitionName=partition)
+            if originator:
+                m.originator = True
+        if priority:  # proto3: a field left at its default is not sent either way
+            m.priority = priority
+        if task_group:
+            m.taskGroupName = task_group
+        if placeholder:
+            m.placeholder = True
+        if tags:
+            m.allocationTags.update(tags)
+        m.resourcePerAlloc.CopyFrom(sizes[size])
+    return resp
