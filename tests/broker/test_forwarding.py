@@ -107,6 +107,6 @@ def test_a_bad_answer_body_is_forwarded_and_rmproxy_drops_it(stack, caplog):
         with caplog.at_level(logging.WARNING):
             rmproxy._on_broker(frame)  # a ZeroMQ frame, as rmproxy's link receives it
     finally:
-        rmproxy.ctx.term()
+        rmproxy.link.ctx.term()
     assert rmproxy.dropped == 1
     assert "rmproxy p1 dropped a frame" in caplog.text
