@@ -1,6 +1,6 @@
 """Rows: the compact form of the two SI items that make up a burst, asks in and allocations out.
 
-A seed ``AllocationAsk`` costs the worker about 1.5 us of protobuf field reads, an SI
+A seed ``AllocationAsk`` (or an SI v1.8 ``Allocation`` without node) costs the worker about 1.5 us of protobuf field reads, an SI
 ``Allocation`` about 1.3 us to build: a quarter of the worker's time in a burst, on the one core
 the partition has. rmproxy runs on the other one: it reads each request's asks into rows
 (``ask_rows``), the worker applies rows, reports its new allocations as rows, and rmproxy writes
@@ -11,7 +11,8 @@ same two functions (``PartitionSession``), so each conversion exists once.
 Bodies (msgpack maps; ``sizes`` holds each distinct resource once, rows name it by index):
 
 - ``Kind.SI_ASKS`` (rmproxy -> worker): ``{"sizes": [[name, value, name, value, ...], ...],
-  "asks": [ask row, ...]}``; an ask row is ``ASK_FIELDS``, tags ``None`` when empty; packed into
+  "asks": [ask row, ...], "v18": true when they are a v1.8 RM's allocations}``; an ask row is
+  ``ASK_FIELDS``, tags ``None`` when empty; packed into
   bytes of its own (``pack_rows``), so the worker times its decoding as it times protobuf's;
 - ``Kind.SI_ALLOCATIONS`` (worker -> rmproxy): ``{"sizes": [...], "new": [allocation row, ...]}``;
   an allocation row is ``ALLOCATION_FIELDS``.
@@ -27,11 +28,13 @@ from typing import Any, Iterable, Sequence
 import msgpack
 
 from common import si_internal_pb2 as si
+from common.constants import TAG_FOREIGN
 from common.resources import Resource
 from common.si_revision import Revision
 
-__all__ = ["ASK_FIELDS", "ALLOCATION_FIELDS", "ask_rows", "fill_allocations", "sizes_from_rows",
-           "SizeTable", "pack_rows", "unpack_rows"]
+__all__ = ["ASK_FIELDS", "ALLOCATION_FIELDS", "ask_rows", "allocation_ask_rows", "is_plain_ask",
+           "fill_allocations", "sizes_from_rows", "SizeTable", "pack_rows", "unpack_rows",
+           "preemption_policy"]
 
 ASK_FIELDS = ("allocationKey", "applicationID", "size", "maxAllocations", "priority",
               "executionTimeoutMilliSeconds", "tags", "taskGroupName", "placeholder", "Originator",
@@ -79,18 +82,42 @@ def ask_rows(asks: Iterable[Any]) -> dict:
     sizes = SizeTable()
     rows = []
     for a in asks:
-        res = a.resourceAsk.resources
-        size = sizes.of(a.resourceAsk.SerializeToString(), lambda res=res: [(k, res[k].value) for k in res])
-        if a.HasField("preemptionPolicy"):
-            pp = a.preemptionPolicy
-            allow_self, allow_other = pp.allowPreemptSelf, pp.allowPreemptOther
-        else:  # unset: both allowed
-            allow_self = allow_other = True
         tags = a.tags
-        rows.append([a.allocationKey, a.applicationID, size, a.maxAllocations, a.priority,
-                     a.executionTimeoutMilliSeconds, dict(tags) if tags else None, a.taskGroupName,
-                     a.placeholder, a.Originator, allow_self, allow_other])
+        rows.append([a.allocationKey, a.applicationID, _size(sizes, a.resourceAsk), a.maxAllocations,
+                     a.priority, a.executionTimeoutMilliSeconds, dict(tags) if tags else None,
+                     a.taskGroupName, a.placeholder, a.Originator, *preemption_policy(a)])
     return {"sizes": sizes.rows, "asks": rows}
+
+
+def is_plain_ask(a: Any) -> bool:
+    """An SI v1.8 ``Allocation`` that is an ask: no node, not another scheduler's pod."""
+    return not a.nodeID and TAG_FOREIGN not in a.allocationTags
+
+
+def allocation_ask_rows(allocations: Iterable[Any]) -> dict:
+    """The ``SI_ASKS`` body of SI v1.8 ``Allocation`` messages that are asks (``is_plain_ask``):
+    one repeat each, no execution timeout (v1.8 has neither field)."""
+    sizes = SizeTable()
+    rows = []
+    for a in allocations:
+        tags = a.allocationTags
+        rows.append([a.allocationKey, a.applicationID, _size(sizes, a.resourcePerAlloc), 1, a.priority, 0,
+                     dict(tags) if tags else None, a.taskGroupName, a.placeholder, a.originator,
+                     *preemption_policy(a)])
+    return {"sizes": sizes.rows, "asks": rows, "v18": True}
+
+
+def _size(sizes: SizeTable, msg: Any) -> int:
+    res = msg.resources
+    return sizes.of(msg.SerializeToString(), lambda: [(k, res[k].value) for k in res])
+
+
+def preemption_policy(msg: Any) -> tuple[bool, bool]:
+    """(allowPreemptSelf, allowPreemptOther) of an ask or allocation; both True when unset."""
+    if not msg.HasField("preemptionPolicy"):
+        return True, True
+    pp = msg.preemptionPolicy
+    return pp.allowPreemptSelf, pp.allowPreemptOther
 
 
 def sizes_from_rows(rows: Sequence[Any]) -> list[Resource | ValueError]:

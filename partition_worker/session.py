@@ -39,7 +39,8 @@ from common.config.errors import ConfigError
 from common.constants import TAG_FOREIGN
 from common.config.model import PartitionConfig
 from common.si_resource import resource_from_si as _res
-from common.si_rows import SizeTable, ask_rows, fill_allocations, sizes_from_rows
+from common.si_rows import (SizeTable, allocation_ask_rows, ask_rows, fill_allocations, is_plain_ask,
+                            sizes_from_rows)
 from common.si_revision import Revision
 from partition_worker import si_v18
 from partition_worker.core import commands as C
@@ -138,7 +139,9 @@ class PartitionSession:
     def apply_allocation_request(self, req: si.AllocationRequest, now_ns: int) -> None:
         core = self.core
         allocations = getattr(req, "allocations", None)  # None: a seed si_pb2 message (in-process callers)
-        if allocations:
+        if allocations and all(map(is_plain_ask, allocations)):  # asks only: as rmproxy sends them
+            self.apply_ask_rows(allocation_ask_rows(allocations), now_ns)
+        elif allocations:
             for cmd, key in si_v18.commands(core, allocations, now_ns):
                 if type(cmd) is si.NodeRequest:  # a foreign allocation, in the seed's form
                     self.apply_node_request(cmd, now_ns)
@@ -170,10 +173,13 @@ class PartitionSession:
 
     def apply_ask_rows(self, body: dict, now_ns: int) -> None:
         """The asks of an ``SI_ASKS`` body (``common.si_rows``), in order, each as the SI ask it
-        was read from: an ask of an invalid size is rejected naming it; a malformed row (a bug of
-        the sender) is logged and skipped."""
-        rejected = self.core.outcomes.rejected_asks
+        was read from: an ask of an invalid size is rejected naming it, a v1.8 RM's asks are
+        checked as its allocations are (``si_v18.admitted``); a malformed row (a bug of the
+        sender) is logged and skipped."""
+        core = self.core
+        rejected = core.outcomes.rejected_asks
         sizes = sizes_from_rows(body["sizes"])
+        v18 = body.get("v18", False)  # a v1.8 RM's allocations without node
         add_ask, guard, request = C.AddAsk, self._guard, EventType.REQUEST
         for row in body["asks"]:
             try:
@@ -183,7 +189,10 @@ class PartitionSession:
             except (ValueError, TypeError, IndexError) as exc:
                 log.warning("partition %s: skipped a malformed ask row %.200r: %s", self.partition_name, row, exc)
                 continue
-            if type(resource) is ValueError:  # e.g. an empty resource name
+            if v18:
+                if not si_v18.admitted(core, key, app_id, "", resource, now_ns):
+                    continue
+            elif type(resource) is ValueError:  # e.g. an empty resource name
                 rejected.append(AskRejected(app_id, key, f"invalid ask added to app {app_id}: ask {key}: {resource}"))
                 continue
             # positional: keywords cost a fifth of the build (tests/core/test_objects.py pins the order)

@@ -23,13 +23,14 @@ from common import si_internal_pb2 as si
 from common.constants import TAG_FOREIGN
 from common.resources import Resource
 from common.si_resource import resource_from_si
+from common.si_rows import preemption_policy
 from partition_worker.core import commands as C
 from partition_worker.core.outcomes import AskRejected, EventType
 
 if TYPE_CHECKING:  # pragma: no cover
     from partition_worker.core.partition import Partition
 
-__all__ = ["commands", "preemption_policy", "replaced_message"]
+__all__ = ["admitted", "commands", "replaced_message"]
 
 # The message of a placeholder's PLACEHOLDER_REPLACED release names the allocation replacing it:
 # the core writes the seed's form (by UUID), a v1.8 RM reads YuniKorn 1.8's (by allocationKey).
@@ -45,19 +46,10 @@ def replaced_message(message: str) -> str:
     return message
 
 
-def preemption_policy(msg) -> tuple[bool, bool]:
-    """(allowPreemptSelf, allowPreemptOther) of an ask or allocation; both True when unset."""
-    if not msg.HasField("preemptionPolicy"):
-        return True, True
-    pp = msg.preemptionPolicy
-    return pp.allowPreemptSelf, pp.allowPreemptOther
-
-
 def commands(core: "Partition", allocations: Iterable[si.Allocation], now_ns: int) -> Iterator[tuple[object, str]]:
     """(command, allocation key) for each element to apply, in order; a foreign allocation's
     command is a ``NodeRequest`` (see module doc). Rejections go straight to the core's
     outcomes. A generator: each element is checked after the ones before it were applied."""
-    rejected = core.outcomes.rejected_asks
     for a in allocations:
         tags = a.allocationTags
         if TAG_FOREIGN in tags:
@@ -65,23 +57,13 @@ def commands(core: "Partition", allocations: Iterable[si.Allocation], now_ns: in
                                                     existingAllocations=[a])]), a.allocationKey
             continue
         key, app_id = a.allocationKey, a.applicationID
-        reason, resource = _checked(core, a)
-        if resource is None:
-            rejected.append(AskRejected(app_id, key, reason))
+        try:
+            resource: Resource | ValueError = resource_from_si(a.resourcePerAlloc)
+        except ValueError as exc:
+            resource = exc
+        if not admitted(core, key, app_id, a.nodeID, resource, now_ns):
             continue
-        placed = core.allocations.get(key)
-        if placed is not None:
-            if placed.app_id != app_id:
-                rejected.append(AskRejected(app_id, key, f"allocation {key} of application {app_id}: the key "
-                                                          f"is in use by application {placed.app_id}"))
-            elif a.nodeID and a.nodeID != placed.node_id:
-                rejected.append(AskRejected(app_id, key, f"allocation {key} is placed on node {placed.node_id}, "
-                                                          f"not on node {a.nodeID}"))
-            else:
-                core.event(EventType.REQUEST, key, "AllocationUnchanged",
-                           f"allocation {key} of application {app_id} is placed already: an update of a "
-                           "placed allocation changes nothing", now_ns, group=app_id)
-            continue
+        assert isinstance(resource, Resource)
         if a.nodeID:
             cmd: object = C.AddAllocation(C.RecoveredAlloc(
                 uuid=key, key=key, app_id=app_id, resource=resource, node_id=a.nodeID, tags=dict(tags),
@@ -94,24 +76,46 @@ def commands(core: "Partition", allocations: Iterable[si.Allocation], now_ns: in
         yield cmd, key
 
 
-def _checked(core: "Partition", a: si.Allocation) -> tuple[str, Resource | None]:
-    """(why not, None) with YuniKorn's reason to reject a (non-foreign) allocation (Korral's
-    when a key is missing), else ("", its resource)."""
-    key, app_id = a.allocationKey, a.applicationID
+def admitted(core: "Partition", key: str, app_id: str, node_id: str, resource: "Resource | ValueError",
+             now_ns: int) -> bool:
+    """Whether a (non-foreign) allocation may be applied, as YuniKorn >= 1.6 decides it; if not,
+    its rejection (or, for a key already placed as it is, YuniKorn's no-op event) is recorded.
+    ``resource``: its size, or why it has none. The asks of an ``SI_ASKS`` body from a v1.8 RM
+    pass here too (``PartitionSession.apply_ask_rows``)."""
+    reason = _why_not(core, key, app_id, node_id, resource)
+    if reason:
+        core.outcomes.rejected_asks.append(AskRejected(app_id, key, reason))
+        return False
+    placed = core.allocations.get(key)
+    if placed is None:
+        return True
+    if placed.app_id != app_id:
+        reason = f"allocation {key} of application {app_id}: the key is in use by application {placed.app_id}"
+    elif node_id and node_id != placed.node_id:
+        reason = f"allocation {key} is placed on node {placed.node_id}, not on node {node_id}"
+    else:
+        core.event(EventType.REQUEST, key, "AllocationUnchanged",
+                   f"allocation {key} of application {app_id} is placed already: an update of a "
+                   "placed allocation changes nothing", now_ns, group=app_id)
+        return False
+    core.outcomes.rejected_asks.append(AskRejected(app_id, key, reason))
+    return False
+
+
+def _why_not(core: "Partition", key: str, app_id: str, node_id: str, resource: "Resource | ValueError") -> str:
+    """YuniKorn's reason to reject a (non-foreign) allocation (Korral's when a key is missing), or ""."""
     if not key:
-        return f"allocation of application {app_id or '(none)'} has no allocationKey", None
+        return f"allocation of application {app_id or '(none)'} has no allocationKey"
     if not app_id:
-        return f"allocation {key} has no applicationID", None
+        return f"allocation {key} has no applicationID"
     if app_id not in core.apps:
-        return f"failed to find application {app_id}", None
-    if a.nodeID and a.nodeID not in core.nodes.nodes:
-        return f"failed to find node {a.nodeID}", None
-    try:
-        resource = resource_from_si(a.resourcePerAlloc)
-    except ValueError as exc:
-        return f"allocation {key}: {exc}", None
+        return f"failed to find application {app_id}"
+    if node_id and node_id not in core.nodes.nodes:
+        return f"failed to find node {node_id}"
+    if isinstance(resource, ValueError):
+        return f"allocation {key}: {resource}"
     if resource.is_zero():
-        return "allocation contains no resources", None
+        return "allocation contains no resources"
     if not resource.strictly_greater_than_zero():
-        return "allocation contains negative resources", None
-    return "", resource
+        return "allocation contains negative resources"
+    return ""

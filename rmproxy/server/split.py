@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable
 from common import si_internal_pb2 as si
 from common.constants import NODE_PARTITION
 from common.partitions import short_name
-from common.si_rows import ask_rows, pack_rows, unpack_rows
+from common.si_rows import allocation_ask_rows, ask_rows, is_plain_ask, pack_rows, unpack_rows
 
 __all__ = ["STREAMS", "split_allocation_request", "split_application_request", "split_node_request",
            "reject_allocation_request", "reject_application_request", "reject_node_request", "node_partition",
@@ -154,12 +154,20 @@ def reject_allocation_request(req: si.AllocationRequest, reason: str) -> si.Allo
 
 
 def take_asks(part: si.AllocationRequest, batch: int) -> list[bytes]:
-    """Take a partition's part's seed asks out of it as ``SI_ASKS`` bodies of at most ``batch``
-    asks each (``common.si_rows``: read here, on rmproxy's core, not on the worker's); the part
-    keeps the rest (a request holds seed asks or v1.8 allocations, and releases go after asks)."""
-    asks = part.asks
-    bodies = [pack_rows(ask_rows(asks[i:i + batch])) for i in range(0, len(asks), batch)]
-    part.ClearField("asks")
+    """Take a partition's part's asks out of it as ``SI_ASKS`` bodies of at most ``batch`` asks
+    each (``common.si_rows``: read here, on rmproxy's core, not on the worker's): its seed asks,
+    or its v1.8 allocations when every one is an ask (a placed or foreign one among them keeps
+    them all in the part, in order). The part keeps the rest (a request holds seed asks or v1.8
+    allocations, and releases go after asks)."""
+    if part.asks:
+        field, rows = "asks", ask_rows
+    elif part.allocations and all(map(is_plain_ask, part.allocations)):
+        field, rows = "allocations", allocation_ask_rows
+    else:
+        return []
+    items = getattr(part, field)
+    bodies = [pack_rows(rows(items[i:i + batch])) for i in range(0, len(items), batch)]
+    part.ClearField(field)
     return bodies
 
 

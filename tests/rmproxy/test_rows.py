@@ -72,3 +72,19 @@ def test_asks_no_worker_can_take_are_rejected_by_name():
         "reason": reason, "kind": Kind.SI_ASKS.value, "body": sent[0].body}))
     (rej,) = si.AllocationResponse.FromString(rm.buffers["allocation"][-1]).rejected
     assert (rej.allocationKey, rej.applicationID, rej.reason) == ("k1", "app1", reason)
+
+
+def test_a_v18_rms_asks_go_as_rows_marked_v18_unless_a_placed_one_is_among_them():
+    p, sent, rm = _proxy(Revision.V18)
+    asks = [si.Allocation(allocationKey=f"k{i}", applicationID="app1", partitionName="default") for i in range(2)]
+    for a in asks:
+        a.resourcePerAlloc.resources["memory"].value = 10
+    p.handle_request("allocation", rm, si.AllocationRequest(allocations=asks))
+    (env,) = sent
+    body = unpack_rows(env.body)
+    assert env.kind is Kind.SI_ASKS and body["v18"] is True
+    assert [dict(zip(ASK_FIELDS, r))["maxAllocations"] for r in body["asks"]] == [1, 1]
+    placed = si.Allocation(allocationKey="p1", applicationID="app1", nodeID="n1", partitionName="default")
+    p.handle_request("allocation", rm, si.AllocationRequest(allocations=[asks[0], placed]))
+    assert sent[-1].kind is Kind.SI_ALLOCATION  # kept in order, as protobuf
+    assert [a.allocationKey for a in si.AllocationRequest.FromString(sent[-1].body).allocations] == ["k0", "p1"]
