@@ -44,8 +44,10 @@ ALLOCATION_FIELDS = ("allocationKey", "UUID", "nodeID", "applicationID", "size",
 
 
 class SizeTable:
-    """Distinct sizes of one body, each given an index the first time it is seen; ``key`` is
-    anything hashable that identifies the size (serialized SI bytes, a ``Resource``)."""
+    """Distinct sizes of one body, each given an index the first time it is seen. ``index``
+    maps a key that identifies a size (serialized SI bytes; a ``Resource``'s ``id``: hashing a
+    new ``Resource`` builds a frozenset, so each request's shared size object is keyed by
+    identity) to its index; ``add`` a key missing there."""
 
     __slots__ = ("index", "rows")
 
@@ -53,12 +55,9 @@ class SizeTable:
         self.index: dict[Any, int] = {}
         self.rows: list[list] = []
 
-    def of(self, key: Any, items: Any) -> int:
-        """The index of ``key``; ``items()`` gives its (name, value) pairs when it is new."""
-        i = self.index.get(key)
-        if i is None:
-            i = self.index[key] = len(self.rows)
-            self.rows.append([x for pair in items() for x in pair])
+    def add(self, key: Any, pairs: Iterable[tuple[str, int]]) -> int:
+        i = self.index[key] = len(self.rows)
+        self.rows.append([x for pair in pairs for x in pair])
         return i
 
 
@@ -108,8 +107,12 @@ def allocation_ask_rows(allocations: Iterable[Any]) -> dict:
 
 
 def _size(sizes: SizeTable, msg: Any) -> int:
-    res = msg.resources
-    return sizes.of(msg.SerializeToString(), lambda: [(k, res[k].value) for k in res])
+    raw = msg.SerializeToString()  # same bytes, same size (map order may differ: one more row)
+    i = sizes.index.get(raw)
+    if i is None:
+        res = msg.resources
+        i = sizes.add(raw, [(k, res[k].value) for k in res])
+    return i
 
 
 def preemption_policy(msg: Any) -> tuple[bool, bool]:
@@ -143,16 +146,13 @@ def sizes_from_rows(rows: Sequence[Any]) -> list[Resource | ValueError]:
 def fill_allocations(resp: si.AllocationResponse, body: dict, partition: str,
                      revision: Revision | None) -> si.AllocationResponse:
     """Add an ``SI_ALLOCATIONS`` body's rows to ``resp.new`` (the internal model, read by
-    either revision) in the RM's revision and return ``resp``: a seed RM names an allocation by UUID, a v1.8 one by key (and reads
-    ``originator``); undecided, the UUID is written (a v1.8 RM ignores it)."""
+    either revision) in the RM's revision and return ``resp``: a seed RM names an allocation by
+    UUID, a v1.8 one by key (and reads ``originator``); undecided, the UUID is written (a v1.8
+    RM ignores it)."""
     seed = revision is not Revision.V18
-    sizes: list[Any] = []  # each size's SI message, built once: allocations share few sizes
+    sizes = body["sizes"]  # (may grow while "new" is read: a session's rows are made as they are read)
+    built: dict[int, si.Resource] = {}  # each size's SI message, built once: allocations share few sizes
     add = resp.new.add
-    for flat in body["sizes"]:
-        m = si.Resource()
-        for name, value in zip(flat[::2], flat[1::2]):
-            m.resources[name].value = value
-        sizes.append(m)
     for key, uuid, node, app, size, priority, task_group, placeholder, tags, originator in body["new"]:
         if seed:
             m = add(allocationKey=key, UUID=uuid, nodeID=node, applicationID=app, partitionName=partition)
@@ -168,5 +168,11 @@ def fill_allocations(resp: si.AllocationResponse, body: dict, partition: str,
             m.placeholder = True
         if tags:
             m.allocationTags.update(tags)
-        m.resourcePerAlloc.CopyFrom(sizes[size])
+        res = built.get(size)
+        if res is None:
+            flat = sizes[size]
+            res = built[size] = si.Resource()
+            for name, value in zip(flat[::2], flat[1::2]):
+                res.resources[name].value = value
+        m.resourcePerAlloc.CopyFrom(res)
     return resp

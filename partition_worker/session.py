@@ -294,11 +294,11 @@ class PartitionSession:
         return self.core.next_wakeup_ns()
 
     def _outbox(self, o: Outcomes) -> Outbox:
-        new = self._allocation_rows(o.allocations) if o.allocations else None
         # rows alone when the step made nothing but new allocations (a burst); with releases or
         # rejections everything goes in one SI response, so the RM reads them together as before
         # (a placeholder's release with the allocation replacing it)
         rows_apart = self.rows_out and not (o.released or o.released_asks or o.rejected_asks)
+        new = self._allocation_rows(o.allocations, listed=rows_apart) if o.allocations else None
         alloc_resp = None
         if (new is not None and not rows_apart) or o.released or o.released_asks or o.rejected_asks:
             alloc_resp = self._allocation_response(o, None if rows_apart else new)
@@ -339,17 +339,19 @@ class PartitionSession:
                       allocations_new=new if rows_apart else None)
 
     @staticmethod
-    def _allocation_rows(allocations: list) -> dict:
-        """The ``SI_ALLOCATIONS`` body of new allocations (``common.si_rows``)."""
+    def _allocation_rows(allocations: list, listed: bool) -> dict:
+        """The ``SI_ALLOCATIONS`` body of new allocations (``common.si_rows``); its rows a list
+        to send, else made one by one as ``fill_allocations`` reads them."""
         sizes = SizeTable()
-        size_of = sizes.of
-        rows = []
-        for a in allocations:
-            al = a.alloc
-            r = al.resource
-            rows.append([al.key, al.uuid, al.node_id, al.app_id, size_of(r, r.items), al.priority,
-                         al.task_group, al.placeholder, al.tags or None, al.originator])
-        return {"sizes": sizes.rows, "new": rows}
+        index = sizes.index
+
+        def size(r) -> int:  # allocations of one ask share its Resource object
+            i = index.get(id(r))
+            return sizes.add(id(r), r.items()) if i is None else i
+
+        rows = ((al.key, al.uuid, al.node_id, al.app_id, size(al.resource), al.priority, al.task_group,
+                 al.placeholder, al.tags or None, al.originator) for al in (a.alloc for a in allocations))
+        return {"sizes": sizes.rows, "new": list(rows) if listed else rows}
 
     def _allocation_response(self, o: Outcomes, new: dict | None) -> si.AllocationResponse:
         """In the RM's revision: a seed RM names allocations by UUID and gets released asks and

@@ -383,11 +383,10 @@ class Proxy:
                 continue
             if rm.revision is not None:
                 self._tell_revision(rm, partition, epoch)
-            if kind is Kind.SI_ALLOCATION and (bodies := split.take_asks(part, ASK_BATCH)):
+            if kind is Kind.SI_ALLOCATION and (bodies := split.ask_bodies(part, ASK_BATCH)):
                 for body in bodies:
                     self.send(Envelope(Kind.SI_ASKS, rm.rm_id, partition, epoch, rm.next_seq(partition), body))
-                if not part.allocations and not part.HasField("releases"):
-                    continue
+                continue
             self.send(Envelope(kind, rm.rm_id, partition, epoch, rm.next_seq(partition),
                                part.SerializeToString()))
 

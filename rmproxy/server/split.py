@@ -19,7 +19,7 @@ from common.si_rows import allocation_ask_rows, ask_rows, is_plain_ask, pack_row
 
 __all__ = ["STREAMS", "split_allocation_request", "split_application_request", "split_node_request",
            "reject_allocation_request", "reject_application_request", "reject_node_request", "node_partition",
-           "take_asks", "reject_ask_rows"]
+           "ask_bodies", "reject_ask_rows"]
 
 _CREATE = (si.NodeInfo.CREATE, si.NodeInfo.CREATE_DRAIN)  # the actions that add a node
 
@@ -153,12 +153,14 @@ def reject_allocation_request(req: si.AllocationRequest, reason: str) -> si.Allo
     return resp if resp.ListFields() else None
 
 
-def take_asks(part: si.AllocationRequest, batch: int) -> list[bytes]:
-    """Take a partition's part's asks out of it as ``SI_ASKS`` bodies of at most ``batch`` asks
-    each (``common.si_rows``: read here, on rmproxy's core, not on the worker's): its seed asks,
-    or its v1.8 allocations when every one is an ask (a placed or foreign one among them keeps
-    them all in the part, in order). The part keeps the rest (a request holds seed asks or v1.8
-    allocations, and releases go after asks)."""
+def ask_bodies(part: si.AllocationRequest, batch: int) -> list[bytes]:
+    """A partition's part as ``SI_ASKS`` bodies of at most ``batch`` asks each when it holds
+    asks and nothing else (``common.si_rows``: read here, on rmproxy's core, not on the worker's):
+    seed asks, or v1.8 allocations that are all asks; else [] and the part goes as protobuf.
+    A part with releases too (steady churn) stays one envelope: a second one per request cost the
+    broker and the worker more than reading its few asks saves."""
+    if part.HasField("releases"):
+        return []
     if part.asks:
         field, rows = "asks", ask_rows
     elif part.allocations and all(map(is_plain_ask, part.allocations)):
@@ -166,9 +168,7 @@ def take_asks(part: si.AllocationRequest, batch: int) -> list[bytes]:
     else:
         return []
     items = getattr(part, field)
-    bodies = [pack_rows(rows(items[i:i + batch])) for i in range(0, len(items), batch)]
-    part.ClearField(field)
-    return bodies
+    return [pack_rows(rows(items[i:i + batch])) for i in range(0, len(items), batch)]
 
 
 def reject_ask_rows(body: bytes, reason: str) -> si.AllocationResponse | None:

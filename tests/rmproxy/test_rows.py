@@ -1,5 +1,5 @@
-"""rmproxy's side of rows (common.si_rows): a request's seed asks go to the worker as rows, in
-parts, ahead of the rest of the request; the worker's new allocations come back as rows and go
+"""rmproxy's side of rows (common.si_rows): a request of asks only goes to the worker as rows,
+in parts; the worker's new allocations come back as rows and go
 down the RM's stream in its SI revision; asks no worker can take are rejected by name."""
 
 from __future__ import annotations
@@ -26,24 +26,25 @@ def _proxy(revision: Revision | None = Revision.SEED):
     return p, sent, rm
 
 
-def test_asks_go_as_rows_in_parts_before_the_rest_of_the_request(monkeypatch):
+def test_a_request_of_asks_only_goes_as_rows_in_parts_in_order(monkeypatch):
     monkeypatch.setattr(proxy_module, "ASK_BATCH", 2)
     p, sent, rm = _proxy()
-    req = si.AllocationRequest(asks=[internal.ask(f"k{i}", "app1") for i in range(5)], releases=si.AllocationReleasesRequest(
+    p.handle_request("allocation", rm, si.AllocationRequest(asks=[internal.ask(f"k{i}", "app1") for i in range(5)]))
+    assert [e.kind for e in sent] == [Kind.SI_ASKS] * 3
+    keys = [dict(zip(ASK_FIELDS, row))["allocationKey"] for e in sent for row in unpack_rows(e.body)["asks"]]
+    assert keys == ["k0", "k1", "k2", "k3", "k4"]
+    assert [e.seq for e in sent] == [1, 2, 3]  # in the RM's request sequence
+
+
+def test_asks_with_releases_stay_one_protobuf_envelope():
+    p, sent, rm = _proxy()
+    req = si.AllocationRequest(asks=[internal.ask("k1", "app1")], releases=si.AllocationReleasesRequest(
         allocationsToRelease=[si.AllocationRelease(applicationID="app1", UUID="u1", partitionName="default")]))
     p.handle_request("allocation", rm, req)
-    assert [e.kind for e in sent] == [Kind.SI_ASKS] * 3 + [Kind.SI_ALLOCATION]
-    keys = [dict(zip(ASK_FIELDS, row))["allocationKey"] for e in sent[:3] for row in unpack_rows(e.body)["asks"]]
-    assert keys == ["k0", "k1", "k2", "k3", "k4"]
-    assert [e.seq for e in sent] == [1, 2, 3, 4]  # in the RM's request sequence
-    rest = si.AllocationRequest.FromString(sent[3].body)
-    assert not rest.asks and [r.UUID for r in rest.releases.allocationsToRelease] == ["u1"]
-
-
-def test_a_request_of_asks_only_sends_only_rows():
-    p, sent, rm = _proxy()
-    p.handle_request("allocation", rm, si.AllocationRequest(asks=[internal.ask("k1", "app1")]))
-    assert [e.kind for e in sent] == [Kind.SI_ASKS]
+    (env,) = sent
+    got = si.AllocationRequest.FromString(env.body)
+    assert env.kind is Kind.SI_ALLOCATION and [a.allocationKey for a in got.asks] == ["k1"]
+    assert [r.UUID for r in got.releases.allocationsToRelease] == ["u1"]
 
 
 @pytest.mark.parametrize("revision", [Revision.SEED, Revision.V18])
