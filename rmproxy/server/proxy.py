@@ -383,7 +383,8 @@ class Proxy:
                 continue
             if rm.revision is not None:
                 self._tell_revision(rm, partition, epoch)
-            if kind is Kind.SI_ALLOCATION and (bodies := split.ask_bodies(part, ASK_BATCH)):
+            bodies = split.ask_bodies(part, ASK_BATCH) if kind is Kind.SI_ALLOCATION else None
+            if bodies is not None:
                 for body in bodies:
                     self.send(Envelope(Kind.SI_ASKS, rm.rm_id, partition, epoch, rm.next_seq(partition), body))
                 continue

@@ -10,7 +10,7 @@ in its own revision's field: a seed ask in ``rejected``, a v1.8 allocation in
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from common import si_internal_pb2 as si
 from common.constants import NODE_PARTITION
@@ -153,22 +153,23 @@ def reject_allocation_request(req: si.AllocationRequest, reason: str) -> si.Allo
     return resp if resp.ListFields() else None
 
 
-def ask_bodies(part: si.AllocationRequest, batch: int) -> list[bytes]:
+def ask_bodies(part: si.AllocationRequest, batch: int) -> Iterator[bytes] | None:
     """A partition's part as ``SI_ASKS`` bodies of at most ``batch`` asks each when it holds
     asks and nothing else (``common.si_rows``: read here, on rmproxy's core, not on the worker's):
-    seed asks, or v1.8 allocations that are all asks; else [] and the part goes as protobuf.
-    A part with releases too (steady churn) stays one envelope: a second one per request cost the
-    broker and the worker more than reading its few asks saves."""
+    seed asks, or v1.8 allocations that are all asks; None when the part goes as protobuf. Made
+    one at a time, so the worker starts on the first while the next is read. A part with
+    releases too (steady churn) stays one envelope: a second one per request cost the broker and
+    the worker more than reading its few asks saves."""
     if part.HasField("releases"):
-        return []
+        return None
     if part.asks:
         field, rows = "asks", ask_rows
     elif part.allocations and all(map(is_plain_ask, part.allocations)):
         field, rows = "allocations", allocation_ask_rows
     else:
-        return []
+        return None
     items = getattr(part, field)
-    return [pack_rows(rows(items[i:i + batch])) for i in range(0, len(items), batch)]
+    return (pack_rows(rows(items[i:i + batch])) for i in range(0, len(items), batch))
 
 
 def reject_ask_rows(body: bytes, reason: str) -> si.AllocationResponse | None:
