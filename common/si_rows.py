@@ -1,19 +1,20 @@
 """Rows: the compact form of the two SI items that make up a burst, asks in and allocations out.
 
-A seed ``AllocationAsk`` (or an SI v1.8 ``Allocation`` without node) costs the worker about 1.5 us of protobuf field reads, an SI
-``Allocation`` about 1.3 us to build: a quarter of the worker's time in a burst, on the one core
-the partition has. rmproxy runs on the other one: it reads each request's asks into rows
-(``ask_rows``), the worker applies rows, reports its new allocations as rows, and rmproxy writes
-those into the RM's revision of ``AllocationResponse`` (``fill_allocations``). The protobuf work
-then overlaps the scheduling instead of adding to it. The worker's SI entry points go through the
-same two functions (``PartitionSession``), so each conversion exists once.
+A seed ``AllocationAsk`` (or an SI v1.8 ``Allocation`` without node) costs the worker about 1.5
+us of protobuf field reads, an SI ``Allocation`` about 1.3 us to build: a quarter of the
+worker's time in a burst, on the one core the partition has. rmproxy runs on the other one: it
+reads each request's asks into rows (``ask_rows``), the worker applies rows, reports its new
+allocations as rows, and rmproxy writes those into the RM's revision of ``AllocationResponse``
+(``fill_allocations``). The protobuf work then overlaps the scheduling instead of adding to it.
+The worker's SI entry points go through the same two functions (``PartitionSession``), so each
+conversion exists once.
 
 Bodies (msgpack maps; ``sizes`` holds each distinct resource once, rows name it by index):
 
 - ``Kind.SI_ASKS`` (rmproxy -> worker): ``{"sizes": [[name, value, name, value, ...], ...],
   "asks": [ask row, ...], "v18": true when they are a v1.8 RM's allocations}``; an ask row is
-  ``ASK_FIELDS``, tags ``None`` when empty; packed into
-  bytes of its own (``pack_rows``), so the worker times its decoding as it times protobuf's;
+  ``ASK_FIELDS``, tags ``None`` when empty; packed into bytes of its own (``pack_rows``), so the
+  worker times its decoding as it times protobuf's;
 - ``Kind.SI_ALLOCATIONS`` (worker -> rmproxy): ``{"sizes": [...], "new": [allocation row, ...]}``;
   an allocation row is ``ALLOCATION_FIELDS``.
 
@@ -30,6 +31,7 @@ import msgpack
 from common import si_internal_pb2 as si
 from common.constants import TAG_FOREIGN
 from common.resources import Resource
+from common.si_resource import fill_si_resource
 from common.si_revision import Revision
 
 __all__ = ["ASK_FIELDS", "ALLOCATION_FIELDS", "ask_rows", "allocation_ask_rows", "is_plain_ask",
@@ -171,8 +173,6 @@ def fill_allocations(resp: si.AllocationResponse, body: dict, partition: str,
         res = built.get(size)
         if res is None:
             flat = sizes[size]
-            res = built[size] = si.Resource()
-            for name, value in zip(flat[::2], flat[1::2]):
-                res.resources[name].value = value
+            res = built[size] = fill_si_resource(si.Resource(), dict(zip(flat[::2], flat[1::2])))
         m.resourcePerAlloc.CopyFrom(res)
     return resp

@@ -95,7 +95,8 @@ class Outbox:
 
     def is_empty(self) -> bool:
         return (self.allocation is None and self.application is None and self.node is None
-                and self.allocations_new is None and not self.events and not self.scheduling_states and not self.app_summaries)
+                and self.allocations_new is None and not self.events and not self.scheduling_states
+                and not self.app_summaries)
 
 
 class PartitionSession:

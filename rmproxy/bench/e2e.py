@@ -258,7 +258,7 @@ def _round_trips(api, rm: _BenchRM, samples: int) -> list[float]:
     them all at once. Each ask goes out alone: a release sent just before it would be timed too
     (it holds the stream's writer and the worker for a turn)."""
     rtts = []
-    keys = []
+    placed = []
     for i in range(samples + 5):  # the first few warm the path up and are not counted
         have = len(rm.allocations)
         t = time.perf_counter()
@@ -268,13 +268,13 @@ def _round_trips(api, rm: _BenchRM, samples: int) -> list[float]:
             raise RuntimeError(f"single ask rejected: {rm.rejected_asks[0]}")
         if i >= 5:
             rtts.append(rm.alloc_times[have] - t)
-        keys.append(rm.allocations[have])
+        placed.append(rm.allocations[have])
     pb = si_v18_pb2 if rm.v18 else si_pb2
     releases = [pb.AllocationRelease(partitionName="default", applicationID="app-a", allocationKey=a.allocationKey,
                                      terminationType=pb.STOPPED_BY_RM, message="bench round trip done")
-                for a in keys]
+                for a in placed]
     if not rm.v18:
-        for release, alloc in zip(releases, keys):
+        for release, alloc in zip(releases, placed):
             release.UUID = alloc.UUID
     api.update_allocation(pb.AllocationRequest(releases=pb.AllocationReleasesRequest(allocationsToRelease=releases)))
     time.sleep(0.2)  # let the releases land before the burst

@@ -32,7 +32,8 @@ def _loop() -> tuple[WorkerLoop, _Session, zmq.Context]:
 def test_ask_rows_reach_the_session_decoded():
     loop, session, ctx = _loop()
     try:
-        loop._on_asks(Envelope(Kind.SI_ASKS, "rm-1", "default", 3, 1, pack_rows(ask_rows([internal.ask("k1", "app1")]))))
+        body = pack_rows(ask_rows([internal.ask("k1", "app1")]))
+        loop._on_asks(Envelope(Kind.SI_ASKS, "rm-1", "default", 3, 1, body))
     finally:
         ctx.term()
     (body,) = session.applied
