@@ -139,6 +139,9 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         self._next_app = 0
         self._ends: list[tuple[float, str]] = []  # (end time, task key) of running tasks
         self._removable: list[_App] = []
+        # v1.8: key -> node of the allocations the last replay recovered. The scheduler echoes
+        # each in `new`; the task may have finished since the snapshot, so its state cannot tell.
+        self._recovered: dict[str, str] = {}
 
     # ------------------------------------------------------------------ driving
     def start(self) -> None:
@@ -237,9 +240,10 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             if replaced:
                 self._replaced(replaced, {wire.alloc_id(a): a for a in response.new}, now)
             for alloc in response.new:
-                task = self._task(alloc.allocationKey)
-                if wire.v18 and task is not None and task.state == "running" and task.alloc.nodeID == alloc.nodeID:
+                if wire.v18 and self._recovered.get(alloc.allocationKey) == alloc.nodeID:
+                    del self._recovered[alloc.allocationKey]
                     continue  # v1.8 confirms the allocations the RM recovered: not a new decision
+                task = self._task(alloc.allocationKey)
                 app = self.apps.get(alloc.applicationID)
                 queue = app.queue if app is not None else None
                 res = resource_from_si(alloc.resourcePerAlloc)
@@ -349,10 +353,12 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             live = [a for a in self.apps.values() if a.state in ("submitted", "accepted")]
             snap.applications = [self._app_request(a) for a in live]
             by_node: dict[str, list] = {}
+            recovered: dict[str, str] = {}
             for app in live:
                 for task in app.placeholders + app.tasks:
                     if task.state == "running" and self.wire.v18:  # v1.8: work of either kind in allocations
                         snap.allocations.append(self._existing(task))
+                        recovered[task.key] = task.alloc.nodeID
                     elif task.state == "running":
                         by_node.setdefault(task.alloc.nodeID, []).append(self._existing(task))
                     elif task.state == "asked":
@@ -364,6 +370,7 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                 if n.node_id in by_node:
                     info.existingAllocations.extend(by_node[n.node_id])
                 snap.nodes.append(info)
+            self._recovered = recovered
             return snap
 
     def get_state_dump(self) -> str:

@@ -82,6 +82,24 @@ def test_the_replay_reports_running_work_with_its_node_and_pending_work_without(
     assert cluster.validator.violations == []
 
 
+def test_a_recovered_allocation_confirmed_after_its_task_finished_is_not_a_second_allocation():
+    """The replay reports a running task; it ends before the scheduler's confirmation arrives.
+    The confirmation is still the recovered allocation, not a new one (seen in CI under load)."""
+    cluster, clock, sender = make()
+    accept(cluster, "r-0000")
+    cluster.update_allocation(si18.AllocationResponse(new=[alloc("r-0000-t0000", "n-0000", app="r-0000")]))
+    snap = cluster.recoverable_state()
+    assert ("r-0000-t0000", "n-0000") in [(a.allocationKey, a.nodeID) for a in snap.allocations]
+    clock.now += 10
+    cluster.tick()
+    assert cluster.tasks["r-0000-t0000"].state == "done"
+    cluster.update_allocation(si18.AllocationResponse(new=[alloc("r-0000-t0000", "n-0000", app="r-0000")]))
+    assert cluster.validator.violations == []
+    # only once: the same allocation again is a scheduler's second decision
+    cluster.update_allocation(si18.AllocationResponse(new=[alloc("r-0000-t0000", "n-0000", app="r-0000")]))
+    assert [v.kind for v in cluster.validator.violations] == ["beyond-max-allocations"]
+
+
 def test_a_given_up_ask_is_a_release_of_its_key_and_a_rejection_is_a_rejected_allocation():
     cluster, clock, sender = make()
     accept(cluster, "g-0000")
