@@ -37,10 +37,20 @@ class SteadyCollector:
     end of each loop turn) freezes what survived the turn (``gc.freeze``: constant time, the
     objects leave the collector's scans, reference counting still frees them), so automatic
     collections see only the young objects. Cyclic garbage among frozen objects would stay,
-    so every ``full_every`` seconds everything is unfrozen and collected once."""
+    so every ``full_every`` seconds everything is unfrozen and collected once.
 
-    def __init__(self, full_every: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
+    Since a turn's survivors are frozen at its end anyway, scanning them during the turn is
+    mostly waste: a 10,000-ask burst spent 5 ms in about 75 young collections. Creating it sets
+    the process's young-generation threshold to ``young_threshold`` objects (CPython's default
+    is 700): one or two collections per burst. The worker's paths make no cyclic garbage
+    (measured: a burst and 48,000 churn tasks left none for ``gc.collect``), so the larger
+    threshold keeps no more memory than a collection would free."""
+
+    def __init__(self, full_every: float = 300.0, clock: Callable[[], float] = time.monotonic,
+                 young_threshold: int = 20_000) -> None:
         self.full_every = full_every
+        self._thresholds = gc.get_threshold()
+        gc.set_threshold(young_threshold, *self._thresholds[1:])
         self.clock = clock
         self.next_full = clock() + full_every
         self.full_collections = 0
@@ -55,5 +65,7 @@ class SteadyCollector:
         gc.freeze()
 
     def release(self) -> None:
-        """Unfreeze everything: for a collector used for a while inside a longer-lived process."""
+        """Unfreeze everything and restore the thresholds: for a collector used for a while
+        inside a longer-lived process."""
         gc.unfreeze()
+        gc.set_threshold(*self._thresholds)

@@ -8,6 +8,7 @@ allocations travel as rows: ``common.si_rows``).
 
 from __future__ import annotations
 
+from sys import intern
 from typing import Mapping
 
 from common import si_pb2
@@ -29,7 +30,7 @@ def resource_from_si(msg: si_pb2.Resource) -> Resource:
     """An SI Resource as a ``Resource``. Protobuf guarantees str keys and int64 values; only an
     empty name is invalid (ValueError)."""
     res = msg.resources
-    values = {k: res[k].value for k in res}  # a protobuf map's items() is a slow pure-Python view
+    values = {intern(k): res[k].value for k in res}  # (a protobuf map's items() is a slow pure-Python view)
     if "" in values:
         raise ValueError("resource name must be a non-empty string")
     return Resource._trusted(values)

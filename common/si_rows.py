@@ -24,6 +24,7 @@ value is refused there with the asks that use it, as an invalid SI resource is.
 
 from __future__ import annotations
 
+from sys import intern
 from typing import Any, Iterable, Sequence
 
 import msgpack
@@ -138,7 +139,7 @@ def sizes_from_rows(rows: Sequence[Any]) -> list[Resource | ValueError]:
                     raise ValueError("resource name must be a non-empty string")
                 if type(value) is not int:
                     raise ValueError(f"resource {name}: value must be an integer, got {value!r}")
-                values[name] = value
+                values[intern(name)] = value
             out.append(Resource._trusted(values))
         except ValueError as exc:
             out.append(exc)

@@ -23,8 +23,10 @@ class Node:
 
 def test_survivors_leave_the_scans_and_the_periodic_full_pass_frees_frozen_cycles():
     clock = Clock()
-    collector = SteadyCollector(full_every=60.0, clock=clock)
+    before = gc.get_threshold()
+    collector = SteadyCollector(full_every=60.0, clock=clock, young_threshold=5000)
     try:
+        assert gc.get_threshold() == (5000, *before[1:])
         kept = [[i] for i in range(1000)]
         collector.after_turn()
         assert gc.get_freeze_count() >= len(kept)
@@ -43,4 +45,4 @@ def test_survivors_leave_the_scans_and_the_periodic_full_pass_frees_frozen_cycle
         assert alive() is None
     finally:
         collector.release()
-    assert gc.get_freeze_count() == 0
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == before

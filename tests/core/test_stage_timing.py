@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+
 from common import si_pb2
 from common.config import load_config
 from partition_worker.core.settings import CoreSettings
@@ -13,12 +15,12 @@ from tests.si_builders import app, ask, node
 CONFIG = "partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: a}]}]}]"
 
 
-def _run(settings: CoreSettings | None) -> PartitionSession:
+def _run(settings: CoreSettings | None, asks: int = 1) -> PartitionSession:
     s = PartitionSession("rm", "default", load_config(CONFIG).partitions[0], settings)
-    s.apply_node_request(si_pb2.NodeRequest(nodes=[node("n1", memory=100)]), 1)
+    s.apply_node_request(si_pb2.NodeRequest(nodes=[node("n1", memory=10 * asks, vcore=asks)]), 1)
     s.apply_application_request(si_pb2.ApplicationRequest(new=[app("app", "root.a", user="u")]), 1)
-    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("k", "app")]), 2)
-    assert len(s.step(3).allocation.new) == 1
+    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask(f"k{i}", "app") for i in range(asks)]), 2)
+    assert len(s.step(3).allocation.new) == asks
     return s
 
 
@@ -32,3 +34,17 @@ def test_stages_are_timed_with_the_injected_clock():
 
 def test_without_a_timer_nothing_is_recorded():
     assert _run(None).core.last_cycle_stages is None
+
+
+def test_a_big_cycle_times_a_sample_of_its_node_selections_and_scales_it_to_all():
+    """The first 16 selections are timed, then one in 16: 22 of 100, their time times 100/22."""
+    reads = 0
+
+    def clock() -> float:  # every reading 1 s later: each timed selection takes 1 s
+        nonlocal reads
+        reads += 1
+        return float(reads)
+
+    stages = _run(CoreSettings(stage_timer=clock), asks=100).core.last_cycle_stages
+    assert stages["node"] == pytest.approx(100.0)
+    assert reads < 2 * 100  # untimed selections read no clock
