@@ -30,7 +30,9 @@ def resource_from_si(msg: si_pb2.Resource) -> Resource:
     """An SI Resource as a ``Resource``. Protobuf guarantees str keys and int64 values; only an
     empty name is invalid (ValueError)."""
     res = msg.resources
-    values = {intern(k): res[k].value for k in res}  # (a protobuf map's items() is a slow pure-Python view)
+    # a protobuf map's items() is a slow pure-Python view; interned names: one str per name,
+    # not one per node
+    values = {intern(k): res[k].value for k in res}
     if "" in values:
         raise ValueError("resource name must be a non-empty string")
     return Resource._trusted(values)
