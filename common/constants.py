@@ -15,7 +15,8 @@ __all__ = [
     "APP_TAG_NAMESPACE", "MEMORY", "CPU", "APP_TAG_NAMESPACE_RESOURCE_QUOTA", "APP_TAG_STATE_AWARE_DISABLE", "APP_TAG_CREATE_FORCE",
     "NODE_READY_ATTRIBUTE", "DEFAULT_PARTITION", "KEY_SCHEDULING_POLICY_PARAMETERS",
     "TAG_SCHEDULING_POLICY_PARAMETERS", "TAG_NODE_SELECTOR_PREFIX", "K8S_HOST_NAME", "K8S_RACK_NAME", "NODE_LABELS",
-    "TAG_FOREIGN",
+    "TAG_FOREIGN", "NODE_TAINTS", "TAG_TOLERATIONS", "TAG_NODE_AFFINITY", "TAG_HOST_PORTS",
+    "TAG_UNSUPPORTED_CONSTRAINTS",
 ]
 
 # Node attributes
@@ -59,6 +60,22 @@ TAG_SCHEDULING_POLICY_PARAMETERS = DOMAIN_YUNIKORN + KEY_SCHEDULING_POLICY_PARAM
 # only matches nodes whose attribute <attr> (or node label <attr> in NODE_LABELS) equals
 # <value>. Several such tags must all match.
 TAG_NODE_SELECTOR_PREFIX = "korral.io/node-selector/"
+
+# Kubernetes' node filters, evaluated in the core as node checks (the SI has no callback for
+# kube-scheduler's filter plugins, so Korral's k8s shim sends what they read). Values are JSON in
+# Kubernetes' own field names and spelling, exactly as in the pod or node object.
+NODE_TAINTS = "korral.io/taints"  # node attribute: the node's spec.taints (list of {key, value, effect})
+TAG_TOLERATIONS = "korral.io/tolerations"  # ask tag: the pod's spec.tolerations
+# ask tag: the pod's spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
+# (a NodeSelector: {"nodeSelectorTerms": [{matchExpressions, matchFields}, ...]})
+TAG_NODE_AFFINITY = "korral.io/node-affinity"
+# ask tag, and the same tag on an allocation (placed or foreign) so a node knows its used ports:
+# the host ports of the pod's containers (list of {hostIP, hostPort, protocol}; protocol TCP
+# when absent, hostIP 0.0.0.0 when absent)
+TAG_HOST_PORTS = "korral.io/host-ports"
+# ask tag: constraints the core does not evaluate (required inter-pod affinity, topology spread
+# DoNotSchedule, ...), comma-separated human names; every node rejects such an ask, naming them
+TAG_UNSUPPORTED_CONSTRAINTS = "korral.io/unsupported-constraints"
 
 # Node attributes the k8s shim sends (si.io/ rather than si/)
 K8S_HOST_NAME = "si.io/hostname"
