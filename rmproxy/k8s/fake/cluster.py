@@ -14,11 +14,11 @@ import yaml
 from aiohttp import web
 
 from rmproxy.k8s.fake.api import Api
+from rmproxy.k8s.fake.gc import GarbageCollector
+from rmproxy.k8s.fake.kubelet import FAKE_KUBELET, FakeKubelet
 from rmproxy.k8s.fake.kinds import PriorityClasses
 from rmproxy.k8s.fake.server import FakeApiServer, ServerOptions
 from rmproxy.k8s.fake.store import Store
-
-FAKE_KUBELET = "korral.io/fake-kubelet"  # node annotation: the fake kubelet runs this node's pods
 
 __all__ = ["FAKE_KUBELET", "ClusterOptions", "FakeCluster", "NodeTemplate", "write_kubeconfig"]
 
@@ -58,8 +58,12 @@ class FakeCluster:
         self.runner: web.AppRunner | None = None
         self.host = "127.0.0.1"
         self.port = 0
-        self.controllers: list[Any] = []
         self._bootstrap()
+        self.controllers: list[Any] = []
+        if self.options.garbage_collector:
+            self.controllers.append(GarbageCollector(self.api))
+        if self.options.kubelet:
+            self.controllers.append(FakeKubelet(self.api, self.options.pod_start_seconds))
 
     @property
     def url(self) -> str:
