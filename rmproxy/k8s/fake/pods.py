@@ -222,6 +222,11 @@ class Pods(Kind):
                 cond.setdefault("lastProbeTime", None)
                 cond.setdefault("lastTransitionTime", None)
             status.setdefault("phase", old.get("status", {}).get("phase", "Pending"))
+            for key in ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses"):
+                for cs in status.get(key) or []:  # what Go prints for a status's zero values
+                    for field, zero in (("state", {}), ("lastState", {}), ("ready", False), ("restartCount", 0),
+                                        ("image", ""), ("imageID", "")):
+                        cs.setdefault(field, zero)
             if "qosClass" in (old.get("status") or {}):
                 status.setdefault("qosClass", old["status"]["qosClass"])
             new["metadata"]["ownerReferences"] = old["metadata"].get("ownerReferences")
