@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import ipaddress
 import os
 import socket
 import ssl
@@ -152,8 +153,8 @@ def node_object(template: NodeTemplate, i: int) -> dict[str, Any]:
             "metadata": {"name": name, "labels": labels, "annotations": {FAKE_KUBELET: "true"}},
             "spec": spec,
             "status": {"capacity": capacity, "allocatable": dict(capacity),
-                       "addresses": [{"type": "InternalIP", "address": f"172.{16 + i // 65536 % 16}."
-                                                                        f"{i // 256 % 256}.{i % 256}"},
+                       "addresses": [{"type": "InternalIP",
+                                      "address": str(ipaddress.ip_address("172.16.0.1") + i % (1 << 20))},
                                      {"type": "Hostname", "address": name}],
                        "nodeInfo": {"machineID": f"fake-{i}", "systemUUID": f"fake-{i}", "bootID": f"fake-{i}",
                                     "kernelVersion": "5.15.0-fake", "osImage": "Korral fake node",

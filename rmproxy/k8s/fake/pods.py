@@ -90,6 +90,7 @@ def _toleration_repr(t: dict[str, Any]) -> str:
 
 
 class Pods(Kind):
+    top_level = ("spec", "status")
     plural, kind, short_names, categories = "pods", "Pod", ("po",), ("all",)
     subresources = {"attach": ("create", "get"), "binding": ("create",), "eviction": ("create",),
                     "exec": ("create", "get"), "log": ("get",), "status": ("get", "patch", "update")}
