@@ -49,6 +49,22 @@ def _dumps(obj: Any) -> bytes:
     return orjson.dumps(obj)
 
 
+class _YamlDumper(yaml.SafeDumper):
+    """YAML as the Go server prints it: multi-line strings as literal blocks, strings that would
+    read as another type double-quoted."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    if "\n" in text:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|")
+    if dumper.resolve(yaml.ScalarNode, text, (True, False)) != "tag:yaml.org,2002:str":
+        return dumper.represent_scalar("tag:yaml.org,2002:str", text, style='"')
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text)
+
+
+_YamlDumper.add_representer(str, _represent_str)
+
+
 def _bool_param(value: str | None) -> bool:
     """Kubernetes' rule for ?watch=: false only for '0' and 'false' in any case (file 20)."""
     return value is not None and value.lower() not in ("0", "false")
@@ -154,7 +170,7 @@ class FakeApiServer:
 
     def _answer(self, body: Any, media: str, status: int = 200) -> web.Response:
         if media == YAML:
-            text = yaml.safe_dump(body, sort_keys=True, default_flow_style=False, allow_unicode=True)
+            text = yaml.dump(body, Dumper=_YamlDumper, sort_keys=True, default_flow_style=False, allow_unicode=True)
             return web.Response(status=status, text=text, content_type=YAML)
         return web.Response(status=status, body=_dumps(body), content_type=JSON)
 
