@@ -212,7 +212,7 @@ class Api:
                                        f'{kind.kind}: no kind "{kind.kind}" is registered for version '
                                        f'"{body_version}" in scheme "k8s.io/kubernetes/pkg/api/legacyscheme/'
                                        'scheme.go:30"')
-        obj = copy.deepcopy({k: v for k, v in body.items() if k not in ("kind", "apiVersion")})
+        obj = orjson.loads(orjson.dumps({k: v for k, v in body.items() if k not in ("kind", "apiVersion")}))
         meta = obj.get("metadata")
         if meta is None:
             meta = obj["metadata"] = {}
