@@ -8,13 +8,12 @@ admission (403), status-subresource rules, then the store at the next resourceVe
 from __future__ import annotations
 
 import base64
-import copy
 import datetime as dt
 import random
-import string
 import time
 import uuid
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable
 
 import orjson
@@ -34,8 +33,13 @@ PATCH_TYPES = {"application/merge-patch+json": "merge", "application/strategic-m
                "application/json-patch+json": "json", "application/apply-patch+yaml": "apply"}
 
 
+@lru_cache(maxsize=256)  # one string per second of the clock
+def _format_second(second: int) -> str:
+    return dt.datetime.fromtimestamp(second, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def format_time(t: float) -> str:
-    return dt.datetime.fromtimestamp(int(t), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _format_second(int(t))
 
 
 def parse_time(text: str) -> float:

@@ -12,12 +12,12 @@ import binascii
 import re
 from typing import TYPE_CHECKING, Any, Callable
 
-from rmproxy.k8s.fake.errors import ApiError, Resource
+from rmproxy.k8s.fake.errors import Resource
 
 if TYPE_CHECKING:  # pragma: no cover
     from rmproxy.k8s.fake.api import Api
 
-__all__ = ["Kind", "KINDS", "by_path", "dns_subdomain_causes", "Causes"]
+__all__ = ["Kind", "all_kinds", "dns_subdomain_causes", "dns_label_causes", "check_base64", "Causes"]
 
 Causes = list[tuple[str, str, str]]  # (reason, field, message)
 
@@ -423,11 +423,3 @@ def all_kinds() -> list[Kind]:
                storage_hash="6BGBu0kpHtk=", status=True, generation=True),
     ]
     return [cls() for cls in classes]
-
-
-KINDS: list[Kind] = []
-
-
-def by_path() -> dict[tuple[str, str], Kind]:
-    """(group/version, plural) -> Kind."""
-    return {(k.group_version, k.plural): k for k in KINDS}
