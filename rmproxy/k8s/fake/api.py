@@ -79,17 +79,16 @@ def _read_token(token: str) -> tuple[int, str]:
     return rv, start.rstrip("\x00")
 
 
-def _fields_v1(value: Any, field: str = "") -> Any:
-    """A managedFields fieldsV1 tree for ``value`` (maps by key, merge-key lists by their key)."""
+def _fields_v1(value: Any, field: str = "", depth: int = 4) -> Any:
+    """A managedFields fieldsV1 tree for ``value`` (maps by key, merge-key lists by their key),
+    ``depth`` levels deep: enough to say which fields a manager set, cheap on a hot path."""
     from rmproxy.k8s.fake.patch import MERGE_KEYS
 
+    if depth <= 0:
+        return {}
     if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            out[f"f:{k}"] = _fields_v1(v, k)
-        if out and field:
-            out = {".": {}, **out}
-        return out
+        out = {"f:" + k: _fields_v1(v, k, depth - 1) for k, v in value.items()}
+        return {".": {}, **out} if out and field else out
     if isinstance(value, list) and field in MERGE_KEYS:
         key = MERGE_KEYS[field]
         out = {}
@@ -98,7 +97,7 @@ def _fields_v1(value: Any, field: str = "") -> Any:
                 ident = {key: item[key]}
                 if field == "ports":
                     ident["protocol"] = item.get("protocol", "TCP")
-                out["k:" + orjson.dumps(ident).decode()] = {".": {}, **_fields_v1(item)}
+                out["k:" + orjson.dumps(ident).decode()] = {".": {}, **_fields_v1(item, "", depth - 1)}
         return out
     return {}
 
@@ -201,7 +200,7 @@ class Api:
                                        "message": f"namespace {namespace} is being terminated",
                                        "field": "metadata.namespace"}])
 
-    def _decode_body(self, kind: Kind, body: Any, namespace: str) -> dict[str, Any]:
+    def _decode_body(self, kind: Kind, body: Any, namespace: str, fresh: bool = False) -> dict[str, Any]:
         """What the server's decoder checks: the kind and apiVersion, the namespace."""
         if not isinstance(body, dict):
             raise ApiError.bad_request(f"the object provided is unrecognized (must be of type {kind.kind}): "
@@ -216,7 +215,9 @@ class Api:
                                        f'{kind.kind}: no kind "{kind.kind}" is registered for version '
                                        f'"{body_version}" in scheme "k8s.io/kubernetes/pkg/api/legacyscheme/'
                                        'scheme.go:30"')
-        obj = orjson.loads(orjson.dumps({k: v for k, v in body.items() if k not in ("kind", "apiVersion")}))
+        obj = {k: v for k, v in body.items() if k not in ("kind", "apiVersion")}
+        if not fresh:  # the caller keeps its body: work on a copy
+            obj = orjson.loads(orjson.dumps(obj))
         meta = obj.get("metadata")
         if meta is None:
             meta = obj["metadata"] = {}
@@ -407,7 +408,8 @@ class Api:
             raise ApiError.invalid(kind.kind, "", [("FieldValueInvalid", "patch",
                                                     f'Invalid value: "{orjson.dumps(patched).decode()}": '
                                                     "illegal base64 data")])
-        new = self._decode_body(kind, {"kind": kind.kind, "apiVersion": kind.api_version, **patched}, namespace)
+        new = self._decode_body(kind, {"kind": kind.kind, "apiVersion": kind.api_version, **patched}, namespace,
+                                fresh=True)
         new["metadata"]["name"] = name
         return self._store_update(kind, old, new, subresource, manager, patch)
 
@@ -422,7 +424,9 @@ class Api:
                 meta.pop(key, None)
         new = kind.prepare_update(old, new, subresource)
         meta = new["metadata"]
-        self._invalid(kind, new, kind.validate(new, old, self) + kind.validate_update(old, new, subresource))
+        # a status write keeps the stored spec and metadata name: only its own rules apply
+        causes = kind.validate(new, old, self) if subresource != "status" else []
+        self._invalid(kind, new, causes + kind.validate_update(old, new, subresource))
         if kind.has_generation and subresource == "" and _spec_of(new) != _spec_of(old):
             meta["generation"] = old_meta.get("generation", 1) + 1
         if (meta.get("finalizers") == []):
