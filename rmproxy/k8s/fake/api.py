@@ -112,7 +112,6 @@ class Api:
         self.rng = rng or random.Random()
         self.kinds = kinds_mod.all_kinds()
         self.by_path = {(k.group_version, k.plural): k for k in self.kinds}
-        self.by_kind = {(k.api_version, k.kind): k for k in self.kinds if not getattr(k, "view_of", None)}
         for k in self.kinds:
             self.store.bucket(self.bucket_name(k), k.fields)
         self.default_priority: str | None = None
@@ -121,7 +120,7 @@ class Api:
 
     @staticmethod
     def bucket_name(kind: Kind) -> str:
-        view = getattr(kind, "view_of", None)
+        view = kind.view_of
         return view or (f"{kind.group}/{kind.plural}" if kind.group else kind.plural)
 
     def kind(self, group_version: str, plural: str) -> Kind:
@@ -153,11 +152,11 @@ class Api:
         return None
 
     def view(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
-        to_view = getattr(kind, "to_view", None)
+        to_view = kind.to_view
         return to_view(obj) if to_view else obj
 
     def view_raw(self, kind: Kind, raw: bytes) -> bytes:
-        to_view = getattr(kind, "to_view", None)
+        to_view = kind.to_view
         return orjson.dumps(to_view(orjson.loads(raw))) if to_view else raw
 
     def full(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
@@ -231,7 +230,7 @@ class Api:
             meta["namespace"] = namespace
         else:
             meta.pop("namespace", None)
-        to_storage = getattr(kind, "to_storage", None)
+        to_storage = kind.to_storage
         if to_storage:
             obj = to_storage(obj)
         if check_base64(obj) is not None:
@@ -495,7 +494,7 @@ class Api:
             self._write(kind, obj, delete=True)
             return success_status(details={**kind.resource.details(name), "uid": meta.get("uid", "")}), False
         meta["deletionTimestamp"] = format_time(self.clock() + grace)
-        if getattr(kind, "grace_on_delete", True):
+        if kind.grace_on_delete:
             meta["deletionGracePeriodSeconds"] = grace
         if finalizers:
             meta["finalizers"] = finalizers

@@ -400,9 +400,8 @@ class FakeApiServer:
             fields = parse_fields(request.query.get("fieldSelector"), kind.supports_field)
         except SelectorError as exc:
             raise ApiError.bad_request(str(exc)) from None
-        translate = getattr(kind, "translate_field", None)
-        if translate and not fields.empty:
-            fields.terms = tuple((translate(f), eq, v) for f, eq, v in fields.terms)
+        if kind.view_of and not fields.empty:
+            fields.terms = tuple((kind.translate_field(f), eq, v) for f, eq, v in fields.terms)
         return labels, fields
 
     async def _list(self, request: web.Request, media: str, kind: Kind, namespace: str | None) -> web.Response:
@@ -421,7 +420,7 @@ class FakeApiServer:
             meta["continue"] = result.continue_token
             if result.remaining is not None:
                 meta["remainingItemCount"] = result.remaining
-        if getattr(kind, "to_view", None):
+        if kind.to_view:
             items = [self.api.view_raw(kind, e.raw) for e in result.entries]
         else:
             items = [e.raw for e in result.entries]
@@ -475,7 +474,7 @@ class FakeApiServer:
         deadline = started + (timeout if timeout is not None and timeout > 0
                               else self.options.watch_timeout * (1 + self.rng.random()))
         prefix = kind.prefix()
-        view = getattr(kind, "to_view", None)
+        view = kind.to_view
 
         as_table = wants_table(request.headers.get("Accept", ""))
 
