@@ -27,10 +27,11 @@ from rmproxy.k8s.fake.kinds import Kind
 from rmproxy.k8s.fake.selectors import SelectorError, parse_fields, parse_labels
 from rmproxy.k8s.fake.store import Event, Filter, WatchQueue
 
-__all__ = ["FakeApiServer", "ServerOptions"]
+__all__ = ["FakeApiServer", "ServerOptions", "COMPACT_PATH"]
 
 log = logging.getLogger("korral.k8s.fake")
 JSON = "application/json"
+COMPACT_PATH = "/korral-fake/compact"  # POST: forget the history now (an operator's and tests' hook)
 OBJECT_META = {"name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
                "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations",
                "ownerReferences", "finalizers", "managedFields", "clusterName"}
@@ -187,6 +188,14 @@ class FakeApiServer:
         parts = [p for p in path.split("/") if p]
         if path in ("/healthz", "/livez", "/readyz"):
             return web.Response(text="ok", content_type="text/plain")
+        if path == COMPACT_PATH:
+            if method != "POST":
+                raise ApiError.method_not_allowed()
+            resource = request.query.get("resource")
+            if resource is not None and resource not in self.api.store.buckets:
+                raise ApiError.bad_request(f"no resource {resource!r} to compact; one of "
+                                           f"{', '.join(sorted(self.api.store.buckets))}")
+            return self._answer({"compactedTo": str(self.api.store.compact(resource))}, media)
         if path == "/version":
             if method != "GET":
                 raise ApiError.method_not_allowed()
