@@ -340,3 +340,12 @@ def test_an_update_that_changes_nothing_writes_nothing():
                 c.api.patch(pods, "default", "a", "merge", {"spec": {"schedulerName": "other"}})
             assert err.value.code == 422
     asyncio.run(scenario())
+
+
+def test_a_bad_run_time_annotation_is_ignored_with_a_warning_naming_the_pod(caplog):
+    async def scenario():
+        async with running(nodes=NodeTemplate(count=1)) as (c, _):
+            await _bound(c, "odd", "fake-node-0", annotations={"korral.io/fake-run-seconds": "soon"})
+            await wait_until_async(lambda: _pod(c, "odd")["status"]["phase"] == "Running", 10, "odd to run")
+    asyncio.run(scenario())
+    assert "pod default/odd: annotation korral.io/fake-run-seconds='soon' is not a number" in caplog.text
