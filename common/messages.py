@@ -1,8 +1,8 @@
 """What crosses ZeroMQ: every envelope kind, and the body of each control kind as a small frozen
 dataclass with one ``decode`` each (``common.envelope`` is the frame codec around them).
 
-SI traffic (``si.*``, ``events``, ``scheduling.states``) carries serialized protobuf and has no
-class here. Every other kind's body is a msgpack map on the wire; its class says which keys it
+SI traffic (``si.*``, ``events``, ``scheduling.states``) carries serialized protobuf, or for
+the allocation stream rows beside it (``common.si_rows``), and has no class here. Every other kind's body is a msgpack map on the wire; its class says which keys it
 has, their types and defaults. ``decode`` takes the map (or ``None`` for an empty body, or an
 instance, returned as it is) and raises ``EnvelopeError`` for anything else: a body that is not
 a map, or a key of the wrong type. ``wire()`` gives the map to send. Missing keys take the
@@ -47,19 +47,17 @@ class Kind(StrEnum):
     PARTITION_OWNED = "partition.owned"  # B->P: rm_id, partition, epoch; PartitionOwned
     PARTITION_LOST = "partition.lost"  # B->P: the owner of rm_id/partition died; PartitionLost
     # SI traffic, P->B->W; body = serialized si.v1 request for this partition only
-    SI_ALLOCATION = "si.allocation"
+    SI_ALLOCATION = "si.allocation"  # its asks as rows, the rest as protobuf: common.si_rows.RequestRows, packed
     SI_APPLICATION = "si.application"
     SI_NODE = "si.node"
-    SI_ASKS = "si.asks"  # P->B->W: seed asks of one request as rows (common.si_rows), msgpack bytes
     SI_REVISION = "si.revision"  # P->B->W: the RM's SI revision, before the requests that need it; SiRevision
     CONFIG_UPDATE = "config.update"  # P->B->W: ConfigUpdate
     PARTITION_REMOVE = "partition.remove"  # P->B->W: the partition left the config; PartitionRemove
     CONFIG_RESULT = "config.result"  # W->B->P: Reply
     # outcomes, W->B->P; body = serialized si.v1 response
-    SI_ALLOCATION_RESPONSE = "si.allocation.response"
+    SI_ALLOCATION_RESPONSE = "si.allocation.response"  # new allocations as rows: common.si_rows.NewAllocations
     SI_APPLICATION_RESPONSE = "si.application.response"
     SI_NODE_RESPONSE = "si.node.response"
-    SI_ALLOCATIONS = "si.allocations"  # a step's new allocations as rows (common.si_rows), when it made nothing else
     EVENTS = "events"  # body [serialized si.v1.EventRecord...]
     SCHEDULING_STATES = "scheduling.states"  # body [serialized UpdateContainerSchedulingStateRequest...]
     # read-only queries (REST), P->B->W and back; Query, Reply

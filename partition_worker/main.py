@@ -42,7 +42,7 @@ from common.heartbeat import EXPIRY, INTERVAL
 from common.links import broker_dealer
 from common.messages import ConfigUpdate, Heartbeat, PartitionRemove, Query, SiRevision
 from common.si_revision import Revision
-from common.si_rows import unpack_rows
+from common.si_rows import RequestRows
 from partition_worker.core.settings import CoreSettings
 from partition_worker.health import HealthFile, check as check_health
 from partition_worker.queries import answer as answer_query
@@ -64,7 +64,6 @@ CYCLE_ALLOCATIONS = 1000
 STALL_SECONDS = 60.0
 
 _REQUEST_TYPES = {  # read with the internal model: a request of either SI revision
-    Kind.SI_ALLOCATION: (si.AllocationRequest, "apply_allocation_request"),
     Kind.SI_APPLICATION: (si.ApplicationRequest, "apply_application_request"),
     Kind.SI_NODE: (si.NodeRequest, "apply_node_request"),
 }
@@ -236,10 +235,10 @@ class WorkerLoop:
         started = time.perf_counter()
         out = o.session.step(time.time_ns())
         stepped = time.perf_counter()
-        if out.allocations_new is not None:  # new allocations as rows (rmproxy writes them in SI)
-            self._send(Envelope(Kind.SI_ALLOCATIONS, o.rm_id, o.partition, o.epoch, 0, out.allocations_new))
+        allocations = out.allocation_outcomes()
+        if allocations is not None:  # new allocations as rows (rmproxy writes their SI), the rest beside them
+            self._send(Envelope(Kind.SI_ALLOCATION_RESPONSE, o.rm_id, o.partition, o.epoch, 0, allocations.wire()))
         for kind, msg in (
-            (Kind.SI_ALLOCATION_RESPONSE, out.allocation),
             (Kind.SI_APPLICATION_RESPONSE, out.application),
             (Kind.SI_NODE_RESPONSE, out.node),
         ):
@@ -310,7 +309,7 @@ class WorkerLoop:
                                        CoreSettings(group_lookup=self._group_lookup_for(config),
                                                     stage_timer=time.perf_counter, compat=compat,
                                                     cycle_allocation_limit=CYCLE_ALLOCATIONS),
-                                       created_ns=time.time_ns(), rows_out=True)
+                                       created_ns=time.time_ns())
         return session, config.usergroupresolver.type
 
     def _on_release(self, env: Envelope) -> None:
@@ -349,19 +348,20 @@ class WorkerLoop:
         getattr(o.session, method)(request, time.time_ns())
         observe_wire(o.session, decode=t1 - t0, apply=time.perf_counter() - t1)
 
-    def _on_asks(self, env: Envelope) -> None:
+    def _on_allocation_rows(self, env: Envelope) -> None:
+        """The allocation stream: asks as rows, the rest of the request beside them (common.si_rows)."""
         o = self._current(env)
         if o is None:
             return
         t0 = time.perf_counter()
         try:
-            body = unpack_rows(env.body, "sizes", "asks")
+            body = RequestRows.unpack(env.body)
         except ValueError as exc:
             self.dropped += 1
             log.warning("dropped %s for [%s]%s: undecodable body: %s", env.kind, env.rm_id, env.partition, exc)
             return
         t1 = time.perf_counter()
-        o.session.apply_ask_rows(body, time.time_ns())
+        o.session.apply_allocation_rows(body, time.time_ns())
         observe_wire(o.session, decode=t1 - t0, apply=time.perf_counter() - t1)
 
     def _on_revision(self, env: Envelope) -> None:
@@ -431,8 +431,7 @@ class WorkerLoop:
         Kind.HEARTBEAT: _on_heartbeat,
         Kind.PARTITION_ASSIGN: _on_assign,
         Kind.PARTITION_RELEASE: _on_release,
-        Kind.SI_ALLOCATION: _on_si,
-        Kind.SI_ASKS: _on_asks,
+        Kind.SI_ALLOCATION: _on_allocation_rows,
         Kind.SI_APPLICATION: _on_si,
         Kind.SI_NODE: _on_si,
         Kind.SI_REVISION: _on_revision,

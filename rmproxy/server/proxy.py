@@ -18,7 +18,7 @@ from typing import Any
 
 import grpc
 
-from common import korral_pb2, registry, si_internal_pb2, si_pb2
+from common import korral_pb2, registry, si_pb2
 from common.compat import Compat, compat_warnings, parse_compat
 from common.config import SchedulerConfig, load_config
 from common.config.extra import check_extra_config
@@ -29,7 +29,7 @@ from common.heartbeat import EXPIRY, INTERVAL
 from common.messages import (KINDS, ConfigUpdate, Heartbeat, PartitionLost, PartitionOwned, PartitionRemove,
                              ProxyHello, Reply, RMPartitions, RMUnregister, SiRevision, Status, Unroutable)
 from common.si_revision import declared_revision
-from common.si_rows import fill_allocations
+from common.si_rows import NewAllocations
 from rmproxy.server import revision, split
 from rmproxy.server.broker_link import BrokerLink
 from rmproxy.server.cluster_view import ClusterView
@@ -48,12 +48,11 @@ HOLD_SECONDS = 30.0  # a request for a partition without a worker waits this lon
 RM_TIMEOUT = 300.0  # seconds an RM may stay Paused (no stream open) before it is Stopped
 MAINTAIN_INTERVAL = 1.0
 RESYNC_DETAILS = "korral: re-register: "
-ASK_BATCH = 1000  # asks per SI_ASKS envelope: a 1,000-ask part is read in ~1.5 ms
+ASK_BATCH = 1000  # asks per SI_ALLOCATION envelope: a 1,000-ask part is read in ~1.5 ms
 LARGE_FRAME = 1 << 20  # bytes; a frame this large is decoded with the cyclic GC paused
 
 _KIND_OF_STREAM = {"allocation": Kind.SI_ALLOCATION, "application": Kind.SI_APPLICATION, "node": Kind.SI_NODE}
 _STREAM_OF_RESPONSE = {
-    Kind.SI_ALLOCATION_RESPONSE: "allocation",
     Kind.SI_APPLICATION_RESPONSE: "application",
     Kind.SI_NODE_RESPONSE: "node",
 }
@@ -229,16 +228,17 @@ class Proxy:
             rm.deliver(_STREAM_OF_RESPONSE[env.kind], env.body)
 
     def _on_allocations(self, env: Envelope) -> None:
-        """A worker's new allocations as rows: written in the RM's SI revision, down its stream."""
+        """A worker's allocation outcomes: new allocations as rows, written in the RM's SI
+        revision with the rest beside them, down its stream."""
         if (rm := self._outcome_rm(env)) is None:
             return
         try:
-            resp = fill_allocations(si_internal_pb2.AllocationResponse(), env.body, env.partition, rm.revision)
-        except (KeyError, TypeError, ValueError, IndexError) as exc:  # a bug of the worker, not of the RM
+            resp = revision.allocation_response(NewAllocations.decode(env.body), env.partition, rm.revision)
+        except (TypeError, ValueError, IndexError) as exc:  # a bug of the worker, not of the RM
             self.dropped += 1
             log.error("dropped new allocations of [%s]%s: malformed rows: %s", env.rm_id, env.partition, exc)
             return
-        rm.deliver("allocation", resp.SerializeToString())
+        rm.deliver("allocation", resp)
 
     def _on_events(self, env: Envelope) -> None:
         rm = self.rms.get(env.rm_id)
@@ -264,8 +264,8 @@ class Proxy:
         log.warning("unroutable %s for [%s]%s: %s", unroutable.kind, env.rm_id, env.partition, reason)
         kind = KINDS.get(unroutable.kind or "")
         rm = self.rms.get(env.rm_id)
-        if kind is Kind.SI_ASKS:  # asks as rows: rejected as the request they came in would be
-            resp = split.reject_ask_rows(original, reason) if isinstance(original, bytes) else None
+        if kind is Kind.SI_ALLOCATION:  # rows: rejected as the request they came in would be
+            resp = revision.reject_rows(original, reason) if isinstance(original, bytes) else None
             if rm is not None and resp is not None:
                 rm.deliver("allocation", resp.SerializeToString())
             return
@@ -284,8 +284,7 @@ class Proxy:
         Kind.STATUS: _on_status,
         Kind.PARTITION_OWNED: _on_owned,
         Kind.PARTITION_LOST: _on_lost,
-        Kind.SI_ALLOCATIONS: _on_allocations,
-        Kind.SI_ALLOCATION_RESPONSE: _on_response,
+        Kind.SI_ALLOCATION_RESPONSE: _on_allocations,
         Kind.SI_APPLICATION_RESPONSE: _on_response,
         Kind.SI_NODE_RESPONSE: _on_response,
         Kind.EVENTS: _on_events,
@@ -383,10 +382,9 @@ class Proxy:
                 continue
             if rm.revision is not None:
                 self._tell_revision(rm, partition, epoch)
-            bodies = split.ask_bodies(part, ASK_BATCH) if kind is Kind.SI_ALLOCATION else None
-            if bodies is not None:
-                for body in bodies:
-                    self.send(Envelope(Kind.SI_ASKS, rm.rm_id, partition, epoch, rm.next_seq(partition), body))
+            if kind is Kind.SI_ALLOCATION:  # asks as rows, the rest beside them
+                for body in revision.request_rows(part, ASK_BATCH):
+                    self.send(Envelope(kind, rm.rm_id, partition, epoch, rm.next_seq(partition), body.pack()))
                 continue
             self.send(Envelope(kind, rm.rm_id, partition, epoch, rm.next_seq(partition),
                                part.SerializeToString()))

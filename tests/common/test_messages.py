@@ -40,8 +40,7 @@ def test_each_body_survives_the_wire_as_its_class(kind, body):
 
 
 def test_every_control_kind_has_a_body_class_and_si_traffic_has_none():
-    si = {Kind.SI_ALLOCATION, Kind.SI_ASKS, Kind.SI_APPLICATION, Kind.SI_NODE, Kind.SI_ALLOCATIONS,
-          Kind.SI_ALLOCATION_RESPONSE,
+    si = {Kind.SI_ALLOCATION, Kind.SI_APPLICATION, Kind.SI_NODE, Kind.SI_ALLOCATION_RESPONSE,
           Kind.SI_APPLICATION_RESPONSE, Kind.SI_NODE_RESPONSE, Kind.EVENTS, Kind.SCHEDULING_STATES}
     no_body = {Kind.PARTITION_ASSIGN, Kind.PARTITION_RELEASE}
     assert set(BODIES) == set(Kind) - si - no_body

@@ -97,14 +97,14 @@ def test_the_worker_is_told_once_per_epoch_before_the_first_request_that_needs_i
     assert [e.kind for e in sent] == [Kind.SI_NODE]  # undecided: nothing to tell
     p.handle_request("allocation", rm, si.AllocationRequest(allocations=[ALLOC]))
     assert [(e.kind, e.partition, e.epoch) for e in sent[1:]] == [
-        (Kind.SI_REVISION, "default", 3), (Kind.SI_REVISION, "gpu", 4), (Kind.SI_ASKS, "default", 3)]
+        (Kind.SI_REVISION, "default", 3), (Kind.SI_REVISION, "gpu", 4), (Kind.SI_ALLOCATION, "default", 3)]
     assert SiRevision.decode(sent[1].body).revision == "v1.8"
     assert [e.seq for e in sent if e.partition == "default"] == [1, 2, 3]  # in the request sequence
     p.handle_request("allocation", rm, si.AllocationRequest(allocations=[ALLOC]))
-    assert sent[-1].kind is Kind.SI_ASKS and sent[-2].kind is Kind.SI_ASKS  # asks as rows (test_rows.py)
+    assert sent[-1].kind is Kind.SI_ALLOCATION and sent[-2].kind is Kind.SI_ALLOCATION  # asks as rows (test_rows.py)
     rm.epochs["default"] = 5  # a new owner: told again
     p.handle_request("allocation", rm, si.AllocationRequest(allocations=[ALLOC]))
-    assert [(e.kind, e.epoch) for e in sent[-2:]] == [(Kind.SI_REVISION, 5), (Kind.SI_ASKS, 5)]
+    assert [(e.kind, e.epoch) for e in sent[-2:]] == [(Kind.SI_REVISION, 5), (Kind.SI_ALLOCATION, 5)]
 
 
 def test_a_refused_request_sends_nothing():
