@@ -40,7 +40,7 @@ from common.envelope import Envelope, Kind, dispatch, encode
 from common.gcpause import SteadyCollector, gc_paused
 from common.heartbeat import EXPIRY, INTERVAL
 from common.links import broker_dealer
-from common.messages import ConfigUpdate, Heartbeat, PartitionRemove, Query, SiRevision
+from common.messages import BadQuery, ConfigUpdate, Heartbeat, NotFound, PartitionRemove, Query, Reply, SiRevision
 from common.si_revision import Revision
 from common.si_rows import RequestRows
 from partition_worker.core.settings import CoreSettings
@@ -395,7 +395,7 @@ class WorkerLoop:
                 log.info("partition [%s]%s: group resolver now %s", o.rm_id, o.partition, resolver or "the default")
         except (ConfigError, ValueError) as exc:
             error = str(exc)
-        self._send(env.reply(Kind.CONFIG_RESULT, {"id": update.id, "error": error}))
+        self._send(env.reply(Kind.CONFIG_RESULT, Reply(update.id, error=error).wire()))
 
     def _on_remove(self, env: Envelope) -> None:
         """The partition left the RM's config: fail its apps, release everything, tell the RM."""
@@ -404,7 +404,7 @@ class WorkerLoop:
             return
         o.session.stop(time.time_ns())
         self._step()
-        self._send(env.reply(Kind.CONFIG_RESULT, {"id": PartitionRemove.decode(env.body).id, "error": None}))
+        self._send(env.reply(Kind.CONFIG_RESULT, Reply(PartitionRemove.decode(env.body).id).wire()))
 
     def _on_query(self, env: Envelope) -> None:
         """A read for REST/status: answered between cycles, so it is consistent for the partition.
@@ -415,17 +415,17 @@ class WorkerLoop:
         if o is None:
             mine = self.owned is not None and (self.owned.rm_id, self.owned.partition) == (env.rm_id, env.partition)
             now = f" (it owns epoch {self.owned.epoch})" if mine else ""  # type: ignore[union-attr]
-            self._send(env.reply(Kind.QUERY_RESULT, {
-                "id": qid, "stale": True,
-                "error": f"partition [{env.rm_id}]{env.partition} is not owned by worker {self.name} "
-                         f"in epoch {env.epoch}{now}: its owner is changing, ask again"}))
+            self._send(env.reply(Kind.QUERY_RESULT, Reply(qid, stale=True, error=(
+                f"partition [{env.rm_id}]{env.partition} is not owned by worker {self.name} "
+                f"in epoch {env.epoch}{now}: its owner is changing, ask again")).wire()))
             return
         with gc_paused():  # a large answer: no GC pass walks it while it is built and packed
             try:
-                reply = {"id": qid, "data": answer_query(o.session, query.params)}
-            except (KeyError, ValueError) as exc:
-                reply = {"id": qid, "error": f"bad query {query.what!r}: {exc}"}
-            self._send(env.reply(Kind.QUERY_RESULT, reply))
+                data = answer_query(o.session, query)
+                reply = Reply(qid, not_found=data) if isinstance(data, NotFound) else Reply(qid, data=data)
+            except ValueError as exc:
+                reply = Reply(qid, error=str(exc) if isinstance(query, BadQuery) else f"bad query {query.what!r}: {exc}")
+            self._send(env.reply(Kind.QUERY_RESULT, reply.wire()))
 
     _HANDLERS: dict[Kind, Callable[["WorkerLoop", Envelope], None]] = {
         Kind.HEARTBEAT: _on_heartbeat,
