@@ -161,7 +161,7 @@ class PartitionSession:
         rejected = core.outcomes.rejected_asks
         add_ask, guard, request = C.AddAsk, self._guard, EventType.REQUEST
         for row in rows:
-            try:  # an AskRow, unpacked in its order (a NamedTuple's constructor would cost a tenth of the apply)
+            try:  # an AskRow, unpacked in its order: building the NamedTuple per row costs several times more
                 (key, app_id, size, max_allocations, priority, timeout_ms, tags, task_group, placeholder,
                  originator, allow_self, allow_other) = row
                 resource = sizes[size]
