@@ -34,10 +34,10 @@ __all__ = ["Broker", "REANNOUNCE", "configure", "run"]
 log = logging.getLogger("korral.broker")
 
 _WORKER_OUTCOMES = {
-    Kind.SI_ALLOCATIONS, Kind.SI_ALLOCATION_RESPONSE, Kind.SI_APPLICATION_RESPONSE, Kind.SI_NODE_RESPONSE,
+    Kind.SI_ALLOCATION_RESPONSE, Kind.SI_APPLICATION_RESPONSE, Kind.SI_NODE_RESPONSE,
     Kind.EVENTS, Kind.SCHEDULING_STATES, Kind.CONFIG_RESULT, Kind.QUERY_RESULT,
 }
-_PROXY_ROUTED = {Kind.SI_ALLOCATION, Kind.SI_ASKS, Kind.SI_APPLICATION, Kind.SI_NODE, Kind.SI_REVISION,
+_PROXY_ROUTED = {Kind.SI_ALLOCATION, Kind.SI_APPLICATION, Kind.SI_NODE, Kind.SI_REVISION,
                  Kind.CONFIG_UPDATE, Kind.PARTITION_REMOVE, Kind.QUERY}
 # Tells a peer the broker does not know it (the broker restarted): announce yourself again.
 REANNOUNCE = Envelope(Kind.HEARTBEAT, body=Heartbeat(reannounce=True).wire())

@@ -33,7 +33,7 @@ __all__ = ["VERSION", "Kind", "EnvelopeError", "Envelope", "RawEnvelope", "encod
 
 log = logging.getLogger("korral.envelope")
 
-VERSION = 1
+VERSION = 2  # 2: the allocation stream carries rows (common.si_rows)
 
 
 @dataclass(frozen=True, slots=True)

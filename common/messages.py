@@ -1,8 +1,8 @@
 """What crosses ZeroMQ: every envelope kind, and the body of each control kind as a small frozen
 dataclass with one ``decode`` each (``common.envelope`` is the frame codec around them).
 
-SI traffic (``si.*``, ``events``, ``scheduling.states``) carries serialized protobuf and has no
-class here. Every other kind's body is a msgpack map on the wire; its class says which keys it
+SI traffic (``si.*``, ``events``, ``scheduling.states``) carries serialized protobuf, or for
+the allocation stream rows beside it (``common.si_rows``), and has no class here. Every other kind's body is a msgpack map on the wire; its class says which keys it
 has, their types and defaults. ``decode`` takes the map (or ``None`` for an empty body, or an
 instance, returned as it is) and raises ``EnvelopeError`` for anything else: a body that is not
 a map, or a key of the wrong type. ``wire()`` gives the map to send. Missing keys take the
@@ -18,12 +18,16 @@ from __future__ import annotations
 
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from enum import StrEnum
-from typing import Any, Mapping, TypeVar
+from typing import Any, ClassVar, Mapping, TypeVar
 
 __all__ = [
     "Kind", "KINDS", "EnvelopeError", "Body", "ProxyHello", "WorkerReady", "Heartbeat", "Status",
     "RMPartitions", "RMUnregister", "PartitionLoaded", "PartitionOwned", "PartitionLost", "ConfigUpdate",
-    "PartitionRemove", "SiRevision", "Query", "Reply", "Unroutable", "BODIES", "with_request_id",
+    "PartitionRemove", "SiRevision", "Query", "PagedQuery", "PartitionQuery", "QueuesQuery", "AppsQuery",
+    "AppQuery", "AppSummariesQuery", "AppStatusQuery", "ExplainQuery", "NodesQuery", "NodeQuery", "HeatmapQuery",
+    "NodeUtilQuery", "UsageQuery", "EventsQuery", "PlacementRulesQuery", "HealthQuery", "MetricsQuery",
+    "DumpQuery", "WhatIfQuery", "BadQuery", "QUERIES", "NotFound", "Reply", "Unroutable", "BODIES",
+    "with_request_id",
 ]
 
 B = TypeVar("B", bound="Body")
@@ -47,19 +51,17 @@ class Kind(StrEnum):
     PARTITION_OWNED = "partition.owned"  # B->P: rm_id, partition, epoch; PartitionOwned
     PARTITION_LOST = "partition.lost"  # B->P: the owner of rm_id/partition died; PartitionLost
     # SI traffic, P->B->W; body = serialized si.v1 request for this partition only
-    SI_ALLOCATION = "si.allocation"
+    SI_ALLOCATION = "si.allocation"  # its asks as rows, the rest as protobuf: common.si_rows.RequestRows, packed
     SI_APPLICATION = "si.application"
     SI_NODE = "si.node"
-    SI_ASKS = "si.asks"  # P->B->W: seed asks of one request as rows (common.si_rows), msgpack bytes
     SI_REVISION = "si.revision"  # P->B->W: the RM's SI revision, before the requests that need it; SiRevision
     CONFIG_UPDATE = "config.update"  # P->B->W: ConfigUpdate
     PARTITION_REMOVE = "partition.remove"  # P->B->W: the partition left the config; PartitionRemove
     CONFIG_RESULT = "config.result"  # W->B->P: Reply
     # outcomes, W->B->P; body = serialized si.v1 response
-    SI_ALLOCATION_RESPONSE = "si.allocation.response"
+    SI_ALLOCATION_RESPONSE = "si.allocation.response"  # new allocations as rows: common.si_rows.NewAllocations
     SI_APPLICATION_RESPONSE = "si.application.response"
     SI_NODE_RESPONSE = "si.node.response"
-    SI_ALLOCATIONS = "si.allocations"  # a step's new allocations as rows (common.si_rows), when it made nothing else
     EVENTS = "events"  # body [serialized si.v1.EventRecord...]
     SCHEDULING_STATES = "scheduling.states"  # body [serialized UpdateContainerSchedulingStateRequest...]
     # read-only queries (REST), P->B->W and back; Query, Reply
@@ -115,7 +117,7 @@ def _strings(m: Mapping, key: str) -> tuple[str, ...]:
 # (None: any value; "strings": a list of strings).
 _WIRE_TYPES: dict[str, Any] = {
     "str": str, "str | None": str, "int": int, "int | None": int, "bool": bool, "bytes | None": bytes,
-    "dict": dict, "dict | None": dict, "tuple[str, ...]": "strings", "Any": None,
+    "dict": dict, "dict | None": dict, "tuple[str, ...]": "strings", "Any": None, "NotFound | None": "NotFound",
 }
 
 
@@ -127,7 +129,15 @@ def _read(m: Mapping, f: Field) -> Any:
         return default if value is None else value
     if wire_type == "strings":
         return _strings(m, f.name)
+    if wire_type == "NotFound":
+        value = _get(m, f.name, dict)
+        return default if value is None else NotFound._from_map(value)
     return _get(m, f.name, wire_type, default)
+
+
+def _by_fields(cls: type[B], m: dict) -> B:
+    """Each field of ``cls`` from the key of its name, checked against its annotation."""
+    return cls(**{f.name: _read(m, f) for f in fields(cls)})  # type: ignore[arg-type]
 
 
 class Body:
@@ -155,15 +165,18 @@ class Body:
 
     @classmethod
     def _from_map(cls: type[B], m: dict) -> B:
-        return cls(**{f.name: _read(m, f) for f in fields(cls)})  # type: ignore[arg-type]
+        return _by_fields(cls, m)
 
     def wire(self) -> dict:
         return {f.name: _listed(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
 
 
 def _listed(value: Any) -> Any:
-    """msgpack sends a tuple as a list; so does ``wire``, so a map sent in-process equals the received one."""
-    return list(value) if isinstance(value, tuple) else value
+    """msgpack sends a tuple as a list; so does ``wire``, so a map sent in-process equals the received
+    one; a body inside a body is sent as its map."""
+    if isinstance(value, tuple):
+        return list(value)
+    return value.wire() if isinstance(value, Body) else value
 
 
 # -- membership and liveness ---------------------------------------------------------------
@@ -328,34 +341,228 @@ class PartitionRemove(Body):
     id: int | None = None
 
 
+# -- REST reads: a query of one partition, answered by its worker between two cycles -------------
+
 @dataclass(frozen=True, slots=True)
 class Query(Body):
-    """QUERY, rmproxy -> worker (REST reads): ``params`` is the whole map as the worker's answer
-    function reads it, ``what`` to read and its parameters (``offset``, ``limit``, ``app``...);
-    answered by a QUERY_RESULT with the same ``id``."""
+    """QUERY, rmproxy -> worker: one read of a partition (each kind of read is a subclass, named
+    on the wire by its ``what``), answered by a QUERY_RESULT ``Reply`` with the same ``id``.
+    ``Query.decode`` gives the subclass ``what`` names, or a ``BadQuery`` saying why the map is
+    none (the worker answers it with that error: the asker learns why instead of waiting)."""
 
-    params: Mapping[str, Any] = field(default_factory=dict)
     id: int | None = None
-
-    @property
-    def what(self) -> str | None:
-        return self.params.get("what")
+    what: ClassVar[str] = ""
 
     @classmethod
     def _from_map(cls, m: dict) -> "Query":
-        _get(m, "what", str)
-        return cls(m, _get(m, "id", int))
+        qid = _get(m, "id", int)
+        what = m.get("what")
+        kind = QUERIES.get(what) if isinstance(what, str) else None
+        if cls is not Query and kind is not cls:
+            raise _Bad(f"'what' must be {cls.what!r}, got {what!r}")
+        if kind is None:
+            return BadQuery(qid, f"unknown query {what!r}; known: {', '.join(sorted(QUERIES))}")
+        try:
+            return _by_fields(kind, m)
+        except _Bad as exc:
+            return BadQuery(qid, f"bad query {what!r}: {exc}")
+
+    def wire(self) -> dict:  # "id" first: the broker reads a request's id without decoding the rest
+        return {"id": self.id, "what": self.what,
+                **{f.name: _listed(getattr(self, f.name)) for f in fields(self)[1:]
+                   if getattr(self, f.name) is not None}}
+
+
+@dataclass(frozen=True, slots=True)
+class BadQuery(Query):
+    """What ``Query.decode`` gives for a map that is no query: ``reason`` says why."""
+
+    reason: str = ""
 
     def wire(self) -> dict:
-        return {"id": self.id, **{k: v for k, v in self.params.items() if k != "id"}}
+        raise TypeError(f"a BadQuery is never sent: {self.reason}")
+
+
+@dataclass(frozen=True, slots=True)
+class PagedQuery(Query):
+    """A read of a list that can be long: at most ``limit`` items from ``offset`` (the worker's
+    page bounds apply), answered ``{"total", "offset", "next", "items"}``."""
+
+    offset: int | None = None
+    limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionQuery(Query):
+    """The partition: YuniKorn's PartitionInfo, with the counts of ClusterInfo."""
+
+    what: ClassVar[str] = "partition"
+
+
+@dataclass(frozen=True, slots=True)
+class QueuesQuery(Query):
+    """The queue tree."""
+
+    what: ClassVar[str] = "queues"
+
+
+@dataclass(frozen=True, slots=True)
+class AppsQuery(PagedQuery):
+    """Applications: of one ``queue`` (its active ones), else of the partition; ``category``
+    (``active``, ``completed``, ``rejected``) and ``states`` (state names, any case) narrow them."""
+
+    what: ClassVar[str] = "apps"
+    queue: str | None = None
+    category: str | None = None
+    states: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AppQuery(Query):
+    """One application (``queue``: only if it is in that queue)."""
+
+    what: ClassVar[str] = "app"
+    app: str = ""
+    queue: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AppSummariesQuery(PagedQuery):
+    """One small row per application (the dashboard's list)."""
+
+    what: ClassVar[str] = "app_summaries"
+
+
+@dataclass(frozen=True, slots=True)
+class AppStatusQuery(Query):
+    """Where an application stands (``korral explain APP``), with at most ``limit`` pending keys."""
+
+    what: ClassVar[str] = "app_status"
+    app: str = ""
+    limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExplainQuery(Query):
+    """Why the ask ``key`` of application ``app`` waits."""
+
+    what: ClassVar[str] = "explain"
+    app: str = ""
+    key: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodesQuery(PagedQuery):
+    """The nodes."""
+
+    what: ClassVar[str] = "nodes"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeQuery(Query):
+    """One node."""
+
+    what: ClassVar[str] = "node"
+    node: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class HeatmapQuery(Query):
+    """Every node in a few bytes (the dashboard's heat map)."""
+
+    what: ClassVar[str] = "heatmap"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeUtilQuery(Query):
+    """The nodes' utilisation per resource (YuniKorn's node-utilizations)."""
+
+    what: ClassVar[str] = "node_util"
+
+
+@dataclass(frozen=True, slots=True)
+class UsageQuery(Query):
+    """Resource usage of ``kind`` ``users``, ``groups``, or one ``user`` or ``group`` by ``name``."""
+
+    what: ClassVar[str] = "usage"
+    kind: str = "users"
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EventsQuery(Query):
+    """Events of the partition's ring by id: from ``start`` (default: the lowest held), or the
+    ``last`` n before ``before`` (default: all); at most ``limit``."""
+
+    what: ClassVar[str] = "events"
+    start: int | None = None
+    last: int | None = None
+    before: int | None = None
+    limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementRulesQuery(Query):
+    """The placement rules."""
+
+    what: ClassVar[str] = "placement_rules"
+
+
+@dataclass(frozen=True, slots=True)
+class HealthQuery(Query):
+    """YuniKorn's health checks of the partition."""
+
+    what: ClassVar[str] = "health"
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsQuery(Query):
+    """Counters and gauges of the partition (rmproxy renders Prometheus text)."""
+
+    what: ClassVar[str] = "metrics"
+
+
+@dataclass(frozen=True, slots=True)
+class DumpQuery(Query):
+    """Everything of the partition in one consistent answer (the state dump); ``health``: with
+    its health checks (rmproxy may have them already)."""
+
+    what: ClassVar[str] = "dump"
+    health: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIfQuery(Query):
+    """What the config text ``config`` would do to the partition; nothing changes."""
+
+    what: ClassVar[str] = "whatif"
+    config: str = ""
+
+
+# what -> its query class
+QUERIES: dict[str, type[Query]] = {q.what: q for q in (
+    PartitionQuery, QueuesQuery, AppsQuery, AppQuery, AppSummariesQuery, AppStatusQuery, ExplainQuery, NodesQuery,
+    NodeQuery, HeatmapQuery, NodeUtilQuery, UsageQuery, EventsQuery, PlacementRulesQuery, HealthQuery, MetricsQuery,
+    DumpQuery, WhatIfQuery)}
+
+
+@dataclass(frozen=True, slots=True)
+class NotFound(Body):
+    """A read's answer when the object it names does not exist (REST answers 404): YuniKorn's
+    ``message`` (e.g. ``Application not found``), the kind of ``object`` and its ``name``."""
+
+    message: str = ""
+    object: str = ""
+    name: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class Reply(Body):
     """CONFIG_RESULT and QUERY_RESULT, worker -> rmproxy: the answer to request ``id``: ``data``
-    (a query's answer; ``packed`` when the worker sent it msgpack-encoded), or ``error``;
-    ``stale``: the worker does not own the partition in the asked epoch (ask again);
-    ``unavailable``: the error is that no worker could be reached (retry), not a refusal."""
+    (a query's answer; ``packed`` when the worker sent it msgpack-encoded), ``not_found`` (the
+    object a query names does not exist), or ``error``; ``stale``: the worker does not own the
+    partition in the asked epoch (ask again); ``unavailable``: the error is that no worker could
+    be reached (retry), not a refusal."""
 
     id: int | None = None
     data: Any = None
@@ -363,6 +570,15 @@ class Reply(Body):
     stale: bool = False
     unavailable: bool = False
     packed: bytes | None = None
+    not_found: NotFound | None = None
+
+    def wire(self) -> dict:  # only what is set ("id" first: the broker reads it without the rest)
+        out: dict = {"id": self.id}
+        for f in fields(self)[1:]:
+            value = getattr(self, f.name)
+            if value is not None and value is not False:
+                out[f.name] = _listed(value)
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,8 +50,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "queue against the nodes of --nodes (default 500 and 5000) filled by a low one "
                              "(partition_worker/bench_preemption.py)")
     parser.add_argument("--session", action="store_true",
-                        help="drive the SI adapter (PartitionSession, protobuf in and out) "
-                             "instead of the core commands")
+                        help="drive the worker's session (PartitionSession: asks in as rows, nodes and apps as "
+                             "SI protobuf, as rmproxy sends them) instead of the core commands")
     parser.add_argument("--profile", action="store_true",
                         help="run one row in-process under cProfile and print the top functions")
 
@@ -178,9 +178,11 @@ def scheduling_row(nodes: int, asks: int, policy: str = "fair", apps: int = 2,
 
 
 def session_row(nodes: int, asks: int, policy: str = "fair") -> dict:
-    """The same scenario through ``PartitionSession``: SI protobuf requests in, responses out."""
+    """The same scenario through ``PartitionSession``, as the worker gets it from rmproxy: apps and
+    nodes as SI protobuf, asks as rows; new allocations out as rows."""
     from common import si_pb2
     from common.bench_scenario import node_request, partition_config
+    from common.si_rows import AskRow, RequestRows
     from partition_worker.session import PartitionSession
     s = PartitionSession("bench", "default", partition_config(policy))
     ugi = si_pb2.UserGroupInformation(user="bench")
@@ -195,18 +197,15 @@ def session_row(nodes: int, asks: int, policy: str = "fair") -> dict:
     node_secs = time.perf_counter() - t0
     if accepted != nodes:
         raise RuntimeError(f"only {accepted} of {nodes} nodes accepted")
-    areq = si_pb2.AllocationRequest()
-    for i in range(asks):
-        a = areq.asks.add(allocationKey=f"ask-{i}", applicationID="app-a" if i % 2 == 0 else "app-b",
-                          maxAllocations=1)
-        a.resourceAsk.resources["memory"].value = 10
-        a.resourceAsk.resources["vcore"].value = 1
+    body = RequestRows([["memory", 10, "vcore", 1]], [
+        AskRow(f"ask-{i}", "app-a" if i % 2 == 0 else "app-b", 0, 1, 0, 0, None, "", False, False, True, True)
+        for i in range(asks)])
     t0 = time.perf_counter()
-    s.apply_allocation_request(areq, time.time_ns())
+    s.apply_allocation_rows(body, time.time_ns())
     allocated = 0
     while allocated < asks:
         out = s.step(time.time_ns())
-        got = len(out.allocation.new) if out.allocation is not None else 0
+        got = len(out.new_allocations.new) if out.new_allocations is not None else 0
         if got == 0:
             raise RuntimeError(f"bench stalled: {allocated} of {asks} allocated")
         allocated += got
@@ -238,11 +237,12 @@ def memory_row(nodes: int, asks: int, policy: str = "fair") -> dict:
 
 
 def memory_session_row(nodes: int, asks: int, policy: str = "fair") -> dict:
-    """Capacity check through the SI adapter with k8s-shaped input: 200 apps, asks with
-    ``memory``/``vcore``/``pods`` and the shim's namespace/podName tags, each larger than any
-    node (so all stay pending); one cycle, whose 200,000 FAILED scheduling states are built."""
+    """Capacity check through the worker's session with k8s-shaped input: 200 apps, asks (as
+    rows) with ``memory``/``vcore``/``pods`` and the shim's namespace/podName tags, each larger
+    than any node (so all stay pending); one cycle, whose 200,000 FAILED scheduling states are built."""
     from common import si_pb2
     from common.config.model import NodeSortPolicyConfig, PartitionConfig, QueueConfig
+    from common.si_rows import AskRow, RequestRows
     from partition_worker.session import PartitionSession
     root = QueueConfig(name="root", submitacl="*", queues=(QueueConfig(name="a"), QueueConfig(name="b")))
     s = PartitionSession("bench", "default", PartitionConfig(
@@ -263,18 +263,16 @@ def memory_session_row(nodes: int, asks: int, policy: str = "fair") -> dict:
     s.step(time.time_ns())
     node_secs = time.perf_counter() - t0
     del nreq
-    add_secs = 0.0  # time in apply_allocation_request only, not building the requests
+    add_secs = 0.0  # time in apply_allocation_rows only, not building the rows
     batch = 10_000
+    sizes = [["memory", 128 * 2**30, "vcore", 1000, "pods", 1]]
     for start in range(0, asks, batch):
-        areq = si_pb2.AllocationRequest()
-        for i in range(start, min(asks, start + batch)):
-            a = areq.asks.add(allocationKey=f"pod-uid-{i:012d}", applicationID=f"app-{i % napps}",
-                              maxAllocations=1, tags={"kubernetes.io/meta/namespace": "default",
-                                                      "kubernetes.io/meta/podName": f"pod-{i}"})
-            for k, v in (("memory", 128 * 2**30), ("vcore", 1000), ("pods", 1)):
-                a.resourceAsk.resources[k].value = v
+        body = RequestRows(sizes, [
+            AskRow(f"pod-uid-{i:012d}", f"app-{i % napps}", 0, 1, 0, 0,
+                   {"kubernetes.io/meta/namespace": "default", "kubernetes.io/meta/podName": f"pod-{i}"},
+                   "", False, False, True, True) for i in range(start, min(asks, start + batch))])
         t0 = time.perf_counter()
-        s.apply_allocation_request(areq, time.time_ns())
+        s.apply_allocation_rows(body, time.time_ns())
         add_secs += time.perf_counter() - t0
     t1 = time.perf_counter()
     out = s.step(time.time_ns())

@@ -40,9 +40,9 @@ from common.envelope import Envelope, Kind, dispatch, encode
 from common.gcpause import SteadyCollector, gc_paused
 from common.heartbeat import EXPIRY, INTERVAL
 from common.links import broker_dealer
-from common.messages import ConfigUpdate, Heartbeat, PartitionRemove, Query, SiRevision
+from common.messages import BadQuery, ConfigUpdate, Heartbeat, NotFound, PartitionRemove, Query, Reply, SiRevision
 from common.si_revision import Revision
-from common.si_rows import unpack_rows
+from common.si_rows import RequestRows
 from partition_worker.core.settings import CoreSettings
 from partition_worker.health import HealthFile, check as check_health
 from partition_worker.queries import answer as answer_query
@@ -64,7 +64,6 @@ CYCLE_ALLOCATIONS = 1000
 STALL_SECONDS = 60.0
 
 _REQUEST_TYPES = {  # read with the internal model: a request of either SI revision
-    Kind.SI_ALLOCATION: (si.AllocationRequest, "apply_allocation_request"),
     Kind.SI_APPLICATION: (si.ApplicationRequest, "apply_application_request"),
     Kind.SI_NODE: (si.NodeRequest, "apply_node_request"),
 }
@@ -236,10 +235,10 @@ class WorkerLoop:
         started = time.perf_counter()
         out = o.session.step(time.time_ns())
         stepped = time.perf_counter()
-        if out.allocations_new is not None:  # new allocations as rows (rmproxy writes them in SI)
-            self._send(Envelope(Kind.SI_ALLOCATIONS, o.rm_id, o.partition, o.epoch, 0, out.allocations_new))
+        allocations = out.allocation_outcomes()
+        if allocations is not None:  # new allocations as rows (rmproxy writes their SI), the rest beside them
+            self._send(Envelope(Kind.SI_ALLOCATION_RESPONSE, o.rm_id, o.partition, o.epoch, 0, allocations.wire()))
         for kind, msg in (
-            (Kind.SI_ALLOCATION_RESPONSE, out.allocation),
             (Kind.SI_APPLICATION_RESPONSE, out.application),
             (Kind.SI_NODE_RESPONSE, out.node),
         ):
@@ -310,7 +309,7 @@ class WorkerLoop:
                                        CoreSettings(group_lookup=self._group_lookup_for(config),
                                                     stage_timer=time.perf_counter, compat=compat,
                                                     cycle_allocation_limit=CYCLE_ALLOCATIONS),
-                                       created_ns=time.time_ns(), rows_out=True)
+                                       created_ns=time.time_ns())
         return session, config.usergroupresolver.type
 
     def _on_release(self, env: Envelope) -> None:
@@ -349,19 +348,20 @@ class WorkerLoop:
         getattr(o.session, method)(request, time.time_ns())
         observe_wire(o.session, decode=t1 - t0, apply=time.perf_counter() - t1)
 
-    def _on_asks(self, env: Envelope) -> None:
+    def _on_allocation_rows(self, env: Envelope) -> None:
+        """The allocation stream: asks as rows, the rest of the request beside them (common.si_rows)."""
         o = self._current(env)
         if o is None:
             return
         t0 = time.perf_counter()
         try:
-            body = unpack_rows(env.body, "sizes", "asks")
+            body = RequestRows.unpack(env.body)
         except ValueError as exc:
             self.dropped += 1
             log.warning("dropped %s for [%s]%s: undecodable body: %s", env.kind, env.rm_id, env.partition, exc)
             return
         t1 = time.perf_counter()
-        o.session.apply_ask_rows(body, time.time_ns())
+        o.session.apply_allocation_rows(body, time.time_ns())
         observe_wire(o.session, decode=t1 - t0, apply=time.perf_counter() - t1)
 
     def _on_revision(self, env: Envelope) -> None:
@@ -395,7 +395,7 @@ class WorkerLoop:
                 log.info("partition [%s]%s: group resolver now %s", o.rm_id, o.partition, resolver or "the default")
         except (ConfigError, ValueError) as exc:
             error = str(exc)
-        self._send(env.reply(Kind.CONFIG_RESULT, {"id": update.id, "error": error}))
+        self._send(env.reply(Kind.CONFIG_RESULT, Reply(update.id, error=error).wire()))
 
     def _on_remove(self, env: Envelope) -> None:
         """The partition left the RM's config: fail its apps, release everything, tell the RM."""
@@ -404,7 +404,7 @@ class WorkerLoop:
             return
         o.session.stop(time.time_ns())
         self._step()
-        self._send(env.reply(Kind.CONFIG_RESULT, {"id": PartitionRemove.decode(env.body).id, "error": None}))
+        self._send(env.reply(Kind.CONFIG_RESULT, Reply(PartitionRemove.decode(env.body).id).wire()))
 
     def _on_query(self, env: Envelope) -> None:
         """A read for REST/status: answered between cycles, so it is consistent for the partition.
@@ -415,24 +415,23 @@ class WorkerLoop:
         if o is None:
             mine = self.owned is not None and (self.owned.rm_id, self.owned.partition) == (env.rm_id, env.partition)
             now = f" (it owns epoch {self.owned.epoch})" if mine else ""  # type: ignore[union-attr]
-            self._send(env.reply(Kind.QUERY_RESULT, {
-                "id": qid, "stale": True,
-                "error": f"partition [{env.rm_id}]{env.partition} is not owned by worker {self.name} "
-                         f"in epoch {env.epoch}{now}: its owner is changing, ask again"}))
+            self._send(env.reply(Kind.QUERY_RESULT, Reply(qid, stale=True, error=(
+                f"partition [{env.rm_id}]{env.partition} is not owned by worker {self.name} "
+                f"in epoch {env.epoch}{now}: its owner is changing, ask again")).wire()))
             return
         with gc_paused():  # a large answer: no GC pass walks it while it is built and packed
             try:
-                reply = {"id": qid, "data": answer_query(o.session, query.params)}
-            except (KeyError, ValueError) as exc:
-                reply = {"id": qid, "error": f"bad query {query.what!r}: {exc}"}
-            self._send(env.reply(Kind.QUERY_RESULT, reply))
+                data = answer_query(o.session, query)
+                reply = Reply(qid, not_found=data) if isinstance(data, NotFound) else Reply(qid, data=data)
+            except ValueError as exc:
+                reply = Reply(qid, error=str(exc) if isinstance(query, BadQuery) else f"bad query {query.what!r}: {exc}")
+            self._send(env.reply(Kind.QUERY_RESULT, reply.wire()))
 
     _HANDLERS: dict[Kind, Callable[["WorkerLoop", Envelope], None]] = {
         Kind.HEARTBEAT: _on_heartbeat,
         Kind.PARTITION_ASSIGN: _on_assign,
         Kind.PARTITION_RELEASE: _on_release,
-        Kind.SI_ALLOCATION: _on_si,
-        Kind.SI_ASKS: _on_asks,
+        Kind.SI_ALLOCATION: _on_allocation_rows,
         Kind.SI_APPLICATION: _on_si,
         Kind.SI_NODE: _on_si,
         Kind.SI_REVISION: _on_revision,

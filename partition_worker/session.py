@@ -1,27 +1,27 @@
-"""The SI adapter of one partition: SI protobuf in -> core commands; core outcomes -> SI protobuf.
+"""The worker's side of one partition: what rmproxy sends -> core commands; core outcomes -> what
+goes back to rmproxy.
 
 This is the only object the worker process loop talks to. It is pure like the
 core (``now_ns`` passed in, no I/O). Contract:
 
-- ``apply_*_request(req, now_ns)``: translate and apply every item of the request that
-  belongs to this partition (rmproxy already normalised and split them), in YuniKorn's
-  order (asks before releases, new apps before removals).
+- ``apply_allocation_rows(body, now_ns)``, ``apply_application_request(req, now_ns)``,
+  ``apply_node_request(req, now_ns)``: translate and apply every item that belongs to this
+  partition (rmproxy already normalised and split them), in YuniKorn's order (the asks and
+  allocations of a request before its releases, new apps before removals). Asks come only as
+  rows (``common.si_rows.RequestRows``: rmproxy reads them from either SI revision), the rest of
+  the allocation stream, the applications and the nodes as the SI protobuf they came in.
 - ``step(now_ns) -> Outbox``: fire due timers, run a scheduling cycle if anything changed
   (or the idle interval passed), and return + clear everything that accumulated since the
-  previous ``step`` (also what the ``apply_*`` calls produced, e.g. rejections).
+  previous ``step`` (also what the ``apply_*`` calls produced, e.g. rejections). New
+  allocations leave only as rows (``Outbox.new_allocations``: rmproxy writes their SI).
 - ``next_wakeup_ns()``: the earliest time ``step`` has work (None = only on input).
 - ``snapshot()``: a JSON-able dict of queues/apps/nodes/allocations (YuniKorn DAO names).
 - ``update_config(config, now_ns)``: raises ``ConfigError``; the old config then stays.
 
-Outgoing ``partitionName`` fields carry the short partition name.
-
-Both SI revisions (docs/si-revisions.md): requests are the internal model (``si_internal_pb2``,
-the union of the two, as the worker reads them; in-process callers such as ``korral bench
-core`` may pass the seed's ``si_pb2`` messages), every field read by its own meaning (seed asks,
-v1.8 allocations through ``si_v18``); only a release without UUID depends on the RM's revision
-(``set_revision``, from rmproxy): all of the app for a seed RM, one allocation by key otherwise.
-Responses are written in the RM's revision; while it is undecided, rejections go in both
-revisions' fields and allocations carry their UUID (a v1.8 RM ignores it).
+Outgoing ``partitionName`` fields carry the short partition name. What differs per SI
+revision (releases, v1.8 allocations that are not asks, the response besides new
+allocations) is ``partition_worker.revision``'s; the RM's revision comes from rmproxy
+(``set_revision``).
 """
 
 from __future__ import annotations
@@ -31,23 +31,22 @@ import logging
 import uuid as _uuid
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 from common import si_internal_pb2 as si, si_pb2
 from common.compat import Compat
 from common.config.errors import ConfigError
 from common.constants import TAG_FOREIGN
 from common.config.model import PartitionConfig
+from common.resources import Resource
 from common.si_resource import resource_from_si as _res
-from common.si_rows import (SizeTable, allocation_ask_rows, ask_rows, fill_allocations, is_plain_ask,
-                            sizes_from_rows)
+from common.si_rows import NewAllocations, RequestRows, sizes_from_rows
 from common.si_revision import Revision
-from partition_worker import si_v18
+from partition_worker import revision as si_revision
 from partition_worker.core import commands as C
 from partition_worker.core.app_usage import summary_line
 from partition_worker.core.dao import partition_snapshot
-from partition_worker.core.outcomes import (AppRejected, AskRejected, EventType, NodeRejected,
-                                            Outcomes, Termination)
+from partition_worker.core.outcomes import AppRejected, AskRejected, EventType, NodeRejected, Outcomes
 from partition_worker.core.partition import Partition
 from partition_worker.core.settings import CoreSettings
 
@@ -57,20 +56,6 @@ EVENT_RING_SIZE = 10_000  # events kept per partition for REST (batch, stream, d
 log = logging.getLogger(__name__)
 _NodeInfo = si.NodeInfo
 _CREATE = (_NodeInfo.CREATE, _NodeInfo.CREATE_DRAIN)
-_TERM_TO_CORE = {
-    si.STOPPED_BY_RM: Termination.STOPPED_BY_RM,
-    si.TIMEOUT: Termination.TIMEOUT,
-    si.PREEMPTED_BY_SCHEDULER: Termination.PREEMPTED_BY_SCHEDULER,
-    si.PLACEHOLDER_REPLACED: Termination.PLACEHOLDER_REPLACED,
-    si.UNKNOWN_TERMINATION_TYPE: Termination.STOPPED_BY_RM,  # the shim's default
-}
-_TERM_TO_SI = {
-    Termination.STOPPED_BY_RM: si.STOPPED_BY_RM,
-    Termination.TIMEOUT: si.TIMEOUT,
-    Termination.PREEMPTED_BY_SCHEDULER: si.PREEMPTED_BY_SCHEDULER,
-    Termination.PLACEHOLDER_REPLACED: si.PLACEHOLDER_REPLACED,
-    Termination.UNKNOWN: si.UNKNOWN_TERMINATION_TYPE,
-}
 _EVENT_TYPE = {
     EventType.REQUEST: si_pb2.EventRecord.REQUEST,
     EventType.APP: si_pb2.EventRecord.APP,
@@ -82,20 +67,28 @@ _SCHED_STATE = si_pb2.UpdateContainerSchedulingStateRequest.SchedulingState
 
 @dataclass(slots=True)
 class Outbox:
-    allocation: si.AllocationResponse | None  # None when empty
+    new_allocations: NewAllocations | None  # the step's new allocations as rows; None when none
+    # the rest of the step's AllocationResponse (releases, released asks, rejections), in the
+    # RM's revision; None when empty
+    allocation_rest: si.AllocationResponse | None
     application: si.ApplicationResponse | None
     node: si.NodeResponse | None
     events: list[si_pb2.EventRecord] = field(default_factory=list)
     scheduling_states: list[si_pb2.UpdateContainerSchedulingStateRequest] = field(default_factory=list)
     app_summaries: list[str] = field(default_factory=list)  # YK_APP_SUMMARY lines, for the log
-    # new allocations as rows (``common.si_rows``) when the session reports them apart (``rows_out``:
-    # the worker, whose rmproxy writes them in SI) and the step had no other allocation outcome;
-    # else they are in ``allocation``
-    allocations_new: dict | None = None
+
+    def allocation_outcomes(self) -> NewAllocations | None:
+        """Everything of the allocation stream as one body for rmproxy: the new allocations'
+        rows and the rest serialized beside them (None when the step had neither)."""
+        rest = self.allocation_rest
+        if rest is None:
+            return self.new_allocations
+        new = self.new_allocations or NewAllocations([], [], [])
+        return NewAllocations(new.sizes, new.new, new.size_of, rest.SerializeToString())
 
     def is_empty(self) -> bool:
-        return (self.allocation is None and self.application is None and self.node is None
-                and self.allocations_new is None and not self.events and not self.scheduling_states
+        return (self.new_allocations is None and self.allocation_rest is None and self.application is None
+                and self.node is None and not self.events and not self.scheduling_states
                 and not self.app_summaries)
 
 
@@ -104,11 +97,9 @@ class PartitionSession:
 
     def __init__(self, rm_id: str, partition: str, config: PartitionConfig,
                  settings: CoreSettings | None = None, *, created_ns: int = 0,
-                 new_uuid: Callable[[], str] | None = None, rows_out: bool = False) -> None:
+                 new_uuid: Callable[[], str] | None = None) -> None:
         """``created_ns``: when the partition was created (the worker passes its clock);
-        ``new_uuid``: allocation UUIDs (default: ``uuid_source()``); ``rows_out``: report new
-        allocations as rows in ``Outbox.allocations_new`` when a step made nothing else (the
-        worker: rmproxy writes the SI)."""
+        ``new_uuid``: allocation UUIDs (default: ``uuid_source()``)."""
         self.rm_id = rm_id
         self.partition_name = partition
         self.core = Partition(partition, config, settings, rm_id=rm_id,
@@ -118,7 +109,6 @@ class PartitionSession:
                         partition, self.core.placement.error)
         self.event_ring: deque[si_pb2.EventRecord] = deque(maxlen=EVENT_RING_SIZE)
         self.last_respond_seconds = 0.0  # building the last step's SI responses (with a stage timer)
-        self.rows_out = rows_out
         # events ever put in the ring: the ring holds ids events_total - len(ring) .. events_total - 1
         self.events_total = 0
         self.created_ns = created_ns
@@ -137,53 +127,41 @@ class PartitionSession:
         self.core.key_is_uuid = revision is Revision.V18
 
     # ------------------------------------------------------------------ input
-    def apply_allocation_request(self, req: si.AllocationRequest, now_ns: int) -> None:
-        core = self.core
-        allocations = getattr(req, "allocations", None)  # None: a seed si_pb2 message (in-process callers)
-        if allocations and all(map(is_plain_ask, allocations)):  # asks only: as rmproxy sends them
-            self.apply_ask_rows(allocation_ask_rows(allocations), now_ns)
-        elif allocations:
-            for cmd, key in si_v18.commands(core, allocations, now_ns):
-                if type(cmd) is si.NodeRequest:  # a foreign allocation, in the seed's form
-                    self.apply_node_request(cmd, now_ns)
-                else:
-                    self._guard(cmd, EventType.REQUEST, key, now_ns)
-        if req.asks:  # read into rows, as rmproxy sends a worker asks (``common.si_rows``)
-            self.apply_ask_rows(ask_rows(req.asks), now_ns)
-        if req.HasField("releases"):
-            rel = req.releases
-            for r in rel.allocationAsksToRelease:
-                self._guard(C.ReleaseAsk(r.applicationID, r.allocationKey,
-                                         _TERM_TO_CORE.get(r.terminationType, Termination.STOPPED_BY_RM),
-                                         r.message), EventType.REQUEST, r.allocationKey, now_ns)
-            by_key = self.revision is not Revision.SEED  # a release without UUID (see module doc)
-            for r in rel.allocationsToRelease:
-                if not r.applicationID and (r.allocationKey or r.UUID):  # a foreign allocation's end
-                    self._guard(C.ReleaseForeign(r.allocationKey or r.UUID), EventType.REQUEST,
-                                r.allocationKey or r.UUID, now_ns)
-                    continue
-                term = _TERM_TO_CORE.get(r.terminationType, Termination.STOPPED_BY_RM)
-                if by_key and not r.UUID:  # v1.8: the allocation and the ask of that key (all: no key)
-                    self._guard(C.ReleaseAsk(r.applicationID, r.allocationKey, term, r.message),
-                                EventType.REQUEST, r.allocationKey or r.applicationID, now_ns)
-                    uuid = r.allocationKey
-                else:
-                    uuid = r.UUID
-                self._guard(C.ReleaseAlloc(r.applicationID, uuid, term, r.message, r.allocationKey),
-                            EventType.REQUEST, uuid or r.applicationID, now_ns)
+    def apply_allocation_rows(self, body: RequestRows, now_ns: int) -> None:
+        """One part of an RM's ``AllocationRequest`` (``common.si_rows.RequestRows``), in its
+        order: the asks, each v1.8 allocation that is not an ask at its place among them, then
+        the releases."""
+        sizes = sizes_from_rows(body.sizes)
+        asks, rest = body.asks, body.rest
+        applied = 0  # asks applied so far
+        if rest is not None:
+            at = body.rest_at
+            for i, a in enumerate(rest.allocations):
+                before = min(max(at[i] if i < len(at) else len(asks), applied), len(asks))
+                if before > applied:
+                    self._apply_asks(asks[applied:before], sizes, body.v18, now_ns)
+                    applied = before
+                for cmd, key in si_revision.allocation_commands(self.core, (a,), now_ns):
+                    if type(cmd) is si.NodeRequest:  # a foreign allocation, in the seed's form
+                        self.apply_node_request(cmd, now_ns)
+                    else:
+                        self._guard(cmd, EventType.REQUEST, key, now_ns)
+        if applied < len(asks):
+            self._apply_asks(asks[applied:] if applied else asks, sizes, body.v18, now_ns)
+        if rest is not None and rest.HasField("releases"):
+            for cmd, object_id in si_revision.release_commands(rest.releases, self.revision):
+                self._guard(cmd, EventType.REQUEST, object_id, now_ns)
 
-    def apply_ask_rows(self, body: dict, now_ns: int) -> None:
-        """The asks of an ``SI_ASKS`` body (``common.si_rows``), in order, each as the SI ask it
-        was read from: an ask of an invalid size is rejected naming it, a v1.8 RM's asks are
-        checked as its allocations are (``si_v18.admitted``); a malformed row (a bug of the
-        sender) is logged and skipped."""
+    def _apply_asks(self, rows: Sequence, sizes: list[Resource | ValueError], v18: bool, now_ns: int) -> None:
+        """Ask rows (``common.si_rows.AskRow``), in order, each as the SI ask it was read from: an
+        ask of an invalid size is rejected naming it, a v1.8 RM's asks are checked as its
+        allocations are (``revision.admitted``); a malformed row (a bug of the sender) is logged
+        and skipped."""
         core = self.core
         rejected = core.outcomes.rejected_asks
-        sizes = sizes_from_rows(body["sizes"])
-        v18 = body.get("v18", False)  # a v1.8 RM's allocations without node
         add_ask, guard, request = C.AddAsk, self._guard, EventType.REQUEST
-        for row in body["asks"]:
-            try:
+        for row in rows:
+            try:  # an AskRow, unpacked in its order: building the NamedTuple per row costs several times more
                 (key, app_id, size, max_allocations, priority, timeout_ms, tags, task_group, placeholder,
                  originator, allow_self, allow_other) = row
                 resource = sizes[size]
@@ -191,7 +169,7 @@ class PartitionSession:
                 log.warning("partition %s: skipped a malformed ask row %.200r: %s", self.partition_name, row, exc)
                 continue
             if v18:
-                if not si_v18.admitted(core, key, app_id, "", resource, now_ns):
+                if not si_revision.admitted(core, key, app_id, "", resource, now_ns):
                     continue
             elif type(resource) is ValueError:  # e.g. an empty resource name
                 rejected.append(AskRejected(app_id, key, f"invalid ask added to app {app_id}: ask {key}: {resource}"))
@@ -286,7 +264,7 @@ class PartitionSession:
         timer = self.core.settings.stage_timer
         if timer is None:
             return self._outbox(self.core.outcomes.drain())
-        started = timer()  # the SI response's share of the step, for the worker's wire metrics
+        started = timer()  # the responses' share of the step, for the worker's wire metrics
         out = self._outbox(self.core.outcomes.drain())
         self.last_respond_seconds = timer() - started
         return out
@@ -295,14 +273,8 @@ class PartitionSession:
         return self.core.next_wakeup_ns()
 
     def _outbox(self, o: Outcomes) -> Outbox:
-        # rows alone when the step made nothing but new allocations (a burst); with releases or
-        # rejections everything goes in one SI response, so the RM reads them together as before
-        # (a placeholder's release with the allocation replacing it)
-        rows_apart = self.rows_out and not (o.released or o.released_asks or o.rejected_asks)
-        new = self._allocation_rows(o.allocations, listed=rows_apart) if o.allocations else None
-        alloc_resp = None
-        if (new is not None and not rows_apart) or o.released or o.released_asks or o.rejected_asks:
-            alloc_resp = self._allocation_response(o, None if rows_apart else new)
+        new = NewAllocations.of(a.alloc for a in o.allocations) if o.allocations else None
+        alloc_rest = si_revision.allocation_rest(o, self.partition_name, self.revision)
         app_resp = None
         if o.apps_accepted or o.apps_rejected or o.app_states:
             app_resp = si.ApplicationResponse()
@@ -335,52 +307,8 @@ class PartitionSession:
         states = [si_pb2.UpdateContainerSchedulingStateRequest(
             applicartionID=s.app_id, allocationKey=s.allocation_key,
             state=_SCHED_STATE.Value(s.state.value), reason=s.reason) for s in o.sched_states]
-        return Outbox(alloc_resp, app_resp, node_resp, events, states,
-                      [summary_line(x, self.rm_id) for x in o.app_summaries],
-                      allocations_new=new if rows_apart else None)
-
-    @staticmethod
-    def _allocation_rows(allocations: list, listed: bool) -> dict:
-        """The ``SI_ALLOCATIONS`` body of new allocations (``common.si_rows``); its rows a list
-        to send, else made one by one as ``fill_allocations`` reads them."""
-        sizes = SizeTable()
-        index = sizes.index
-
-        def size(r) -> int:  # allocations of one ask share its Resource object
-            i = index.get(id(r))
-            return sizes.add(id(r), r.items()) if i is None else i
-
-        rows = ((al.key, al.uuid, al.node_id, al.app_id, size(al.resource), al.priority, al.task_group,
-                 al.placeholder, al.tags or None, al.originator) for al in (a.alloc for a in allocations))
-        return {"sizes": sizes.rows, "new": list(rows) if listed else rows}
-
-    def _allocation_response(self, o: Outcomes, new: dict | None) -> si.AllocationResponse:
-        """In the RM's revision: a seed RM names allocations by UUID and gets released asks and
-        rejected asks in their own lists; a v1.8 RM names them by key, reads a timed-out ask as
-        a release of its key and a rejection as a RejectedAllocation (see module doc). ``new``:
-        the new allocations' rows, None when they are reported apart."""
-        part = self.partition_name
-        seed, v18 = self.revision is not Revision.V18, self.revision is not Revision.SEED
-        resp = si.AllocationResponse()
-        if new is not None:
-            fill_allocations(resp, new, part, self.revision)
-        for r in o.released:
-            m = resp.released.add(partitionName=part, applicationID=r.app_id, message=r.message,
-                                  terminationType=_TERM_TO_SI[r.termination], allocationKey=r.allocation_key)
-            if seed:
-                m.UUID = r.uuid
-            elif r.termination is Termination.PLACEHOLDER_REPLACED:
-                m.message = si_v18.replaced_message(r.message)
-        for r in o.released_asks:
-            asks = resp.releasedAsks if seed else resp.released
-            asks.add(partitionName=part, applicationID=r.app_id, allocationKey=r.allocation_key,
-                     terminationType=_TERM_TO_SI[r.termination], message=r.message)
-        for r in o.rejected_asks:
-            if seed:
-                resp.rejected.add(allocationKey=r.allocation_key, applicationID=r.app_id, reason=r.reason)
-            if v18:
-                resp.rejectedAllocations.add(allocationKey=r.allocation_key, applicationID=r.app_id, reason=r.reason)
-        return resp
+        return Outbox(new, alloc_rest, app_resp, node_resp, events, states,
+                      [summary_line(x, self.rm_id) for x in o.app_summaries])
 
     # ------------------------------------------------------------------ state
     def explain(self, app_id: str, allocation_key: str) -> dict:

@@ -113,11 +113,10 @@ def observe_step(session: Any, outbox: Any, seconds: float) -> None:
         for stage, spent in stages.items():
             st.stage_buckets[stage][_bucket(spent)] += 1
             st.stage_seconds_sum[stage] += spent
-    if outbox.allocations_new is not None:
-        st.allocated += len(outbox.allocations_new["new"])
-    a = outbox.allocation
+    if outbox.new_allocations is not None:
+        st.allocated += len(outbox.new_allocations.new)
+    a = outbox.allocation_rest
     if a is not None:
-        st.allocated += len(a.new)
         st.rejected += len(a.rejected)
         st.released += len(a.released)
         st.released_asks += len(a.releasedAsks)

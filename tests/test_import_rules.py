@@ -7,7 +7,11 @@
 - the scheduling core and the placement rules import no process code (their purity, no I/O and
   no clock, is checked by tests/core/test_purity.py);
 - ``common.cli`` starts the processes by module name (``korral broker|rmproxy|worker``), never by
-  an import statement.
+  an import statement;
+- inside rmproxy's server, its parts are wired by ``proxy.py`` and given each other as protocols:
+  the broker side, the RM registry, the router and the config changes import none of each other;
+  the REST API (``webapi``) sees the rest of rmproxy only through its ``seams`` and the small value
+  modules (``SERVER_PARTS``).
 Function-level imports count as much as top-level ones.
 """
 
@@ -42,6 +46,19 @@ SUBAREAS = {"common": ("cli",), "partition_worker": ("core", "placement"),
 
 
 NESTED = {"rmproxy.k8s": ("fake",)}
+
+# rmproxy.server's modules that the parts below may import (besides their own package and
+# everything outside rmproxy.server); the REST API is given the rest as ``webapi.seams`` protocols.
+_SERVER_VALUES = {"rmproxy.server.errors", "rmproxy.server.rms", "rmproxy.server.cluster_view",
+                  "rmproxy.server.worker_requests"}
+SERVER_PARTS: dict[str, set[str]] = {
+    "rmproxy.server.webapi": _SERVER_VALUES,
+    "rmproxy.server.broker_side": _SERVER_VALUES | {"rmproxy.server.broker_link"},
+    "rmproxy.server.rm_registry": _SERVER_VALUES | {"rmproxy.server.revision"},
+    "rmproxy.server.router": _SERVER_VALUES | {"rmproxy.server.revision", "rmproxy.server.split"},
+    "rmproxy.server.config_changes": _SERVER_VALUES,
+    "rmproxy.server.service": _SERVER_VALUES | {"rmproxy.server.revision", "rmproxy.server.split"},
+}
 
 
 def area(module: str) -> str:
@@ -95,3 +112,24 @@ def test_the_rules_catch_an_upward_import(tmp_path):
     bad.write_text("def f():\n    from rmproxy.server.proxy import Proxy\n")
     [(line, module)] = imports(bad)
     assert line == 2 and area(module) == "rmproxy.server" and area(module) not in ALLOWED["common"]
+
+
+def _part(module: str) -> str | None:
+    return next((p for p in SERVER_PARTS if module == p or module.startswith(p + ".")), None)
+
+
+@pytest.mark.parametrize("path", [p for p in SOURCES if _part(module_name(p))], ids=lambda p: str(p.relative_to(REPO)))
+def test_rmproxys_parts_reach_each_other_only_through_protocols(path: Path):
+    here = _part(module_name(path))
+    assert here is not None
+    wrong = [f"{path.relative_to(REPO)}:{line} imports {m}, which {here} may not import (give it a protocol)"
+             for line, m in imports(path)
+             if m.startswith("rmproxy.server.") and _part(m) != here and m not in SERVER_PARTS[here]]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_server_rules_catch_the_rest_api_reaching_for_the_proxy(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("from rmproxy.server.proxy import Proxy\nfrom rmproxy.server.rm_registry import RMRegistry\n")
+    assert [m for _, m in imports(bad) if m not in SERVER_PARTS["rmproxy.server.webapi"]] == [
+        "rmproxy.server.proxy", "rmproxy.server.rm_registry"]

@@ -59,7 +59,7 @@ async def serve(args: argparse.Namespace) -> None:
     proxy = Proxy(args.broker_frontend, registry.AsyncRegistryStore(registry.connect_async(args.redis_url)),
                   name=args.name, rm_timeout=args.rm_timeout, curve=(args.curve_secret, args.curve_server),
                   hold_seconds=args.hold_seconds)
-    security.client_keys(*proxy.curve)  # fail fast on bad key files, before serving anything
+    security.client_keys(*proxy.broker.curve)  # fail fast on bad key files, before serving anything
     credentials = security.grpc_server_credentials(args.tls_cert, args.tls_key, args.tls_client_ca)
     rest_ssl = security.rest_server_ssl(args.rest_tls_cert, args.rest_tls_key, args.rest_tls_client_ca)
     admin = AdminAuth(args.admin_token_file, client_certs=bool(args.rest_tls_client_ca))
@@ -67,8 +67,8 @@ async def serve(args: argparse.Namespace) -> None:
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ])
-    server.add_generic_rpc_handlers((SchedulerService(proxy).handler(),))
-    korral_pb2_grpc.add_KorralServicer_to_server(KorralService(proxy), server)
+    server.add_generic_rpc_handlers((SchedulerService(proxy.registry, proxy.router, proxy.config_changes).handler(),))
+    korral_pb2_grpc.add_KorralServicer_to_server(KorralService(proxy.registry, proxy.config_changes), server)
     port = (server.add_secure_port(args.si_address, credentials) if credentials is not None
             else server.add_insecure_port(args.si_address))
     if port == 0:
@@ -84,8 +84,7 @@ async def serve(args: argparse.Namespace) -> None:
         await site.start()
     except OSError as exc:
         raise SystemExit(f"rmproxy: cannot listen on REST address {args.rest_address}: {exc}") from None
-    link = asyncio.create_task(proxy.run_link())
-    maintain = asyncio.create_task(proxy.maintain())
+    running = asyncio.create_task(proxy.run())
     log.info("rmproxy serving SI on %s, REST on %s://%s (admin endpoint: %s), broker %s", args.si_address,
              "https" if rest_ssl else "http", args.rest_address, admin.describe(), args.broker_frontend)
     stop = asyncio.Event()
@@ -93,8 +92,7 @@ async def serve(args: argparse.Namespace) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    link.cancel()
-    maintain.cancel()
+    running.cancel()
     await server.stop(1.0)
     await runner.cleanup()
 

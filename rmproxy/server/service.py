@@ -15,17 +15,18 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from typing import Any, Mapping, Protocol
 
 import grpc
 from google.protobuf.unknown_fields import UnknownFieldSet
 
-from common import korral_pb2, korral_pb2_grpc, si_internal_pb2 as si
-from rmproxy.server.proxy import RESYNC_DETAILS, Proxy, RegistrationError
+from common import korral_pb2, korral_pb2_grpc, registry, si_internal_pb2 as si
+from rmproxy.server.errors import RESYNC_DETAILS, ConfigUpdateError, RegistrationError
 from rmproxy.server.revision import REQUEST_NAMES, RevisionError
-from rmproxy.server.rms import Close
+from rmproxy.server.rms import Close, RMSession
 from rmproxy.server.split import STREAMS
 
-__all__ = ["SchedulerService", "KorralService"]
+__all__ = ["SchedulerService", "KorralService", "RMs", "Requests", "Changes"]
 
 log = logging.getLogger("korral.rmproxy.grpc")
 
@@ -77,9 +78,36 @@ def _not_registered(stream: str, rm_id: str) -> str:
     return f'received {REQUEST_NAMES[stream]}, but RmID="{rm_id}" not registered'
 
 
+class RMs(Protocol):
+    """What the gRPC services use of the RMs this rmproxy holds (``RMRegistry``)."""
+
+    rms: Mapping[str, RMSession]
+    state_dumps: dict[str, dict]
+
+    async def register(self, req: Any) -> registry.Registration | None: ...
+
+    async def shutdown(self, rm_id: str) -> None: ...
+
+
+class Requests(Protocol):
+    """Where an RM's requests go (``Router``)."""
+
+    def request(self, stream: str, rm: RMSession, req: Any) -> None: ...
+
+
+class Changes(Protocol):
+    """The one path of config changes and their history (``ConfigChanges``)."""
+
+    async def change(self, req: Any, who: str) -> Any: ...
+
+    async def registered(self, rm_id: str, old_text: str, new_text: str) -> None: ...
+
+
 class SchedulerService:
-    def __init__(self, proxy: Proxy) -> None:
-        self.proxy = proxy
+    def __init__(self, rm_registry: RMs, router: Requests, changes: Changes) -> None:
+        self.rm_registry = rm_registry
+        self.router = router
+        self.changes = changes
 
     def handler(self) -> grpc.GenericRpcHandler:
         def stream(name: str) -> grpc.RpcMethodHandler:
@@ -103,14 +131,16 @@ class SchedulerService:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 "registration of RM failed: " + request.describe(""))
         try:
-            await self.proxy.register(request)
+            replaced = await self.rm_registry.register(request)
         except RegistrationError as exc:
             log.warning("%s", exc)
             await context.abort(exc.code, str(exc))
+        if replaced is not None:  # the config history says what a re-registration replaced
+            await self.changes.registered(request.rmID, replaced.config, request.config)
         return si.RegisterResourceManagerResponse()
 
     async def stream(self, name: str, request_iterator, context):
-        proxy = self.proxy
+        held = self.rm_registry.rms
         rm_id = dict(context.invocation_metadata()).get("rmid", "")
         requests = request_iterator.__aiter__()
         first = None
@@ -122,12 +152,12 @@ class SchedulerService:
             if isinstance(first, Undecodable):
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, first.describe("the first "))
             rm_id = first.rmID
-        if rm_id not in proxy.rms:
+        if rm_id not in held:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, _not_registered(name, rm_id))
-        if proxy.rms[rm_id].resync_reason is not None:  # the RM was asked to re-register first
-            await context.abort(grpc.StatusCode.UNAVAILABLE, RESYNC_DETAILS + proxy.rms[rm_id].resync_reason)
+        if held[rm_id].resync_reason is not None:  # the RM was asked to re-register first
+            await context.abort(grpc.StatusCode.UNAVAILABLE, RESYNC_DETAILS + held[rm_id].resync_reason)
         queue: asyncio.Queue = asyncio.Queue()
-        proxy.rms[rm_id].attach(name, queue)
+        held[rm_id].attach(name, queue)
 
         async def read() -> None:
             try:
@@ -156,7 +186,7 @@ class SchedulerService:
                 yield item
         finally:
             reader.cancel()
-            rm = proxy.rms.get(rm_id)
+            rm = held.get(rm_id)
             if rm is not None:
                 rm.detach(name, queue)
 
@@ -167,12 +197,12 @@ class SchedulerService:
             queue.put_nowait(Close(grpc.StatusCode.INVALID_ARGUMENT, details))
             return False
         rm_id = req.rmID or stream_rm
-        rm = self.proxy.rms.get(rm_id)
+        rm = self.rm_registry.rms.get(rm_id)
         if rm is None:
             queue.put_nowait(Close(grpc.StatusCode.FAILED_PRECONDITION, _not_registered(name, rm_id)))
             return False
         try:
-            self.proxy.handle_request(name, rm, req)
+            self.router.request(name, rm, req)
         except RevisionError as exc:
             log.warning("%s", exc)
             queue.put_nowait(Close(grpc.StatusCode.INVALID_ARGUMENT, str(exc)))
@@ -181,18 +211,19 @@ class SchedulerService:
 
 
 class KorralService(korral_pb2_grpc.KorralServicer):
-    def __init__(self, proxy: Proxy) -> None:
-        self.proxy = proxy
+    def __init__(self, rm_registry: RMs, changes: Changes) -> None:
+        self.rm_registry = rm_registry
+        self.changes = changes
 
     async def UpdateConfiguration(self, request, context):  # noqa: N802 (gRPC names)
         try:
-            await self.proxy.config_changes.change(request, who=f"RM {request.rmID}")
-        except RegistrationError as exc:
+            await self.changes.change(request, who=f"RM {request.rmID}")
+        except ConfigUpdateError as exc:
             await context.abort(exc.code, str(exc))
         return korral_pb2.UpdateConfigurationResponse()
 
     async def Subscribe(self, request, context):  # noqa: N802
-        rm = self.proxy.rms.get(request.rmID)
+        rm = self.rm_registry.rms.get(request.rmID)
         if rm is None:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                 f'received SubscribeRequest, but RmID="{request.rmID}" not registered')
@@ -205,18 +236,18 @@ class KorralService(korral_pb2_grpc.KorralServicer):
             while True:
                 yield await queue.get()
         finally:
-            current = self.proxy.rms.get(request.rmID)
+            current = self.rm_registry.rms.get(request.rmID)
             for holder in {id(rm): rm, id(current): current}.values():
                 if holder is not None and queue in holder.subscribers:
                     holder.subscribers.remove(queue)
 
     async def ProvideStateDump(self, request, context):  # noqa: N802
-        self.proxy.state_dumps[request.rmID] = {"requestID": request.requestID, "json": request.json}
+        self.rm_registry.state_dumps[request.rmID] = {"requestID": request.requestID, "json": request.json}
         return korral_pb2.Ack()
 
     async def Shutdown(self, request, context):  # noqa: N802
-        if request.rmID not in self.proxy.rms:
+        if request.rmID not in self.rm_registry.rms:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                 f'received ShutdownRequest, but RmID="{request.rmID}" not registered')
-        await self.proxy.shutdown_rm(request.rmID)
+        await self.rm_registry.shutdown(request.rmID)
         return korral_pb2.Ack()

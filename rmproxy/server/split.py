@@ -4,22 +4,20 @@ Pure functions on the internal model (``si_internal_pb2``: either SI revision). 
 ``partitionName`` is normalised to the short name (``""`` -> ``default``) before it is
 forwarded, so a worker only sees names of its own partition. Items for a partition the RM did
 not register are rejected here with YuniKorn's reasons (YUNIKORN_BEHAVIOUR.md S4, S8, S11), each
-in its own revision's field: a seed ask in ``rejected``, a v1.8 allocation in
-``rejectedAllocations`` (a request holds one revision's fields: ``rmproxy.server.revision``).
+in its own revision's field (``rmproxy.server.revision.reject``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 from common import si_internal_pb2 as si
 from common.constants import NODE_PARTITION
 from common.partitions import short_name
-from common.si_rows import allocation_ask_rows, ask_rows, is_plain_ask, pack_rows, unpack_rows
+from rmproxy.server.revision import reject, reject_allocation_request
 
 __all__ = ["STREAMS", "split_allocation_request", "split_application_request", "split_node_request",
-           "reject_allocation_request", "reject_application_request", "reject_node_request", "node_partition",
-           "ask_bodies", "reject_ask_rows"]
+           "reject_application_request", "reject_node_request", "node_partition"]
 
 _CREATE = (si.NodeInfo.CREATE, si.NodeInfo.CREATE_DRAIN)  # the actions that add a node
 
@@ -54,18 +52,9 @@ def _split(routes: list[Route], make_part: Callable[[], Any], rejected: Any,
     return out, (rejected if rejected.ListFields() else None)
 
 
-def _no_partition(item, p: str) -> str:
-    return f"Failed to find partition {p}, for application {item.applicationID} and allocation {item.allocationKey}"
-
-
-def _reject_ask(rejected: si.AllocationResponse, ask: si.AllocationAsk, p: str) -> None:
-    rejected.rejected.add(allocationKey=ask.allocationKey, applicationID=ask.applicationID,
-                          reason=_no_partition(ask, p))
-
-
-def _reject_allocation(rejected: si.AllocationResponse, alloc: si.Allocation, p: str) -> None:
-    rejected.rejectedAllocations.add(allocationKey=alloc.allocationKey, applicationID=alloc.applicationID,
-                                     reason=_no_partition(alloc, p))
+def _reject_item(rejected: si.AllocationResponse, item: si.AllocationAsk | si.Allocation, p: str) -> None:
+    reject(rejected, item, f"Failed to find partition {p}, for application {item.applicationID} and "
+                           f"allocation {item.allocationKey}")
 
 
 def _reject_app(rejected: si.ApplicationResponse, app: si.AddApplicationRequest, p: str) -> None:
@@ -99,8 +88,8 @@ def split_allocation_request(
     req: si.AllocationRequest, rm_id: str, known: Iterable[str]
 ) -> tuple[dict[str, si.AllocationRequest], si.AllocationResponse | None]:
     known = set(known)
-    routes: list[Route] = [(req.allocations, lambda part: part.allocations, _reject_allocation),
-                           (req.asks, lambda part: part.asks, _reject_ask)]
+    routes: list[Route] = [(req.allocations, lambda part: part.allocations, _reject_item),
+                           (req.asks, lambda part: part.asks, _reject_item)]
     if req.HasField("releases"):  # YuniKorn ignores releases for an unknown partition
         routes += [(req.releases.allocationsToRelease, lambda part: part.releases.allocationsToRelease, None),
                    (req.releases.allocationAsksToRelease, lambda part: part.releases.allocationAsksToRelease, None)]
@@ -141,47 +130,6 @@ def split_node_request(
         node.attributes[NODE_PARTITION] = p
         out.setdefault(p, si.NodeRequest(rmID=rm_id)).nodes.append(node)
     return out, (rejected if rejected.rejected else None)
-
-
-def reject_allocation_request(req: si.AllocationRequest, reason: str) -> si.AllocationResponse | None:
-    resp = si.AllocationResponse()
-    for ask in req.asks:
-        resp.rejected.add(allocationKey=ask.allocationKey, applicationID=ask.applicationID, reason=reason)
-    for alloc in req.allocations:
-        resp.rejectedAllocations.add(allocationKey=alloc.allocationKey, applicationID=alloc.applicationID,
-                                     reason=reason)
-    return resp if resp.ListFields() else None
-
-
-def ask_bodies(part: si.AllocationRequest, batch: int) -> Iterator[bytes] | None:
-    """A partition's part as ``SI_ASKS`` bodies of at most ``batch`` asks each when it holds
-    asks and nothing else (``common.si_rows``: read here, on rmproxy's core, not on the worker's):
-    seed asks, or v1.8 allocations that are all asks; None when the part goes as protobuf. Made
-    one at a time, so the worker starts on the first while the next is read. A part with
-    releases too (steady churn) stays one envelope: a second one per request cost the broker and
-    the worker more than reading its few asks saves."""
-    if part.HasField("releases"):
-        return None
-    if part.asks:
-        field, rows = "asks", ask_rows
-    elif part.allocations and all(map(is_plain_ask, part.allocations)):
-        field, rows = "allocations", allocation_ask_rows
-    else:
-        return None
-    items = getattr(part, field)
-    return (pack_rows(rows(items[i:i + batch])) for i in range(0, len(items), batch))
-
-
-def reject_ask_rows(body: bytes, reason: str) -> si.AllocationResponse | None:
-    """``reject_allocation_request`` for the asks of an ``SI_ASKS`` body (None: not one)."""
-    try:
-        rows = unpack_rows(body, "asks")["asks"]
-    except ValueError:
-        return None
-    resp = si.AllocationResponse()
-    for row in rows:
-        resp.rejected.add(allocationKey=row[0], applicationID=row[1], reason=reason)
-    return resp if resp.rejected else None
 
 
 def reject_application_request(req: si.ApplicationRequest, reason: str) -> si.ApplicationResponse | None:

@@ -105,8 +105,8 @@ def test_a_bad_answer_body_is_forwarded_and_rmproxy_drops_it(stack, caplog):
     rmproxy = Proxy("unused", store=None, name="p1")
     try:
         with caplog.at_level(logging.WARNING):
-            rmproxy._on_broker(frame)  # a ZeroMQ frame, as rmproxy's link receives it
+            rmproxy.broker._on_frame(frame)  # a ZeroMQ frame, as rmproxy's link receives it
     finally:
-        rmproxy.link.ctx.term()
+        rmproxy.broker.link.ctx.term()
     assert rmproxy.dropped == 1
     assert "rmproxy p1 dropped a frame" in caplog.text

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from common.envelope import Envelope, EnvelopeError, Kind, decode, decode_for, decode_typed, dispatch, encode
-from common.messages import (BODIES, ConfigUpdate, Heartbeat, PartitionLoaded, PartitionLost, PartitionOwned,
+from common.messages import (BODIES, QUERIES, AppsQuery, BadQuery, ConfigUpdate, DumpQuery, EventsQuery, Heartbeat,
+                             NodesQuery, NotFound, PartitionLoaded, PartitionLost, PartitionOwned, PartitionQuery,
                              PartitionRemove, ProxyHello, Query, Reply, RMPartitions, RMUnregister, Status,
-                             Unroutable, WorkerReady, with_request_id)
+                             Unroutable, UsageQuery, WorkerReady, with_request_id)
 
 BODY_CASES = [
     (Kind.PROXY_HELLO, ProxyHello("p1", "h", 12, {"rm": ("default", "gpu")})),
@@ -24,8 +25,12 @@ BODY_CASES = [
     (Kind.PARTITION_LOST, PartitionLost("its worker w1 is gone", "w1")),
     (Kind.CONFIG_UPDATE, ConfigUpdate("partitions: []", 5)),
     (Kind.PARTITION_REMOVE, PartitionRemove(6)),
-    (Kind.QUERY, Query({"id": 7, "what": "nodes", "offset": 0}, 7)),
+    (Kind.QUERY, NodesQuery(7, offset=0)),
+    (Kind.QUERY, AppsQuery(8, queue="root.a", states=("running",), limit=5)),
+    (Kind.QUERY, EventsQuery(9, last=0)),
+    (Kind.QUERY, DumpQuery(10, health=False)),
     (Kind.QUERY_RESULT, Reply(7, {"items": []})),
+    (Kind.QUERY_RESULT, Reply(7, not_found=NotFound("Application not found", "application", "ghost"))),
     (Kind.QUERY_RESULT, Reply(8, error="partition moved", stale=True)),
     (Kind.CONFIG_RESULT, Reply(9, error=None)),
     (Kind.UNROUTABLE, Unroutable("no worker", "si.node", b"payload")),
@@ -40,8 +45,7 @@ def test_each_body_survives_the_wire_as_its_class(kind, body):
 
 
 def test_every_control_kind_has_a_body_class_and_si_traffic_has_none():
-    si = {Kind.SI_ALLOCATION, Kind.SI_ASKS, Kind.SI_APPLICATION, Kind.SI_NODE, Kind.SI_ALLOCATIONS,
-          Kind.SI_ALLOCATION_RESPONSE,
+    si = {Kind.SI_ALLOCATION, Kind.SI_APPLICATION, Kind.SI_NODE, Kind.SI_ALLOCATION_RESPONSE,
           Kind.SI_APPLICATION_RESPONSE, Kind.SI_NODE_RESPONSE, Kind.EVENTS, Kind.SCHEDULING_STATES}
     no_body = {Kind.PARTITION_ASSIGN, Kind.PARTITION_RELEASE}
     assert set(BODIES) == set(Kind) - si - no_body
@@ -62,8 +66,12 @@ def test_every_control_kind_has_a_body_class_and_si_traffic_has_none():
     (Kind.PARTITION_LOST, {}, PartitionLost("its worker is gone")),
     (Kind.CONFIG_RESULT, {"id": 3, "error": None}, Reply(3)),
     (Kind.QUERY_RESULT, {"id": 3, "packed": b"\x90"}, Reply(3, packed=b"\x90")),
+    (Kind.QUERY, {"id": 3, "what": "usage", "kind": "user", "name": "bob"}, UsageQuery(3, kind="user", name="bob")),
+    (Kind.QUERY, {"id": 4, "what": "planets"}, BadQuery(4, "unknown query 'planets'; known: " + ", ".join(sorted(QUERIES)))),
+    (Kind.QUERY, {"id": 5, "what": "nodes", "limit": "x"}, BadQuery(5, "bad query 'nodes': 'limit' must be int, got str")),
 ], ids=["worker-announce", "pin-without-slash", "hello-rmids-only", "hello-empty", "heartbeat-empty",
-        "status-query", "loaded-ok", "lost-default-reason", "config-ok", "packed-answer"])
+        "status-query", "loaded-ok", "lost-default-reason", "config-ok", "packed-answer", "usage-query",
+        "unknown-query", "query-param-of-the-wrong-type"])
 def test_bodies_as_the_processes_send_them_today(kind, sent, expected):
     assert decode_typed(encode(Envelope(kind, body=sent))).body == expected
 
@@ -108,6 +116,14 @@ def test_dispatch_runs_the_handler_on_its_owner_or_says_the_frame_was_dropped():
 def test_a_request_takes_its_id_and_the_broker_reads_it_from_the_header():
     from common.envelope import decode_header
 
-    for body in (ConfigUpdate("x"), PartitionRemove(), Query({"what": "partition"})):
+    for body in (ConfigUpdate("x"), PartitionRemove(), PartitionQuery()):
         raw = encode(Envelope(Kind.QUERY, "rm", "default", 1, 0, with_request_id(body, 1 << 50).wire()))
         assert decode_header(raw).request_id == 1 << 50 == decode_typed(raw).request_id
+
+
+def test_every_query_class_is_named_by_its_what_and_decodes_as_itself():
+    for what, cls in QUERIES.items():
+        query = cls(1)
+        assert query.wire()["what"] == what and Query.decode(query.wire()) == query
+    with pytest.raises(EnvelopeError, match="'what' must be 'nodes'"):
+        NodesQuery.decode({"what": "partition"})

@@ -1,15 +1,15 @@
-"""PartitionSession: real si_pb2 messages in, SI responses out."""
+"""PartitionSession: real si_pb2 messages in, SI responses out, through rmproxy's rows (tests/si_session.py)."""
 
 import json
 
 from common import si_pb2
-from partition_worker.session import PartitionSession
+from tests.si_session import SISession
 from tests.core.harness import START, partition_config, q
 from tests.si_builders import allocation, app, ask, node, remove_app
 
 
-def session() -> PartitionSession:
-    return PartitionSession("rm1", "default", partition_config(
+def session() -> SISession:
+    return SISession("rm1", "default", partition_config(
         q("root", q("a"), q("b"), submitacl="*")))
 
 
@@ -26,7 +26,7 @@ def add_asks(s, *asks, now=START):
     s.apply_allocation_request(si_pb2.AllocationRequest(asks=list(asks)), now)
 
 
-def app1_and_n1(**node_kw) -> PartitionSession:
+def app1_and_n1(**node_kw) -> SISession:
     """A session holding app1 (root.a) and node n1 (``node_kw`` as ``add_node``'s)."""
     s = session()
     add_app(s, "app1")
@@ -230,7 +230,7 @@ def test_a_rejected_placement_update_is_logged_by_the_session_and_the_old_rules_
     from common.config.errors import ConfigError
     from common.config.model import PlacementRuleConfig
     rules = (PlacementRuleConfig("fixed", value="root.a"),)
-    s = PartitionSession("rm1", "default", partition_config(q("root", q("a"), q("b"), submitacl="*"),
+    s = SISession("rm1", "default", partition_config(q("root", q("a"), q("b"), submitacl="*"),
                                                             rules=rules))
     bad = partition_config(q("root", q("a"), q("b"), submitacl="*"), rules=(PlacementRuleConfig("fixed"),))
     with caplog.at_level(logging.WARNING), pytest.raises(ConfigError):

@@ -1,5 +1,5 @@
-"""Rows (common.si_rows): asks read once into rows, new allocations reported as rows, and the SI
-written back from them in the RM's revision, with a session as the worker runs it (rows_out)."""
+"""Rows (common.si_rows) at the worker's session: asks come in only as rows, new allocations leave
+only as rows, each field where its row type names it; the rest of a request keeps its place."""
 
 import logging
 
@@ -9,39 +9,48 @@ from common import si_internal_pb2 as si
 from common import si_pb2
 from common.resources import Resource
 from common.si_revision import Revision
-from common.si_rows import ALLOCATION_FIELDS, ASK_FIELDS, ask_rows, fill_allocations, sizes_from_rows
+from common.si_rows import AllocationRow, AskRow, RequestRows, sizes_from_rows
 from partition_worker.session import PartitionSession
 from tests.core.harness import START, partition_config, q
-from tests.si_builders import app, ask, node
+from tests.si_builders import app, internal, node
 
 
-def worker_session() -> PartitionSession:
-    s = PartitionSession("rm1", "default", partition_config(q("root", q("a"), submitacl="*")), rows_out=True)
+def worker_session(revision: Revision | None = Revision.SEED) -> PartitionSession:
+    s = PartitionSession("rm1", "default", partition_config(q("root", q("a"), submitacl="*")))
+    if revision is not None:
+        s.set_revision(revision)
     s.apply_application_request(si_pb2.ApplicationRequest(new=[app("app1", "root.a")]), START)
     s.apply_node_request(si_pb2.NodeRequest(nodes=[node("n1", memory=1000, vcore=100)]), START)
     s.step(START)
     return s
 
 
-def test_ask_rows_read_every_field_and_share_sizes() -> None:
-    a = ask("k1", "app1", memory=10, vcore=1, repeat=3)
-    a.priority = 7
-    a.tags["kubernetes.io/meta/namespace"] = "ns"
-    a.executionTimeoutMilliSeconds, a.taskGroupName, a.placeholder, a.Originator = 500, "tg", True, True
-    a.preemptionPolicy.allowPreemptSelf = False
-    a.preemptionPolicy.allowPreemptOther = True
-    b = ask("k2", "app1", memory=10, vcore=1)
-    body = ask_rows([a, b])
-    assert body["sizes"] in ([["memory", 10, "vcore", 1]], [["vcore", 1, "memory", 10]])
-    first, second = (dict(zip(ASK_FIELDS, row)) for row in body["asks"])
-    assert first == {"allocationKey": "k1", "applicationID": "app1", "size": 0, "maxAllocations": 3,
-                     "priority": 7, "executionTimeoutMilliSeconds": 500,
-                     "tags": {"kubernetes.io/meta/namespace": "ns"}, "taskGroupName": "tg",
-                     "placeholder": True, "Originator": True, "allowPreemptSelf": False,
-                     "allowPreemptOther": True}
-    # no preemptionPolicy: both allowed, as YuniKorn reads an unset policy; no tags: None
-    assert second["size"] == 0 and second["tags"] is None
-    assert (second["allowPreemptSelf"], second["allowPreemptOther"]) == (True, True)
+def row(key: str, size: int = 0, **fields) -> AskRow:
+    """An ask row of app1, one allocation, every field by name."""
+    values = dict(key=key, app_id="app1", size=size, max_allocations=1, priority=0, execution_timeout_ms=0,
+                  tags=None, task_group="", placeholder=False, originator=False, allow_preempt_self=True,
+                  allow_preempt_other=True)
+    return AskRow(**(values | fields))
+
+
+def through_the_wire(body: RequestRows) -> RequestRows:
+    return RequestRows.unpack(body.pack())
+
+
+SIZES = [["memory", 10, "vcore", 1]]
+
+
+def test_every_field_of_an_ask_row_reaches_the_ask_it_names() -> None:
+    s = worker_session()
+    ask = row("k1", max_allocations=3, priority=7, execution_timeout_ms=500, tags={"kubernetes.io/meta/namespace": "ns"},
+              task_group="tg", placeholder=True, originator=True, allow_preempt_self=False, allow_preempt_other=True)
+    s.apply_allocation_rows(through_the_wire(RequestRows(SIZES, [ask])), START)
+    got = s.core.apps["app1"].asks["k1"]
+    assert (got.key, got.app_id, got.resource, got.max_allocations, got.priority) == (
+        "k1", "app1", Resource({"memory": 10, "vcore": 1}), 3, 7)
+    assert (got.execution_timeout_ms, got.tags, got.task_group, got.placeholder, got.originator) == (
+        500, {"kubernetes.io/meta/namespace": "ns"}, "tg", True, True)
+    assert (got.allow_preempt_self, got.allow_preempt_other) == (False, True)
 
 
 def test_sizes_from_rows_refuses_what_an_si_resource_cannot_hold() -> None:
@@ -50,51 +59,71 @@ def test_sizes_from_rows_refuses_what_an_si_resource_cannot_hold() -> None:
     assert "non-empty" in str(empty) and "integer" in str(text) and "pairs" in str(odd)
 
 
-@pytest.mark.parametrize("revision", [Revision.SEED, Revision.V18, None])
-def test_fill_allocations_writes_the_rm_revision(revision) -> None:
-    row = ["k1", "uuid-1", "n1", "app1", 0, 5, "tg", True, {"t": "v"}, True]
-    assert len(row) == len(ALLOCATION_FIELDS)
-    resp = fill_allocations(si.AllocationResponse(), {"sizes": [["memory", 10]], "new": [row]}, "default",
-                            revision)
-    (m,) = resp.new
-    assert (m.allocationKey, m.nodeID, m.applicationID, m.partitionName) == ("k1", "n1", "app1", "default")
-    assert (m.priority, m.taskGroupName, m.placeholder, dict(m.allocationTags)) == (5, "tg", True, {"t": "v"})
-    assert m.resourcePerAlloc.resources["memory"].value == 10
-    # a seed RM (and one not decided yet) names the allocation by UUID; v1.8 by key, with originator
-    assert m.UUID == ("" if revision is Revision.V18 else "uuid-1")
-    assert m.originator is (revision is Revision.V18)
-
-
-def test_a_worker_session_reports_new_allocations_as_rows_when_the_step_made_nothing_else() -> None:
+def test_new_allocations_leave_as_rows_each_field_by_name() -> None:
     s = worker_session()
-    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("k1", "app1", repeat=2)]), START)
+    s.apply_allocation_rows(RequestRows(SIZES, [row("k1", max_allocations=2, priority=5, task_group="tg",
+                                                    tags={"t": "v"}, originator=True)]), START)
     out = s.step(START)
-    assert out.allocation is None  # nothing but new allocations: no SI response at all
-    rows = [dict(zip(ALLOCATION_FIELDS, r)) for r in out.allocations_new["new"]]
-    assert [(r["allocationKey"], r["nodeID"], r["applicationID"]) for r in rows] == [("k1", "n1", "app1")] * 2
-    assert rows[0]["UUID"] != rows[1]["UUID"]
-    assert out.allocations_new["sizes"][rows[0]["size"]] in (["memory", 10, "vcore", 1], ["vcore", 1, "memory", 10])
-    s.apply_allocation_request(si_pb2.AllocationRequest(releases=si_pb2.AllocationReleasesRequest(
-        allocationsToRelease=[si_pb2.AllocationRelease(applicationID="app1", UUID=rows[0]["UUID"],
-                                                      partitionName="default")])), START)
-    s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask("k2", "app1")]), START)
-    out = s.step(START)  # a release in the same step: one SI response holds both, as before
-    assert out.allocations_new is None
-    assert [r.UUID for r in out.allocation.released] == [rows[0]["UUID"]]
-    assert [a.allocationKey for a in out.allocation.new] == ["k2"] and out.allocation.new[0].UUID
+    assert out.allocation_rest is None  # nothing else: rows alone
+    body = out.allocation_outcomes()
+    rows = [AllocationRow._make(r) for r in body.new]
+    assert [(r.key, r.node_id, r.app_id, r.priority, r.task_group, r.tags, r.originator) for r in rows] == [
+        ("k1", "n1", "app1", 5, "tg", {"t": "v"}, True)] * 2
+    assert rows[0].uuid != rows[1].uuid and not rows[0].placeholder
+    assert [body.sizes[i] for i in body.size_of] in ([["memory", 10, "vcore", 1]] * 2, [["vcore", 1, "memory", 10]] * 2)
+    assert body.rest is None
+
+
+def test_a_release_in_the_same_step_travels_beside_the_rows() -> None:
+    s = worker_session()
+    s.apply_allocation_rows(RequestRows(SIZES, [row("k1")]), START)
+    (first,) = s.step(START).new_allocations.new
+    release = si.AllocationRequest(releases=si.AllocationReleasesRequest(allocationsToRelease=[
+        internal.release_key("k1", "app1", uuid=AllocationRow._make(first).uuid)]))
+    s.apply_allocation_rows(through_the_wire(RequestRows(SIZES, [row("k2")], rest=release)), START)
+    out = s.step(START)
+    assert [AllocationRow._make(r).key for r in out.new_allocations.new] == ["k2"]
+    assert [r.UUID for r in si.AllocationResponse.FromString(out.allocation_outcomes().rest).released] == [
+        AllocationRow._make(first).uuid]
+
+
+def test_a_v18_request_keeps_its_order_between_asks_and_placed_allocations() -> None:
+    placed = si.AllocationRequest(allocations=[internal.allocation("k1", "n1", "app1", uuid="", memory=10, vcore=1)])
+
+    def apply(rest_at: list[int]) -> PartitionSession:
+        s = worker_session(Revision.V18)
+        s.apply_allocation_rows(through_the_wire(RequestRows(SIZES, [row("k1"), row("k2")], v18=True,
+                                                             rest=placed, rest_at=rest_at)), START)
+        return s
+
+    def unchanged(s: PartitionSession) -> list[str]:
+        return [e.objectID for e in s.step(START).events if e.reason == "AllocationUnchanged"]
+
+    # placed first: the ask of the same key that follows changes nothing (YuniKorn's no-op event)
+    first = apply([0])
+    assert "k1" in first.core.allocations and unchanged(first) == ["k1"]
+    # asked first: the ask is added, then the allocation reported for it
+    second = apply([1])
+    assert "k1" in second.core.allocations and unchanged(second) == []
 
 
 def test_ask_rows_apply_as_the_asks_they_were_read_from(caplog) -> None:
     s = worker_session()
-    body = ask_rows([ask("k1", "app1"), ask("k2", "app1")])
-    body["sizes"].append(["", 1])  # what no SI resource can hold: its asks are rejected by name
-    body["asks"].append(["bad", "app1", 1, 1, 0, 0, None, "", False, False, True, True])
-    body["asks"].insert(1, ["short row"])  # a bug of the sender: logged and skipped, the rest applied
+    body = RequestRows(SIZES + [["", 1]], [row("k1"), ("short row",), row("k2"), row("bad", size=1)])
     with caplog.at_level(logging.WARNING, logger="partition_worker.session"):
-        s.apply_ask_rows(body, START)
-    out = s.step(START)  # with a rejection, the new allocations are in the same SI response
-    assert sorted(a.allocationKey for a in out.allocation.new) == ["k1", "k2"]
-    (rej,) = out.allocation.rejected
+        s.apply_allocation_rows(through_the_wire(body), START)
+    out = s.step(START)  # a rejection: it travels beside the new allocations' rows
+    assert sorted(AllocationRow._make(r).key for r in out.new_allocations.new) == ["k1", "k2"]
+    (rej,) = out.allocation_rest.rejected
     assert (rej.allocationKey, rej.reason) == (
         "bad", "invalid ask added to app app1: ask bad: resource name must be a non-empty string")
     assert "malformed ask row" in caplog.text and "short row" in caplog.text
+
+
+@pytest.mark.parametrize("raw, error", [
+    (b"\xc1", "not msgpack"), (RequestRows([], []).pack()[:-1], "not msgpack"),
+    (b"\x81\xa4asks\x90", "sizes and asks"),
+])
+def test_a_body_that_is_not_request_rows_is_refused_naming_why(raw, error) -> None:
+    with pytest.raises(ValueError, match=error):
+        RequestRows.unpack(raw)

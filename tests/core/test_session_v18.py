@@ -8,13 +8,13 @@ import pytest
 from common import si_internal_pb2 as si
 from common.constants import TAG_FOREIGN
 from common.si_revision import Revision
-from partition_worker.session import PartitionSession
+from tests.si_session import SISession
 from tests.core.harness import SECOND, START, partition_config, q
 from tests.si_builders import internal
 
 
-def session(revision: Revision | None = Revision.V18) -> PartitionSession:
-    s = PartitionSession("rm1", "default", partition_config(q("root", q("a"), submitacl="*")))
+def session(revision: Revision | None = Revision.V18) -> SISession:
+    s = SISession("rm1", "default", partition_config(q("root", q("a"), submitacl="*")))
     if revision is not None:
         s.set_revision(revision)
     return s
@@ -51,7 +51,7 @@ def release(s, key, app_id="app1", term=si.STOPPED_BY_RM, now=START):
         allocationsToRelease=[internal.release_key(key, app_id, termination=term)])), now)
 
 
-def ready(revision=Revision.V18) -> PartitionSession:
+def ready(revision=Revision.V18) -> SISession:
     s = session(revision)
     add_app(s, "app1")
     add_node(s, "n1")

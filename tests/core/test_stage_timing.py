@@ -9,14 +9,14 @@ import pytest
 from common import si_pb2
 from common.config import load_config
 from partition_worker.core.settings import CoreSettings
-from partition_worker.session import PartitionSession
+from tests.si_session import SISession
 from tests.si_builders import app, ask, node
 
 CONFIG = "partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: a}]}]}]"
 
 
-def _run(settings: CoreSettings | None, asks: int = 1) -> PartitionSession:
-    s = PartitionSession("rm", "default", load_config(CONFIG).partitions[0], settings)
+def _run(settings: CoreSettings | None, asks: int = 1) -> SISession:
+    s = SISession("rm", "default", load_config(CONFIG).partitions[0], settings)
     s.apply_node_request(si_pb2.NodeRequest(nodes=[node("n1", memory=10 * asks, vcore=asks)]), 1)
     s.apply_application_request(si_pb2.ApplicationRequest(new=[app("app", "root.a", user="u")]), 1)
     s.apply_allocation_request(si_pb2.AllocationRequest(asks=[ask(f"k{i}", "app") for i in range(asks)]), 2)

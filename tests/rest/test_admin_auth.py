@@ -31,18 +31,13 @@ class Store:
         return Registration(rm_id, config="partitions: [{name: default}]\n") if rm_id == "rm1" else None
 
 
-class Proxy:
-    store = Store()
-    rms: dict = {}
-
-
 class Server:
     """The admin GET route on 127.0.0.1, in a thread with its own loop."""
 
     def __init__(self, auth: AdminAuth, ssl_context=None) -> None:
         self.loop = asyncio.new_event_loop()
         app = web.Application(middlewares=[errors_middleware])
-        app.router.add_get("/ws/v1/korral/admin/config/{rmID}", AdminApi(Proxy(), None, auth).get)
+        app.router.add_get("/ws/v1/korral/admin/config/{rmID}", AdminApi(Store(), None, {}, None, auth).get)
         self.runner = web.AppRunner(app)
         self.loop.run_until_complete(self.runner.setup())
         site = web.TCPSite(self.runner, "127.0.0.1", 0, ssl_context=ssl_context)

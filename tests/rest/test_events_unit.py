@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+from common.messages import EventsQuery
 from rmproxy.server.webapi.cluster import Target
 from rmproxy.server.webapi.events import POLL_INTERVAL, STREAM_BUFFER, EventFollower, EventStream
 
@@ -23,13 +24,13 @@ class FakeRing:
             i = len(self.records)
             self.records.append({"id": i, "timestampNano": 1000 + i, "partition": self.partition})
 
-    def answer(self, body: dict) -> dict:
+    def answer(self, query: EventsQuery) -> dict:
         total = len(self.records)
-        if "last" in body:
-            end = min(body.get("before", total), total)
-            first = max(0, end - body["last"])
+        if query.last is not None:
+            end = min(total if query.before is None else query.before, total)
+            first = max(0, end - query.last)
         else:
-            first, end = body.get("start", 0), total
+            first, end = query.start or 0, total
         return {"ring": self.ring, "lowest": 0, "next": max(first, end), "total": total,
                 "items": self.records[first:end]}
 
@@ -37,15 +38,15 @@ class FakeRing:
 class FakeReader:
     def __init__(self, *rings: FakeRing) -> None:
         self.rings = {r.partition: r for r in rings}
-        self.asked: list[dict] = []
+        self.asked: list[EventsQuery] = []
 
     def targets(self) -> list[Target]:
         return [Target("rm", p, 1) for p in sorted(self.rings)]
 
-    async def query(self, target: Target, body: dict) -> dict:
-        self.asked.append(body)
+    async def query(self, target: Target, query: EventsQuery) -> dict:
+        self.asked.append(query)
         await asyncio.sleep(0)  # answered later, as a worker does
-        return self.rings[target.partition].answer(body)
+        return self.rings[target.partition].answer(query)
 
 
 def drain(stream: EventStream) -> list[tuple[str, int]]:

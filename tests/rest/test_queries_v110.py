@@ -6,12 +6,18 @@ from __future__ import annotations
 import pytest
 
 from common import si_pb2
+from common.messages import Query
 from partition_worker.queries import answer
 from partition_worker.session import EVENT_RING_SIZE
 from tests.core.test_session import START, add_app, add_node, session
 from tests.si_builders import ask, release_key
 
 SECOND = 1_000_000_000
+
+
+def read(session, body: dict):
+    """The answer to ``body`` as it crosses the wire: decoded into its query class first."""
+    return answer(session, Query.decode(body))
 
 
 def ids(page: dict) -> list[str]:
@@ -39,34 +45,34 @@ def s():
 
 
 def test_applications_by_state(s) -> None:
-    assert ids(answer(s, {"what": "apps", "category": "active"})) == ["app1", "app3"]
-    assert ids(answer(s, {"what": "apps", "category": "completed"})) == ["app2"]
-    assert ids(answer(s, {"what": "apps", "category": "rejected"})) == ["ghost"]
-    running = answer(s, {"what": "apps", "category": "active", "states": ["running"]})
+    assert ids(read(s, {"what": "apps", "category": "active"})) == ["app1", "app3"]
+    assert ids(read(s, {"what": "apps", "category": "completed"})) == ["app2"]
+    assert ids(read(s, {"what": "apps", "category": "rejected"})) == ["ghost"]
+    running = read(s, {"what": "apps", "category": "active", "states": ["running"]})
     assert ids(running) == ["app1"]
-    assert ids(answer(s, {"what": "apps", "queue": "root.b", "category": "active"})) == ["app3"]
+    assert ids(read(s, {"what": "apps", "queue": "root.b", "category": "active"})) == ["app3"]
 
 
 def test_an_unknown_category_is_refused(s) -> None:
     with pytest.raises(ValueError, match="category must be active, completed or rejected, got 'old'"):
-        answer(s, {"what": "apps", "category": "old"})
+        read(s, {"what": "apps", "category": "old"})
 
 
 def test_events_are_read_by_id_from_a_start_or_before_a_point(s) -> None:
-    every = answer(s, {"what": "events"})
+    every = read(s, {"what": "events"})
     total = every["total"]
     assert every["lowest"] == 0 and every["next"] == total and len(every["items"]) == total > 5
     assert [e["id"] for e in every["items"]] == list(range(total))
-    assert [e["id"] for e in answer(s, {"what": "events", "start": 3, "limit": 2})["items"]] == [3, 4]
-    last = answer(s, {"what": "events", "last": 2, "before": 4})
+    assert [e["id"] for e in read(s, {"what": "events", "start": 3, "limit": 2})["items"]] == [3, 4]
+    last = read(s, {"what": "events", "last": 2, "before": 4})
     assert [e["id"] for e in last["items"]] == [2, 3] and last["next"] == 4
-    assert answer(s, {"what": "events", "last": 0})["next"] == total  # where the ring ends now
-    assert answer(s, {"what": "events", "start": total})["items"] == []
-    assert every["ring"] == answer(s, {"what": "events", "last": 0})["ring"]
+    assert read(s, {"what": "events", "last": 0})["next"] == total  # where the ring ends now
+    assert read(s, {"what": "events", "start": total})["items"] == []
+    assert every["ring"] == read(s, {"what": "events", "last": 0})["ring"]
 
 
 def test_events_carry_todays_record_fields(s) -> None:
-    events = answer(s, {"what": "events"})["items"]
+    events = read(s, {"what": "events"})["items"]
     node = next(e for e in events if e["objectID"] == "n1")
     assert (node["type"], node["eventChangeType"], node["reason"]) == (3, 2, "NodeAdded")  # NODE, ADD
     running = next(e for e in events if e["objectID"] == "app1" and e.get("eventChangeDetail") == 206)
@@ -81,18 +87,18 @@ def test_a_full_ring_keeps_counting_ids(s) -> None:
     for i in range(EVENT_RING_SIZE):
         add_node(s, f"m{i}")
     s.step(START)
-    page = answer(s, {"what": "events", "start": 0, "limit": 3})
+    page = read(s, {"what": "events", "start": 0, "limit": 3})
     assert page["lowest"] == s.events_total - EVENT_RING_SIZE > before - 1
     assert [e["id"] for e in page["items"]] == [page["lowest"], page["lowest"] + 1, page["lowest"] + 2]
 
 
 def test_node_utilisation_and_placement_rules_answers(s) -> None:
-    (memory, vcore) = answer(s, {"what": "node_util"})
+    (memory, vcore) = read(s, {"what": "node_util"})
     assert memory["type"] == "memory" and memory["utilization"][0]["nodeNames"] == ["n1"]  # 20 of 1000
-    assert answer(s, {"what": "placement_rules"}) == [{"name": "provided", "parameters": {"create": "false"}}]
+    assert read(s, {"what": "placement_rules"}) == [{"name": "provided", "parameters": {"create": "false"}}]
 
 
 def test_the_dump_carries_the_rules_and_the_newest_events(s) -> None:
-    dump = answer(s, {"what": "dump"})
-    assert dump["placementRules"] == answer(s, {"what": "placement_rules"})
-    assert dump["events"] == answer(s, {"what": "events"})["items"]
+    dump = read(s, {"what": "dump"})
+    assert dump["placementRules"] == read(s, {"what": "placement_rules"})
+    assert dump["events"] == read(s, {"what": "events"})["items"]

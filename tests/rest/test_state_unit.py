@@ -11,17 +11,17 @@ from rmproxy.server.webapi.config import config_with_checksum
 from rmproxy.server.webapi.state import RawJSON, StateApi, pretty_dump
 
 
-async def rm_dumps(proxy: SimpleNamespace, answering: set[str]) -> dict:
-    """``_rm_state_dumps`` of ``proxy``, whose RMs in ``answering`` reply to the request as
+async def rm_dumps(held: SimpleNamespace, answering: set[str]) -> dict:
+    """``_rm_state_dumps`` of the RMs ``held``, whose RMs in ``answering`` reply to the request as
     rmproxy's ProvideStateDump handler stores a reply; the others never do."""
 
     async def answer(rm: RMSession) -> None:
         notice = await rm.subscribers[0].get()
-        proxy.state_dumps[rm.rm_id] = {"requestID": notice.stateDumpRequest.requestID, "json": '{"pods": 3}'}
+        held.state_dumps[rm.rm_id] = {"requestID": notice.stateDumpRequest.requestID, "json": '{"pods": 3}'}
 
-    replies = [asyncio.create_task(answer(proxy.rms[rm_id])) for rm_id in answering]
+    replies = [asyncio.create_task(answer(held.rms[rm_id])) for rm_id in answering]
     try:
-        return await StateApi(proxy, reader=None, stack_view=None, history=None)._rm_state_dumps()
+        return await StateApi(held, store=None, reader=None, stack_view=None, history=None)._rm_state_dumps()
     finally:
         for task in replies:
             task.cancel()
@@ -35,16 +35,15 @@ def test_rm_state_dumps_are_requested_and_collected(monkeypatch) -> None:
     import rmproxy.server.webapi.state as state
 
     monkeypatch.setattr(state, "RM_DUMP_WAIT", 0.5)
-    proxy = SimpleNamespace(state_dumps={}, rms=subscribed_rms("rm-a", "rm-b"))
-    got = asyncio.run(rm_dumps(proxy, {"rm-a"}))
+    held = SimpleNamespace(state_dumps={}, rms=subscribed_rms("rm-a", "rm-b"))
+    got = asyncio.run(rm_dumps(held, {"rm-a"}))
     assert got == {"rm-a": {"pods": 3}}  # rm-b did not answer in time: left out
-    assert proxy.rms["rm-b"].subscribers[0].get_nowait().stateDumpRequest.requestID.startswith("dump-")
+    assert held.rms["rm-b"].subscribers[0].get_nowait().stateDumpRequest.requestID.startswith("dump-")
 
 
-def test_without_a_store_no_rm_is_asked() -> None:
-    proxy = SimpleNamespace(rms=subscribed_rms("rm-a"))
-    assert asyncio.run(rm_dumps(proxy, set())) == {}
-    assert proxy.rms["rm-a"].subscribers[0].empty()
+def test_without_a_subscribed_rm_no_rm_is_asked() -> None:
+    held = SimpleNamespace(state_dumps={}, rms={"rm-a": RMSession("rm-a", ["default"])})
+    assert asyncio.run(rm_dumps(held, set())) == {}
 
 
 def test_pretty_dump_is_json_with_one_element_per_line() -> None:
@@ -99,13 +98,16 @@ def test_partitions_of_another_rmproxys_rm_are_not_queried_until_the_broker_rout
     from rmproxy.server.webapi._http import ApiError
     from rmproxy.server.webapi.cluster import ClusterReader, Target
 
+    from common.messages import PartitionQuery
+    from rmproxy.server.worker_requests import WorkerRequests
+
     sent = []
     view = ClusterView()
     view.on_status({"rmproxies": [{"name": "proxy-b", "rms": {"rm-x": {"state": "Running"}}}]})  # an old broker
-    proxy = SimpleNamespace(rms={}, queries={}, send=sent.append, broker_connected=True, view=view)
-    reader = ClusterReader(proxy)
+    broker = SimpleNamespace(connected=True, view=view, requests=WorkerRequests(sent.append))
+    reader = ClusterReader(broker, rms={})
     try:
-        asyncio.run(reader.query(Target("rm-x", "default", 3), {"what": "partition"}))
+        asyncio.run(reader.query(Target("rm-x", "default", 3), PartitionQuery()))
     except ApiError as exc:
         assert exc.status == 503 and "served by rmproxy proxy-b" in exc.message
     else:
@@ -134,10 +136,7 @@ def test_queue_metrics_keep_queues_with_the_same_metric_name_apart() -> None:
 def test_resync_observer_counts_and_times_until_re_registration() -> None:
     from rmproxy.server.webapi.korral import ResyncObserver
 
-    proxy = SimpleNamespace(listeners=[])
     obs = ResyncObserver()
-    obs.attach(proxy)
-    assert proxy.listeners == [obs]
     obs.resync_started("rm-1", "partition default has a new owner (epoch 2)")
     assert obs.count == 1 and obs.history[-1]["durationSeconds"] is None
     obs.registered("rm-1")

@@ -1,6 +1,6 @@
 """rmproxy's one path for config changes (rmproxy/server/config_changes.py) without a network:
-compare-and-swap, the no-op, the audit records, and the RM's re-registration recorded even by an
-rmproxy that did not hold it before."""
+compare-and-swap, the no-op, the audit records, one change per RM at a time, and the RM's
+re-registration recorded (by the gRPC service) even by an rmproxy that did not hold it before."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from common.config.loader import served_checksum
 from common.envelope import Kind
 from common.messages import RMPartitions
 from common.registry import ConfigRecord, Registration
-from rmproxy.server.errors import RegistrationError
+from rmproxy.server.errors import ConfigUpdateError
+from rmproxy.server.rms import RMSession
+from rmproxy.server.service import SchedulerService
 from tests.rmproxy.test_proxy_lifecycle import MemoryStore, make_proxy
 
 OLD = "partitions: [{name: default, queues: [{name: root, submitacl: '*'}]}]\n"
@@ -35,18 +37,17 @@ class AuditedStore(MemoryStore):
 
 
 def proxy_with_rm(store: AuditedStore):
-    p, sent = make_proxy()
-    p.store = store
+    p, sent = make_proxy(store)
     applied: list[str] = []
 
-    async def update_configuration(req):  # the workers' side is tested end to end
+    async def apply_config(req):  # the workers' side is tested end to end
         applied.append(req.config)
-        p.rms[req.rmID].registration = Registration(req.rmID, config=req.config)
+        await asyncio.sleep(0)  # a change takes a while: another one waits meanwhile
+        p.registry.rms[req.rmID].registration = Registration(req.rmID, config=req.config)
 
-    p.update_configuration = update_configuration  # type: ignore[method-assign]
-    from rmproxy.server.rms import RMSession
-    p.rms["rm1"] = RMSession("rm1", ["default"], registration=Registration("rm1", config=OLD))
-    p.rms["rm1"].epochs["default"] = 1
+    p.registry.apply_config = apply_config  # type: ignore[method-assign]
+    p.registry.rms["rm1"] = RMSession("rm1", ["default"], registration=Registration("rm1", config=OLD))
+    p.registry.rms["rm1"].epochs["default"] = 1
     return p, applied
 
 
@@ -67,7 +68,7 @@ def test_a_change_against_the_active_checksum_is_applied_and_recorded():
 def test_a_stale_checksum_is_refused_and_the_same_config_is_a_no_op():
     store = AuditedStore()
     p, applied = proxy_with_rm(store)
-    with pytest.raises(RegistrationError) as refused:
+    with pytest.raises(ConfigUpdateError) as refused:
         asyncio.run(p.config_changes.change(req(NEW), "token alice", "apply", "0" * 64))
     assert refused.value.code is grpc.StatusCode.ABORTED and served_checksum(OLD) in str(refused.value)
     same = asyncio.run(p.config_changes.change(req(OLD + "checksum: STALE\n"), "token bob", "apply", "0" * 64))
@@ -84,7 +85,8 @@ def test_concurrent_changes_against_one_checksum_one_wins():
                                     return_exceptions=True)
 
     results = asyncio.run(both())
-    assert sum(isinstance(r, RegistrationError) for r in results) == 1 and len(applied) == 1
+    assert sum(isinstance(r, ConfigUpdateError) for r in results) == 1 and len(applied) == 1
+    assert p.config_changes._turns == {}  # nothing kept once no change waits
 
 
 def test_a_change_stands_when_redis_refuses_its_record():
@@ -96,17 +98,17 @@ def test_a_change_stands_when_redis_refuses_its_record():
 def test_a_re_registration_with_another_config_is_recorded_by_a_fresh_rmproxy():
     store = AuditedStore()
     asyncio.run(store.save(Registration("rm1", config=OLD)))  # registered through another rmproxy
-    p, sent = make_proxy()
-    p.store = store
+    p, sent = make_proxy(store)
 
     def send(env):  # the broker: every partition is owned at once
         sent.append(env)
         if env.kind is Kind.RM_REGISTER:
-            rm = p.rms[env.rm_id]
+            rm = p.registry.rms[env.rm_id]
             for name in RMPartitions.decode(env.body).partitions:
                 rm.owned_waiters[name].set_result(1)
 
-    p.send = send  # type: ignore[method-assign]
-    asyncio.run(p.register(si_pb2.RegisterResourceManagerRequest(rmID="rm1", config=NEW)))
+    p.broker.send = send  # type: ignore[method-assign]
+    service = SchedulerService(p.registry, p.router, p.config_changes)
+    asyncio.run(service.register(si_pb2.RegisterResourceManagerRequest(rmID="rm1", config=NEW), context=None))
     (record,) = store.records
     assert (record.action, record.old_config, record.new_checksum) == ("rm-register", OLD, served_checksum(NEW))

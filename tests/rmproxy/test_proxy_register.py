@@ -11,7 +11,8 @@ import pytest
 
 from common import si_pb2
 from common.envelope import Envelope, Kind
-from rmproxy.server.proxy import REGISTER_TIMEOUT, RegistrationError
+from rmproxy.server.errors import RegistrationError
+from rmproxy.server.rm_registry import REGISTER_TIMEOUT
 from tests.conftest import wait_until_async
 from tests.rmproxy.test_proxy_lifecycle import make_proxy
 
@@ -33,7 +34,7 @@ def register_with(p, sent, broker_side, rm_id="rm-1"):
     async def run():
         loop = asyncio.get_running_loop()
         started = loop.time()
-        task = asyncio.create_task(p.register(si_pb2.RegisterResourceManagerRequest(
+        task = asyncio.create_task(p.registry.register(si_pb2.RegisterResourceManagerRequest(
             rmID=rm_id, policyGroup="queues", config=TWO)))
         await registering(sent)
         broker_side(p)
@@ -46,7 +47,7 @@ def register_with(p, sent, broker_side, rm_id="rm-1"):
 
 
 def owned(p, partition, epoch, error=None):
-    p._on_owned(Envelope(Kind.PARTITION_OWNED, "rm-1", partition, epoch, 0, {"worker": "w", "error": error}))
+    p.broker._on_owned(Envelope(Kind.PARTITION_OWNED, "rm-1", partition, epoch, 0, {"worker": "w", "error": error}))
 
 
 def test_a_worker_lost_while_it_loads_a_registering_partition_fails_the_registration_at_once():
@@ -54,7 +55,7 @@ def test_a_worker_lost_while_it_loads_a_registering_partition_fails_the_registra
 
     def broker(p):
         owned(p, "default", 5)
-        p._on_lost(Envelope(Kind.PARTITION_LOST, "rm-1", "second", 5, 0,
+        p.broker._on_lost(Envelope(Kind.PARTITION_LOST, "rm-1", "second", 5, 0,
                             {"reason": "its worker w2 is gone (its connection closed)", "worker": "w2"}))
 
     err, took = register_with(p, sent, broker)
@@ -67,7 +68,7 @@ def test_every_partition_owned_registers():
     p, sent = make_proxy()
     err, _ = register_with(p, sent, lambda p: (owned(p, "default", 3), owned(p, "second", 3)))
     assert err is None
-    assert p.rms["rm-1"].epochs == {"default": 3, "second": 3}
+    assert p.registry.rms["rm-1"].epochs == {"default": 3, "second": 3}
 
 
 def test_a_failed_load_fails_the_registration_with_the_workers_words():
@@ -80,9 +81,9 @@ def test_a_registration_superseded_by_a_newer_one_says_so():
     p, sent = make_proxy()
 
     async def run():
-        first = asyncio.create_task(p.register(si_pb2.RegisterResourceManagerRequest(rmID="rm-1", config=TWO)))
+        first = asyncio.create_task(p.registry.register(si_pb2.RegisterResourceManagerRequest(rmID="rm-1", config=TWO)))
         await registering(sent)
-        second = asyncio.create_task(p.register(si_pb2.RegisterResourceManagerRequest(rmID="rm-1", config=TWO)))
+        second = asyncio.create_task(p.registry.register(si_pb2.RegisterResourceManagerRequest(rmID="rm-1", config=TWO)))
         with pytest.raises(RegistrationError) as caught:
             await asyncio.wait_for(first, 2)
         owned(p, "default", 4)
@@ -101,7 +102,7 @@ def test_a_broker_restart_fails_a_registration_still_waiting_at_once():
 
     def broker_restarted(p):
         owned(p, "default", 5)
-        p._on_heartbeat(Envelope(Kind.HEARTBEAT, body={"reannounce": True}))
+        p.broker._on_heartbeat(Envelope(Kind.HEARTBEAT, body={"reannounce": True}))
 
     err, took = register_with(p, sent, broker_restarted)
     assert err is not None and err.code is grpc.StatusCode.UNAVAILABLE, err

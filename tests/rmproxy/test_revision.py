@@ -12,7 +12,7 @@ from common import si_internal_pb2 as si
 from common.envelope import Kind
 from common.messages import SiRevision
 from common.si_revision import Revision, declared_revision
-from rmproxy.server.proxy import RegistrationError
+from rmproxy.server.errors import RegistrationError
 from rmproxy.server.revision import RevisionError, decisive_fields, settle
 from rmproxy.server.rms import RMSession
 from tests.rmproxy.test_proxy_lifecycle import make_proxy
@@ -82,35 +82,35 @@ def test_an_unknown_declared_revision_is_refused_at_registration_naming_key_and_
     p, sent = make_proxy()
     req = si.RegisterResourceManagerRequest(rmID="rm-1", buildInfo={"si.revision": "v2"})
     with pytest.raises(RegistrationError) as info:
-        asyncio.run(p.register(req))
+        asyncio.run(p.registry.register(req))
     assert info.value.code is grpc.StatusCode.INVALID_ARGUMENT
     assert str(info.value).startswith("registration of RM failed: RM rm-1: buildInfo si.revision='v2' is not "
                                       "an SI revision Korral speaks: use one of seed, v1.8")
-    assert sent == [] and "rm-1" not in p.rms
+    assert sent == [] and "rm-1" not in p.registry.rms
 
 
 def test_the_worker_is_told_once_per_epoch_before_the_first_request_that_needs_it():
     p, sent = make_proxy()
     rm = RMSession("rm-1", ["default", "gpu"], epochs={"default": 3, "gpu": 4})
-    p.rms["rm-1"] = rm
-    p.handle_request("node", rm, si.NodeRequest(nodes=[si.NodeInfo(nodeID="n")]))
+    p.registry.rms["rm-1"] = rm
+    p.router.request("node", rm, si.NodeRequest(nodes=[si.NodeInfo(nodeID="n")]))
     assert [e.kind for e in sent] == [Kind.SI_NODE]  # undecided: nothing to tell
-    p.handle_request("allocation", rm, si.AllocationRequest(allocations=[ALLOC]))
+    p.router.request("allocation", rm, si.AllocationRequest(allocations=[ALLOC]))
     assert [(e.kind, e.partition, e.epoch) for e in sent[1:]] == [
-        (Kind.SI_REVISION, "default", 3), (Kind.SI_REVISION, "gpu", 4), (Kind.SI_ASKS, "default", 3)]
+        (Kind.SI_REVISION, "default", 3), (Kind.SI_REVISION, "gpu", 4), (Kind.SI_ALLOCATION, "default", 3)]
     assert SiRevision.decode(sent[1].body).revision == "v1.8"
     assert [e.seq for e in sent if e.partition == "default"] == [1, 2, 3]  # in the request sequence
-    p.handle_request("allocation", rm, si.AllocationRequest(allocations=[ALLOC]))
-    assert sent[-1].kind is Kind.SI_ASKS and sent[-2].kind is Kind.SI_ASKS  # asks as rows (test_rows.py)
+    p.router.request("allocation", rm, si.AllocationRequest(allocations=[ALLOC]))
+    assert sent[-1].kind is Kind.SI_ALLOCATION and sent[-2].kind is Kind.SI_ALLOCATION  # asks as rows (test_rows.py)
     rm.epochs["default"] = 5  # a new owner: told again
-    p.handle_request("allocation", rm, si.AllocationRequest(allocations=[ALLOC]))
-    assert [(e.kind, e.epoch) for e in sent[-2:]] == [(Kind.SI_REVISION, 5), (Kind.SI_ASKS, 5)]
+    p.router.request("allocation", rm, si.AllocationRequest(allocations=[ALLOC]))
+    assert [(e.kind, e.epoch) for e in sent[-2:]] == [(Kind.SI_REVISION, 5), (Kind.SI_ALLOCATION, 5)]
 
 
 def test_a_refused_request_sends_nothing():
     p, sent = make_proxy()
     rm = RMSession("rm-1", ["default"], epochs={"default": 1}, revision=Revision.SEED, revision_why="declared")
-    p.rms["rm-1"] = rm
+    p.registry.rms["rm-1"] = rm
     with pytest.raises(RevisionError):
-        p.handle_request("node", rm, si.NodeRequest(nodes=[si.NodeInfo(nodeID="n", action=si.NodeInfo.CREATE_DRAIN)]))
+        p.router.request("node", rm, si.NodeRequest(nodes=[si.NodeInfo(nodeID="n", action=si.NodeInfo.CREATE_DRAIN)]))
     assert sent == []

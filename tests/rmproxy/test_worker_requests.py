@@ -8,7 +8,7 @@ import msgpack
 import pytest
 
 from common.envelope import Kind
-from common.messages import ConfigUpdate, Query, Reply
+from common.messages import ConfigUpdate, NodesQuery, PartitionQuery, Reply
 from rmproxy.server.worker_requests import NoAnswer, WorkerRequests
 
 
@@ -17,7 +17,7 @@ def test_a_reply_resolves_its_request_and_the_table_empties():
 
     async def go():
         requests = WorkerRequests(sent.append)
-        asking = asyncio.ensure_future(requests.ask(Kind.QUERY, "rm", "default", 3, 0, Query({"what": "nodes"})))
+        asking = asyncio.ensure_future(requests.ask(Kind.QUERY, "rm", "default", 3, 0, NodesQuery()))
         await asyncio.sleep(0)
         [env] = sent
         assert (env.kind, env.rm_id, env.partition, env.epoch, env.seq) == (Kind.QUERY, "rm", "default", 3, 0)
@@ -49,7 +49,7 @@ def test_ids_are_distinct_across_requests():
         requests = WorkerRequests(sent.append, timeout=0.01)
         for _ in range(3):
             with pytest.raises(NoAnswer):
-                await requests.ask(Kind.QUERY, "rm", "default", 1, 0, Query({"what": "partition"}))
+                await requests.ask(Kind.QUERY, "rm", "default", 1, 0, PartitionQuery())
 
     asyncio.run(go())
     assert len({env.body["id"] for env in sent}) == 3
@@ -61,9 +61,9 @@ def test_a_lost_partition_ends_its_requests_at_once_and_only_its_own():
     async def go():
         requests = WorkerRequests(sent.append, timeout=30)  # the test would time out, not pass, if they waited
         lost = asyncio.ensure_future(requests.ask(Kind.CONFIG_UPDATE, "rm", "gpu", 4, 1, ConfigUpdate("x")))
-        older = asyncio.ensure_future(requests.ask(Kind.QUERY, "rm", "gpu", 3, 0, Query({"what": "nodes"})))
-        newer = asyncio.ensure_future(requests.ask(Kind.QUERY, "rm", "gpu", 5, 0, Query({"what": "nodes"})))
-        other = asyncio.ensure_future(requests.ask(Kind.QUERY, "rm", "default", 4, 0, Query({"what": "nodes"})))
+        older = asyncio.ensure_future(requests.ask(Kind.QUERY, "rm", "gpu", 3, 0, NodesQuery()))
+        newer = asyncio.ensure_future(requests.ask(Kind.QUERY, "rm", "gpu", 5, 0, NodesQuery()))
+        other = asyncio.ensure_future(requests.ask(Kind.QUERY, "rm", "default", 4, 0, NodesQuery()))
         await asyncio.sleep(0)
         requests.fail_partition("rm", "gpu", 4, "its worker w1 is gone")
         for fut in (lost, older):

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
 
@@ -37,6 +36,7 @@ from rmproxy.server.webapi.history import History
 from rmproxy.server.webapi.korral import KorralApi, ResyncObserver
 from rmproxy.server.webapi.metrics import MetricsApi
 from rmproxy.server.webapi.routes import Handlers, add_routes, route_table
+from rmproxy.server.webapi.seams import RMProxy
 from rmproxy.server.webapi.state import StateApi
 from rmproxy.server.webapi.trends import TRENDS_INTERVAL, Trends
 from rmproxy.server.webapi.yunikorn import YuniKornApi
@@ -44,25 +44,27 @@ from rmproxy.server.webapi.yunikorn import YuniKornApi
 __all__ = ["build_app"]
 
 
-def build_app(proxy: Any, admin: AdminAuth | None = None, trends_interval: float = TRENDS_INTERVAL,
+def build_app(rmproxy: RMProxy, admin: AdminAuth | None = None, trends_interval: float = TRENDS_INTERVAL,
               ui_dir: Path | None = None) -> web.Application:
-    """The REST app of ``proxy`` (an ``rmproxy.server.proxy.Proxy``): every route, the error shape,
-    and the samplers of the history and the dashboard's trends (started and stopped with the
-    app). ``admin`` says who may use the admin endpoint (default: nobody, it is disabled);
-    ``ui_dir``: a web UI served at ``/``."""
-    reader = ClusterReader(proxy)
+    """The REST app of ``rmproxy`` (its parts: ``rmproxy.server.proxy.Proxy``): every route, the
+    error shape, and the samplers of the history and the dashboard's trends (started and stopped
+    with the app). Each handler is given the parts it reads (``seams``). ``admin`` says who may
+    use the admin endpoint (default: nobody, it is disabled); ``ui_dir``: a web UI served at ``/``."""
+    store, held = rmproxy.store, rmproxy.registry
+    reader = ClusterReader(rmproxy.broker, held.rms)
     resyncs = ResyncObserver()
-    resyncs.attach(proxy)
+    held.listeners.append(resyncs)
     history = History(reader)
     trends = Trends(reader, trends_interval)
-    korral = KorralApi(proxy, reader, resyncs)
-    health = HealthApi(proxy, reader)
-    events = EventsApi(proxy, reader)
+    korral = KorralApi(rmproxy, store, reader, resyncs)
+    health = HealthApi(store, reader)
+    events = EventsApi(store, reader)
     handlers = Handlers(
-        yunikorn=YuniKornApi(proxy, reader), events=events, config=ConfigApi(proxy, reader),
-        state=StateApi(proxy, reader, korral.stack_view, history, health.partition_health, events.streams_info),
+        yunikorn=YuniKornApi(store, reader, rmproxy.started_ns), events=events, config=ConfigApi(store, reader),
+        state=StateApi(held, store, reader, korral.stack_view, history, health.partition_health,
+                       events.streams_info),
         history=history, health=health, metrics=MetricsApi(reader, korral.proxy_view), korral=korral,
-        admin=AdminApi(proxy, reader, admin or AdminAuth()), trends=trends)
+        admin=AdminApi(store, rmproxy.config_changes, held.rms, reader, admin or AdminAuth()), trends=trends)
     # gzip outermost: error answers are compressed like any other; a config may be as large as
     # the SI allows (4 MiB): the admin endpoint says so past that
     app = web.Application(middlewares=[gzip_middleware, errors_middleware],

@@ -24,7 +24,7 @@ import asyncio
 import hmac
 import logging
 import os
-from typing import Any
+from typing import Mapping
 
 import grpc
 from aiohttp import web
@@ -33,11 +33,14 @@ from common import si_pb2
 from common.config import MAX_CONFIG_BYTES, load_config
 from common.config.errors import ConfigError
 from common.config.loader import served_checksum
+from common.messages import WhatIfQuery
 from common.registry import ConfigRecord
 from common.security import SecurityError, read_admin_tokens
-from rmproxy.server.errors import RegistrationError
+from rmproxy.server.errors import ConfigUpdateError
+from rmproxy.server.rms import RMSession
 from rmproxy.server.webapi._http import ApiError, json_response
 from rmproxy.server.webapi.cluster import ClusterReader
+from rmproxy.server.webapi.seams import ConfigChanger, Registrations
 
 __all__ = ["AdminAuth", "AdminApi", "record_view"]
 
@@ -122,15 +125,18 @@ def record_view(r: ConfigRecord) -> dict:
 
 
 class AdminApi:
-    def __init__(self, proxy: Any, reader: ClusterReader, auth: AdminAuth) -> None:
-        self.proxy = proxy
+    def __init__(self, store: Registrations, changes: ConfigChanger, rms: Mapping[str, RMSession],
+                 reader: ClusterReader, auth: AdminAuth) -> None:
+        self.store = store
+        self.changes = changes
+        self.rms = rms  # the RMs this rmproxy holds: it applies their changes
         self.reader = reader
         self.auth = auth
 
     # ---------------------------------------------------------------- helpers
     async def _registration(self, rm_id: str):
         try:
-            reg = await self.proxy.store.load(rm_id)
+            reg = await self.store.load(rm_id)
         except Exception as exc:
             raise ApiError(503, f"Redis unavailable: {exc}") from None
         if reg is None:
@@ -139,8 +145,8 @@ class AdminApi:
         return reg
 
     def _held_here(self, rm_id: str) -> None:
-        if rm_id not in self.proxy.rms:
-            holder = self.proxy.view.holder(rm_id) or "(unknown)"
+        if rm_id not in self.rms:
+            holder = self.reader.broker.view.holder(rm_id) or "(unknown)"
             raise ApiError(421, f"RM {rm_id} is held by rmproxy {holder}, not this one",
                            "a config change is applied by the rmproxy holding the RM's session: send it there")
 
@@ -178,8 +184,8 @@ class AdminApi:
         req = si_pb2.UpdateConfigurationRequest(rmID=rm_id, policyGroup=reg.policy_group, config=text,
                                                 extraConfig=reg.extra_config)
         try:
-            change = await self.proxy.config_changes.change(req, who, action, expected_checksum=expected, note=note)
-        except RegistrationError as exc:
+            change = await self.changes.change(req, who, action, expected_checksum=expected, note=note)
+        except ConfigUpdateError as exc:
             raise ApiError(_HTTP_STATUS.get(exc.code, 500), str(exc), f"RM {rm_id}: the active config is kept") from None
         log.info("admin %s: %s of RM %s's config: %s -> %s%s", who, action, rm_id, change.old_checksum,
                  change.new_checksum, "" if change.changed else " (unchanged, nothing done)")
@@ -216,7 +222,7 @@ class AdminApi:
 
     async def _history(self, rm_id: str) -> list[ConfigRecord]:
         try:
-            records = await self.proxy.store.config_history(rm_id)
+            records = await self.store.config_history(rm_id)
         except Exception as exc:
             raise ApiError(503, f"Redis unavailable: {exc}") from None
         if not records:
@@ -239,7 +245,7 @@ class AdminApi:
         except ConfigError as exc:
             raise ApiError(400, f"config for RM {rm_id} is not valid: {exc}", "nothing changed") from None
         live = [t for t in self.reader.targets() if t.rm_id == rm_id]
-        answers = await asyncio.gather(*(self.reader.query(t, {"what": "whatif", "config": text}) for t in live),
+        answers = await asyncio.gather(*(self.reader.query(t, WhatIfQuery(config=text)) for t in live),
                                        return_exceptions=True)
         partitions = []
         for t, a in zip(live, answers):
@@ -247,7 +253,7 @@ class AdminApi:
                 partitions.append({"partition": t.partition, "error": getattr(a, "message", str(a))})
             else:
                 partitions.append({"partition": t.partition, **a})
-        idle = sum(1 for w in self.proxy.cluster().get("workers", []) if not w.get("partition"))
+        idle = sum(1 for w in self.reader.broker.cluster().get("workers", []) if not w.get("partition"))
         for p in config.partitions:
             if p.name not in {t.partition for t in live}:
                 partitions.append({"partition": p.name, "action": "add",

@@ -7,8 +7,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import yaml
 from aiohttp import web
 
@@ -17,6 +15,7 @@ from common.config.errors import ConfigError
 from common.config.loader import config_with_checksum
 from rmproxy.server.webapi._http import ALLOW_ORIGIN, ApiError, json_response
 from rmproxy.server.webapi.cluster import ClusterReader
+from rmproxy.server.webapi.seams import Registrations
 
 __all__ = ["ConfigApi", "config_with_checksum", "config_json"]
 
@@ -29,8 +28,8 @@ def config_json(reg) -> dict:
 
 
 class ConfigApi:
-    def __init__(self, proxy: Any, reader: ClusterReader) -> None:
-        self.proxy = proxy
+    def __init__(self, store: Registrations, reader: ClusterReader) -> None:
+        self.store = store
         self.reader = reader
 
     async def config(self, request: web.Request) -> web.Response:
@@ -40,7 +39,7 @@ class ConfigApi:
         if rm_id is None:
             raise ApiError(404, "no RM is registered", "the config is the RM's; register an RM first")
         try:
-            reg = await self.proxy.store.load(rm_id)
+            reg = await self.store.load(rm_id)
         except Exception as exc:
             raise ApiError(503, f"Redis unavailable: {exc}") from None
         if reg is None:

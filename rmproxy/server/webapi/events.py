@@ -23,14 +23,15 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
 
 from aiohttp import web
 
 from common.config.extra import stream_limits
+from common.messages import EventsQuery
 from common.timefmt import rfc3339_nano
 from rmproxy.server.webapi._http import CORS_HEADERS, ApiError, json_response
 from rmproxy.server.webapi.cluster import ClusterReader, Target
+from rmproxy.server.webapi.seams import Registrations
 
 __all__ = ["EventsApi", "EventFollower", "EventStream", "POLL_INTERVAL", "STREAM_BUFFER", "BATCH_MAX",
            "CLOSED_BY_PRODUCER"]
@@ -123,7 +124,7 @@ class EventFollower:
             return []
         history: list[dict] = []
         answers = await asyncio.gather(*(
-            self.reader.query(t, {"what": "events", "last": count, "before": snapshot[self._key(t)][1]})
+            self.reader.query(t, EventsQuery(last=count, before=snapshot[self._key(t)][1]))
             for t in targets if self._key(t) in snapshot), return_exceptions=True)
         for page in answers:
             if isinstance(page, dict):
@@ -139,7 +140,7 @@ class EventFollower:
 
     async def _init_cursor(self, t: Target) -> None:
         try:
-            page = await self.reader.query(t, {"what": "events", "last": 0})
+            page = await self.reader.query(t, EventsQuery(last=0))
         except ApiError:
             return  # no worker now: followed from its first record once it has one
         self.cursors.setdefault(self._key(t), (page["ring"], page["next"]))
@@ -160,7 +161,7 @@ class EventFollower:
         targets = self.reader.targets()
         starts = {self._key(t): self.cursors.get(self._key(t)) for t in targets}
         answers = await asyncio.gather(*(
-            self.reader.query(t, {"what": "events", "start": starts[self._key(t)][1] if starts[self._key(t)] else 0})
+            self.reader.query(t, EventsQuery(start=starts[self._key(t)][1] if starts[self._key(t)] else 0))
             for t in targets), return_exceptions=True)
         for t, page in zip(targets, answers):
             if not isinstance(page, dict):
@@ -183,8 +184,8 @@ class EventFollower:
 
 
 class EventsApi:
-    def __init__(self, proxy: Any, reader: ClusterReader) -> None:
-        self.proxy = proxy
+    def __init__(self, store: Registrations, reader: ClusterReader) -> None:
+        self.store = store
         self.reader = reader
         self.instance = str(uuid.uuid4())  # names this rmproxy's answers (YuniKorn's InstanceUUID)
         self.follower = EventFollower(reader)
@@ -200,7 +201,7 @@ class EventsApi:
         start = _uint_query(request, "start", 0)
         name = request.query.get("partition")
         targets = [self.reader.resolve(name, request.query.get("rmID"))] if name else self.reader.targets()
-        answers = await asyncio.gather(*(self.reader.query(t, {"what": "events", "start": start, "limit": count})
+        answers = await asyncio.gather(*(self.reader.query(t, EventsQuery(start=start, limit=count))
                                          for t in targets), return_exceptions=not name)
         pages = [a for a in answers if isinstance(a, dict)]
         lowest = min((p["lowest"] for p in pages), default=0)
@@ -214,7 +215,7 @@ class EventsApi:
         extras = []
         for rm_id in self.reader.rm_ids():
             try:
-                reg = await self.proxy.store.load(rm_id)
+                reg = await self.store.load(rm_id)
             except Exception:  # Redis down: that RM's settings are unknown, the defaults apply
                 continue
             if reg is not None:

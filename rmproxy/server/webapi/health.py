@@ -11,14 +11,15 @@ nodes / 50,000 allocations) and a dashboard polls every 2 s, so each answer is r
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from aiohttp import web
 
 from common.health import health_check
 from common.heartbeat import EXPIRY
+from common.messages import HealthQuery
 from rmproxy.server.webapi._http import json_response
 from rmproxy.server.webapi.cluster import ClusterReader, Target
+from rmproxy.server.webapi.seams import Registrations
 
 __all__ = ["HealthApi", "HEALTH_TTL"]
 
@@ -26,8 +27,8 @@ HEALTH_TTL = 5.0  # seconds a partition's health answer is reused (YuniKorn serv
 
 
 class HealthApi:
-    def __init__(self, proxy: Any, reader: ClusterReader) -> None:
-        self.proxy = proxy
+    def __init__(self, store: Registrations, reader: ClusterReader) -> None:
+        self.store = store
         self.reader = reader
         self._health: tuple[float, list, list] | None = None  # (monotonic time, answers, errors)
 
@@ -42,7 +43,7 @@ class HealthApi:
         cached = self._health
         if cached is not None and time.monotonic() - cached[0] < HEALTH_TTL:
             return cached[1], cached[2]
-        answers, errors = await self.reader.query_all_with_errors({"what": "health"})
+        answers, errors = await self.reader.query_all_with_errors(HealthQuery())
         self._health = (time.monotonic(), answers, errors)
         return answers, errors
 
@@ -60,23 +61,23 @@ class HealthApi:
                 + await self._stack_checks(targets, errors))
 
     async def _stack_checks(self, targets: list[Target], partition_errors: list[str]) -> list[dict]:
-        p = self.proxy
+        broker = self.reader.broker
         try:
-            redis_ok = await p.store.ping()
+            redis_ok = await self.store.ping()
             redis_msg = "" if redis_ok else "Redis does not answer PING"
         except Exception as exc:
             redis_msg = f"Redis unreachable: {exc}"
-        workers = p.view.status.get("workers", []) if p.broker_connected else []
+        workers = broker.view.status.get("workers", []) if broker.connected else []
         late = [f"worker {w['name']} last heartbeat {w['heartbeatAge']:.1f}s ago"
                 for w in workers if (w.get("heartbeatAge") or 0) > EXPIRY]
         no_worker = [f"partition {t.full_name} has no worker" for t in targets if t.epoch is None]
         states = {rm_id: info.get("state") for rm_id, (_, info) in self.reader.remote_rms().items()}
-        states.update({rm.rm_id: rm.state.value for rm in p.rms.values()})  # this proxy's: freshest
+        states.update({rm.rm_id: rm.state.value for rm in self.reader.rms.values()})  # this proxy's: freshest
         paused = [f"RM {rm_id} is {state}" for rm_id, state in sorted(states.items()) if state != "Running"]
         return [
             health_check("Broker link", "Check that this rmproxy hears the broker",
-                         [] if p.broker_connected else [f"no message from the broker at {p.broker_address} "
-                                                        f"for more than {EXPIRY:.0f}s"]),
+                         [] if broker.connected else [f"no message from the broker at {broker.address} "
+                                                      f"for more than {EXPIRY:.0f}s"]),
             health_check("Redis", "Check that Redis (RM registrations) answers", [redis_msg] if redis_msg else []),
             health_check("Partition workers", "Check that every partition has a worker", no_worker),
             health_check("Worker heartbeats", "Check that every partition's worker answers and heartbeats",

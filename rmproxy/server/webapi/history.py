@@ -10,6 +10,7 @@ import time
 
 from aiohttp import web
 
+from common.messages import PartitionQuery
 from rmproxy.server.webapi._http import json_response
 from rmproxy.server.webapi.cluster import ClusterReader
 
@@ -30,7 +31,7 @@ class History:
         self.records: collections.deque = collections.deque(maxlen=HISTORY_SIZE)
 
     async def sample(self) -> None:
-        answers = await self.reader.query_all({"what": "partition"})
+        answers = await self.reader.query_all(PartitionQuery())
         self.records.append((time.time_ns(), sum(p["totalApplications"] for _, p in answers),
                              sum(p["totalContainers"] for _, p in answers)))
 

@@ -3,7 +3,7 @@ states, resyncs, and the dashboard's compact reads (heat map, application rows, 
 
 The stack view joins the broker's STATUS (workers, partitions, proxies) with what this rmproxy
 holds (its RMs and their streams). Resyncs are observed by ``ResyncObserver``, a listener of
-this Proxy's RM lifecycle events (an observer: behaviour is unchanged).
+the RM registry's lifecycle events (an observer: behaviour is unchanged).
 """
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ import collections
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from aiohttp import web
 
+from common.messages import AppStatusQuery, AppSummariesQuery, ExplainQuery, HeatmapQuery
 from rmproxy.server.webapi._http import int_query, json_response
 from rmproxy.server.webapi.cluster import ClusterReader
+from rmproxy.server.webapi.seams import Identity, Registrations
 
 __all__ = ["ResyncObserver", "KorralApi"]
 
@@ -32,9 +33,6 @@ class ResyncObserver:
     seconds: float = 0.0
     started: dict[str, tuple[float, str]] = field(default_factory=dict)
     history: collections.deque = field(default_factory=lambda: collections.deque(maxlen=RESYNC_HISTORY))
-
-    def attach(self, proxy: Any) -> None:
-        proxy.listeners.append(self)
 
     def resync_started(self, rm_id: str, reason: str) -> None:
         self.count += 1
@@ -54,34 +52,36 @@ class ResyncObserver:
 
 
 class KorralApi:
-    def __init__(self, proxy: Any, reader: ClusterReader, resyncs: ResyncObserver) -> None:
-        self.proxy = proxy
+    def __init__(self, me: Identity, store: Registrations, reader: ClusterReader, resyncs: ResyncObserver) -> None:
+        self.me = me
+        self.store = store
         self.reader = reader
+        self.broker = reader.broker
         self.resyncs = resyncs
 
     def proxy_view(self) -> dict:
         """This rmproxy's own numbers (the metrics' ``korral_rmproxy_*`` series)."""
-        p = self.proxy
-        return {"name": p.name, "pid": os.getpid(), "brokerConnected": p.broker_connected,
-                "dropped": p.dropped, "resyncs": self.resyncs.count, "resyncSeconds": self.resyncs.seconds,
-                "pendingQueries": len(p.requests.pending), "cluster": p.cluster(),
-                "rms": {rm.rm_id: rm.state.value for rm in p.rms.values()}}
+        broker = self.broker
+        return {"name": self.me.name, "pid": os.getpid(), "brokerConnected": broker.connected,
+                "dropped": self.me.dropped, "resyncs": self.resyncs.count, "resyncSeconds": self.resyncs.seconds,
+                "pendingQueries": len(broker.requests.pending), "cluster": broker.cluster(),
+                "rms": {rm.rm_id: rm.state.value for rm in self.reader.rms.values()}}
 
     async def ready(self, request: web.Request) -> web.Response:
         """200 once connected to the broker and Redis; `korral up` waits on this."""
-        state = self.proxy.ready()
-        state["redis"] = await self.proxy.store.ping()
+        connected = self.broker.connected
+        workers = self.broker.view.status.get("workers", []) if connected else []
+        state = {"broker": connected, "workers": len(workers), "redis": await self.store.ping()}
         state["ready"] = bool(state["broker"] and state["redis"])
         return json_response(state, 200 if state["ready"] else 503)
 
     async def stack(self, request: web.Request) -> web.Response:
         """The stack as the broker sees it, plus this proxy's RMs (``korral status``)."""
-        p = self.proxy
         return json_response({
-            "broker": p.broker_connected,
-            "cluster": p.cluster(),
+            "broker": self.broker.connected,
+            "cluster": self.broker.cluster(),
             "rms": [{"rmID": rm.rm_id, "state": rm.state.value, "partitions": rm.partitions,
-                     "epochs": rm.epochs} for rm in p.rms.values()],
+                     "epochs": rm.epochs} for rm in self.reader.rms.values()],
         })
 
     async def processes(self, request: web.Request) -> web.Response:
@@ -89,10 +89,10 @@ class KorralApi:
 
     async def stack_view(self) -> dict:
         """Every process of the stack, partition, RM and resync (the dashboard's Stack view)."""
-        p = self.proxy
-        cluster = p.cluster()
-        held = {rm.rm_id: rm for rm in p.rms.values()}
-        rms = [{"rmID": rm.rm_id, "state": rm.state.value, "proxy": p.name, "partitions": rm.partitions,
+        me, broker = self.me, self.broker
+        cluster = broker.cluster()
+        held = {rm.rm_id: rm for rm in self.reader.rms.values()}
+        rms = [{"rmID": rm.rm_id, "state": rm.state.value, "proxy": me.name, "partitions": rm.partitions,
                 "epochs": rm.epochs, "streams": sorted(rm.streams), "subscribers": len(rm.subscribers),
                 "droppedResponses": rm.dropped_responses} for rm in held.values()]
         remote = self.reader.remote_rms()
@@ -104,14 +104,14 @@ class KorralApi:
                         "epochs": {}, "streams": [], "subscribers": 0, "droppedResponses": 0})
         return {
             "time": time.time_ns(),
-            "rmproxy": {"name": p.name, "pid": os.getpid(), "brokerConnected": p.broker_connected,
-                        "broker": p.broker_address, "dropped": p.dropped, "startTime": p.started_ns},
-            "broker": {"connected": p.broker_connected, "routed": cluster.get("routed"),
+            "rmproxy": {"name": me.name, "pid": os.getpid(), "brokerConnected": broker.connected,
+                        "broker": broker.address, "dropped": me.dropped, "startTime": me.started_ns},
+            "broker": {"connected": broker.connected, "routed": cluster.get("routed"),
                        "badFrames": cluster.get("badFrames"), "rmproxies": cluster.get("proxies"),
                        "queueDepth": cluster.get("queueDepth"), "viewAgeMs": cluster.get("viewAgeMs")},
             "rmproxies": [{"name": rp.get("name"), "host": rp.get("host"), "pid": rp.get("pid"),
                            "heartbeatAge": rp.get("heartbeatAge"), "rms": sorted(rp.get("rms") or {}),
-                           "self": rp.get("name") == p.name}
+                           "self": rp.get("name") == me.name}
                           for rp in cluster.get("rmproxies", [])],
             "workers": [dict(w) | {"heartbeatAge": w.get("heartbeatAge")} for w in cluster.get("workers", [])],
             "partitions": [{"rmID": t.rm_id, "partition": t.partition, "worker": t.worker, "epoch": t.epoch,
@@ -123,23 +123,22 @@ class KorralApi:
     async def heatmap(self, request: web.Request) -> web.Response:
         """Every node as ``[nodeID, utilisation %, schedulable, ready]`` (the dashboard's heat map)."""
         target = self.reader.resolve(request.match_info["partition"], request.query.get("rmID"))
-        return json_response(await self.reader.query(target, {"what": "heatmap"}))
+        return json_response(await self.reader.query(target, HeatmapQuery()))
 
     async def explain(self, request: web.Request) -> web.Response:
         """Why a pending ask waits: ``{state, reason, reservedNode, queueHeadroomBlockedBy,
         limitBlockedBy, nodes: {rejection stage: node count}}`` (``PartitionSession.explain``)."""
         m = request.match_info
         target = self.reader.resolve(m["partition"], request.query.get("rmID"))
-        return json_response(await self.reader.query(target, {"what": "explain", "app": m["application"],
-                                                              "key": m["key"]}))
+        return json_response(await self.reader.query(target, ExplainQuery(app=m["application"], key=m["key"])))
 
     async def app_status(self, request: web.Request) -> web.Response:
         """Where an application stands (``korral explain APP``): active with its pending asks'
         keys, or how and when it ended (finished, removed by the RM, expired)."""
         m = request.match_info
         target = self.reader.resolve(m["partition"], request.query.get("rmID"))
-        return json_response(await self.reader.query(target, {"what": "app_status", "app": m["application"],
-                                                              "limit": int_query(request, "limit", 50)}))
+        return json_response(await self.reader.query(target, AppStatusQuery(
+            app=m["application"], limit=int_query(request, "limit", 50))))
 
     async def app_summaries(self, request: web.Request) -> web.Response:
         """One small row per application, ``?offset=&limit=`` (default 1,000): ``{total, items}``."""
@@ -148,8 +147,8 @@ class KorralApi:
         limit = int_query(request, "limit", 1000)
         items: list = []
         total = 0
-        async for page in self.reader.pages(target, {"what": "app_summaries"}, None, offset, limit):
+        async for page in self.reader.pages(target, AppSummariesQuery(), None, offset, limit):
             items.extend(page)
-        page0 = await self.reader.query(target, {"what": "app_summaries", "offset": 0, "limit": 0})
+        page0 = await self.reader.query(target, AppSummariesQuery(offset=0, limit=0))
         total = page0["total"]
         return json_response({"total": total, "offset": offset, "items": items})

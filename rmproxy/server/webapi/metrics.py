@@ -21,6 +21,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
+from common.messages import MetricsQuery
 from rmproxy.server.webapi._http import CORS_HEADERS
 from rmproxy.server.webapi.cluster import ClusterReader
 
@@ -43,7 +44,7 @@ class MetricsApi:
 
     async def metrics(self, request: web.Request) -> web.Response:
         """One scrape: every partition's worker asked at once, rendered with this rmproxy's numbers."""
-        answers = await self.reader.query_all({"what": "metrics"})
+        answers = await self.reader.query_all(MetricsQuery())
         body = render_metrics(answers, self.proxy_view())
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE, **CORS_HEADERS})
 

@@ -20,20 +20,23 @@ from aiohttp import web
 
 from common import korral_pb2
 from common.gcpause import gc_paused
+from common.messages import DumpQuery
 from rmproxy.server.webapi._http import ALLOW_ORIGIN, JSON_CONTENT_TYPE
 from rmproxy.server.webapi.cluster import ClusterReader
 from rmproxy.server.webapi.compress import start_sized
 from rmproxy.server.webapi.config import config_json
 from rmproxy.server.webapi.history import History
+from rmproxy.server.webapi.seams import HeldRMs, Registrations
 from rmproxy.server.webapi.yunikorn import cluster_info
 
 __all__ = ["StateApi", "RawJSON", "pretty_dump", "dump_parts", "v12_keys"]
 
 
 class StateApi:
-    def __init__(self, proxy: Any, reader: ClusterReader, stack_view, history: History,
+    def __init__(self, held: HeldRMs, store: Registrations, reader: ClusterReader, stack_view, history: History,
                  partition_health=None, event_streams=None) -> None:
-        self.proxy = proxy
+        self.held = held
+        self.store = store
         self.reader = reader
         self.stack_view = stack_view  # async () -> dict, Korral's process view
         self.history = history
@@ -45,13 +48,11 @@ class StateApi:
 
     async def _rm_state_dumps(self) -> dict[str, Any]:
         """Ask this rmproxy's subscribed RMs for their own state dump (korral.v1 StateDumpRequest
-        notice, answered with ProvideStateDump). Needs ``proxy.state_dumps`` (rmID -> the RM's
-        latest answer) to be kept by the Korral gRPC service; without it there is nothing to read."""
-        store = getattr(self.proxy, "state_dumps", None)
-        if not isinstance(store, dict):
-            return {}
+        notice, answered with ProvideStateDump, whose answer the Korral gRPC service keeps in
+        ``state_dumps``: rmID -> the RM's latest answer)."""
+        store = self.held.state_dumps
         asked: dict[str, str] = {}
-        for rm in self.proxy.rms.values():
+        for rm in self.held.rms.values():
             if rm.subscribers:
                 request_id = f"dump-{time.time_ns()}"
                 store.pop(rm.rm_id, None)
@@ -98,13 +99,13 @@ class StateApi:
         checking = (asyncio.ensure_future(self.partition_health())
                     if self.partition_health is not None else None)
         dumping = asyncio.ensure_future(self.reader.query_all_with_errors(
-            {"what": "dump", "health": self.partition_health is None}))
+            DumpQuery(health=self.partition_health is None)))
         try:
             rm_dumps = await self._rm_state_dumps()
             regs, redis_errors = {}, []
             for rm_id in self.reader.rm_ids():
                 try:
-                    regs[rm_id] = await self.proxy.store.load(rm_id)
+                    regs[rm_id] = await self.store.load(rm_id)
                 except Exception as exc:
                     redis_errors.append(f"Redis unavailable for RM {rm_id}: {exc}")
             health: dict[tuple[str, str], Any] = {}

@@ -24,6 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
+from common.messages import MetricsQuery
 from rmproxy.server.webapi._http import json_response
 from rmproxy.server.webapi.cluster import ClusterReader
 
@@ -47,7 +48,7 @@ class Trends:
         self.samples: collections.deque = collections.deque(maxlen=max(2, math.ceil(TRENDS_WINDOW / interval)))
 
     async def sample(self) -> None:
-        answers = await self.reader.query_all({"what": "metrics"})
+        answers = await self.reader.query_all(MetricsQuery())
         if not answers:
             return  # nothing registered, or the broker link not up yet: no point in the charts
         parts = {}
