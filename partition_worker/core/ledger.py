@@ -87,11 +87,7 @@ class Ledger:
             app.ph_pending -= 1
         app.pending = app.pending.sub(r)
         app.add_allocated(r)
-        q = app.queue
-        while q is not None:
-            q.pending = q.pending.sub(r)
-            q.allocated = q.allocated.add(r)
-            q = q.parent
+        app.queue.pending_placed(r)
         app.allocations[alloc.uuid] = alloc
         node.allocations[alloc.uuid] = alloc
         self._nodes.update_allocated(node, r, 1)

@@ -39,6 +39,7 @@ from .app_state import AppState
 from .backoff import start_backoff
 from .fair_share import fair_share
 from .limits import describe as describe_limit
+from .objects import INT32_MIN
 from .outcomes import EventType, SchedState
 from .node_choice import find_node
 from .preemption import budgeted_queue_preemption
@@ -60,7 +61,6 @@ _SCHEDULABLE_APP_STATES = frozenset({AppState.ACCEPTED, AppState.STARTING, AppSt
                                      AppState.COMPLETING})
 # REQUEST events are a diagnosis aid; a cycle over 200k quota-blocked asks must not emit 200k
 MAX_REQUEST_EVENTS_PER_CYCLE = 100
-INT32_MIN = -(1 << 31)
 # node selection's stage time: the first selections of a cycle are timed, then one in 16
 NODE_TIMED_ALWAYS = 16
 NODE_TIMED_EVERY = 16
