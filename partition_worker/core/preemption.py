@@ -139,7 +139,7 @@ def try_required_node_preemption(p, app: "Application", ask: "Ask", node: "Node"
         return False
     msg = MSG_DAEMONSET.format(key=ask.key)
     for a in chosen:
-        p.ledger.release(a, Termination.PREEMPTED_BY_SCHEDULER, msg, now, report=True)
+        p.release(a, Termination.PREEMPTED_BY_SCHEDULER, msg, now)
     ask.triggered_preemption = True
     p.event(EventType.REQUEST, ask.key, "Preemption",
             f"preempted {len(chosen)} allocation(s) on node {node.node_id} for daemon set ask {ask.key}",
@@ -238,7 +238,7 @@ def try_queue_preemption(p, app: "Application", ask: "Ask", now: int, delay: int
     _, node, victims = best
     msg = f"preempted by scheduler to free up resources for ask {ask.key} of application {app.app_id}"
     for a in victims:
-        p.ledger.release(a, Termination.PREEMPTED_BY_SCHEDULER, msg, now, report=True)
+        p.release(a, Termination.PREEMPTED_BY_SCHEDULER, msg, now)
     if ask.reserved_node and ask.reserved_node != node.node_id:
         p.ledger.unreserve_ask(app, ask)
     if node.reservation is None:

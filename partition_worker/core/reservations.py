@@ -118,7 +118,7 @@ def try_reserved(c) -> int:
                 budgeted_queue_preemption(p, c, app, ask)
             continue
         ledger.unreserve(res)
-        ledger.allocate(app, ask, target, c.now)
+        p.allocate(app, ask, target, c.now)
         if ask.pending <= 0:
             app.mark_exhausted()
         n += 1

@@ -394,7 +394,7 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
             reason = f"queue {full.path} has reached its maxapplications ({full.max_apps})"
             for ask in app.ordered_asks():
                 if ask.pending > 0:
-                    p.sched_state(ask, SchedState.SKIPPED, reason)
+                    p.outcomes.sched_state(ask, SchedState.SKIPPED, reason, c.now)
             return None
     asks = c.ask_lists.get(app)
     if asks is None:
@@ -424,13 +424,13 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
             i += 1
             continue
         if backoff and unschedulable >= backoff:
-            start_backoff(p, app, c.now)
+            start_backoff(p.outcomes, app, c.now)
             break
         res = ask.resource
         if ask.task_group and not ask.placeholder:  # gang member (see gang.py)
             if app.has_pending_placeholders():  # all or nothing: the whole gang is placed first
-                p.sched_state(ask, SchedState.SKIPPED,
-                              f"waiting for the placeholders of application {app.app_id}")
+                p.outcomes.sched_state(ask, SchedState.SKIPPED,
+                                       f"waiting for the placeholders of application {app.app_id}", c.now)
                 if i == cursor:
                     cursor += 1
                 else:
@@ -438,13 +438,13 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
                 i += 1
                 continue
             group = app.placeholders.get(ask.task_group)
-            if group and p.gangs.reject_if_too_big(app, ask, next(iter(group.values()))):
+            if group and p.gangs.reject_if_too_big(app, ask, next(iter(group.values())), c.now):
                 i += 1  # (the ask was added before the group's placeholders were known)
                 continue
             if group:  # take the oldest placeholder of the group, on its node
                 c.ask_cursor[app] = cursor
                 c.visited += i - start + 1
-                alloc = p.gangs.replace(app, ask, next(iter(group.values())), c.now)
+                alloc = p.replace_placeholder(app, ask, next(iter(group.values())), c.now)
                 if ask.pending <= 0:
                     app.mark_exhausted()
                     _priority_may_drop(c, app, ask, asks, cursor)
@@ -486,7 +486,7 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
             if node is not None:
                 c.ask_cursor[app] = cursor
                 c.visited += i - start + 1
-                alloc = p.ledger.allocate(app, ask, node, c.now)
+                alloc = p.allocate(app, ask, node, c.now)
                 if ask.pending <= 0:
                     app.mark_exhausted()  # compact at the next cycle
                     _priority_may_drop(c, app, ask, asks, cursor)
@@ -508,7 +508,7 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
             if verdict != RESERVED:
                 unschedulable += not ask.required_node
                 if ask.sched_state is not SchedState.FAILED or ask.sched_reason != WAITING_FOR_CLUSTER:
-                    p.sched_state(ask, SchedState.FAILED, WAITING_FOR_CLUSTER)
+                    p.outcomes.sched_state(ask, SchedState.FAILED, WAITING_FOR_CLUSTER, c.now)
         if i == cursor:
             cursor += 1
         else:
@@ -565,8 +565,8 @@ def _headroom_blocked(c: _Cycle, app: "Application", ask: "Ask", blocker: Queue)
         p.event(EventType.REQUEST, ask.key, "InsufficientQueueResources",
                 f"Application {app.app_id} does not fit into {blocker.path} queue", c.now,
                 group=app.app_id)
-    p.sched_state(ask, SchedState.SKIPPED,
-                  f"request does not fit the headroom of queue {blocker.path}")
+    p.outcomes.sched_state(ask, SchedState.SKIPPED,
+                           f"request does not fit the headroom of queue {blocker.path}", c.now)
 
 
 def _limit_blocked(c: _Cycle, app: "Application", ask: "Ask", held) -> None:
@@ -579,4 +579,4 @@ def _limit_blocked(c: _Cycle, app: "Application", ask: "Ask", held) -> None:
             and c.event_budget > 0:
         c.event_budget -= 1
         p.event(EventType.REQUEST, ask.key, reason, message, c.now, group=app.app_id)
-    p.sched_state(ask, SchedState.SKIPPED, message)
+    p.outcomes.sched_state(ask, SchedState.SKIPPED, message, c.now)
