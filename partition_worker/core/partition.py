@@ -38,7 +38,6 @@ from common.config.model import PartitionConfig
 from common.constants import TAG_ALLOW_PREEMPTION, TAG_NODE_SELECTOR_PREFIX, TAG_REQUIRED_NODE
 from common.resources import Resource
 
-from . import scheduler
 from .app_state import AppEvent, AppState
 from .application import Application
 from .commands import (AddAllocation, AddApp, AddAsk, AddForeign, AddNode, DrainNode, RecoveredAlloc,
@@ -54,8 +53,10 @@ from .node_registry import NodeRegistry, recovered_allocation
 from .objects import Allocation, Ask, Reservation
 from .outcomes import AllocationNew, AskRejected, EventType, Outcomes, Termination
 from .placement_bridge import PlacementBridge
+from .preemption import Preemption
 from .queue import ObjectState, Queue, QueueTree
 from .quota_preemption import QuotaPreemption
+from .scheduler import Scheduler
 from .settings import CoreSettings
 from .timers import Timers
 
@@ -91,7 +92,6 @@ class Partition:
         self.config = config
         self.limits = LimitTracker()  # user/group limits (inactive when none configured)
         self.limits.configure(config, ())
-        self.preemption_enabled = config.preemption.enabled
         self.last_cycle_ns = 0
         self.cycles = 0
         self.idle_interval_ns = self.settings.idle_cycle_interval_ns
@@ -109,6 +109,11 @@ class Partition:
         self.foreign = ForeignAllocations(self.nodes, self.outcomes)  # other schedulers' pods (1.7)
         self.quota = QuotaPreemption(config.preemption.quotapreemptionenabled, self.queues,
                                      self.timers, self.outcomes, self.release)  # quota change (1.8)
+        self.preemption = Preemption(config.preemption.enabled, self.nodes, self.apps, self.ledger,
+                                     self.outcomes, self.settings, self.release)
+        self.scheduler = Scheduler(self.queues.root, self.nodes, self.apps, self.ledger, self.limits,
+                                   self.gangs, self.outcomes, self.settings, self.preemption,
+                                   self.allocate, self.replace_placeholder)
         self.timers.register(T_ALLOC_TIMEOUT, self._on_alloc_timeout)
         self.timers.register(T_PLACEHOLDER, self._on_placeholder_timeout)
         # read-only views of the parts' books (the dicts themselves, never rebound)
@@ -137,6 +142,11 @@ class Partition:
     def total(self) -> Resource:
         """The sum of the node capacities (root's max while there are nodes)."""
         return self.node_registry.total
+
+    @property
+    def preemption_enabled(self) -> bool:
+        """The partition's ``preemption.enabled`` (queue preemption)."""
+        return self.preemption.enabled
 
     @property
     def key_is_uuid(self) -> bool:
@@ -205,7 +215,9 @@ class Partition:
         self._cycle_cut_short = False
         self.last_cycle_ns = now
         self.cycles += 1
-        n, visited = scheduler.run_cycle(self, now)
+        n, visited, stages = self.scheduler.run_cycle(now)
+        if stages is not None:
+            self.last_cycle_stages = stages
         # stopped at the bound: more may fit, the next step goes on
         self._cycle_cut_short = n >= self.settings.cycle_allocation_limit > 0
         # Idle cycles (nothing changed; only asks ageing into a reservation can differ) are
@@ -395,7 +407,7 @@ class Partition:
         self.node_registry.follow_total()
         self.config = config
         self.limits.configure(config, self.apps.values())
-        self.preemption_enabled = config.preemption.enabled
+        self.preemption.enabled = config.preemption.enabled
         self.quota.config_updated(config.preemption.quotapreemptionenabled, old_delays, now)
         report_queues_created(self.outcomes, created, now)
         for path in draining:
