@@ -172,3 +172,8 @@ class Cycle:
         self.budgets = Budgets()
         self.clock = StageClock(timer) if timer is not None else None
         self.fair_share = fair_share  # compatibility 1.6+: the queue order of fair_share.py
+
+    def timed(self, stage: str, fn, *args):
+        """``fn(*args)``, timed as ``stage`` when the cycle has a stage clock."""
+        clock = self.clock
+        return fn(*args) if clock is None else clock.timed(stage, fn, *args)

@@ -197,12 +197,13 @@ class Scheduler:
             prio = q.priority_enabled
             order = [(_queue_key(c, ch, prio), ch) for ch in q.children.values()
                      if ch.schedulable and not ch.pending.is_zero()]
-            order = c.clock.timed("queue", sorted, order) if c.clock is not None else sorted(order)
-            c.queue_order.children[q] = order
+            order = c.queue_order.children[q] = c.timed("queue", sorted, order)
         return _best_first(c, order, self._try_queue, _queue_rekey(c, q.priority_enabled), _no_pending)
 
     # ------------------------------------------------------------------------------ apps
     def _try_leaf(self, c: Cycle, q: Queue) -> "Allocation | None":
+        """The apps of leaf ``q`` in its policy's order until one places an allocation: fifo and
+        stateaware walk an order sorted once per cycle with a cursor, fair keeps a sorted list."""
         pol = q.sort_policy
         if pol is AppSortPolicy.FAIR:
             return self._try_leaf_fair(c, q)
@@ -210,8 +211,7 @@ class Scheduler:
         order = memo.fifo.get(q)
         if pol is AppSortPolicy.STATEAWARE:
             if order is None:
-                order = c.clock.timed("app", _stateaware_order, q) if c.clock is not None else _stateaware_order(q)
-                memo.fifo[q] = order
+                order = memo.fifo[q] = c.timed("app", _stateaware_order, q)
                 memo.fifo_cursor[q] = 0
                 memo.sa_epoch[q] = q.sa_epoch
             elif memo.sa_epoch.get(q) != q.sa_epoch:
@@ -221,8 +221,7 @@ class Scheduler:
         elif order is None:
             # fifo order does not change within a cycle: sort once, then walk with a cursor
             # (apps backing off are left out: a backlog of them costs nothing per cycle)
-            order = c.clock.timed("app", _fifo_order, q, c.now) if c.clock is not None else _fifo_order(q, c.now)
-            memo.fifo[q] = order
+            order = memo.fifo[q] = c.timed("app", _fifo_order, q, c.now)
             memo.fifo_cursor[q] = 0
         blocked = c.blocked
         i = cursor = memo.fifo_cursor[q]
@@ -250,8 +249,7 @@ class Scheduler:
             now = c.now
             order = [(_fair_key(a, g, prio), a) for a in q.apps.values()
                      if a.has_pending() and a.backoff_deadline_ns <= now]
-            order = c.clock.timed("app", sorted, order) if c.clock is not None else sorted(order)
-            c.app_order.fair[q] = order
+            order = c.app_order.fair[q] = c.timed("app", sorted, order)
         return _best_first(c, order, self._try_app, lambda app: _fair_key(app, g, prio))
 
     # ------------------------------------------------------------------------------ asks
