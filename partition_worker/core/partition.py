@@ -13,8 +13,8 @@ The partition builds its parts and gives each what it uses (never the partition 
 - ``lifecycle`` (``lifecycle.AppLifecycle``): apps, their state machine and timers;
 - ``node_registry`` (``node_registry.NodeRegistry``): node commands, total capacity;
 - ``foreign`` (``foreign.ForeignAllocations``), ``quota`` (``quota_preemption.QuotaPreemption``);
-- ``scheduler`` (``scheduler.Scheduler``): the cycle, with its policies ``reservations`` and
-  ``preemption``;
+- ``scheduler`` (``scheduler.Scheduler``): the cycle, with ``preemption``
+  (``preemption.Preemption``);
 - ``timers`` (``timers.Timers``), ``nodes`` (``node.NodeCollection``), ``queues``,
   ``limits`` (``limits.LimitTracker``), ``placement``, ``outcomes``.
 
