@@ -3,8 +3,9 @@
 What it owns: ``Cycle`` (the time, the books the node choice and the policies read and change:
 ``nodes``, ``apps``, ``ledger``; what is done for the cycle: ``blocked``, ``visited``) and
 its memos: the order of queues (``QueueOrder``), of apps (``AppOrder``) and of asks
-(``AskOrder``), the sizes known to fit no node (``failed_shapes``, ``unreservable``), the
-cycle's budgets (``Budgets``) and the stage clock (``StageClock``). ``CycleResult`` is what a
+(``AskOrder``), the sizes known to fit no node (``failed_shapes``, ``unreservable``, and an
+app attempt's ``SizeMemo``), the cycle's budgets (``Budgets``) and the stage clock
+(``StageClock``). ``CycleResult`` is what a
 cycle reports to the partition.
 
 Who may use it: the ``scheduler`` builds one per cycle and hands it to ``node_choice``,
@@ -27,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .objects import Ask
     from .queue import Queue
 
-__all__ = ["Cycle", "CycleResult", "QueueOrder", "AppOrder", "AskOrder", "Budgets", "StageClock",
+__all__ = ["Cycle", "CycleResult", "QueueOrder", "AppOrder", "AskOrder", "SizeMemo", "Budgets", "StageClock",
            "MAX_REQUEST_EVENTS_PER_CYCLE", "MAX_PREEMPTION_ATTEMPTS_PER_CYCLE", "NODE_TIMED_ALWAYS",
            "NODE_TIMED_EVERY"]
 
@@ -94,6 +95,23 @@ class AskOrder:
         return asks, self.cursor[app]
 
 
+class SizeMemo:
+    """One app attempt's memo (``clear`` starts it): within a cycle a failure is final, so the
+    next plain ask of the size that just failed (past the limits) fails the same way: its queue
+    verdict and node search are reused; and a size no node can hold is not offered a
+    reservation again."""
+
+    __slots__ = ("failed", "blocker", "unreservable")
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.failed: Resource | None = None
+        self.blocker: Queue | None = None  # the queue that blocked ``failed`` (None: no node)
+        self.unreservable: Resource | None = None
+
+
 class Budgets:
     """Work a cycle does at most: REQUEST events, queue preemption attempts; and whether the
     partition's reservation limit was reached (reservations only grow in a cycle)."""
@@ -154,7 +172,7 @@ class Cycle:
     looked at."""
 
     __slots__ = ("now", "nodes", "apps", "ledger", "blocked", "visited", "queue_order", "app_order",
-                 "asks", "failed_shapes", "unreservable", "budgets", "clock", "fair_share")
+                 "asks", "sizes", "failed_shapes", "unreservable", "budgets", "clock", "fair_share")
 
     def __init__(self, now: int, nodes: "NodeCollection", apps: "Mapping[str, Application]",
                  ledger: "Ledger", timer: Callable[[], float] | None, fair_share: bool) -> None:
@@ -167,6 +185,7 @@ class Cycle:
         self.queue_order = QueueOrder()
         self.app_order = AppOrder()
         self.asks = AskOrder()
+        self.sizes = SizeMemo()  # the app attempt's (the scheduler clears it for each)
         self.failed_shapes: list[Resource] = []  # sizes that fitted no node now (node_choice)
         self.unreservable: list[Resource] = []  # sizes no node can ever hold (reservations)
         self.budgets = Budgets()

@@ -92,7 +92,7 @@ class Ledger:
         """Place one repeat of ``ask`` on ``node`` (checks were done by the caller); reports it
         and starts its execution timeout. What follows for the app is the caller's."""
         r = ask.resource
-        uuid = uuid or self.uuid_for(ask)
+        uuid = uuid or (ask.key if self.key_is_uuid else self._new_uuid())  # (uuid_for, inline: per allocation)
         # positional: keywords cost a third of the build (tests/core/test_objects.py pins the order)
         alloc = Allocation(uuid, ask.key, app.app_id, node.node_id, r, ask.priority,
                            now, app.queue.path, ask.tags, ask.task_group, ask.placeholder,

@@ -250,7 +250,8 @@ class Partition:
         """Place one repeat of ``ask`` on ``node`` (the caller checked that it may) and move the
         app on."""
         alloc = self.ledger.allocate(app, ask, node, now)
-        self._allocated(app, alloc, now)
+        if alloc.placeholder or app.state in _RUN_ON_ALLOCATION:  # (else nothing follows: no call)
+            self._allocated(app, alloc, now)
         return alloc
 
     def replace_placeholder(self, app: Application, ask: Ask, ph: Allocation, now: int) -> Allocation:

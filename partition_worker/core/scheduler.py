@@ -42,7 +42,7 @@ from common.resources import Resource
 
 from .app_state import AppState
 from .backoff import start_backoff
-from .cycle import Cycle, CycleResult
+from .cycle import Cycle, CycleResult, SizeMemo
 from .fair_share import fair_share
 from .feasibility import CHAIN, Purpose
 from .limits import describe as describe_limit
@@ -78,19 +78,6 @@ class _Verdict(Enum):
 
 
 WAITS, UNSCHEDULABLE = _Verdict.WAITS, _Verdict.UNSCHEDULABLE
-
-
-class _SizeMemo:
-    """One app attempt's memo: within a cycle a failure is final, so the next plain ask of the
-    size that just failed (past the limits) fails the same way: its queue verdict and node
-    search are reused; and a size no node can hold is not offered a reservation again."""
-
-    __slots__ = ("failed", "blocker", "unreservable")
-
-    def __init__(self) -> None:
-        self.failed: Resource | None = None
-        self.blocker: Queue | None = None  # the queue that blocked ``failed`` (None: no node)
-        self.unreservable: Resource | None = None
 
 
 class Scheduler:
@@ -198,7 +185,7 @@ class Scheduler:
             order = [(_queue_key(c, ch, prio), ch) for ch in q.children.values()
                      if ch.schedulable and not ch.pending.is_zero()]
             order = c.queue_order.children[q] = c.timed("queue", sorted, order)
-        return _best_first(c, order, self._try_queue, _queue_rekey(c, q.priority_enabled), _no_pending)
+        return _best_first(c, order, self._try_queue, _queue_key, q.priority_enabled)
 
     # ------------------------------------------------------------------------------ apps
     def _try_leaf(self, c: Cycle, q: Queue) -> "Allocation | None":
@@ -242,15 +229,13 @@ class Scheduler:
     def _try_leaf_fair(self, c: Cycle, q: Queue) -> "Allocation | None":
         """Fair: least usage share first. The sorted list is kept for the cycle; only the app that
         got an allocation is re-placed (bisect), so a leaf with many apps is not re-sorted."""
-        g = q.guaranteed
-        prio = q.priority_enabled
         order = c.app_order.fair.get(q)
         if order is None:
-            now = c.now
+            now, g, prio = c.now, q.guaranteed, q.priority_enabled
             order = [(_fair_key(a, g, prio), a) for a in q.apps.values()
                      if a.has_pending() and a.backoff_deadline_ns <= now]
             order = c.app_order.fair[q] = c.timed("app", sorted, order)
-        return _best_first(c, order, self._try_app, lambda app: _fair_key(app, g, prio))
+        return _best_first(c, order, self._try_app, _fair_rekey, q)
 
     # ------------------------------------------------------------------------------ asks
     def _try_app(self, c: Cycle, app: "Application") -> "Allocation | None":
@@ -265,7 +250,9 @@ class Scheduler:
         blocked = c.blocked
         i = cursor = start
         n = len(asks)
-        memo = _SizeMemo()
+        memo = c.sizes
+        if memo.failed is not None or memo.unreservable is not None:
+            memo.clear()  # a new attempt (the memo is per app attempt)
         backoff = app.queue.backoff_threshold  # unschedulable asks before the app backs off (0: off)
         unschedulable = 0
         while i < n:
@@ -307,7 +294,7 @@ class Scheduler:
                 self._outcomes.sched_state(ask, SchedState.SKIPPED, reason, c.now)
         return True
 
-    def _attempt(self, c: Cycle, app: "Application", ask: "Ask", memo: _SizeMemo) -> "Allocation | _Verdict":
+    def _attempt(self, c: Cycle, app: "Application", ask: "Ask", memo: SizeMemo) -> "Allocation | _Verdict":
         """One try of ``ask``: a gang member takes its placeholder; any other ask is admitted
         (``admit``) and placed on the first node that takes it, or reports why it waits (and
         may preempt or reserve a node)."""
@@ -353,7 +340,7 @@ class Scheduler:
         return self._replace_placeholder(app, ask, ph, c.now)
 
     def _fits_no_node(self, c: Cycle, app: "Application", ask: "Ask", plain: bool,
-                      memo: _SizeMemo) -> _Verdict:
+                      memo: SizeMemo) -> _Verdict:
         """No node takes ``ask`` now (root's headroom, the cluster size, may be what is missing):
         it may preempt, or reserve a node that will hold it; FAILED while neither helps."""
         res = ask.resource
@@ -393,16 +380,16 @@ class Scheduler:
 
 
 # ------------------------------------------------------------------------------ best first
-def _best_first(c: Cycle, order: list, attempt: Callable, rekey: Callable,
-                spent: Callable | None = None) -> "Allocation | None":
-    """Walk ``order`` (sorted ``[(key, item)]``, kept for the cycle) best first: the head is
-    tried (``attempt(c, item)``); one that fails is blocked for the cycle and leaves the list,
-    one that places an allocation goes back in at its new place (``rekey(item)``) unless it is
-    ``spent``; blocked and spent heads are dropped on the way."""
+def _best_first(c: Cycle, order: list, attempt: Callable, rekey: Callable, arg) -> "Allocation | None":
+    """Walk ``order`` (sorted ``[(key, item)]`` of queues or apps, kept for the cycle) best
+    first: the head is tried (``attempt(c, item)``); one that fails is blocked for the cycle
+    and leaves the list, one that places an allocation goes back in at its new place
+    (``rekey(c, item, arg)``) while it has pending work; blocked heads and heads without
+    pending work are dropped on the way."""
     blocked = c.blocked
     while order:
         item = order[0][1]
-        if item in blocked or (spent is not None and spent(item)):
+        if item in blocked or item.pending.is_zero():
             del order[0]
             continue
         a = attempt(c, item)
@@ -410,17 +397,13 @@ def _best_first(c: Cycle, order: list, attempt: Callable, rekey: Callable,
         if a is None:
             blocked.add(item)
             continue
-        if spent is None or not spent(item):
+        if not item.pending.is_zero():
             if order:
-                insort(order, (rekey(item), item))
+                insort(order, (rekey(c, item, arg), item))
             else:
                 order.append(((), item))  # the only one: no order to keep, skip the key
         return a
     return None
-
-
-def _no_pending(q: Queue) -> bool:
-    return q.pending.is_zero()
 
 
 # ------------------------------------------------------------------------------ queue order
@@ -498,10 +481,6 @@ def _queue_key(c: Cycle, q: Queue, priority: bool) -> tuple:
     return key
 
 
-def _queue_rekey(c: Cycle, priority: bool) -> Callable[[Queue], tuple]:
-    return lambda ch: _queue_key(c, ch, priority)
-
-
 # ------------------------------------------------------------------------------ app order
 def _fifo_key(prio: bool):
     if prio:
@@ -514,6 +493,10 @@ def _fair_key(a: "Application", g: Resource | None, prio: bool) -> tuple:
     if prio:
         return (-a.max_pending_priority(), share, a.submission_time_ns, a.seq)
     return (share, a.submission_time_ns, a.seq)
+
+
+def _fair_rekey(c: Cycle, app: "Application", leaf: Queue) -> tuple:
+    return _fair_key(app, leaf.guaranteed, leaf.priority_enabled)
 
 
 def _fifo_order(q: Queue, now: int) -> list:
