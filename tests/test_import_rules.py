@@ -133,3 +133,98 @@ def test_the_server_rules_catch_the_rest_api_reaching_for_the_proxy(tmp_path):
     bad.write_text("from rmproxy.server.proxy import Proxy\nfrom rmproxy.server.rm_registry import RMRegistry\n")
     assert [m for _, m in imports(bad) if m not in SERVER_PARTS["rmproxy.server.webapi"]] == [
         "rmproxy.server.proxy", "rmproxy.server.rm_registry"]
+
+# ------------------------------------------------------------------ inside the scheduling core
+CORE = REPO / "partition_worker" / "core"
+# the read-only views over the whole partition (REST, explain, the config what-if) and the
+# package's face: the only modules that may name the partition; its parts are given what they use
+MAY_IMPORT_PARTITION = {"__init__", "dao", "dao_totals", "whatif", "diagnosis"}
+# the partition's books and the parts that keep them: none reaches up into the cycle
+PARTS = {"ledger", "gang", "lifecycle", "node_registry", "foreign", "quota_preemption", "app_usage",
+         "app_history", "timers", "limits", "queue", "application", "objects", "outcomes", "commands",
+         "settings", "app_state", "placement_bridge"}
+POLICIES = {"scheduler", "cycle", "reservations", "preemption", "node_choice", "backoff", "fair_share"}
+# circles of the node checks, which their rewrite removes; a listed circle that is gone fails
+# the test below, so the list only shrinks
+KNOWN_CIRCLES = [{"feasibility", "node"}]
+
+
+def core_imports(path: Path) -> set[str]:
+    """The core modules ``path`` imports, at any depth (``TYPE_CHECKING`` blocks and function
+    bodies included), relative or absolute."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 1 and node.module:
+                found.add(node.module.split(".")[0])
+            elif node.level == 1:
+                found.update(a.name for a in node.names)
+            elif node.module and node.module.startswith("partition_worker.core."):
+                found.add(node.module.split(".")[2])
+        elif isinstance(node, ast.Import):
+            found.update(a.name.split(".")[2] for a in node.names
+                         if a.name.startswith("partition_worker.core."))
+    return found
+
+
+CORE_GRAPH = {p.stem: core_imports(p) for p in sorted(CORE.glob("*.py"))}
+
+
+def circles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(comp)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_core_has_no_import_circle():
+    found = circles(CORE_GRAPH)
+    unknown = [c for c in found if c not in KNOWN_CIRCLES]
+    assert not unknown, f"import circles in partition_worker/core (type-only imports count): {unknown}"
+    gone = [c for c in KNOWN_CIRCLES if c not in found]
+    assert not gone, f"no longer a circle, take it off KNOWN_CIRCLES: {gone}"
+
+
+def test_only_the_views_reach_back_into_the_partition():
+    wrong = sorted(m for m, deps in CORE_GRAPH.items() if "partition" in deps and m not in MAY_IMPORT_PARTITION)
+    assert not wrong, f"{wrong} import partition: give them the parts they use instead"
+
+
+def test_the_partitions_parts_do_not_reach_into_the_cycle():
+    wrong = {m: sorted(CORE_GRAPH[m] & POLICIES) for m in PARTS if CORE_GRAPH[m] & POLICIES}
+    assert not wrong, f"parts importing the cycle's modules: {wrong}"
+    assert PARTS | POLICIES <= set(CORE_GRAPH), "a module named here is gone: update the lists"
+
+
+def test_the_core_rules_see_type_only_and_relative_imports(tmp_path):
+    src = tmp_path / "mod.py"
+    src.write_text("from typing import TYPE_CHECKING\nfrom . import timers\nif TYPE_CHECKING:\n"
+                   "    from .partition import Partition\n"
+                   "def f():\n    from partition_worker.core.ledger import Ledger\n")
+    assert core_imports(src) == {"timers", "partition", "ledger"}
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]

@@ -98,32 +98,29 @@ def parse_filter_type(text: str) -> FilterType:
         raise ValueError(f"invalid rule filter type {text}, filter type  must be either '', allow or deny") from None
 
 
+def _parse_named(policy: type[Enum], text: str, what: str, *, any_case: bool = True):
+    """The member of ``policy`` named ``text``; ``""`` gives its first member (the default);
+    an unknown name raises ValueError naming it and the default YuniKorn uses instead."""
+    default = next(iter(policy))
+    if text == "":
+        return default
+    try:
+        return policy(text.lower() if any_case else text)
+    except ValueError:
+        raise ValueError(f"unknown {what} '{text}', {default.value} is used") from None
+
+
 def parse_app_sort_policy(text: str) -> AppSortPolicy:
     """Exact lower-case names; ``""`` → fifo; unknown raises (the loader warns and YuniKorn uses fifo)."""
-    if text == "":
-        return AppSortPolicy.FIFO
-    try:
-        return AppSortPolicy(text)
-    except ValueError:
-        raise ValueError(f"unknown application sort policy '{text}', fifo is used") from None
+    return _parse_named(AppSortPolicy, text, "application sort policy", any_case=False)
 
 
 def parse_priority_policy(text: str) -> PriorityPolicy:
-    if text == "":
-        return PriorityPolicy.DEFAULT
-    try:
-        return PriorityPolicy(text.lower())
-    except ValueError:
-        raise ValueError(f"unknown priority policy '{text}', default is used") from None
+    return _parse_named(PriorityPolicy, text, "priority policy")
 
 
 def parse_queue_preemption_policy(text: str) -> QueuePreemptionPolicy:
-    if text == "":
-        return QueuePreemptionPolicy.DEFAULT
-    try:
-        return QueuePreemptionPolicy(text.lower())
-    except ValueError:
-        raise ValueError(f"unknown preemption policy '{text}', default is used") from None
+    return _parse_named(QueuePreemptionPolicy, text, "preemption policy")
 
 
 def _uint(text: str) -> int:

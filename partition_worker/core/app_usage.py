@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .application import Application
     from .node import Node
     from .objects import Allocation
-    from .partition import Partition
+    from .outcomes import Outcomes
 
 __all__ = ["track_release", "summarise", "summary_line", "USAGE", "PREEMPTED", "PLACEHOLDER",
            "UNKNOWN_INSTANCE_TYPE"]
@@ -47,11 +47,11 @@ def track_release(app: "Application", alloc: "Allocation", node: "Node | None", 
         book[name] = book.get(name, 0) + q * seconds
 
 
-def summarise(p: "Partition", app: "Application", now: int) -> None:
+def summarise(outcomes: "Outcomes", app: "Application", now: int) -> None:
     """The summary of an app that ran (``start_ns`` set); apps that never ran have none."""
     if not app.start_ns:
         return
-    p.outcomes.app_summaries.append(AppSummary(
+    outcomes.app_summaries.append(AppSummary(
         app.app_id, app.submission_time_ns, app.start_ns, now, app.user, app.queue.path,
         app.state.value, app.resource_history))
 

@@ -12,12 +12,10 @@ from common.constants import APP_TAG_STATE_AWARE_DISABLE
 from common.resources import ZERO, Resource
 
 from .app_state import AppState
-from .objects import Allocation, Ask, Reservation
+from .objects import INT32_MIN, Allocation, Ask, Reservation
 from .queue import Queue
 
 __all__ = ["Application", "PlaceholderData"]
-
-INT32_MIN = -(1 << 31)
 
 
 @dataclass(slots=True, eq=False)

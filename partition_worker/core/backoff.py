@@ -24,7 +24,7 @@ from .outcomes import EventType
 
 if TYPE_CHECKING:  # pragma: no cover
     from .application import Application
-    from .partition import Partition
+    from .outcomes import Outcomes
 
 __all__ = ["backing_off", "start_backoff", "MSG_BACKOFF"]
 
@@ -36,11 +36,11 @@ def backing_off(app: "Application", now: int) -> bool:
     return app.backoff_deadline_ns > now
 
 
-def start_backoff(p: "Partition", app: "Application", now: int) -> None:
+def start_backoff(outcomes: "Outcomes", app: "Application", now: int) -> None:
     """``app`` reached its leaf's threshold: no attempts before now + the leaf's delay (the
     partition's idle cycles, at least once a second while asks wait, try it again after)."""
     q = app.queue
     app.backoff_deadline_ns = now + q.backoff_delay_ns
-    p.event(EventType.APP, app.app_id, "UnschedulableAsksBackoff",
+    outcomes.event(EventType.APP, app.app_id, "UnschedulableAsksBackoff",
             f"{MSG_BACKOFF}: {q.backoff_threshold} asks fit no node, next attempt in "
             f"{q.backoff_delay_ns / 1e9:g}s", now)

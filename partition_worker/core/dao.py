@@ -21,6 +21,7 @@ from common.resources import Resource
 from common.timefmt import go_duration, rfc3339_nano
 
 from .app_state import RUNNING_STATES, AppState
+from .objects import INT32_MIN
 from .outcomes import SchedState
 from .preemption import parse_delay_ns
 
@@ -37,7 +38,6 @@ __all__ = ["partition_snapshot", "partition_dao", "queues_dao", "queue_dao", "ap
            "usage_dao", "all_apps", "node_utilisation", "utilisation_bucket", "int_percent",
            "placement_rules_dao", "foreign_alloc_dao", "INT32_MIN"]
 
-INT32_MIN = -(1 << 31)
 # REST partition summary: YuniKorn counts Completing apps as running, New/Accepted as pending
 _PENDING_STATES = (AppState.NEW, AppState.ACCEPTED)
 _REST_RUNNING_STATES = (AppState.STARTING, AppState.RUNNING, AppState.COMPLETING)

@@ -11,8 +11,10 @@ report with the same key replaces the first (occupied moves by the difference). 
 foreign allocations go with the node.
 
 Rejections are YuniKorn's: no node (``trying to add a foreign request (non-allocation)``) or an
-unknown node. Who may use it: the partition (commands ``AddForeign`` / ``ReleaseForeign``, node
-removal), ``dao`` (``Node.foreign``).
+unknown node. What it uses: the node collection and the outcomes. ``changes`` counts the
+changes of a node's room (a cycle may act on them). Who may use it: the partition (commands
+``AddForeign`` / ``ReleaseForeign``, node removal), ``node_registry`` (``foreign_total``),
+``dao`` (``Node.foreign``).
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from .commands import AddForeign, ReleaseForeign
 from .outcomes import AskRejected, EventType
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .node import Node
-    from .partition import Partition
+    from .node import Node, NodeCollection
+    from .outcomes import Outcomes
 
 __all__ = ["ForeignAllocation", "ForeignAllocations", "TAG_FOREIGN", "FOREIGN_STATIC", "foreign_total"]
 
@@ -59,19 +61,20 @@ def foreign_total(node: "Node") -> Resource:
 class ForeignAllocations:
     """The foreign allocations of one partition (see module doc)."""
 
-    __slots__ = ("p", "by_key")
+    __slots__ = ("by_key", "changes", "_nodes", "_outcomes")
 
-    def __init__(self, p: "Partition") -> None:
-        self.p = p
+    def __init__(self, nodes: "NodeCollection", outcomes: "Outcomes") -> None:
         self.by_key: dict[str, ForeignAllocation] = {}
+        self.changes = 0
+        self._nodes = nodes
+        self._outcomes = outcomes
 
     def add(self, cmd: AddForeign, now: int) -> None:
-        p = self.p
-        reject = p.outcomes.rejected_asks
+        reject = self._outcomes.rejected_asks
         if not cmd.node_id:
             reject.append(AskRejected("", cmd.key, f"trying to add a foreign request (non-allocation) {cmd.key}"))
             return
-        node = p.nodes.get(cmd.node_id)
+        node = self._nodes.get(cmd.node_id)
         if node is None:
             reject.append(AskRejected("", cmd.key, f"failed to find node {cmd.node_id} for allocation {cmd.key}"))
             return
@@ -81,8 +84,8 @@ class ForeignAllocations:
             return
         value = cmd.tags.get(TAG_FOREIGN, FOREIGN_DEFAULT)
         if value not in (FOREIGN_STATIC, FOREIGN_DEFAULT):
-            p.event(EventType.NODE, cmd.node_id, "ForeignTagIllegal",
-                    f"Foreign tag has illegal value, using default: allocation {cmd.key} has {TAG_FOREIGN}={value}", now)
+            self._outcomes.event(EventType.NODE, cmd.node_id, "ForeignTagIllegal",
+                                 f"Foreign tag has illegal value, using default: allocation {cmd.key} has {TAG_FOREIGN}={value}", now)
         old = self.by_key.get(cmd.key)
         if old is not None:
             self._drop(old)
@@ -90,15 +93,15 @@ class ForeignAllocations:
         self.by_key[cmd.key] = fa
         node.foreign[cmd.key] = fa
         node.occupied = node.occupied.add(fa.resource)
-        p.nodes.update(node)
-        p.changed = True
+        self._nodes.update(node)
+        self.changes += 1
 
     def release(self, cmd: ReleaseForeign, now: int) -> None:
         """Unknown keys are ignored (YuniKorn)."""
         fa = self.by_key.get(cmd.key)
         if fa is not None:
             self._drop(fa)
-            self.p.changed = True
+            self.changes += 1
 
     def node_removed(self, node: "Node") -> None:
         for key in node.foreign:
@@ -107,7 +110,7 @@ class ForeignAllocations:
 
     def _drop(self, fa: ForeignAllocation) -> None:
         del self.by_key[fa.key]
-        node = self.p.nodes.get(fa.node_id)
+        node = self._nodes.get(fa.node_id)
         if node is not None and node.foreign.pop(fa.key, None) is not None:
             node.occupied = node.occupied.sub_eliminate_negative(fa.resource)
-            self.p.nodes.update(node)
+            self._nodes.update(node)

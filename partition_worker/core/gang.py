@@ -1,11 +1,14 @@
 """Gang scheduling: placeholders, their replacement by real asks, and the placeholder timeout.
 
-What it owns: the placeholder timer of each app and the gang rules below. Who may use it:
-``ledger`` (a placeholder was allocated), ``lifecycle`` (timeout at add, leftovers on
-complete), ``node_registry`` (recovered placeholders) and the ``scheduler`` (replacement,
-too-big real asks), through ``timeout_ns``, ``start_timer``, ``placeholder_allocated``,
-``real_ask_too_big``, ``reject_if_too_big``, ``replace``, ``release_placeholders``.
-YUNIKORN_BEHAVIOUR.md 1.9 "Gang scheduling", S10, S16, S17.
+What it owns: the placeholder timer of each app and the gang rules below. What it uses: the
+ledger (releases, asks, the replacing allocation), the nodes, the outcomes, the timers and the
+settings. The app's state machine is not its business: ``placeholder_allocated`` says when the
+gang is complete and ``timed_out`` what the timeout means for the app, and the partition moves
+the app on. Who may use it: the partition (a placeholder allocated or recovered, the timer),
+``lifecycle`` (timeout at add, leftovers on complete) and the ``scheduler`` (too-big real
+asks), through ``timeout_ns``, ``start_timer``, ``placeholder_allocated``,
+``real_ask_too_big``, ``reject_if_too_big``, ``replace``, ``release_placeholders``,
+``timed_out``. YUNIKORN_BEHAVIOUR.md 1.9 "Gang scheduling", S10, S16, S17.
 
 Contract:
 - A placeholder ask (``placeholder`` + ``taskGroupName``) is scheduled like any ask. Its
@@ -37,22 +40,26 @@ Contract:
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import TYPE_CHECKING
 
 from common.constants import TAG_APP_CREATION_TIME, TAG_SCHEDULING_POLICY_PARAMETERS
 
-from .app_state import AppEvent, AppState
+from .app_state import AppState
 from .outcomes import AskRejected, AskReleased, EventType, Termination
 
 if TYPE_CHECKING:  # pragma: no cover
     from .application import Application
     from .commands import AddApp
+    from .ledger import Ledger
+    from .node import NodeCollection
     from .objects import Allocation, Ask
-    from .partition import Partition
+    from .outcomes import Outcomes
+    from .settings import CoreSettings
     from .timers import Timers
 
-__all__ = ["Gangs", "gang_style", "policy_parameters", "T_PLACEHOLDER", "MSG_TIMEOUT_ALLOCS",
-           "MSG_TIMEOUT_ASKS", "MSG_APP_COMPLETE", "REASON_RESERVATION_TIMEOUT"]
+__all__ = ["Gangs", "GangTimeout", "gang_style", "policy_parameters", "T_PLACEHOLDER",
+           "MSG_TIMEOUT_ALLOCS", "MSG_TIMEOUT_ASKS", "MSG_APP_COMPLETE", "REASON_RESERVATION_TIMEOUT"]
 
 T_PLACEHOLDER = "placeholder"
 MSG_TIMEOUT_ALLOCS = "releasing allocated placeholders on placeholder timeout"
@@ -60,6 +67,15 @@ MSG_TIMEOUT_ASKS = "releasing placeholders asks on placeholder timeout"
 MSG_APP_COMPLETE = "releasing placeholders on app complete"
 REASON_RESERVATION_TIMEOUT = "ResourceReservationTimeout"
 _STARTED = (AppState.STARTING, AppState.RUNNING, AppState.COMPLETING)
+
+
+class GangTimeout(Enum):
+    """What a placeholder timeout means for its app (``Gangs.timed_out``), once its placeholders
+    are released: a started app may be done; a Hard gang fails; a Soft gang resumes."""
+
+    STARTED = "started"
+    HARD = "hard"
+    SOFT = "soft"
 
 
 def policy_parameters(tags: dict[str, str]) -> dict[str, str]:
@@ -79,14 +95,19 @@ def gang_style(cmd: "AddApp") -> str:
 
 
 class Gangs:
-    """The gang rules of one partition (see module doc)."""
+    """The gang rules of one partition (see module doc). ``changes`` counts what lets a cycle
+    place more: a gang fully placed (its real asks may go), a placeholder timeout."""
 
-    __slots__ = ("p", "_timers")
+    __slots__ = ("changes", "_ledger", "_nodes", "_outcomes", "_timers", "_settings")
 
-    def __init__(self, p: "Partition", timers: "Timers") -> None:
-        self.p = p
-        self._timers = timers
-        timers.register(T_PLACEHOLDER, self._on_timer)
+    def __init__(self, ledger: "Ledger", nodes: "NodeCollection", outcomes: "Outcomes",
+                 timers: "Timers", settings: "CoreSettings") -> None:
+        self.changes = 0
+        self._ledger = ledger
+        self._nodes = nodes
+        self._outcomes = outcomes
+        self._timers = timers  # T_PLACEHOLDER deadlines; the partition handles them (timed_out)
+        self._settings = settings
 
     # ---------------------------------------------------------------- placeholders placed
     def timeout_ns(self, cmd: "AddApp", now: int) -> int:
@@ -99,7 +120,7 @@ class Gangs:
                 ms = int(policy_parameters(cmd.tags).get("placeholderTimeoutInSeconds", "")) * 1000
             except ValueError:
                 ms = 0
-        timeout = ms * 1_000_000 if ms > 0 else self.p.settings.placeholder_timeout_ns
+        timeout = ms * 1_000_000 if ms > 0 else self._settings.placeholder_timeout_ns
         try:
             created_ns = int(cmd.tags.get(TAG_APP_CREATION_TIME, "")) * 1_000_000_000
         except ValueError:
@@ -110,20 +131,23 @@ class Gangs:
         """Start the app's placeholder timer (at its first placeholder; later calls do nothing)."""
         if app.ph_timeout_at:
             return
-        at = now + (app.ph_timeout_ns or self.p.settings.placeholder_timeout_ns)
+        at = now + (app.ph_timeout_ns or self._settings.placeholder_timeout_ns)
         app.ph_timeout_at = at
         self._timers.schedule(at, T_PLACEHOLDER, app.app_id, app.seq)
 
-    def placeholder_allocated(self, app: "Application", alloc: "Allocation", now: int) -> None:
-        """Book a new placeholder allocation; the gang is complete (Accepted -> Starting) when
-        the allocated placeholders cover the app's placeholderAsk."""
+    def placeholder_recovered(self, app: "Application", alloc: "Allocation", now: int) -> None:
+        """Book a placeholder allocation the RM reports as running (node recovery)."""
+        app.add_placeholder(alloc)
+        self.start_timer(app, now)
+
+    def placeholder_allocated(self, app: "Application", alloc: "Allocation", now: int) -> bool:
+        """Book a new placeholder allocation. True when the gang is complete: the allocated
+        placeholders cover the app's placeholderAsk (an Accepted app may start)."""
         app.add_placeholder(alloc)
         self.start_timer(app, now)
         if not app.has_pending_placeholders():
-            self.p.changed = True  # the gang is placed: its real asks may go next cycle
-        if app.state is AppState.ACCEPTED and not app.placeholder_ask.is_zero() \
-                and app.placeholder_ask.fits_in(app.allocated_placeholder):
-            self.p.lifecycle.fire(app, AppEvent.RUN, now)
+            self.changes += 1  # the gang is placed: its real asks may go next cycle
+        return not app.placeholder_ask.is_zero() and app.placeholder_ask.fits_in(app.allocated_placeholder)
 
     def real_ask_too_big(self, app: "Application", ask: "Ask") -> str:
         """Rejection reason for a real ask larger than its group's placeholders, else ""."""
@@ -134,76 +158,71 @@ class Gangs:
             return ""
         return _too_big(app, ask, size)
 
-    def reject_if_too_big(self, app: "Application", ask: "Ask", ph: "Allocation") -> bool:
+    def reject_if_too_big(self, app: "Application", ask: "Ask", ph: "Allocation", now: int) -> bool:
         """Reject (and remove) a real ask that does not fit in the placeholder it would take."""
         if ask.resource.fits_in(ph.resource):
             return False
-        p = self.p
         reason = _too_big(app, ask, ph.resource)
-        p.outcomes.rejected_asks.append(AskRejected(app.app_id, ask.key, reason))
-        p.event(EventType.REQUEST, ask.key, "PlaceholderTooSmall", reason, p.now, group=app.app_id)
-        p.ledger.remove_ask(app, ask.key)
+        self._outcomes.rejected_asks.append(AskRejected(app.app_id, ask.key, reason))
+        self._outcomes.event(EventType.REQUEST, ask.key, "PlaceholderTooSmall", reason, now, group=app.app_id)
+        self._ledger.remove_ask(app, ask.key)
         return True
 
     # ---------------------------------------------------------------- replacement
     def replace(self, app: "Application", ask: "Ask", ph: "Allocation", now: int) -> "Allocation":
-        """Swap ``ph`` for one repeat of ``ask`` on the placeholder's node, atomically."""
-        p = self.p
-        node = p.nodes.get(ph.node_id)
-        uuid = ask.key if p.key_is_uuid else p.new_uuid()
-        p.ledger.release(ph, Termination.PLACEHOLDER_REPLACED, f"replacing uuid: {uuid}", now,
-                         report=True, check_app=False)
+        """Swap ``ph`` for one repeat of ``ask`` on the placeholder's node, atomically (what
+        follows for the app, as for any allocation, is the caller's)."""
+        ledger = self._ledger
+        node = self._nodes.get(ph.node_id)
+        uuid = ledger.uuid_for(ask)
+        ledger.release(ph, Termination.PLACEHOLDER_REPLACED, f"replacing uuid: {uuid}", now, report=True)
         d = app.ph_data.get(ph.task_group)
         if d is not None:
             d.replaced += 1
-        return p.ledger.allocate(app, ask, node, now, uuid=uuid)
+        return ledger.allocate(app, ask, node, now, uuid=uuid)
 
     # ---------------------------------------------------------------- release
     def release_placeholders(self, app: "Application", message: str, now: int,
                              timedout: bool = True) -> None:
         """Release every allocated placeholder of ``app`` with TIMEOUT (reported)."""
-        ledger = self.p.ledger
+        ledger = self._ledger
         for group in list(app.placeholders.values()):
             for alloc in list(group.values()):
-                ledger.release(alloc, Termination.TIMEOUT, message, now, report=True, check_app=False)
+                ledger.release(alloc, Termination.TIMEOUT, message, now, report=True)
                 d = app.ph_data.get(alloc.task_group)
                 if d is not None and timedout:
                     d.timedout += 1
 
     def _release_asks(self, app: "Application", placeholders_only: bool) -> None:
-        p = self.p
         for ask in list(app.asks.values()):
             if ask.pending <= 0 or (placeholders_only and not ask.placeholder):
                 continue
-            p.outcomes.released_asks.append(
+            self._outcomes.released_asks.append(
                 AskReleased(app.app_id, ask.key, Termination.TIMEOUT, MSG_TIMEOUT_ASKS))
-            p.ledger.remove_ask(app, ask.key)
+            self._ledger.remove_ask(app, ask.key)
 
-    def _on_timer(self, app_id: str, gen: int, now: int) -> None:
-        p = self.p
-        lifecycle = p.lifecycle
-        app = p.apps.get(app_id)
-        if app is None or app.seq != gen or not app.ph_timeout_at or app.ph_timeout_at > now:
-            return
+    def timed_out(self, app: "Application", gen: int, now: int) -> GangTimeout | None:
+        """A ``T_PLACEHOLDER`` deadline of ``app`` fired (``gen``: the app's seq when it was set).
+        If it is still due: release what the timeout takes (a started app: its placeholder asks
+        and placeholders; else a Hard gang every ask, a Soft one the placeholder asks, and the
+        placeholders) and say what it means for the app; None when stale."""
+        if app.seq != gen or not app.ph_timeout_at or app.ph_timeout_at > now:
+            return None
         app.ph_timeout_at = 0
+        self.changes += 1
         if app.state in _STARTED:
             self._release_asks(app, placeholders_only=True)
             self.release_placeholders(app, MSG_TIMEOUT_ALLOCS, now)
-            lifecycle.maybe_complete(app, now)
-        elif app.state in (AppState.NEW, AppState.ACCEPTED):
-            hard = app.gang_style == "Hard"
-            p.event(EventType.APP, app_id, REASON_RESERVATION_TIMEOUT,
-                    f"placeholder timeout of application {app_id} ({app.gang_style} gang)", now)
-            # release first: Failing with nothing left goes on to Failed (and leaves the queue)
-            self._release_asks(app, placeholders_only=not hard)
-            self.release_placeholders(app, MSG_TIMEOUT_ALLOCS, now)
-            if hard:
-                lifecycle.fire(app, AppEvent.FAIL, now, REASON_RESERVATION_TIMEOUT)
-                if app.state is AppState.FAILING:
-                    lifecycle.maybe_complete(app, now)
-            elif lifecycle.fire(app, AppEvent.RESUME, now, REASON_RESERVATION_TIMEOUT):
-                lifecycle.fire(app, AppEvent.RUN, now)  # Resuming -> Accepted: normal scheduling
-        p.changed = True
+            return GangTimeout.STARTED
+        if app.state not in (AppState.NEW, AppState.ACCEPTED):
+            return None
+        hard = app.gang_style == "Hard"
+        self._outcomes.event(EventType.APP, app.app_id, REASON_RESERVATION_TIMEOUT,
+                             f"placeholder timeout of application {app.app_id} ({app.gang_style} gang)", now)
+        # release first: Failing with nothing left goes on to Failed (and leaves the queue)
+        self._release_asks(app, placeholders_only=not hard)
+        self.release_placeholders(app, MSG_TIMEOUT_ALLOCS, now)
+        return GangTimeout.HARD if hard else GangTimeout.SOFT
 
 
 def _too_big(app: "Application", ask: "Ask", size) -> str:

@@ -2,52 +2,63 @@
 
 What it owns: ``allocations`` (uuid -> Allocation) and ``reservations`` ((app id, ask key)
 -> Reservation), and the bookkeeping every change makes on apps, queues, nodes and the
-user/group limits, so resources are never counted twice nor lost. Also the execution
-timeout of an allocation (ask ``executionTimeoutMilliSeconds``).
+user/group limits, so resources are never counted twice nor lost; the UUID of a new
+allocation; the execution timeout of an allocation (ask ``executionTimeoutMilliSeconds``:
+``allocate`` schedules a ``T_ALLOC_TIMEOUT`` deadline, the partition releases what
+``timed_out`` returns); ``changes``, a count of the changes a scheduling cycle may act on.
 
-Who may use it: the partition's command handlers and components (``lifecycle``, ``gang``,
+What it uses: the node collection, the user/group limits, the outcomes, the timers and the
+partition's apps (read only), given at construction. It books what it is told and reports
+it; checks (headroom, limits, node feasibility) are the caller's, and so is what follows for
+the app (gang, state machine): the partition's ``allocate`` and ``release`` do that.
+
+Who may use it: the partition and the parts below it (``lifecycle``, ``gang``,
 ``node_registry``) and the policies (``scheduler``, ``reservations``, ``preemption``), through
-the public methods only: ``add_ask``, ``remove_ask``, ``allocate``, ``release``,
-``book_recovered``, ``reserve``, ``unreserve``, ``unreserve_ask``. Checks (headroom, limits,
-node feasibility) are the caller's: the ledger books what it is told.
+``add_ask``, ``remove_ask``, ``allocate``, ``release``, ``book_recovered``, ``timed_out``,
+``reserve``, ``unreserve``, ``unreserve_ask``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Mapping
 
-from .app_state import AppEvent, AppState
 from .app_usage import track_release
 from .objects import Allocation, Reservation
 from .outcomes import AllocationNew, AllocationReleased, SchedState, Termination
 
 if TYPE_CHECKING:  # pragma: no cover
     from .application import Application
-    from .node import Node
+    from .limits import LimitTracker
+    from .node import Node, NodeCollection
     from .objects import Ask
-    from .partition import Partition
+    from .outcomes import Outcomes
     from .timers import Timers
 
 __all__ = ["Ledger", "T_ALLOC_TIMEOUT"]
 
 T_ALLOC_TIMEOUT = "alloc"
-_RUN_ON_ALLOCATION = (AppState.ACCEPTED, AppState.STARTING)
 
 
 class Ledger:
-    """Asks' pending, allocations and reservations of one partition (see module doc)."""
+    """Asks' pending, allocations and reservations of one partition (see module doc).
+    ``key_is_uuid``: an allocation's UUID is its ask's key (SI >= 1.6), else ``new_uuid()``."""
 
-    __slots__ = ("p", "allocations", "reservations", "_nodes", "_limits", "_outcomes", "_timers")
+    __slots__ = ("allocations", "reservations", "changes", "key_is_uuid", "_new_uuid", "_nodes",
+                 "_limits", "_outcomes", "_timers", "_apps")
 
-    def __init__(self, p: "Partition", timers: "Timers") -> None:
-        self.p = p
+    def __init__(self, nodes: "NodeCollection", limits: "LimitTracker", outcomes: "Outcomes",
+                 timers: "Timers", apps: Mapping[str, "Application"],
+                 new_uuid: Callable[[], str]) -> None:
         self.allocations: dict[str, Allocation] = {}
         self.reservations: dict[tuple[str, str], Reservation] = {}  # (app_id, ask_key)
-        self._nodes = p.nodes
-        self._limits = p.limits
-        self._outcomes = p.outcomes
+        self.changes = 0  # asks added, allocations recovered or released, reservations dropped
+        self.key_is_uuid = False
+        self._new_uuid = new_uuid
+        self._nodes = nodes
+        self._limits = limits
+        self._outcomes = outcomes
         self._timers = timers
-        timers.register(T_ALLOC_TIMEOUT, self._on_timeout)
+        self._apps = apps
 
     # ---------------------------------------------------------------- asks
     def add_ask(self, app: "Application", ask: "Ask") -> None:
@@ -59,6 +70,7 @@ class Ledger:
                 app.queue.sub_pending(old.resource.multiply(old.pending))
         app.add_ask(ask)
         app.queue.add_pending(ask.resource.multiply(ask.pending))
+        self.changes += 1
 
     def remove_ask(self, app: "Application", key: str) -> None:
         """Remove the ask ``key`` of ``app`` with its reservation and pending (allocations stay)."""
@@ -71,13 +83,16 @@ class Ledger:
         app.remove_ask(key)
 
     # ---------------------------------------------------------------- allocations
+    def uuid_for(self, ask: "Ask") -> str:
+        """The UUID of a new allocation of ``ask``."""
+        return ask.key if self.key_is_uuid else self._new_uuid()
+
     def allocate(self, app: "Application", ask: "Ask", node: "Node", now: int,
                  uuid: str = "") -> Allocation:
-        """Place one repeat of ``ask`` on ``node`` (checks were done by the caller); reports it,
-        starts its execution timeout, books a placeholder with the gang, and moves the app on."""
-        p = self.p
+        """Place one repeat of ``ask`` on ``node`` (checks were done by the caller); reports it
+        and starts its execution timeout. What follows for the app is the caller's."""
         r = ask.resource
-        uuid = uuid or (ask.key if p.key_is_uuid else p.new_uuid())
+        uuid = uuid or (ask.key if self.key_is_uuid else self._new_uuid())  # (uuid_for, inline: per allocation)
         # positional: keywords cost a third of the build (tests/core/test_objects.py pins the order)
         alloc = Allocation(uuid, ask.key, app.app_id, node.node_id, r, ask.priority,
                            now, app.queue.path, ask.tags, ask.task_group, ask.placeholder,
@@ -87,11 +102,7 @@ class Ledger:
             app.ph_pending -= 1
         app.pending = app.pending.sub(r)
         app.add_allocated(r)
-        q = app.queue
-        while q is not None:
-            q.pending = q.pending.sub(r)
-            q.allocated = q.allocated.add(r)
-            q = q.parent
+        app.queue.pending_placed(r)
         app.allocations[alloc.uuid] = alloc
         node.allocations[alloc.uuid] = alloc
         self._nodes.update_allocated(node, r, 1)
@@ -103,18 +114,14 @@ class Ledger:
             self._timers.schedule(alloc.timeout_at_ns, T_ALLOC_TIMEOUT, alloc.uuid)
         self._outcomes.allocations.append(AllocationNew(alloc))
         if ask.sched_state:
-            p.sched_state(ask, SchedState.SCHEDULED, f"allocated on node {node.node_id}")
+            self._outcomes.sched_state(ask, SchedState.SCHEDULED, f"allocated on node {node.node_id}", now)
         if ask.pending <= 0 and ask.reserved_node:
             self.unreserve_ask(app, ask)
-        if alloc.placeholder:
-            p.gangs.placeholder_allocated(app, alloc, now)
-        elif app.state in _RUN_ON_ALLOCATION:
-            p.lifecycle.fire(app, AppEvent.RUN, now)
         return alloc
 
     def book_recovered(self, app: "Application", node: "Node", alloc: Allocation) -> None:
         """Book an allocation the RM reports as already running (node recovery): no checks,
-        no outcome; the caller moves the app on."""
+        no outcome; what follows for the app is the caller's."""
         r = alloc.resource
         app.allocations[alloc.uuid] = alloc
         app.add_allocated(r)
@@ -123,19 +130,20 @@ class Ledger:
         node.allocations[alloc.uuid] = alloc
         self._nodes.update_allocated(node, r, 1)
         self.allocations[alloc.uuid] = alloc
+        self.changes += 1
 
     def release(self, alloc: Allocation, term: Termination, message: str, now: int,
-                report: bool, check_app: bool = True) -> None:
+                report: bool) -> "Application | None":
         """Remove an allocation from node, app and queues; report it as released if asked.
-        ``check_app`` lets the app progress to Completing when this was its last work."""
-        p = self.p
+        Returns the app it left (None when it was not booked or its app is gone): whether
+        that app has work left is the caller's question."""
         if self.allocations.pop(alloc.uuid, None) is None:
-            return
+            return None
         r = alloc.resource
         node = self._nodes.get(alloc.node_id)
         if node is not None and node.allocations.pop(alloc.uuid, None) is not None:
             self._nodes.update_allocated(node, r, -1)
-        app = p.apps.get(alloc.app_id)
+        app = self._apps.get(alloc.app_id)
         if app is not None and app.allocations.pop(alloc.uuid, None) is not None:
             app.allocated = app.allocated.sub_checked(r, f"application {app.app_id} allocated")
             if alloc.placeholder:
@@ -149,15 +157,15 @@ class Ledger:
                 del app.asks[alloc.key]  # fully placed and now ending: keep memory bounded
         if report:
             self._outcomes.released.append(AllocationReleased(alloc.app_id, alloc.uuid, alloc.key, term, message))
-        p.changed = True
-        if app is not None and check_app:
-            p.lifecycle.maybe_complete(app, now)
+        self.changes += 1
+        return app
 
-    def _on_timeout(self, uuid: str, gen: int, now: int) -> None:
+    def timed_out(self, uuid: str, now: int) -> Allocation | None:
+        """The allocation a ``T_ALLOC_TIMEOUT`` deadline of ``uuid`` ends, if it is still due."""
         alloc = self.allocations.get(uuid)
         if alloc is not None and alloc.timeout_at_ns and alloc.timeout_at_ns <= now:
-            self.release(alloc, Termination.TIMEOUT,
-                         f"allocation {uuid} exceeded its execution timeout", now, report=True)
+            return alloc
+        return None
 
     # ---------------------------------------------------------------- reservations
     def reserve(self, app: "Application", ask: "Ask", node: "Node", now: int) -> None:
@@ -168,24 +176,23 @@ class Ledger:
         ask.reserved_node = node.node_id
         app.reservations[ask.key] = res
         self.reservations[(app.app_id, ask.key)] = res
-        self.p.sched_state(ask, SchedState.RESERVED, f"reserved node {node.node_id}")
+        self._outcomes.sched_state(ask, SchedState.RESERVED, f"reserved node {node.node_id}", now)
 
     def unreserve(self, res: Reservation) -> None:
         """Drop ``res`` from the node, the app, the ask and the partition (any that still hold it)."""
-        p = self.p
         self.reservations.pop((res.app_id, res.ask_key), None)
         node = self._nodes.get(res.node_id)
         if node is not None and node.reservation is res:
             node.reservation = None
             self._nodes.refresh(node)
-        app = p.apps.get(res.app_id)
+        app = self._apps.get(res.app_id)
         if app is not None:
             if app.reservations.get(res.ask_key) is res:
                 del app.reservations[res.ask_key]
             ask = app.asks.get(res.ask_key)
             if ask is not None and ask.reserved_node == res.node_id:
                 ask.reserved_node = ""
-        p.changed = True
+        self.changes += 1
 
     def unreserve_ask(self, app: "Application", ask: "Ask") -> None:
         """Drop the reservation ``ask`` holds, if any."""

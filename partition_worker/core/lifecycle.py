@@ -1,20 +1,27 @@
 """The application lifecycle of one partition: add (placement, ACLs, rejections), remove,
 and the seed 004 state machine with its entry actions and timers.
 
-What it owns: the partition's active ``apps`` and its ``finished_apps`` (Completed, Failed,
-Rejected, kept for REST until they expire), the entry action of each state (``_ENTRY``)
-and the app timers (Starting -> Running, Completing -> Completed, expiry). The transitions are the table in ``app_state``.
+What it owns: the partition's active ``apps`` (the dict the partition hands it, which the
+ledger reads) and its ``finished_apps`` (Completed, Failed, Rejected, kept for REST until they
+expire), the entry action of each state (``_ENTRY``) and the app timers (Starting ->
+Running, Completing -> Completed, expiry). The transitions are the table in ``app_state``.
+``queue_changes`` counts what may leave a queue empty (an app left it, or placement made
+queues no app took): the partition removes empty queues after the next cycle.
 
-Who may use it: the partition (commands ``AddApp`` / ``RemoveApp``, partition stop) and the
-components that move an app on (``ledger``, ``gang``, ``node_registry``), through ``add``,
-``remove``, ``adopt_recovered``, ``fire``, ``fail``, ``maybe_complete``. Reasons are
-YuniKorn's (YUNIKORN_BEHAVIOUR.md 1.1 S4-S7).
+What it uses, given at construction: the queue tree, the placement rules, the user/group
+limits, the ledger and the gangs (an app's work released when it is removed or fails, its
+leftover placeholders when it completes), the outcomes, the timers, the settings.
+
+Who may use it: the partition (commands ``AddApp`` / ``RemoveApp``, an allocation or release
+that moves an app on, partition stop), through ``add``, ``remove``, ``adopt_recovered``,
+``fire``, ``fail``, ``maybe_complete``, ``close``. Reasons are YuniKorn's
+(YUNIKORN_BEHAVIOUR.md 1.1 S4-S7).
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from common.constants import APP_TAG_CREATE_FORCE, APP_TAG_NAMESPACE_RESOURCE_QUOTA
 from common.resources import Resource
@@ -27,16 +34,20 @@ from .commands import AddApp, RemoveApp
 from .gang import MSG_APP_COMPLETE, gang_style
 from .outcomes import AppAccepted, AppRejected, AppStateChanged, EventType, Termination
 from .placement_bridge import GroupLookupError, PlacementError
-from .queue import RECOVERY_QUEUE, ObjectState, Queue, QueueCreateError
+from .queue import RECOVERY_QUEUE, Queue, QueueCreateError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .partition import Partition
+    from .gang import Gangs
+    from .ledger import Ledger
+    from .limits import LimitTracker
+    from .outcomes import Outcomes
     from .placement_bridge import PlacementBridge
     from .queue import QueueTree
+    from .settings import CoreSettings
     from .timers import Timers
 
-__all__ = ["AppLifecycle", "PlacementRejected", "place_app", "parse_quota", "T_STARTING", "T_COMPLETING",
-           "T_EXPIRE"]
+__all__ = ["AppLifecycle", "PlacementRejected", "place_app", "parse_quota", "report_queues_created",
+           "T_STARTING", "T_COMPLETING", "T_EXPIRE"]
 
 T_STARTING, T_COMPLETING, T_EXPIRE = "starting", "completing", "expire"
 FALLBACK_QUEUE = "root.default"  # compatibility 1.6+: where an app no rule places goes
@@ -59,32 +70,58 @@ class PlacementRejected(Exception):
         self.detail = detail
 
 
+def report_queues_created(outcomes: "Outcomes", paths: list[str], now: int) -> None:
+    """Report queues made by placement, recovery or a config update (QUEUE events)."""
+    for path in paths:
+        outcomes.event(EventType.QUEUE, path, "QueueAdded", f"queue {path} created", now)
+
+
 class AppLifecycle:
-    """Applications of one partition and their state machine (see module doc)."""
+    """Applications of one partition and their state machine (see module doc). ``full_name``
+    is the partition's ``[rmID]name`` for messages; ``seq`` numbers apps and asks in arrival
+    order (shared with the partition's asks)."""
 
-    __slots__ = ("p", "apps", "finished_apps", "gone", "_timers")
+    __slots__ = ("apps", "finished_apps", "gone", "queue_changes", "_closed", "_full_name",
+                 "_queues", "_placement", "_limits", "_ledger", "_gangs", "_outcomes", "_timers",
+                 "_settings", "_seq")
 
-    def __init__(self, p: "Partition", timers: "Timers") -> None:
-        self.p = p
-        self.apps: dict[str, Application] = {}
+    def __init__(self, apps: dict[str, Application], full_name: str, queues: "QueueTree",
+                 placement: "PlacementBridge", limits: "LimitTracker", ledger: "Ledger",
+                 gangs: "Gangs", outcomes: "Outcomes", timers: "Timers", settings: "CoreSettings",
+                 seq: Iterator[int]) -> None:
+        self.apps = apps
         self.finished_apps: dict[str, Application] = {}  # Completed/Failed/Rejected until expiry
-        self.gone = AppHistory(p.settings.max_gone_apps)  # removed and expired apps, for explain
+        self.gone = AppHistory(settings.max_gone_apps)  # removed and expired apps, for explain
+        self.queue_changes = 0
+        self._closed = False
+        self._full_name = full_name
+        self._queues = queues
+        self._placement = placement
+        self._limits = limits
+        self._ledger = ledger
+        self._gangs = gangs
+        self._outcomes = outcomes
         self._timers = timers
+        self._settings = settings
+        self._seq = seq
         timers.register(T_STARTING, self._on_starting_timer)
         timers.register(T_COMPLETING, self._on_completing_timer)
         timers.register(T_EXPIRE, self._on_expire_timer)
 
+    def close(self) -> None:
+        """The partition stops: every app added from now on is rejected."""
+        self._closed = True
+
     # ---------------------------------------------------------------- add
     def add(self, cmd: AddApp, now: int) -> None:
         """The ``AddApp`` command: place the app in a queue and accept it, or reject it."""
-        p = self.p
-        out = p.outcomes
+        out = self._outcomes
         app_id = cmd.app_id
         if not app_id:
             out.apps_rejected.append(AppRejected(app_id, "application ID must not be empty"))
             return
-        if p.state is not ObjectState.ACTIVE:
-            self._reject(cmd, f"partition {p.full_name} is stopped cannot add a new application {app_id}", now)
+        if self._closed:
+            self._reject(cmd, f"partition {self._full_name} is stopped cannot add a new application {app_id}", now)
             return
         if not cmd.user:
             self._reject(cmd, "empty user cannot resolve", now)
@@ -94,10 +131,10 @@ class AppLifecycle:
             return
         existing = self.apps.get(app_id)
         if existing is not None and not existing.recovered_only:
-            self._reject(cmd, f"adding application {app_id} to partition {p.full_name}, but application already existed", now, store=False)
+            self._reject(cmd, f"adding application {app_id} to partition {self._full_name}, but application already existed", now, store=False)
             return
         try:
-            groups = p.placement.resolve_groups(cmd.user, cmd.groups, now)
+            groups = self._placement.resolve_groups(cmd.user, cmd.groups, now)
         except GroupLookupError as exc:  # the lookup is down (LDAP): YuniKorn rejects, or forces
             if _forced(cmd):
                 groups = (NO_GROUP,)
@@ -105,16 +142,16 @@ class AppLifecycle:
                 self._reject(cmd, f"user {cmd.user}: group resolution failed: {exc}", now)
                 return
         try:
-            queue, created = place_app(p.placement, p.queues, cmd, groups,
-                                       fallback=p.settings.compat.placement_fallback)
+            queue, created = place_app(self._placement, self._queues, cmd, groups,
+                                       fallback=self._settings.compat.placement_fallback)
         except PlacementRejected as r:
             if r.detail:
-                p.event(EventType.APP, cmd.app_id, "QueueCreationFailed", r.detail, now)
+                out.event(EventType.APP, cmd.app_id, "QueueCreationFailed", r.detail, now)
             self._reject(cmd, r.reason, now)
             return
         if queue.path == FALLBACK_QUEUE:
-            p.queues_dirty = True  # a rule may have made a queue before it failed
-        p.queues_created(created, now)
+            self.queue_changes += 1  # a rule may have made a queue before it failed
+        report_queues_created(out, created, now)
         if cmd.placeholder_ask.strictly_greater_than_zero():
             if queue.sort_policy.value == "fair":
                 self._reject(cmd, f"queue {queue.path} cannot run application {app_id} with task group request: unsupported sort type", now)
@@ -125,7 +162,7 @@ class AppLifecycle:
                 return
         if queue.dynamic and APP_TAG_NAMESPACE_RESOURCE_QUOTA in cmd.tags:
             _apply_namespace_quota(queue, cmd.tags[APP_TAG_NAMESPACE_RESOURCE_QUOTA])
-        ph_timeout_ns = p.gangs.timeout_ns(cmd, now)
+        ph_timeout_ns = self._gangs.timeout_ns(cmd, now)
         if existing is not None:  # adopt an app first seen through recovered allocations
             self._move(existing, queue)
             existing.user, existing.groups, existing.tags = cmd.user, groups, dict(cmd.tags)
@@ -134,12 +171,12 @@ class AppLifecycle:
             existing.placeholder_ask, existing.gang_style = cmd.placeholder_ask, gang_style(cmd)
             existing.recovered_only = False
             existing.requested_queue = cmd.queue
-            p.limits.forget_app(app_id)
-            p.limits.rebuild(self.apps.values())  # its usage now counts for its real user
+            self._limits.forget_app(app_id)
+            self._limits.rebuild(self.apps.values())  # its usage now counts for its real user
             out.apps_accepted.append(AppAccepted(app_id, queue.path, existing.state.value, now))
             return
         app = Application(app_id=app_id, queue=queue, user=cmd.user, groups=groups,
-                          tags=dict(cmd.tags), submission_time_ns=now, seq=p.next_seq(),
+                          tags=dict(cmd.tags), submission_time_ns=now, seq=next(self._seq),
                           execution_timeout_ms=cmd.execution_timeout_ms,
                           ph_timeout_ns=ph_timeout_ns,
                           placeholder_ask=cmd.placeholder_ask, gang_style=gang_style(cmd),
@@ -151,13 +188,12 @@ class AppLifecycle:
         out.apps_accepted.append(AppAccepted(app_id, queue.path, app.state.value, now))
 
     def _reject(self, cmd: AddApp, reason: str, now: int, store: bool = True) -> None:
-        p = self.p
-        p.queues_dirty = True  # placement may have created queues that are now empty
-        p.outcomes.apps_rejected.append(AppRejected(cmd.app_id, reason))
-        p.event(EventType.APP, cmd.app_id, "ApplicationRejected", reason, now)
+        self.queue_changes += 1  # placement may have created queues that are now empty
+        self._outcomes.apps_rejected.append(AppRejected(cmd.app_id, reason))
+        self._outcomes.event(EventType.APP, cmd.app_id, "ApplicationRejected", reason, now)
         if store and cmd.app_id not in self.apps:
-            app = Application(app_id=cmd.app_id, queue=p.root, user=cmd.user, groups=tuple(cmd.groups),
-                              tags=dict(cmd.tags), submission_time_ns=now, seq=p.next_seq(),
+            app = Application(app_id=cmd.app_id, queue=self._queues.root, user=cmd.user, groups=tuple(cmd.groups),
+                              tags=dict(cmd.tags), submission_time_ns=now, seq=next(self._seq),
                               state=AppState.REJECTED, state_time_ns=now, message=reason,
                               finished_ns=now)
             self._remember_finished(app, now)
@@ -166,9 +202,9 @@ class AppLifecycle:
         fin = self.finished_apps
         fin.pop(app.app_id, None)
         fin[app.app_id] = app
-        while len(fin) > self.p.settings.max_completed_apps:
+        while len(fin) > self._settings.max_completed_apps:
             self._forget_finished(fin.pop(next(iter(fin))))
-        self._timers.schedule(now + self.p.settings.expire_timeout_ns, T_EXPIRE, app.app_id, app.state_gen)
+        self._timers.schedule(now + self._settings.expire_timeout_ns, T_EXPIRE, app.app_id, app.state_gen)
 
     def adopt_recovered(self, app_id: str, now: int) -> Application:
         """The app of a recovered allocation: the known one, else a new app in
@@ -176,11 +212,10 @@ class AppLifecycle:
         app = self.apps.get(app_id)
         if app is not None:
             return app
-        p = self.p
-        queue, created = p.queues.create_dynamic(RECOVERY_QUEUE, "", (), check_acl=False)
-        p.queues_created(created, now)
+        queue, created = self._queues.create_dynamic(RECOVERY_QUEUE, "", (), check_acl=False)
+        report_queues_created(self._outcomes, created, now)
         app = Application(app_id=app_id, queue=queue, user="", groups=(), tags={},
-                          submission_time_ns=now, seq=p.next_seq(), state_time_ns=now,
+                          submission_time_ns=now, seq=next(self._seq), state_time_ns=now,
                           recovered_only=True)
         self.apps[app_id] = app
         queue.apps[app_id] = app
@@ -197,25 +232,25 @@ class AppLifecycle:
         if app.state in RUNNING_STATES or app.counted_running:
             self._set_running(app, False)
         app.finished_ns = now
-        summarise(self.p, app, now)  # Korral: also when the RM removes it (state as it was then)
+        summarise(self._outcomes, app, now)  # Korral: also when the RM removes it (state as it was then)
         self.gone.add(GoneApp(app.app_id, app.queue.path, app.user, app.state.value, now,
                               "removed by the RM (RemoveApplication)", removed=True))
-        self.p.queues_dirty = True
+        self.queue_changes += 1
 
     def _drop_work(self, app: Application, term: Termination, message: str, now: int) -> None:
         """Release every ask, reservation and allocation of ``app`` (allocations are reported)."""
-        ledger = self.p.ledger
+        ledger = self._ledger
         for key in list(app.asks):
             ledger.remove_ask(app, key)
         for alloc in list(app.allocations.values()):
-            ledger.release(alloc, term, message, now, report=True, check_app=False)
+            ledger.release(alloc, term, message, now, report=True)
 
     def _detach(self, app: Application) -> None:
         if app.state is AppState.STARTING and app.queue.apps.get(app.app_id) is app:
             app.queue.starting_changed(-1)
         self.apps.pop(app.app_id, None)
         app.queue.apps.pop(app.app_id, None)
-        self.p.limits.forget_app(app.app_id)
+        self._limits.forget_app(app.app_id)
 
     def _move(self, app: Application, queue: Queue) -> None:
         """Move a recovered app (and its usage) to the queue placement chose for it."""
@@ -237,24 +272,24 @@ class AppLifecycle:
         queue.add_allocated(app.allocated)
         for alloc in app.allocations.values():
             alloc.queue_path = queue.path
-        self.p.limits.rebuild(self.apps.values())  # usage moves with the app (rare: recovery)
+        self._limits.rebuild(self.apps.values())  # usage moves with the app (rare: recovery)
         if running:
             self._set_running(app, True)
-        self.p.queues_dirty = True
+        self.queue_changes += 1
 
     # ---------------------------------------------------------------- state machine
     def fire(self, app: Application, event: AppEvent, now: int, message: str = "") -> bool:
         """Apply ``event`` to ``app``: the new state's entry action runs and the change is
         reported. Returns False (and emits an APP event) for an illegal transition."""
-        p = self.p
+        out = self._outcomes
         try:
             new = next_state(app.app_id, app.state, event)
         except IllegalTransition as exc:
-            p.event(EventType.APP, app.app_id, "IllegalTransition", str(exc), now)
+            out.event(EventType.APP, app.app_id, "IllegalTransition", str(exc), now)
             return False
         if new is None:
             return True
-        if new is AppState.STARTING and p.settings.compat.no_starting_state:
+        if new is AppState.STARTING and self._settings.compat.no_starting_state:
             new = AppState.RUNNING  # 1.6+: Accepted -> Running on the first allocation
             if new is app.state:
                 return True
@@ -272,8 +307,8 @@ class AppLifecycle:
         if message and new in (AppState.FAILING, AppState.FAILED):
             app.message = message  # why it failed (explain of a gone app says it)
         if new is not AppState.REJECTED:
-            p.outcomes.app_states.append(AppStateChanged(app.app_id, new.value, now, msg))
-        p.event(EventType.APP, app.app_id, f"AppState{new.value}", msg, now)
+            out.app_states.append(AppStateChanged(app.app_id, new.value, now, msg))
+        out.event(EventType.APP, app.app_id, f"AppState{new.value}", msg, now)
         _ENTRY[new](self, app, now)
         return True
 
@@ -304,7 +339,7 @@ class AppLifecycle:
     # ---------------------------------------------------------------- entry actions
     def _enter_starting(self, app: Application, now: int) -> None:
         self._set_running(app, True)
-        timeout = 0 if app.stateaware_disabled() else self.p.settings.starting_timeout_ns
+        timeout = 0 if app.stateaware_disabled() else self._settings.starting_timeout_ns
         self._timers.schedule(now + timeout, T_STARTING, app.app_id, app.state_gen)
         if timeout == 0:
             self.fire(app, AppEvent.RUN, now)
@@ -314,7 +349,7 @@ class AppLifecycle:
 
     def _enter_completing(self, app: Application, now: int) -> None:
         self._set_running(app, False)
-        self._timers.schedule(now + self.p.settings.completing_timeout_ns, T_COMPLETING, app.app_id,
+        self._timers.schedule(now + self._settings.completing_timeout_ns, T_COMPLETING, app.app_id,
                               app.state_gen)
 
     def _enter_final(self, app: Application, now: int) -> None:
@@ -322,9 +357,9 @@ class AppLifecycle:
         self._set_running(app, False)
         self._detach(app)
         app.finished_ns = now
-        summarise(self.p, app, now)
+        summarise(self._outcomes, app, now)
         self._remember_finished(app, now)
-        self.p.queues_dirty = True
+        self.queue_changes += 1
 
     def _enter_failing(self, app: Application, now: int) -> None:
         self._set_running(app, False)
@@ -352,7 +387,7 @@ class AppLifecycle:
         app = self.apps.get(app_id)
         if app is not None and app.state_gen == gen and app.state is AppState.COMPLETING:
             if app.placeholders:  # leftover placeholders go first (YuniKorn, S17)
-                self.p.gangs.release_placeholders(app, MSG_APP_COMPLETE, now, timedout=False)
+                self._gangs.release_placeholders(app, MSG_APP_COMPLETE, now, timedout=False)
             self.fire(app, AppEvent.COMPLETE, now)
 
     def _on_expire_timer(self, app_id: str, gen: int, now: int) -> None:

@@ -15,6 +15,7 @@ from .feasibility import CHAIN, RESOURCES, SELECTOR, Purpose, open_for_asks
 if TYPE_CHECKING:  # pragma: no cover
     from common.resources import Resource
 
+    from .cycle import Cycle
     from .node import Node
     from .objects import Ask
 
@@ -38,7 +39,7 @@ def remember_failure(shapes: list["Resource"], res: "Resource") -> None:
         shapes.append(res)
 
 
-def find_node(c, ask: "Ask") -> "Node | None":
+def find_node(c: "Cycle", ask: "Ask") -> "Node | None":
     """The first node in policy order that passes ``feasibility.CHAIN`` for ``ask`` now.
 
     A required-node ask looks at its node only; when the chain lets it take an ordinary ask's
@@ -47,17 +48,17 @@ def find_node(c, ask: "Ask") -> "Node | None":
     node is not among them: the reserved pass tries it before calling this), checking the
     resources and selector stages inline; the nodes set aside for a used-up weighted type are
     looked at only by an ask that leaves such a type at zero. A plain ask at least as large
-    as one that already fitted no node this cycle is not tried again."""
-    p = c.p
-    nodes = p.nodes
+    as one that already fitted no node this cycle is not tried again. ``c`` is the cycle
+    (``cycle.Cycle``): its nodes, apps and ledger, and its memo of sizes that fitted no node."""
+    nodes = c.nodes
     res = ask.resource
     if ask.required_node:
         node = nodes.get(ask.required_node)
-        if node is None or not CHAIN.bind(ask, Purpose.ALLOCATE, p.apps).passes(node):
+        if node is None or not CHAIN.bind(ask, Purpose.ALLOCATE, c.apps).passes(node):
             return None
         held = node.reservation
         if held is not None and (held.app_id, held.ask_key) != (ask.app_id, ask.key):
-            p.ledger.unreserve(held)  # an ordinary ask's reservation yields to a daemon-set ask
+            c.ledger.unreserve(held)  # an ordinary ask's reservation yields to a daemon-set ask
         return node
     plain = not ask.selector
     if plain and c.failed_shapes and known_to_fail(c.failed_shapes, res):

@@ -6,7 +6,10 @@ from dataclasses import dataclass, field
 
 from common.resources import Resource
 
-__all__ = ["Ask", "Allocation", "Reservation"]
+__all__ = ["Ask", "Allocation", "Reservation", "INT32_MIN", "INT32_MAX"]
+
+# SI priorities are int32; INT32_MIN also stands for "no pending ask" (YuniKorn's convention)
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
 @dataclass(slots=True, eq=False)

@@ -1,4 +1,5 @@
-"""What the core reports back: plain frozen records, appended to an ``Outcomes`` log.
+"""What the core reports back: plain frozen records, appended to an ``Outcomes`` log
+(``event`` and ``sched_state`` build the two records every part reports).
 
 The session (SI adapter) turns them into SI protobuf responses; tests read
 them directly. The core never sends anything itself.
@@ -8,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
-from common.resources import Resource
+if TYPE_CHECKING:  # pragma: no cover
+    from .objects import Allocation, Ask
 
 __all__ = [
     "Termination", "EventType", "SchedState",
@@ -47,7 +50,7 @@ class SchedState(str, Enum):
 
 @dataclass(frozen=True, slots=True)
 class AllocationNew:
-    alloc: "object"  # objects.Allocation (kept untyped to avoid an import cycle)
+    alloc: "Allocation"
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +160,19 @@ class Outcomes:
     sched_states: list[SchedulingState] = field(default_factory=list)
     app_summaries: list[AppSummary] = field(default_factory=list)
 
+    def event(self, etype: EventType, object_id: str, reason: str, message: str, now: int,
+              group: str = "") -> None:
+        self.events.append(Event(etype, object_id, group, reason, message, now))
+
+    def sched_state(self, ask: "Ask", state: SchedState, reason: str, now: int) -> None:
+        """Report an ask's scheduling state, only when it changes (no flood per cycle)."""
+        if ask.sched_state is state and ask.sched_reason == reason:
+            return
+        ask.sched_state = state
+        ask.sched_reason = reason
+        ask.sched_time_ns = now
+        self.sched_states.append(SchedulingState(ask.app_id, ask.key, state, reason))
+
     def drain(self) -> "Outcomes":
         """Return what accumulated and start empty again."""
         out = Outcomes(self.allocations, self.released, self.released_asks, self.rejected_asks,
@@ -175,5 +191,3 @@ class Outcomes:
                     or self.nodes_accepted or self.nodes_rejected or self.events
                     or self.sched_states or self.app_summaries)
 
-
-_ = Resource  # re-exported type used in annotations of sibling modules

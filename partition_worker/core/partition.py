@@ -6,22 +6,31 @@ time in (``tick(now)`` fires due timers, ``schedule(now)`` runs one cycle,
 No I/O, no clock, no randomness of its own: UUIDs come from the injected ``new_uuid`` and
 the creation time (``created_ns``) is passed in. One thread.
 
-The partition owns its parts and wires them together; each has a small public surface:
+The partition builds its parts and gives each what it uses (never the partition itself):
 
 - ``ledger`` (``ledger.Ledger``): asks' pending, allocations, reservations;
+- ``gangs`` (``gang.Gangs``): placeholders and their timeout;
 - ``lifecycle`` (``lifecycle.AppLifecycle``): apps, their state machine and timers;
 - ``node_registry`` (``node_registry.NodeRegistry``): node commands, total capacity;
-- ``gangs`` (``gang.Gangs``): placeholders and their timeout;
+- ``foreign`` (``foreign.ForeignAllocations``), ``quota`` (``quota_preemption.QuotaPreemption``);
+- ``scheduler`` (``scheduler.Scheduler``): the cycle, with ``preemption``
+  (``preemption.Preemption``);
 - ``timers`` (``timers.Timers``), ``nodes`` (``node.NodeCollection``), ``queues``,
-  ``limits`` (``limits.LimitTracker``), ``placement``.
+  ``limits`` (``limits.LimitTracker``), ``placement``, ``outcomes``.
 
-The policies (``scheduler``, ``reservations``, ``preemption``) use those surfaces and the
-helpers here (``event``, ``sched_state``). Flows follow seed 002 and the reasons of
-YUNIKORN_BEHAVIOUR.md 1.1.
+A part does its own job and returns what happened; the steps that cross parts are here, so
+one command is followed in this file: an allocation (ledger) may complete a gang (gangs) and
+move the app on (lifecycle) (``allocate``, ``replace_placeholder``, ``_allocated``); a release
+may end the app's work (``release``); a node's existing allocations are booked for apps that
+may not exist yet (``_recover``); the timers whose handling crosses parts (allocation and
+placeholder timeouts) are handled here. Whether a cycle has something to do is derived: each
+part counts the changes it makes that a cycle may act on (``_changes``). Flows follow seed 002
+and the reasons of YUNIKORN_BEHAVIOUR.md 1.1.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Callable
 
 from common.compat import Compat
@@ -29,24 +38,25 @@ from common.config.model import PartitionConfig
 from common.constants import TAG_ALLOW_PREEMPTION, TAG_NODE_SELECTOR_PREFIX, TAG_REQUIRED_NODE
 from common.resources import Resource
 
-from . import scheduler
 from .app_state import AppEvent, AppState
 from .application import Application
-from .commands import (AddAllocation, AddApp, AddAsk, AddForeign, AddNode, DrainNode, ReleaseAlloc,
-                       ReleaseAsk, ReleaseForeign, RemoveApp, RemoveNode, UndrainNode, UpdateNode)
+from .commands import (AddAllocation, AddApp, AddAsk, AddForeign, AddNode, DrainNode, RecoveredAlloc,
+                       ReleaseAlloc, ReleaseAsk, ReleaseForeign, RemoveApp, RemoveNode, UndrainNode,
+                       UpdateNode)
 from .foreign import ForeignAllocations
-from .gang import Gangs
-from .ledger import Ledger
-from .lifecycle import AppLifecycle
+from .gang import T_PLACEHOLDER, Gangs, GangTimeout, REASON_RESERVATION_TIMEOUT
+from .ledger import T_ALLOC_TIMEOUT, Ledger
+from .lifecycle import AppLifecycle, report_queues_created
 from .limits import LimitTracker
-from .node import NodeCollection, parse_node_sort_policy
-from .node_registry import NodeRegistry
+from .node import Node, NodeCollection, parse_node_sort_policy
+from .node_registry import NodeRegistry, recovered_allocation
 from .objects import Allocation, Ask, Reservation
-from .outcomes import (AskRejected, Event, EventType, Outcomes, SchedState, SchedulingState,
-                       Termination)
+from .outcomes import AllocationNew, AskRejected, EventType, Outcomes, Termination
 from .placement_bridge import PlacementBridge
+from .preemption import Preemption
 from .queue import ObjectState, Queue, QueueTree
 from .quota_preemption import QuotaPreemption
+from .scheduler import Scheduler
 from .settings import CoreSettings
 from .timers import Timers
 
@@ -55,6 +65,8 @@ __all__ = ["Partition"]
 IDLE_NS_PER_ASK = 10_000
 _GONE_APP_STATES = (AppState.FAILING, AppState.FAILED, AppState.REJECTED)
 _RUN_ON_ASK = (AppState.NEW, AppState.COMPLETING)
+_RUN_ON_ALLOCATION = (AppState.ACCEPTED, AppState.STARTING)
+_RUN_ON_RECOVERY = (AppState.ACCEPTED, AppState.STARTING, AppState.COMPLETING)
 
 
 class Partition:
@@ -69,8 +81,6 @@ class Partition:
         self.name = name
         self.full_name = f"[{rm_id}]{name}" if rm_id else name
         self.settings = settings or CoreSettings()
-        self.new_uuid = new_uuid
-        self.key_is_uuid = False
         self.outcomes = Outcomes()
         self.state = ObjectState.ACTIVE
         self.state_time_ns = created_ns
@@ -82,27 +92,39 @@ class Partition:
         self.config = config
         self.limits = LimitTracker()  # user/group limits (inactive when none configured)
         self.limits.configure(config, ())
-        self.preemption_enabled = config.preemption.enabled
-        self.changed = True  # something happened that a cycle may act on
-        self.queues_dirty = False  # queues may have become empty: clean up after the cycle
         self.last_cycle_ns = 0
-        self.now = 0  # time of the command or step being processed (for records only)
         self.cycles = 0
         self.idle_interval_ns = self.settings.idle_cycle_interval_ns
-        self._seq = 0
-        # the parts; each registers its timer kinds
+        self._seq = itertools.count(1)  # arrival order of apps and asks (a sort tie-breaker)
+        # the parts, each given what it uses; each registers the timer kinds it handles
         self.timers = Timers()
-        self.ledger = Ledger(self, self.timers)
-        self.lifecycle = AppLifecycle(self, self.timers)
-        self.gangs = Gangs(self, self.timers)
-        self.node_registry = NodeRegistry(self)
-        self.quota = QuotaPreemption(self)  # quota-change preemption (1.8)
-        self.foreign = ForeignAllocations(self)  # allocations of other schedulers (1.7)
+        self.apps: dict[str, Application] = {}  # the lifecycle's; the ledger and others read it
+        self.ledger = Ledger(self.nodes, self.limits, self.outcomes, self.timers, self.apps, new_uuid)
+        self.gangs = Gangs(self.ledger, self.nodes, self.outcomes, self.timers, self.settings)
+        self.lifecycle = AppLifecycle(self.apps, self.full_name, self.queues, self.placement,
+                                      self.limits, self.ledger, self.gangs, self.outcomes,
+                                      self.timers, self.settings, self._seq)
+        self.node_registry = NodeRegistry(name, self.full_name, self.nodes, self.queues.root,
+                                          self.ledger, self.apps, self.outcomes)
+        self.foreign = ForeignAllocations(self.nodes, self.outcomes)  # other schedulers' pods (1.7)
+        self.quota = QuotaPreemption(config.preemption.quotapreemptionenabled, self.queues,
+                                     self.timers, self.outcomes, self.release)  # quota change (1.8)
+        self.preemption = Preemption(config.preemption.enabled, self.nodes, self.apps, self.ledger,
+                                     self.outcomes, self.settings, self.release)
+        self.scheduler = Scheduler(self.queues.root, self.nodes, self.apps, self.ledger, self.limits,
+                                   self.gangs, self.outcomes, self.settings, self.preemption,
+                                   self.allocate, self.replace_placeholder)
+        self.timers.register(T_ALLOC_TIMEOUT, self._on_alloc_timeout)
+        self.timers.register(T_PLACEHOLDER, self._on_placeholder_timeout)
         # read-only views of the parts' books (the dicts themselves, never rebound)
-        self.apps: dict[str, Application] = self.lifecycle.apps
         self.finished_apps: dict[str, Application] = self.lifecycle.finished_apps
         self.allocations: dict[str, Allocation] = self.ledger.allocations
         self.reservations: dict[tuple[str, str], Reservation] = self.ledger.reservations
+        # what the last cycle saw (see ``changed``) and the last queue clean-up
+        self._config_changes = 0
+        self._cycle_saw = -1  # a new partition has something to look at
+        self._cycle_cut_short = False
+        self._queues_cleaned_at = self._queue_changes()
 
     # ================================================================ dispatch
     def handle(self, cmd: object, now: int) -> None:
@@ -110,13 +132,7 @@ class Partition:
         fn = _HANDLERS.get(type(cmd))
         if fn is None:
             raise TypeError(f"partition {self.name}: unknown command {type(cmd).__name__}")
-        self.now = now
         fn(self, cmd, now)
-
-    def next_seq(self) -> int:
-        """Arrival order of apps and asks (a sort tie-breaker)."""
-        self._seq += 1
-        return self._seq
 
     @property
     def root(self) -> Queue:
@@ -127,30 +143,49 @@ class Partition:
         """The sum of the node capacities (root's max while there are nodes)."""
         return self.node_registry.total
 
-    # ================================================================ events/outcomes helpers
+    @property
+    def preemption_enabled(self) -> bool:
+        """The partition's ``preemption.enabled`` (queue preemption)."""
+        return self.preemption.enabled
+
+    @property
+    def key_is_uuid(self) -> bool:
+        return self.ledger.key_is_uuid
+
+    @key_is_uuid.setter
+    def key_is_uuid(self, value: bool) -> None:
+        self.ledger.key_is_uuid = value
+
     def event(self, etype: EventType, object_id: str, reason: str, message: str, now: int,
               group: str = "") -> None:
-        self.outcomes.events.append(Event(etype, object_id, group, reason, message, now))
+        """Report an event (the adapter's own, e.g. a malformed SI message)."""
+        self.outcomes.event(etype, object_id, reason, message, now, group)
 
-    def sched_state(self, ask: Ask, state: SchedState, reason: str) -> None:
-        """Report an ask's scheduling state, only when it changes (no flood per cycle)."""
-        if ask.sched_state is state and ask.sched_reason == reason:
-            return
-        ask.sched_state = state
-        ask.sched_reason = reason
-        ask.sched_time_ns = self.now
-        self.outcomes.sched_states.append(SchedulingState(ask.app_id, ask.key, state, reason))
+    # ================================================================ what a cycle acts on
+    def _changes(self) -> int:
+        """Grows with every change a cycle may act on; each part counts its own: asks added,
+        allocations released or recovered, reservations dropped (ledger), nodes added, resized,
+        updated or schedulable again (node registry), foreign pods (foreign), a gang placed or
+        timed out (gangs), a config update."""
+        return (self.ledger.changes + self.node_registry.changes + self.foreign.changes
+                + self.gangs.changes + self._config_changes)
 
-    def queues_created(self, paths: list[str], now: int) -> None:
-        """Report queues made by placement, recovery or a config update (QUEUE events)."""
-        for path in paths:
-            self.event(EventType.QUEUE, path, "QueueAdded", f"queue {path} created", now)
+    @property
+    def changed(self) -> bool:
+        """Something happened since the last cycle began that a cycle may act on (or the last
+        cycle stopped at ``cycle_allocation_limit``)."""
+        return self._cycle_cut_short or self._changes() != self._cycle_saw
+
+    def _queue_changes(self) -> tuple[int, int]:
+        """Grows when a queue may have become empty: an app left it, placement made a queue no
+        app took (lifecycle), a config update (queues removed from it drain)."""
+        return self.lifecycle.queue_changes, self._config_changes
 
     # ================================================================ time
     def next_wakeup_ns(self) -> int | None:
         """Earliest deadline: a timer, or the next idle cycle while asks are pending."""
         t = self.timers.next_deadline()
-        if self.changed or self.queues_dirty:
+        if self.changed or self._queue_changes() != self._queues_cleaned_at:
             return self.last_cycle_ns  # due now
         if self.root.pending.is_zero() or not self.nodes.nodes:
             return t
@@ -159,36 +194,88 @@ class Partition:
 
     def tick(self, now: int) -> None:
         """Fire every timer due at ``now``."""
-        self.now = now
         self.timers.fire_due(now)
 
     def step(self, now: int) -> int:
         """Fire due timers, run a cycle if something changed or the idle interval passed,
         clean up empty queues. Returns the number of allocations made."""
-        self.now = now
         self.tick(now)
         n = 0
         due = self.changed or (not self.root.pending.is_zero()
                                and now >= self.last_cycle_ns + self.idle_interval_ns)
         if due:
             n = self.schedule(now)
-        if self.queues_dirty:
+        if self._queue_changes() != self._queues_cleaned_at:
             self._cleanup_queues(now)
         return n
 
     def schedule(self, now: int) -> int:
         """Run one scheduling cycle now (allocates as many asks as fit)."""
-        self.now = now
-        self.changed = False
+        self._cycle_saw = self._changes()
+        self._cycle_cut_short = False
         self.last_cycle_ns = now
         self.cycles += 1
-        n, visited = scheduler.run_cycle(self, now)
-        if n >= self.settings.cycle_allocation_limit > 0:
-            self.changed = True  # stopped at the bound: more may fit, the next step goes on
+        n, visited, stages = self.scheduler.run_cycle(now)
+        if stages is not None:
+            self.last_cycle_stages = stages
+        # stopped at the bound: more may fit, the next step goes on
+        self._cycle_cut_short = n >= self.settings.cycle_allocation_limit > 0
         # Idle cycles (nothing changed; only asks ageing into a reservation can differ) are
         # spaced by their cost, ~1 us per waiting ask: at most ~10% of a core.
         self.idle_interval_ns = max(self.settings.idle_cycle_interval_ns, visited * IDLE_NS_PER_ASK)
         return n
+
+    def _on_alloc_timeout(self, uuid: str, gen: int, now: int) -> None:
+        alloc = self.ledger.timed_out(uuid, now)
+        if alloc is not None:
+            self.release(alloc, Termination.TIMEOUT, f"allocation {uuid} exceeded its execution timeout", now)
+
+    def _on_placeholder_timeout(self, app_id: str, gen: int, now: int) -> None:
+        """The gang released what its timeout takes; the app moves on by what it meant."""
+        app = self.apps.get(app_id)
+        verdict = self.gangs.timed_out(app, gen, now) if app is not None else None
+        lifecycle = self.lifecycle
+        if verdict is GangTimeout.STARTED:
+            lifecycle.maybe_complete(app, now)
+        elif verdict is GangTimeout.HARD:
+            lifecycle.fire(app, AppEvent.FAIL, now, REASON_RESERVATION_TIMEOUT)
+            if app.state is AppState.FAILING:
+                lifecycle.maybe_complete(app, now)
+        elif verdict is GangTimeout.SOFT:
+            if lifecycle.fire(app, AppEvent.RESUME, now, REASON_RESERVATION_TIMEOUT):
+                lifecycle.fire(app, AppEvent.RUN, now)  # Resuming -> Accepted: normal scheduling
+
+    # ================================================================ allocations and their consequences
+    def allocate(self, app: Application, ask: Ask, node: Node, now: int) -> Allocation:
+        """Place one repeat of ``ask`` on ``node`` (the caller checked that it may) and move the
+        app on."""
+        alloc = self.ledger.allocate(app, ask, node, now)
+        if alloc.placeholder or app.state in _RUN_ON_ALLOCATION:  # (else nothing follows: no call)
+            self._allocated(app, alloc, now)
+        return alloc
+
+    def replace_placeholder(self, app: Application, ask: Ask, ph: Allocation, now: int) -> Allocation:
+        """Swap the placeholder ``ph`` for one repeat of the real ``ask`` (gang.py), and move the
+        app on."""
+        alloc = self.gangs.replace(app, ask, ph, now)
+        self._allocated(app, alloc, now)
+        return alloc
+
+    def _allocated(self, app: Application, alloc: Allocation, now: int) -> None:
+        """A placeholder may complete its gang (an Accepted app starts); a real allocation moves
+        an Accepted or Starting app on."""
+        if alloc.placeholder:
+            if self.gangs.placeholder_allocated(app, alloc, now) and app.state is AppState.ACCEPTED:
+                self.lifecycle.fire(app, AppEvent.RUN, now)
+        elif app.state in _RUN_ON_ALLOCATION:
+            self.lifecycle.fire(app, AppEvent.RUN, now)
+
+    def release(self, alloc: Allocation, term: Termination, message: str, now: int,
+                report: bool = True) -> None:
+        """Release ``alloc`` (reported unless ``report`` is False); its app may be done."""
+        app = self.ledger.release(alloc, term, message, now, report)
+        if app is not None:
+            self.lifecycle.maybe_complete(app, now)
 
     # ================================================================ asks and releases
     def _add_ask(self, cmd: AddAsk, now: int) -> None:
@@ -200,19 +287,18 @@ class Partition:
         if cmd.placeholder and not cmd.task_group:
             rej.append(AskRejected(cmd.app_id, cmd.key, f"ask cannot be nil when added to app {cmd.app_id}"))
             return
-        ask = _ask_from(cmd, now, self.next_seq())
+        ask = _ask_from(cmd, now, next(self._seq))
         if not cmd.key or cmd.max_allocations <= 0 or not cmd.resource.strictly_greater_than_zero():
             rej.append(AskRejected(cmd.app_id, cmd.key, f"invalid ask added to app {cmd.app_id}: {ask.describe()}"))
             return
         too_big = self.gangs.real_ask_too_big(app, ask)
         if too_big:
             rej.append(AskRejected(cmd.app_id, cmd.key, too_big))
-            self.event(EventType.REQUEST, cmd.key, "PlaceholderTooSmall", too_big, now, group=app.app_id)
+            self.outcomes.event(EventType.REQUEST, cmd.key, "PlaceholderTooSmall", too_big, now, group=app.app_id)
             return
         self.ledger.add_ask(app, ask)
         if app.state in _RUN_ON_ASK:
             self.lifecycle.fire(app, AppEvent.RUN, now)
-        self.changed = True
 
     def _release_ask(self, cmd: ReleaseAsk, now: int) -> None:
         if cmd.termination is Termination.TIMEOUT:
@@ -237,8 +323,63 @@ class Partition:
         # echo to the RM, except for echoes of our own releases (YuniKorn S10)
         report = cmd.termination not in (Termination.TIMEOUT, Termination.PLACEHOLDER_REPLACED)
         for alloc in targets:
-            self.ledger.release(alloc, Termination.STOPPED_BY_RM,
-                                "allocation remove as per RM request", now, report=report)
+            self.release(alloc, Termination.STOPPED_BY_RM, "allocation remove as per RM request", now,
+                         report=report)
+
+    # ================================================================ nodes
+    def _add_node(self, cmd: AddNode, now: int) -> None:
+        node = self.node_registry.add(cmd)
+        if node is None:
+            return
+        for ra in cmd.existing:
+            self._recover(node, ra, now)
+        self.node_registry.accepted(node, now)
+
+    def _place(self, cmd: AddAllocation, now: int) -> None:
+        """The ``AddAllocation`` command: an allocation the RM placed on one of its nodes. Booked
+        as a recovered one (no checks of headroom or limits: it runs already), its pending ask of
+        the same key gone, and reported as new; a rejection names the allocation."""
+        ra = cmd.alloc
+        node = self.nodes.get(ra.node_id)
+        err = (f"failed to find node {ra.node_id}" if node is None
+               else self.node_registry.recovery_error(ra, ra.node_id, set()))
+        if err:
+            self.outcomes.rejected_asks.append(AskRejected(ra.app_id, ra.key, err))
+            return
+        app = self.apps.get(ra.app_id)
+        if app is not None and ra.key in app.asks:
+            self.ledger.remove_ask(app, ra.key)
+        self.outcomes.allocations.append(AllocationNew(self._recover(node, ra, now)))
+
+    def _recover(self, node: Node, ra: RecoveredAlloc, now: int) -> Allocation:
+        """Book an allocation the RM runs already on ``node``, without scheduling and without a
+        max check. An app the RM has not added yet is created in ``root.@recovery@`` and moved
+        to its placed queue when the RM adds it (Korral's take on YuniKorn >= 1.4 recovery)."""
+        lifecycle = self.lifecycle
+        app = lifecycle.adopt_recovered(ra.app_id, now)
+        alloc = recovered_allocation(ra, app, node, now)
+        self.ledger.book_recovered(app, node, alloc)
+        self.quota.recovered(app.queue, now)  # no max check here: a lowered max may be exceeded
+        if ra.placeholder:
+            self.gangs.placeholder_recovered(app, alloc, now)
+        if app.state is AppState.NEW:
+            lifecycle.fire(app, AppEvent.RUN, now)
+        if not ra.placeholder and app.state in _RUN_ON_RECOVERY:
+            lifecycle.fire(app, AppEvent.RUN, now)
+        return alloc
+
+    def _remove_node(self, cmd: RemoveNode, now: int) -> None:
+        """The ``RemoveNode`` command (DECOMISSION): its allocations are released (reported)."""
+        node = self.nodes.get(cmd.node_id)
+        if node is None:
+            return  # unknown node: ignored (YuniKorn)
+        if node.reservation is not None:
+            self.ledger.unreserve(node.reservation)
+        msg = f"Node {node.node_id} Removed"
+        for alloc in list(node.allocations.values()):
+            self.release(alloc, Termination.STOPPED_BY_RM, msg, now)
+        self.foreign.node_removed(node)
+        self.node_registry.remove(node, now)
 
     # ================================================================ config
     def check_config(self, config: PartitionConfig) -> None:
@@ -264,16 +405,16 @@ class Partition:
         old_delays = {q.path: q.quota_preemption_delay_ns for q in self.queues}
         created, draining = self.queues.update(config.root)
         self.nodes.set_policy(policy, dict(config.nodesortpolicy.resourceweights))
-        self.root.max = self.total if self.nodes.nodes else None
+        self.node_registry.follow_total()
         self.config = config
         self.limits.configure(config, self.apps.values())
-        self.preemption_enabled = config.preemption.enabled
-        self.quota.config_updated(old_delays, now)
-        self.queues_created(created, now)
+        self.preemption.enabled = config.preemption.enabled
+        self.quota.config_updated(config.preemption.quotapreemptionenabled, old_delays, now)
+        report_queues_created(self.outcomes, created, now)
         for path in draining:
-            self.event(EventType.QUEUE, path, "QueueDraining", f"queue {path} removed from the config, draining", now)
-        self.queues_dirty = True
-        self.changed = True
+            self.outcomes.event(EventType.QUEUE, path, "QueueDraining",
+                                f"queue {path} removed from the config, draining", now)
+        self._config_changes += 1
 
     def set_group_lookup(self, group_lookup) -> None:
         """The partition's usergroupresolver changed (the worker built and checked the lookup)."""
@@ -281,22 +422,25 @@ class Partition:
         self.placement.set_lookup(group_lookup)
 
     def _cleanup_queues(self, now: int) -> None:
-        self.queues_dirty = False
+        self._queues_cleaned_at = self._queue_changes()
         for path in self.queues.remove_empty():
-            self.event(EventType.QUEUE, path, "QueueRemoved", f"queue {path} removed", now)
+            self.outcomes.event(EventType.QUEUE, path, "QueueRemoved", f"queue {path} removed", now)
 
     def fail_application(self, app_id: str, message: str, now: int) -> None:
         """Fail an app (partition removal, RM): Failing, work released, then Failed."""
         self.lifecycle.fail(app_id, message, now)
 
     def stop(self, now: int, message: str = "PartitionRemoved") -> None:
-        """Stop the partition (removed from the config): fail every app, remove every node."""
+        """Stop the partition (removed from the config): fail every app, remove every node;
+        new apps and nodes are rejected from now on."""
         self.state = ObjectState.STOPPED
         self.state_time_ns = now
+        self.lifecycle.close()
+        self.node_registry.close()
         for app_id in list(self.apps):
             self.lifecycle.fail(app_id, message, now)
         for node_id in list(self.nodes.nodes):
-            self.node_registry.remove(RemoveNode(node_id), now)
+            self._remove_node(RemoveNode(node_id), now)
 
 
 def _ask_from(cmd: AddAsk, now: int, seq: int) -> Ask:
@@ -322,12 +466,12 @@ _HANDLERS: dict[type, Callable[[Partition, object, int], None]] = {
     AddAsk: Partition._add_ask,
     ReleaseAsk: Partition._release_ask,
     ReleaseAlloc: Partition._release_alloc,
-    AddAllocation: lambda p, cmd, now: p.node_registry.place(cmd, now),
-    AddNode: lambda p, cmd, now: p.node_registry.add(cmd, now),
+    AddAllocation: Partition._place,
+    AddNode: Partition._add_node,
     UpdateNode: lambda p, cmd, now: p.node_registry.update(cmd, now),
     DrainNode: lambda p, cmd, now: p.node_registry.drain(cmd, now),
     UndrainNode: lambda p, cmd, now: p.node_registry.undrain(cmd, now),
-    RemoveNode: lambda p, cmd, now: p.node_registry.remove(cmd, now),
+    RemoveNode: Partition._remove_node,
     AddForeign: lambda p, cmd, now: p.foreign.add(cmd, now),
     ReleaseForeign: lambda p, cmd, now: p.foreign.release(cmd, now),
 }

@@ -1,9 +1,10 @@
 """Preemption: required-node (DaemonSet, YuniKorn v1.2) and queue guarantees (YuniKorn v1.3).
 
-What it owns: the victim rules below. Who may use it: the ``scheduler`` and ``reservations``.
-Pure functions over the partition, called from the scheduling cycle; nodes are judged by
-``feasibility.CHAIN`` (``RESERVE``), victims released and nodes reserved through the
-``ledger``. Victims are released
+What it owns: the victim rules below (``Preemption``). What it uses, given at construction:
+the nodes, the apps, the ledger (reservations), the outcomes, the settings, and ``release``
+(the partition's: a victim leaves the books and its app may move on). Who may use it: the
+``scheduler`` (both passes), from the scheduling cycle. Nodes are judged by
+``feasibility.CHAIN`` (``RESERVE``). Victims are released
 at once (``released`` with ``PREEMPTED_BY_SCHEDULER``) and the node is reserved for the
 preemptor, which is placed there by the reserved-asks pass of the next cycle; a reserved
 node takes no other ask, so the freed room cannot go to someone else.
@@ -38,7 +39,7 @@ against it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from common.constants import TAG_REQUIRED_NODE
 from common.resources import Resource
@@ -48,12 +49,16 @@ from .outcomes import EventType, Termination
 
 if TYPE_CHECKING:  # pragma: no cover
     from .application import Application
-    from .node import Node
+    from .cycle import Cycle
+    from .ledger import Ledger
+    from .node import Node, NodeCollection
     from .objects import Allocation, Ask
+    from .outcomes import Outcomes
     from .queue import Queue
+    from .settings import CoreSettings
 
-__all__ = ["budgeted_queue_preemption", "preemption_due", "try_queue_preemption", "try_required_node_preemption", "effective_priority",
-           "parse_delay_ns", "PREEMPTION_CANDIDATE_NODES", "MSG_DAEMONSET"]
+__all__ = ["Preemption", "effective_priority", "parse_delay_ns", "PREEMPTION_CANDIDATE_NODES",
+           "MSG_DAEMONSET"]
 
 PROP_PREEMPTION_POLICY = "preemption.policy"
 PREEMPTION_CANDIDATE_NODES = 1000  # nodes examined per attempt (bounded cost)
@@ -115,43 +120,191 @@ def _fits_without(res: Resource, node: "Node", chosen: list["Allocation"]) -> bo
     return True
 
 
-# ------------------------------------------------------------------------------ required node
-def try_required_node_preemption(p, app: "Application", ask: "Ask", node: "Node", now: int) -> bool:
-    """Free room on ``node`` for a required-node ask that holds it reserved. True if victims
-    were released (the ask is placed by a later pass)."""
-    if not RESOURCES.can_hold(ask.resource._v, node):
-        return False
-    need = _missing(ask.resource, node)
-    if not need:
-        return False
-    cands = [a for a in node.allocations.values()
-             if TAG_REQUIRED_NODE not in a.tags and a.priority <= ask.priority
-             and not a.placeholder and _frees(need, a)]
-    cands.sort(key=lambda a: (2 if a.originator else 1 if not a.allow_preemption else 0,
-                              a.priority, -a.create_time_ns, _size(a.resource)))
-    chosen: list[Allocation] = []
-    for a in cands:
-        chosen.append(a)
-        _take(need, a)
+class Preemption:
+    """Required-node and queue preemption of one partition (see module doc). ``enabled``: the
+    partition's ``preemption.enabled`` (queue preemption; required-node preemption is always
+    on)."""
+
+    __slots__ = ("enabled", "_nodes", "_apps", "_ledger", "_outcomes", "_settings", "_release")
+
+    def __init__(self, enabled: bool, nodes: "NodeCollection", apps: Mapping[str, "Application"],
+                 ledger: "Ledger", outcomes: "Outcomes", settings: "CoreSettings",
+                 release: Callable[["Allocation", Termination, str, int], None]) -> None:
+        self.enabled = enabled
+        self._nodes = nodes
+        self._apps = apps
+        self._ledger = ledger
+        self._outcomes = outcomes
+        self._settings = settings
+        self._release = release
+
+    # -------------------------------------------------------------------------- required node
+    def required_node_preemption(self, app: "Application", ask: "Ask", node: "Node", now: int) -> bool:
+        """Free room on ``node`` for a required-node ask that holds it reserved. True if victims
+        were released (the ask is placed by a later pass)."""
+        if not RESOURCES.can_hold(ask.resource._v, node):
+            return False
+        need = _missing(ask.resource, node)
         if not need:
-            break
-    if need:
-        return False
-    msg = MSG_DAEMONSET.format(key=ask.key)
-    for a in chosen:
-        p.ledger.release(a, Termination.PREEMPTED_BY_SCHEDULER, msg, now, report=True)
-    ask.triggered_preemption = True
-    p.event(EventType.REQUEST, ask.key, "Preemption",
-            f"preempted {len(chosen)} allocation(s) on node {node.node_id} for daemon set ask {ask.key}",
-            now, group=app.app_id)
-    return True
+            return False
+        cands = [a for a in node.allocations.values()
+                 if TAG_REQUIRED_NODE not in a.tags and a.priority <= ask.priority
+                 and not a.placeholder and _frees(need, a)]
+        cands.sort(key=lambda a: (2 if a.originator else 1 if not a.allow_preemption else 0,
+                                  a.priority, -a.create_time_ns, _size(a.resource)))
+        chosen: list[Allocation] = []
+        for a in cands:
+            chosen.append(a)
+            _take(need, a)
+            if not need:
+                break
+        if need:
+            return False
+        msg = MSG_DAEMONSET.format(key=ask.key)
+        for a in chosen:
+            self._release(a, Termination.PREEMPTED_BY_SCHEDULER, msg, now)
+        ask.triggered_preemption = True
+        self._outcomes.event(EventType.REQUEST, ask.key, "Preemption",
+                             f"preempted {len(chosen)} allocation(s) on node {node.node_id} for daemon set ask {ask.key}",
+                             now, group=app.app_id)
+        return True
+
+    # -------------------------------------------------------------------------- queue preemption
+    def queue_preemption(self, c: "Cycle", app: "Application", ask: "Ask") -> bool:
+        """One queue preemption attempt for ``ask`` in cycle ``c`` (either pass: reserved asks or
+        the rest), if the partition and the ask allow it, the ask is due, and the cycle's attempt
+        budget (``c.budgets.preemptions``) is not spent. True if victims were released."""
+        if not (self.enabled and ask.allow_preempt_other and not ask.required_node
+                and c.budgets.preemptions > 0):
+            return False
+        delay = self._due(app, ask, c.now)
+        if delay is None:
+            return False
+        c.budgets.preemptions -= 1
+        return self._try_queue(app, ask, c.now, delay)
+
+    def _due(self, app: "Application", ask: "Ask", now: int) -> int | None:
+        """The leaf's ``preemption.delay`` when ``ask`` is older than it and not waiting after a
+        failed attempt; None when it may not preempt yet."""
+        delay = parse_delay_ns(app.queue.properties.get("preemption.delay"),
+                               self._settings.preemption_delay_ns)
+        return delay if now >= ask.create_time_ns + delay and now >= ask.preempt_after_ns else None
+
+    def _try_queue(self, app: "Application", ask: "Ask", now: int, delay: int) -> bool:
+        """Queue preemption for an ``ask`` that ``_due`` (which gave ``delay``) allows
+        (see the module contract). True if victims were
+        released and a node reserved for the ask. A failure waits one delay before the next
+        attempt, except when every node that could hold the ask is reserved by another ask (a
+        preemptor about to be placed): that is retried next cycle, once the node is free."""
+        leaf = app.queue
+        ask.preempt_after_ns = now + max(delay, 1)  # rate limit: one attempt per delay
+        if not _within_guarantee(leaf, ask.resource):
+            return False
+        mine = set(leaf.chain())
+        fence = None  # the outermost fenced queue of the path bounds where victims may be
+        for x in leaf.chain():
+            if x.properties.get(PROP_PREEMPTION_POLICY, "").lower() == "fence":
+                fence = x
+        prio = effective_priority(leaf, ask.priority)
+        best = None
+        seen = feasible = reserved_by_others = 0
+        res = ask.resource
+        # the chain without its reservation stage first: a node reserved by another ask (a
+        # preemptor about to be placed) that could otherwise hold the ask is counted apart
+        could_hold = CHAIN.bind(ask, Purpose.RESERVE, self._apps, skip=(RESERVATION,)).passes
+        not_reserved = CHAIN.bind(ask, Purpose.RESERVE, self._apps, skip=_ALL_BUT_RESERVATION).passes
+        for node in self._nodes.nodes.values():
+            if not could_hold(node):
+                continue
+            if not not_reserved(node):
+                reserved_by_others += 1
+                continue
+            seen += 1
+            found = self._victims_on(node, res, prio, mine, fence)
+            if found is not None:
+                feasible += 1
+                key = (len(found[0]), found[1])
+                if best is None or key < best[0]:
+                    best = (key, node, found[0])
+                if feasible >= PREEMPTION_FEASIBLE_NODES:
+                    break
+            if seen >= PREEMPTION_CANDIDATE_NODES:
+                break
+        if best is None:
+            if reserved_by_others and not seen:
+                ask.preempt_after_ns = 0
+            return False
+        _, node, victims = best
+        msg = f"preempted by scheduler to free up resources for ask {ask.key} of application {app.app_id}"
+        for a in victims:
+            self._release(a, Termination.PREEMPTED_BY_SCHEDULER, msg, now)
+        if ask.reserved_node and ask.reserved_node != node.node_id:
+            self._ledger.unreserve_ask(app, ask)
+        if node.reservation is None:
+            self._ledger.reserve(app, ask, node, now)
+        ask.triggered_preemption = True
+        ask.preempt_after_ns = 0  # the next repeat may preempt at once; only failures wait
+        self._outcomes.event(EventType.REQUEST, ask.key, "Preemption",
+                             f"preempted {len(victims)} allocation(s) on node {node.node_id} for ask {ask.key} "
+                             f"of application {app.app_id} (queue {leaf.path} below its guarantee)", now,
+                             group=app.app_id)
+        return True
+
+    def _victims_on(self, node: "Node", res: Resource, prio: int, mine: set,
+                    fence: "Queue | None") -> tuple[list, int] | None:
+        need = _missing(res, node)
+        if not need:
+            return None  # fits already: not a preemption case on this node
+        cands = []
+        for a in node.allocations.values():
+            if a.placeholder or not a.allow_preempt_self or not a.allow_preemption \
+                    or TAG_REQUIRED_NODE in a.tags or not _frees(need, a):
+                continue
+            vapp = self._apps.get(a.app_id)
+            if vapp is None or vapp.queue in mine:
+                continue  # never from the preemptor's own queue (it is below its guarantee)
+            vq = vapp.queue
+            if vq.properties.get(PROP_PREEMPTION_POLICY, "").lower() == "disabled":
+                continue  # preemption.policy disabled: its tasks are never victims
+            if fence is not None and fence not in vq.chain():
+                continue  # a fenced preemptor stays inside its fence
+            vprio = effective_priority(vapp.queue, a.priority)
+            if vprio > prio:
+                continue
+            cands.append((vprio, -a.create_time_ns, a.uuid, a, vapp.queue))
+        if not cands:
+            return None
+        cands.sort(key=lambda t: t[:3])  # lowest priority first, then youngest
+        removed: dict[object, dict[str, int]] = {}
+        chosen: list = []
+        per_type = self._settings.compat.preemption_per_resource_type
+        for vprio, _, _, a, vq in cands:
+            if not _guarantee_ok(vq, a, removed, mine, res, per_type):
+                continue
+            for x in vq.chain():
+                if x in mine:
+                    break
+                rm = removed.setdefault(x, {})
+                for k, v in a.resource._v.items():
+                    rm[k] = rm.get(k, 0) + v
+            chosen.append((vprio, a))
+            _take(need, a)
+            if not need:
+                break
+        if need:
+            return None
+        # minimise: put back victims not needed, the most valuable (last taken) first
+        for item in reversed(list(chosen)):
+            rest = [a for _, a in chosen if a is not item[1]]
+            if _fits_without(res, node, rest):
+                chosen.remove(item)
+        return [a for _, a in chosen], max(v for v, _ in chosen)
 
 
 def _size(r: Resource) -> int:
     return sum(r._v.values())
 
 
-# ------------------------------------------------------------------------------ queue preemption
 def _within_guarantee(q: "Queue", res: Resource) -> bool:
     """Every queue of the path with a guarantee stays within it with ``res`` more (guaranteed
     types only), and at least one has a guarantee."""
@@ -168,138 +321,6 @@ def _within_guarantee(q: "Queue", res: Resource) -> bool:
             if lim is not None and av.get(k, 0) + v > lim:
                 return False
     return any_g
-
-
-def preemption_due(p, app: "Application", ask: "Ask", now: int) -> int | None:
-    """The leaf's ``preemption.delay`` when ``ask`` is older than it and not waiting after a
-    failed attempt; None when it may not preempt yet."""
-    delay = parse_delay_ns(app.queue.properties.get("preemption.delay"), p.settings.preemption_delay_ns)
-    return delay if now >= ask.create_time_ns + delay and now >= ask.preempt_after_ns else None
-
-
-def budgeted_queue_preemption(p, c, app: "Application", ask: "Ask") -> bool:
-    """One queue preemption attempt for ``ask`` in cycle ``c`` (either pass: reserved asks or
-    the rest), if the partition and the ask allow it, the ask is due, and the cycle's attempt
-    budget (``c.preempt_budget``) is not spent. True if victims were released."""
-    if not (p.preemption_enabled and ask.allow_preempt_other and not ask.required_node
-            and c.preempt_budget > 0):
-        return False
-    delay = preemption_due(p, app, ask, c.now)
-    if delay is None:
-        return False
-    c.preempt_budget -= 1
-    return try_queue_preemption(p, app, ask, c.now, delay)
-
-
-def try_queue_preemption(p, app: "Application", ask: "Ask", now: int, delay: int) -> bool:
-    """Queue preemption for an ``ask`` that ``preemption_due`` (which gave ``delay``) allows
-    (see the module contract). True if victims were
-    released and a node reserved for the ask. A failure waits one delay before the next
-    attempt, except when every node that could hold the ask is reserved by another ask (a
-    preemptor about to be placed): that is retried next cycle, once the node is free."""
-    leaf = app.queue
-    ask.preempt_after_ns = now + max(delay, 1)  # rate limit: one attempt per delay
-    if not _within_guarantee(leaf, ask.resource):
-        return False
-    mine = set(leaf.chain())
-    fence = None  # the outermost fenced queue of the path bounds where victims may be
-    for x in leaf.chain():
-        if x.properties.get(PROP_PREEMPTION_POLICY, "").lower() == "fence":
-            fence = x
-    prio = effective_priority(leaf, ask.priority)
-    best = None
-    seen = feasible = reserved_by_others = 0
-    res = ask.resource
-    # the chain without its reservation stage first: a node reserved by another ask (a
-    # preemptor about to be placed) that could otherwise hold the ask is counted apart
-    could_hold = CHAIN.bind(ask, Purpose.RESERVE, p.apps, skip=(RESERVATION,)).passes
-    not_reserved = CHAIN.bind(ask, Purpose.RESERVE, p.apps, skip=_ALL_BUT_RESERVATION).passes
-    for node in p.nodes.nodes.values():
-        if not could_hold(node):
-            continue
-        if not not_reserved(node):
-            reserved_by_others += 1
-            continue
-        seen += 1
-        found = _victims_on(p, node, res, prio, mine, fence)
-        if found is not None:
-            feasible += 1
-            key = (len(found[0]), found[1])
-            if best is None or key < best[0]:
-                best = (key, node, found[0])
-            if feasible >= PREEMPTION_FEASIBLE_NODES:
-                break
-        if seen >= PREEMPTION_CANDIDATE_NODES:
-            break
-    if best is None:
-        if reserved_by_others and not seen:
-            ask.preempt_after_ns = 0
-        return False
-    _, node, victims = best
-    msg = f"preempted by scheduler to free up resources for ask {ask.key} of application {app.app_id}"
-    for a in victims:
-        p.ledger.release(a, Termination.PREEMPTED_BY_SCHEDULER, msg, now, report=True)
-    if ask.reserved_node and ask.reserved_node != node.node_id:
-        p.ledger.unreserve_ask(app, ask)
-    if node.reservation is None:
-        p.ledger.reserve(app, ask, node, now)
-    ask.triggered_preemption = True
-    ask.preempt_after_ns = 0  # the next repeat may preempt at once; only failures wait
-    p.event(EventType.REQUEST, ask.key, "Preemption",
-            f"preempted {len(victims)} allocation(s) on node {node.node_id} for ask {ask.key} "
-            f"of application {app.app_id} (queue {leaf.path} below its guarantee)", now, group=app.app_id)
-    return True
-
-
-def _victims_on(p, node: "Node", res: Resource, prio: int, mine: set,
-                fence: "Queue | None") -> tuple[list, int] | None:
-    need = _missing(res, node)
-    if not need:
-        return None  # fits already: not a preemption case on this node
-    cands = []
-    for a in node.allocations.values():
-        if a.placeholder or not a.allow_preempt_self or not a.allow_preemption \
-                or TAG_REQUIRED_NODE in a.tags or not _frees(need, a):
-            continue
-        vapp = p.apps.get(a.app_id)
-        if vapp is None or vapp.queue in mine:
-            continue  # never from the preemptor's own queue (it is below its guarantee)
-        vq = vapp.queue
-        if vq.properties.get(PROP_PREEMPTION_POLICY, "").lower() == "disabled":
-            continue  # preemption.policy disabled: its tasks are never victims
-        if fence is not None and fence not in vq.chain():
-            continue  # a fenced preemptor stays inside its fence
-        vprio = effective_priority(vapp.queue, a.priority)
-        if vprio > prio:
-            continue
-        cands.append((vprio, -a.create_time_ns, a.uuid, a, vapp.queue))
-    if not cands:
-        return None
-    cands.sort(key=lambda t: t[:3])  # lowest priority first, then youngest
-    removed: dict[object, dict[str, int]] = {}
-    chosen: list = []
-    per_type = p.settings.compat.preemption_per_resource_type
-    for vprio, _, _, a, vq in cands:
-        if not _guarantee_ok(vq, a, removed, mine, res, per_type):
-            continue
-        for x in vq.chain():
-            if x in mine:
-                break
-            rm = removed.setdefault(x, {})
-            for k, v in a.resource._v.items():
-                rm[k] = rm.get(k, 0) + v
-        chosen.append((vprio, a))
-        _take(need, a)
-        if not need:
-            break
-    if need:
-        return None
-    # minimise: put back victims not needed, the most valuable (last taken) first
-    for item in reversed(list(chosen)):
-        rest = [a for _, a in chosen if a is not item[1]]
-        if _fits_without(res, node, rest):
-            chosen.remove(item)
-    return [a for _, a in chosen], max(v for v, _ in chosen)
 
 
 def _guarantee_ok(vq: "Queue", a: "Allocation", removed: dict, mine: set, ask: Resource,
@@ -330,3 +351,4 @@ def _guarantee_ok(vq: "Queue", a: "Allocation", removed: dict, mine: set, ask: R
             if v > 0 and cur - v < lim and (cur > lim or not per_type):
                 return False
     return True
+

@@ -33,6 +33,8 @@ from common.config.policies import (DEFAULT_UNSCHED_BACKOFF_DELAY_NS, PROPERTY_A
 from common.config.policies import parse_app_sort_policy as _parse_app_sort_policy
 from common.resources import ZERO, Resource
 
+from .objects import INT32_MAX, INT32_MIN
+
 __all__ = ["Queue", "QueueTree", "ObjectState", "AppSortPolicy", "QueueCreateError",
            "parse_app_sort_policy", "QUEUE_NAME_RE", "RECOVERY_QUEUE"]
 
@@ -45,7 +47,6 @@ PROP_SORT_PRIORITY = PROPERTY_APP_SORT_PRIORITY
 PROP_PRIORITY_POLICY = PROPERTY_PRIORITY_POLICY
 PROP_PRIORITY_OFFSET = PROPERTY_PRIORITY_OFFSET
 _NOT_INHERITED = {PROP_PRIORITY_POLICY: "default", PROP_PRIORITY_OFFSET: "0"}
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
 class ObjectState(str, Enum):
@@ -140,6 +141,14 @@ class Queue:
     def add_allocated(self, r: Resource) -> None:
         q: Queue | None = self
         while q is not None:
+            q.allocated = q.allocated.add(r)
+            q = q.parent
+
+    def pending_placed(self, r: Resource) -> None:
+        """One repeat of ``r`` was allocated: it moves from pending to allocated, up to root."""
+        q: Queue | None = self
+        while q is not None:
+            q.pending = q.pending.sub(r)
             q.allocated = q.allocated.add(r)
             q = q.parent
 

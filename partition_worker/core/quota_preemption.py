@@ -32,13 +32,15 @@ never victims (YuniKorn takes them, opted-out ones even first); a child's share 
 above its guarantee (YuniKorn takes the absolute difference, so a child under its guarantee
 gets a share too); quota preemption is part of the partition's timers, not a separate loop.
 
-Who may use it: the partition (``config_updated``, ``recovered``). Nothing here runs on the
-scheduling path: with the partition flag off, no queue is ever armed.
+What it uses: the queue tree, the timers, the outcomes, and ``release`` (the partition's: a
+victim leaves the books and its app may move on). Who may use it: the partition
+(``config_updated``, ``recovered``). Nothing here runs on the scheduling path: with the
+partition flag off, no queue is ever armed.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from common.constants import TAG_REQUIRED_NODE
 from common.resources import Resource
@@ -47,8 +49,9 @@ from .outcomes import EventType, Termination
 
 if TYPE_CHECKING:  # pragma: no cover
     from .objects import Allocation
-    from .partition import Partition
-    from .queue import Queue
+    from .outcomes import Outcomes
+    from .queue import Queue, QueueTree
+    from .timers import Timers
 
 __all__ = ["QuotaPreemption", "T_QUOTA", "MSG_QUOTA_RELEASE", "excess_over_max", "plan"]
 
@@ -66,23 +69,26 @@ def excess_over_max(q: "Queue") -> dict[str, int]:
 
 
 class QuotaPreemption:
-    """Arming and enforcement for one partition (see module doc)."""
+    """Arming and enforcement for one partition (see module doc). ``enabled``: the partition's
+    ``preemption.quotapreemptionenabled``."""
 
-    __slots__ = ("p",)
+    __slots__ = ("enabled", "_queues", "_timers", "_outcomes", "_release")
 
-    def __init__(self, p: "Partition") -> None:
-        self.p = p
-        p.timers.register(T_QUOTA, self._on_due)  # the partition's timers fire the due queues
-
-    @property
-    def enabled(self) -> bool:
-        return self.p.config.preemption.quotapreemptionenabled
+    def __init__(self, enabled: bool, queues: "QueueTree", timers: "Timers", outcomes: "Outcomes",
+                 release: Callable[["Allocation", Termination, str, int], None]) -> None:
+        self.enabled = enabled
+        self._queues = queues
+        self._timers = timers
+        self._outcomes = outcomes
+        self._release = release
+        timers.register(T_QUOTA, self._on_due)  # the partition's timers fire the due queues
 
     # ---------------------------------------------------------------- arming
-    def config_updated(self, old_delays: dict[str, int], now: int) -> None:
-        """After a config update: (re)arm or disarm every managed queue; ``old_delays`` are the
-        delays before the update by queue path."""
-        for q in self.p.queues:
+    def config_updated(self, enabled: bool, old_delays: dict[str, int], now: int) -> None:
+        """After a config update (``enabled``: its quotapreemptionenabled): (re)arm or disarm
+        every managed queue; ``old_delays`` are the delays before the update by queue path."""
+        self.enabled = enabled
+        for q in self._queues:
             if q.parent is None:
                 continue
             if not self.enabled or q.dynamic:
@@ -107,13 +113,13 @@ class QuotaPreemption:
             q.quota_preemption_at_ns += delay - old_delay  # may land in the past: due at once
         else:
             q.quota_preemption_at_ns = now + delay
-        self.p.timers.schedule(q.quota_preemption_at_ns, T_QUOTA, q.path)
+        self._timers.schedule(q.quota_preemption_at_ns, T_QUOTA, q.path)
 
     # ---------------------------------------------------------------- enforcement
     def _on_due(self, path: str, gen: int, now: int) -> None:
         """A timer fired: enforce every due queue, top-down (stale timers find nothing)."""
         if self.enabled:
-            self._walk(self.p.root, now)
+            self._walk(self._queues.root, now)
 
     def _walk(self, q: "Queue", now: int) -> None:
         for child in list(q.children.values()):
@@ -131,16 +137,17 @@ class QuotaPreemption:
             return
         claimed: dict[str, int] = {}
         msg = MSG_QUOTA_RELEASE.format(path=q.path)
+        out = self._outcomes
         for a in victims:
-            self.p.event(EventType.REQUEST, a.key, "Preempted",
-                         f"Preempted by Quota change enforcement process in {q.path}", now, group=a.app_id)
-            self.p.ledger.release(a, Termination.PREEMPTED_BY_SCHEDULER, msg, now, report=True)
+            out.event(EventType.REQUEST, a.key, "Preempted",
+                      f"Preempted by Quota change enforcement process in {q.path}", now, group=a.app_id)
+            self._release(a, Termination.PREEMPTED_BY_SCHEDULER, msg, now)
             for k, v in a.resource._v.items():
                 claimed[k] = claimed.get(k, 0) + v
-        self.p.event(EventType.QUEUE, q.path, "QuotaPreemption",
-                     f"Quota Preemption results summary: preemptable resources: {Resource(amount)}, "
-                     f"claimed resources: {Resource(claimed)}, selected victims: {len(victims)}, "
-                     f"preempted victims: {len(victims)}", now)
+        out.event(EventType.QUEUE, q.path, "QuotaPreemption",
+                  f"Quota Preemption results summary: preemptable resources: {Resource(amount)}, "
+                  f"claimed resources: {Resource(claimed)}, selected victims: {len(victims)}, "
+                  f"preempted victims: {len(victims)}", now)
 
 
 def plan(q: "Queue") -> tuple[dict[str, int], list["Allocation"]]:

@@ -1,9 +1,13 @@
 """One scheduling cycle (seed 003's pseudo code, without YuniKorn's one-allocation-per-cycle cap).
 
-What it owns: the order of work within a cycle (queues, apps, asks) and the cycle's memos.
-Who may use it: the partition (``run_cycle``). It places asks through the partition's public
-parts: ``ledger.allocate``, ``gangs`` (replacement), ``node_choice.find_node`` (the
-feasibility chain), ``reservations``, ``preemption``, ``limits``, ``sched_state``/``event``.
+What it owns: the order of work within a cycle (reserved asks, then queues, apps, asks), the
+admission of an ask (``admit``: the user/group limits, then the queue headroom, in that
+order in both passes) and what an ask that waits reports. What it uses, given at
+construction: root, the nodes, the apps, the ledger, the limits, the gangs, the outcomes, the
+settings, ``preemption.Preemption``, and the partition's ``allocate`` / ``replace_placeholder``
+(an allocation and what follows for its app). Nodes are chosen by ``node_choice.find_node``,
+nodes reserved by ``reservations.maybe_reserve``; what the cycle learns as it goes is in
+``cycle.Cycle``. Who may use it: the partition (``Scheduler.run_cycle``).
 
 Order of work:
 
@@ -31,132 +35,394 @@ RESERVED when it reserves a node, SCHEDULED when a previously waiting ask is pla
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from typing import TYPE_CHECKING
+from enum import Enum
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from common.resources import Resource
 
 from .app_state import AppState
 from .backoff import start_backoff
+from .cycle import Cycle, CycleResult, SizeMemo
 from .fair_share import fair_share
+from .feasibility import CHAIN, Purpose
 from .limits import describe as describe_limit
-from .outcomes import EventType, SchedState
 from .node_choice import find_node
-from .preemption import budgeted_queue_preemption
-from .reservations import NO_NODE, NOT_RESERVED, RESERVED, maybe_reserve, try_reserved
+from .objects import INT32_MIN
+from .outcomes import EventType, SchedState
 from .queue import AppSortPolicy, Queue
+from .reservations import NO_NODE, RESERVED, maybe_reserve
 
 if TYPE_CHECKING:  # pragma: no cover
     from .application import Application
+    from .gang import Gangs
+    from .ledger import Ledger
+    from .limits import Limit, LimitTracker
+    from .node import Node, NodeCollection
     from .objects import Allocation, Ask
-    from .partition import Partition
+    from .outcomes import Outcomes
+    from .preemption import Preemption
+    from .settings import CoreSettings
 
-__all__ = ["run_cycle", "usage_share", "WAITING_FOR_CLUSTER"]
+__all__ = ["Scheduler", "usage_share", "WAITING_FOR_CLUSTER"]
 
 WAITING_FOR_CLUSTER = "request is waiting for cluster resources become available"
-# queue preemption attempts per cycle, failed ones included (each scans the nodes once and
-# examines victims on up to PREEMPTION_CANDIDATE_NODES of them)
-MAX_PREEMPTION_ATTEMPTS_PER_CYCLE = 32
 _SCHEDULABLE_APP_STATES = frozenset({AppState.ACCEPTED, AppState.STARTING, AppState.RUNNING,
                                      AppState.COMPLETING})
-# REQUEST events are a diagnosis aid; a cycle over 200k quota-blocked asks must not emit 200k
-MAX_REQUEST_EVENTS_PER_CYCLE = 100
-INT32_MIN = -(1 << 31)
-# node selection's stage time: the first selections of a cycle are timed, then one in 16
-NODE_TIMED_ALWAYS = 16
-NODE_TIMED_EVERY = 16
 
 
-class _Cycle:
-    __slots__ = ("p", "now", "blocked", "ask_lists", "ask_cursor", "fifo", "fifo_cursor",
-                 "failed_shapes", "unreservable", "qprio", "qkey", "event_budget",
-                 "no_reserve", "visited", "fair", "sa_version",
-                 "sa_cands", "sa_cursor", "sa_admitted", "prio_count",
-                 "kids", "preempt_budget", "timer", "stages", "node_calls", "node_timed", "fair_share")
+class _Verdict(Enum):
+    """How an attempt at an ask ended when it placed nothing; either way it is done for the cycle."""
 
-    def __init__(self, p: "Partition", now: int) -> None:
-        self.p = p
-        self.now = now
-        self.blocked: set[object] = set()  # queues, apps and asks done for this cycle
-        self.ask_lists: dict[object, list] = {}
-        self.ask_cursor: dict[object, int] = {}
-        self.fifo: dict[object, list] = {}
-        self.fifo_cursor: dict[object, int] = {}
-        self.failed_shapes: list[Resource] = []
-        self.unreservable: list[Resource] = []
-        self.qprio: dict[object, int] = {}
-        self.qkey: dict[object, tuple] = {}  # queue -> (allocated it was computed for, key)
-        self.event_budget = MAX_REQUEST_EVENTS_PER_CYCLE
-        self.no_reserve = False  # the partition's reservation limit is reached
-        self.preempt_budget = MAX_PREEMPTION_ATTEMPTS_PER_CYCLE
-        self.visited = 0  # ask positions looked at: the cost of this cycle
-        self.fair: dict[object, list] = {}
-        self.sa_version: dict[object, int] = {}
-        self.sa_cands: dict[object, list] = {}
-        self.sa_cursor: dict[object, int] = {}
-        self.sa_admitted: dict[object, list] = {}
-        self.prio_count: dict[object, dict[int, int]] = {}  # leaf -> {app priority: apps}
-        self.kids: dict[object, list] = {}  # parent -> sorted [(key, child)] for this cycle
-        self.timer = p.settings.stage_timer
-        self.stages = {"queue": 0.0, "app": 0.0, "node": 0.0}  # seconds per stage (timer set)
-        self.node_calls = 0  # node selections in this cycle, and how many of them were timed
-        self.node_timed = 0
-        self.fair_share = p.settings.compat.fair_share_queue_sort  # 1.6+ queue order (fair_share.py)
+    WAITS = "waits"  # held (limit, queue, gang), reserved or preempting, or a required node's
+    UNSCHEDULABLE = "unschedulable"  # fits no node and none was reserved: counts for backoff.py
 
 
-def _timed(c: _Cycle, stage: str, fn, *args):
-    """fn(*args), its time added to the cycle's stage when a stage timer is injected."""
-    timer = c.timer
-    if timer is None:
-        return fn(*args)
-    start = timer()
-    try:
-        return fn(*args)
-    finally:
-        c.stages[stage] += timer() - start
+WAITS, UNSCHEDULABLE = _Verdict.WAITS, _Verdict.UNSCHEDULABLE
 
 
-def run_cycle(p: "Partition", now: int) -> tuple[int, int]:
-    """Allocate as many asks as fit now, in policy order.
+class Scheduler:
+    """The scheduling cycle of one partition (see module doc)."""
 
-    Returns (allocations made, ask positions visited); the second measures the cycle's
-    cost so the partition can space out idle cycles over many waiting asks."""
-    root = p.root
-    if root.max is None or not p.nodes.nodes:
-        return 0, 0  # no nodes: nothing to schedule on (YuniKorn skips the partition)
-    c = _Cycle(p, now)
-    try:
-        n = try_reserved(c) if p.reservations else 0
-        if root.pending.is_zero():
-            return n, c.visited
-        limit = p.settings.cycle_allocation_limit
-        while _try_queue(c, root) is not None:
+    __slots__ = ("_root", "_nodes", "_apps", "_ledger", "_limits", "_gangs", "_outcomes", "_settings",
+                 "_preemption", "_allocate", "_replace_placeholder")
+
+    def __init__(self, root: Queue, nodes: "NodeCollection", apps: Mapping[str, "Application"],
+                 ledger: "Ledger", limits: "LimitTracker", gangs: "Gangs", outcomes: "Outcomes",
+                 settings: "CoreSettings", preemption: "Preemption",
+                 allocate: Callable[["Application", "Ask", "Node", int], "Allocation"],
+                 replace_placeholder: Callable[["Application", "Ask", "Allocation", int], "Allocation"]) -> None:
+        self._root = root
+        self._nodes = nodes
+        self._apps = apps
+        self._ledger = ledger
+        self._limits = limits
+        self._gangs = gangs
+        self._outcomes = outcomes
+        self._settings = settings
+        self._preemption = preemption
+        self._allocate = allocate
+        self._replace_placeholder = replace_placeholder
+
+    def run_cycle(self, now: int) -> CycleResult:
+        """Allocate as many asks as fit now, in policy order. The result's ``visited`` measures
+        the cycle's cost so the partition can space out idle cycles over many waiting asks."""
+        root = self._root
+        if root.max is None or not self._nodes.nodes:
+            return CycleResult(0, 0, None)  # no nodes: nothing to schedule on (YuniKorn skips the partition)
+        settings = self._settings
+        c = Cycle(now, self._nodes, self._apps, self._ledger, settings.stage_timer,
+                  settings.compat.fair_share_queue_sort)
+        n = self._reserved_pass(c) if self._ledger.reservations else 0
+        if not root.pending.is_zero():
+            limit = settings.cycle_allocation_limit
+            while self._try_queue(c, root) is not None:
+                n += 1
+                if n == limit:
+                    break
+        return CycleResult(n, c.visited, c.clock.result() if c.clock is not None else None)
+
+    # ------------------------------------------------------------------------------ admission
+    def admit(self, app: "Application", res: Resource) -> "tuple[Limit, str] | Queue | None":
+        """What keeps ``app`` from taking ``res`` more, checked in this order by both passes: a
+        user/group limit (``(limit, queue path)``), else the first queue whose max it would pass
+        (root's max is the cluster size: then no node could take it either). None: admitted,
+        the nodes decide."""
+        limits = self._limits
+        if limits.active:
+            held = limits.check(app, res)
+            if held is not None:
+                return held
+        return app.queue.fits_headroom(res)
+
+    # ------------------------------------------------------------------------------ reserved asks
+    def _reserved_pass(self, c: Cycle) -> int:
+        """Reserved asks first: their reserved node, then any other node."""
+        ledger = self._ledger
+        apps = self._apps
+        n = 0
+        for res in list(ledger.reservations.values()):
+            app = apps.get(res.app_id)
+            ask = app.asks.get(res.ask_key) if app is not None else None
+            node = self._nodes.get(res.node_id)
+            if ask is None or ask.pending <= 0 or node is None:
+                ledger.unreserve(res)
+                continue
+            if app.state not in _SCHEDULABLE_APP_STATES:
+                continue
+            hold = self.admit(app, ask.resource)
+            if hold is not None and (hold.__class__ is tuple or hold.parent is not None):
+                c.blocked.add(ask)
+                continue  # a user/group limit or a queue max holds it; the reservation stays
+            if CHAIN.bind(ask, Purpose.ALLOCATE, apps).passes(node):
+                target = node
+            else:
+                target = find_node(c, ask)
+            if target is None:
+                c.blocked.add(ask)
+                if ask.required_node:
+                    if node.node_id == ask.required_node:
+                        self._preemption.required_node_preemption(app, ask, node, c.now)
+                else:  # a reserved ask may still preempt (its node or another), once due
+                    self._preemption.queue_preemption(c, app, ask)
+                continue
+            ledger.unreserve(res)
+            self._allocate(app, ask, target, c.now)
+            if ask.pending <= 0:
+                app.mark_exhausted()
             n += 1
-            if n == limit:
-                break
-        return n, c.visited
-    finally:
-        if c.timer is not None:
-            if c.node_timed < c.node_calls:  # the sample's time scaled to every selection
-                c.stages["node"] *= c.node_calls / c.node_timed
-            p.last_cycle_stages = dict(c.stages)
+        return n
+
+    # ------------------------------------------------------------------------------ queues
+    def _try_queue(self, c: Cycle, q: Queue) -> "Allocation | None":
+        """Descend into the children of ``q`` in fair order. The sorted child list is kept for the
+        cycle; after an allocation only the child it went through is re-placed (its usage
+        changed, no other child's did), so a parent with many children is not re-sorted."""
+        if q.is_leaf:
+            return self._try_leaf(c, q)
+        order = c.queue_order.children.get(q)
+        if order is None:
+            prio = q.priority_enabled
+            order = [(_queue_key(c, ch, prio), ch) for ch in q.children.values()
+                     if ch.schedulable and not ch.pending.is_zero()]
+            order = c.queue_order.children[q] = c.timed("queue", sorted, order)
+        return _best_first(c, order, self._try_queue, _queue_key, q.priority_enabled)
+
+    # ------------------------------------------------------------------------------ apps
+    def _try_leaf(self, c: Cycle, q: Queue) -> "Allocation | None":
+        """The apps of leaf ``q`` in its policy's order until one places an allocation: fifo and
+        stateaware walk an order sorted once per cycle with a cursor, fair keeps a sorted list."""
+        pol = q.sort_policy
+        if pol is AppSortPolicy.FAIR:
+            return self._try_leaf_fair(c, q)
+        memo = c.app_order
+        order = memo.fifo.get(q)
+        if pol is AppSortPolicy.STATEAWARE:
+            if order is None:
+                order = memo.fifo[q] = c.timed("app", _stateaware_order, q)
+                memo.fifo_cursor[q] = 0
+                memo.sa_epoch[q] = q.sa_epoch
+            elif memo.sa_epoch.get(q) != q.sa_epoch:
+                # the leaf's last Starting app moved on: one Accepted app may start now
+                memo.sa_epoch[q] = q.sa_epoch
+                _stateaware_admit(c, q, order)
+        elif order is None:
+            # fifo order does not change within a cycle: sort once, then walk with a cursor
+            # (apps backing off are left out: a backlog of them costs nothing per cycle)
+            order = memo.fifo[q] = c.timed("app", _fifo_order, q, c.now)
+            memo.fifo_cursor[q] = 0
+        blocked = c.blocked
+        i = cursor = memo.fifo_cursor[q]
+        while i < len(order):  # (the order may change under the walk: stateaware, a priority drop)
+            app = order[i]
+            if app not in blocked:
+                a = self._try_app(c, app)
+                if a is not None:
+                    memo.fifo_cursor[q] = cursor
+                    return a
+                blocked.add(app)
+            if i == cursor:
+                cursor += 1
+            i += 1
+        memo.fifo_cursor[q] = cursor
+        return None
+
+    def _try_leaf_fair(self, c: Cycle, q: Queue) -> "Allocation | None":
+        """Fair: least usage share first. The sorted list is kept for the cycle; only the app that
+        got an allocation is re-placed (bisect), so a leaf with many apps is not re-sorted."""
+        order = c.app_order.fair.get(q)
+        if order is None:
+            now, g, prio = c.now, q.guaranteed, q.priority_enabled
+            order = [(_fair_key(a, g, prio), a) for a in q.apps.values()
+                     if a.has_pending() and a.backoff_deadline_ns <= now]
+            order = c.app_order.fair[q] = c.timed("app", sorted, order)
+        return _best_first(c, order, self._try_app, _fair_rekey, q)
+
+    # ------------------------------------------------------------------------------ asks
+    def _try_app(self, c: Cycle, app: "Application") -> "Allocation | None":
+        """The app's asks in order, from its cursor, until one is placed. Every ask tried is done
+        for the cycle: at the cursor the cursor moves past it, further on (behind a reserved
+        ask, which is the reserved pass's) it is remembered as blocked."""
+        if app.state not in _SCHEDULABLE_APP_STATES or app.backoff_deadline_ns > c.now:
+            return None  # (or backing off: backoff.py)
+        if not app.counted_running and self._max_apps_reached(c, app):
+            return None
+        asks, start = c.asks.of(app)
+        blocked = c.blocked
+        i = cursor = start
+        n = len(asks)
+        memo = c.sizes
+        if memo.failed is not None or memo.unreservable is not None:
+            memo.clear()  # a new attempt (the memo is per app attempt)
+        backoff = app.queue.backoff_threshold  # unschedulable asks before the app backs off (0: off)
+        unschedulable = 0
+        while i < n:
+            ask = asks[i]
+            if ask.pending > 0 and ask not in blocked:
+                if ask.reserved_node:  # the reserved pass's: not done here
+                    i += 1
+                    continue
+                if backoff and unschedulable >= backoff:
+                    start_backoff(self._outcomes, app, c.now)
+                    break
+                verdict = self._attempt(c, app, ask, memo)
+                if verdict is UNSCHEDULABLE:
+                    unschedulable += 1
+                elif verdict is not WAITS:  # placed
+                    c.asks.cursor[app] = cursor
+                    c.visited += i - start + 1
+                    if ask.pending <= 0:
+                        app.mark_exhausted()  # compact at the next cycle
+                        _priority_may_drop(c, app, ask, asks, cursor)
+                    return verdict
+                if i != cursor:
+                    blocked.add(ask)  # done for the cycle (at the cursor, the cursor says so)
+            if i == cursor:
+                cursor += 1
+            i += 1
+        c.asks.cursor[app] = cursor
+        c.visited += i - start
+        return None
+
+    def _max_apps_reached(self, c: Cycle, app: "Application") -> bool:
+        """maxapplications: a new app may not start yet while a queue of its path is full; say why."""
+        full = app.queue.max_apps_reached()
+        if full is None:
+            return False
+        reason = f"queue {full.path} has reached its maxapplications ({full.max_apps})"
+        for ask in app.ordered_asks():
+            if ask.pending > 0:
+                self._outcomes.sched_state(ask, SchedState.SKIPPED, reason, c.now)
+        return True
+
+    def _attempt(self, c: Cycle, app: "Application", ask: "Ask", memo: SizeMemo) -> "Allocation | _Verdict":
+        """One try of ``ask``: a gang member takes its placeholder; any other ask is admitted
+        (``admit``) and placed on the first node that takes it, or reports why it waits (and
+        may preempt or reserve a node)."""
+        if ask.task_group and not ask.placeholder:  # gang member (see gang.py)
+            verdict = self._gang_member(c, app, ask)
+            if verdict is not None:
+                return verdict
+        res = ask.resource
+        plain = not ask.selector and not ask.required_node
+        if plain and memo.failed is not None and res == memo.failed:
+            blocker = memo.blocker  # (it passed the limits: usage has not grown since)
+        else:
+            hold = self.admit(app, res)
+            if hold.__class__ is tuple:  # a user/group limit holds it: no node, no reservation
+                self._limit_blocked(c, app, ask, hold)
+                return WAITS
+            if hold is None:
+                node = find_node(c, ask) if c.clock is None else c.clock.node_choice(find_node, c, ask)
+                if node is not None:
+                    return self._allocate(app, ask, node, c.now)
+            blocker = hold if hold is not None and hold.parent is not None else None
+            if plain:
+                memo.failed, memo.blocker = res, blocker
+        if blocker is not None:
+            self._headroom_blocked(c, app, ask, blocker)
+            return WAITS
+        return self._fits_no_node(c, app, ask, plain, memo)
+
+    def _gang_member(self, c: Cycle, app: "Application", ask: "Ask") -> "Allocation | _Verdict | None":
+        """A real ask of a task group: it waits while any placeholder ask of its app is pending
+        (all or nothing), then takes the oldest placeholder of its group; None when its group
+        has no placeholder left (it is scheduled as any ask)."""
+        if app.has_pending_placeholders():
+            self._outcomes.sched_state(ask, SchedState.SKIPPED,
+                                       f"waiting for the placeholders of application {app.app_id}", c.now)
+            return WAITS
+        group = app.placeholders.get(ask.task_group)
+        if not group:
+            return None
+        ph = next(iter(group.values()))
+        if self._gangs.reject_if_too_big(app, ask, ph, c.now):
+            return WAITS  # (the ask was added before the group's placeholders were known)
+        return self._replace_placeholder(app, ask, ph, c.now)
+
+    def _fits_no_node(self, c: Cycle, app: "Application", ask: "Ask", plain: bool,
+                      memo: SizeMemo) -> _Verdict:
+        """No node takes ``ask`` now (root's headroom, the cluster size, may be what is missing):
+        it may preempt, or reserve a node that will hold it; FAILED while neither helps."""
+        res = ask.resource
+        if self._preemption.queue_preemption(c, app, ask):
+            return WAITS
+        if not c.budgets.reservations_full and not (plain and res == memo.unreservable):
+            verdict = maybe_reserve(c, app, ask, self._settings)
+            if verdict == RESERVED:
+                return WAITS
+            if verdict == NO_NODE and plain:
+                memo.unreservable = res
+        if ask.sched_state is not SchedState.FAILED or ask.sched_reason != WAITING_FOR_CLUSTER:
+            self._outcomes.sched_state(ask, SchedState.FAILED, WAITING_FOR_CLUSTER, c.now)
+        return WAITS if ask.required_node else UNSCHEDULABLE
+
+    # ------------------------------------------------------------------------------ reporting
+    def _headroom_blocked(self, c: Cycle, app: "Application", ask: "Ask", blocker: Queue) -> None:
+        out = self._outcomes
+        if ask.sched_state is not SchedState.SKIPPED and c.budgets.events > 0:
+            c.budgets.events -= 1
+            out.event(EventType.REQUEST, ask.key, "InsufficientQueueResources",
+                      f"Application {app.app_id} does not fit into {blocker.path} queue", c.now,
+                      group=app.app_id)
+        out.sched_state(ask, SchedState.SKIPPED, f"request does not fit the headroom of queue {blocker.path}",
+                        c.now)
+
+    def _limit_blocked(self, c: Cycle, app: "Application", ask: "Ask", held: "tuple[Limit, str]") -> None:
+        """The ask stays pending: SKIPPED, with a REQUEST event naming the limit (once per state
+        change, within the cycle's event budget)."""
+        lim, path = held
+        reason, message = describe_limit(lim, path, app, self._limits.group_of(app))
+        if (ask.sched_state is not SchedState.SKIPPED or ask.sched_reason != message) \
+                and c.budgets.events > 0:
+            c.budgets.events -= 1
+            self._outcomes.event(EventType.REQUEST, ask.key, reason, message, c.now, group=app.app_id)
+        self._outcomes.sched_state(ask, SchedState.SKIPPED, message, c.now)
 
 
-# ------------------------------------------------------------------------------ queues
-def _queue_priority(c: _Cycle, q: Queue) -> int:
+# ------------------------------------------------------------------------------ best first
+def _best_first(c: Cycle, order: list, attempt: Callable, rekey: Callable, arg) -> "Allocation | None":
+    """Walk ``order`` (sorted ``[(key, item)]`` of queues or apps, kept for the cycle) best
+    first: the head is tried (``attempt(c, item)``); one that fails is blocked for the cycle
+    and leaves the list, one that places an allocation goes back in at its new place
+    (``rekey(c, item, arg)``) while it has pending work; blocked heads and heads without
+    pending work are dropped on the way."""
+    blocked = c.blocked
+    while order:
+        item = order[0][1]
+        if item in blocked or item.pending.is_zero():
+            del order[0]
+            continue
+        a = attempt(c, item)
+        del order[0]
+        if a is None:
+            blocked.add(item)
+            continue
+        if not item.pending.is_zero():
+            if order:
+                insort(order, (rekey(c, item, arg), item))
+            else:
+                order.append(((), item))  # the only one: no order to keep, skip the key
+        return a
+    return None
+
+
+# ------------------------------------------------------------------------------ queue order
+def _queue_priority(c: Cycle, q: Queue) -> int:
     """The queue's priority for sorting (max pending app priority, by ``priority.policy``),
     cached for the cycle; a leaf keeps a count of its apps per priority so a drop is cheap."""
-    v = c.qprio.get(q)
+    memo = c.queue_order
+    v = memo.priorities.get(q)
     if v is None:
         cur = INT32_MIN
         if q.is_leaf:
-            counts = c.prio_count.get(q)
+            counts = memo.app_priorities.get(q)
             if counts is None:
                 counts = {}
                 for app in q.apps.values():
                     if app.has_pending():
                         pr = app.max_pending_priority()
                         counts[pr] = counts.get(pr, 0) + 1
-                c.prio_count[q] = counts
+                memo.app_priorities[q] = counts
             if counts:
                 cur = max(counts)
         else:
@@ -164,7 +430,7 @@ def _queue_priority(c: _Cycle, q: Queue) -> int:
                 if not ch.pending.is_zero():
                     cur = max(cur, _queue_priority(c, ch))
         v = q.priority_value(cur)
-        c.qprio[q] = v
+        memo.priorities[q] = v
     return v
 
 
@@ -194,9 +460,10 @@ def usage_share(used: Resource, total: Resource | None) -> tuple[float, ...]:
     return tuple(key)
 
 
-def _queue_key(c: _Cycle, q: Queue, priority: bool) -> tuple:
+def _queue_key(c: Cycle, q: Queue, priority: bool) -> tuple:
     alloc = q.allocated
-    cached = c.qkey.get(q)
+    keys = c.queue_order.keys
+    cached = keys.get(q)
     if cached is not None and cached[0] is alloc:  # Resources are immutable: same object, same key
         return cached[1]
     if c.fair_share:  # compatibility 1.6+: one number per queue
@@ -210,43 +477,11 @@ def _queue_key(c: _Cycle, q: Queue, priority: bool) -> tuple:
         key = (prio, g, m, more_pending_first, q.path)
     else:  # YuniKorn: usage share, then priority, then larger pending
         key = (g, m, prio, more_pending_first, q.path)
-    c.qkey[q] = (alloc, key)
+    keys[q] = (alloc, key)
     return key
 
 
-def _try_queue(c: _Cycle, q: Queue) -> "Allocation | None":
-    """Descend into the children of ``q`` in fair order. The sorted child list is kept for the
-    cycle; after an allocation only the child it went through is re-placed (its usage
-    changed, no other child's did), so a parent with many children is not re-sorted."""
-    if q.is_leaf:
-        return _try_leaf(c, q)
-    blocked = c.blocked
-    prio = q.priority_enabled
-    lst = c.kids.get(q)
-    if lst is None:
-        lst = _timed(c, "queue", sorted, [(_queue_key(c, ch, prio), ch) for ch in q.children.values()
-                                           if ch.schedulable and not ch.pending.is_zero()])
-        c.kids[q] = lst
-    while lst:
-        ch = lst[0][1]
-        if ch in blocked or ch.pending.is_zero():
-            del lst[0]
-            continue
-        a = _try_queue(c, ch)
-        del lst[0]
-        if a is None:
-            blocked.add(ch)
-            continue
-        if not ch.pending.is_zero():
-            if lst:
-                insort(lst, (_queue_key(c, ch, prio), ch))
-            else:
-                lst.append(((), ch))  # the only child: no order to keep, skip the key
-        return a
-    return None
-
-
-# ------------------------------------------------------------------------------ apps
+# ------------------------------------------------------------------------------ app order
 def _fifo_key(prio: bool):
     if prio:
         return lambda a: (-a.max_pending_priority(), a.submission_time_ns, a.seq)
@@ -258,6 +493,16 @@ def _fair_key(a: "Application", g: Resource | None, prio: bool) -> tuple:
     if prio:
         return (-a.max_pending_priority(), share, a.submission_time_ns, a.seq)
     return (share, a.submission_time_ns, a.seq)
+
+
+def _fair_rekey(c: Cycle, app: "Application", leaf: Queue) -> tuple:
+    return _fair_key(app, leaf.guaranteed, leaf.priority_enabled)
+
+
+def _fifo_order(q: Queue, now: int) -> list:
+    """The leaf's apps with pending work that are not backing off, in fifo order."""
+    return sorted((a for a in q.apps.values() if a.has_pending() and a.backoff_deadline_ns <= now),
+                  key=_fifo_key(q.priority_enabled))
 
 
 def _stateaware_order(q: Queue) -> list:
@@ -278,52 +523,7 @@ def _stateaware_order(q: Queue) -> list:
     return out
 
 
-def _try_leaf(c: _Cycle, q: Queue) -> "Allocation | None":
-    pol = q.sort_policy
-    if pol is AppSortPolicy.FAIR:
-        return _try_leaf_fair(c, q)
-    order = c.fifo.get(q)
-    if pol is AppSortPolicy.STATEAWARE:
-        if order is None:
-            order = _timed(c, "app", _stateaware_order, q)
-            c.fifo[q] = order
-            c.fifo_cursor[q] = 0
-            c.sa_version[q] = q.sa_epoch
-        elif c.sa_version.get(q) != q.sa_epoch:
-            # the leaf's last Starting app moved on: one Accepted app may start now
-            c.sa_version[q] = q.sa_epoch
-            _stateaware_admit(c, q, order)
-    elif order is None:
-        # fifo order does not change within a cycle: sort once, then walk with a cursor
-        # (apps backing off are left out: a backlog of them costs nothing per cycle)
-        now = c.now
-        order = _timed(c, "app", lambda: sorted((a for a in q.apps.values()
-                                                 if a.has_pending() and a.backoff_deadline_ns <= now),
-                                                key=_fifo_key(q.priority_enabled)))
-        c.fifo[q] = order
-        c.fifo_cursor[q] = 0
-    blocked = c.blocked
-    i = cursor = c.fifo_cursor[q]
-    while i < len(order):
-        app = order[i]
-        if app in blocked:
-            if i == cursor:
-                cursor += 1
-            i += 1
-            continue
-        a = _try_app(c, app)
-        if a is not None:
-            c.fifo_cursor[q] = cursor
-            return a
-        blocked.add(app)
-        if i == cursor:
-            cursor += 1
-        i += 1
-    c.fifo_cursor[q] = cursor
-    return None
-
-
-def _stateaware_admit(c: _Cycle, q: Queue, order: list) -> None:
+def _stateaware_admit(c: Cycle, q: Queue, order: list) -> None:
     """Add the oldest Accepted app with pending work to the cycle's order, at its fifo place,
     unless an app is Starting or an admitted Accepted app is still waiting.
 
@@ -331,195 +531,33 @@ def _stateaware_admit(c: _Cycle, q: Queue, order: list) -> None:
     with a cursor."""
     if q.starting_apps > 0:
         return
+    memo = c.app_order
     blocked = c.blocked
-    if any(a.state is AppState.ACCEPTED and a not in blocked for a in c.sa_admitted.get(q, ())):
+    if any(a.state is AppState.ACCEPTED and a not in blocked for a in memo.sa_admitted.get(q, ())):
         return
-    cands = c.sa_cands.get(q)
+    cands = memo.sa_candidates.get(q)
     if cands is None:
         cands = sorted((a for a in q.apps.values() if a.state is AppState.ACCEPTED),
                        key=lambda a: (a.submission_time_ns, a.seq))
-        c.sa_cands[q] = cands
-        c.sa_cursor[q] = 0
-    i = c.sa_cursor[q]
+        memo.sa_candidates[q] = cands
+        memo.sa_cursor[q] = 0
+    i = memo.sa_cursor[q]
     while i < len(cands):
         a = cands[i]
         i += 1
         if a.state is AppState.ACCEPTED and a.has_pending() and a not in blocked and a not in order:
-            c.sa_cursor[q] = i
-            c.sa_admitted.setdefault(q, []).append(a)
+            memo.sa_cursor[q] = i
+            memo.sa_admitted.setdefault(q, []).append(a)
             key = _fifo_key(q.priority_enabled)
             idx = bisect_left(order, key(a), key=key)
             order.insert(idx, a)
-            if idx < c.fifo_cursor[q]:
-                c.fifo_cursor[q] = idx
+            if idx < memo.fifo_cursor[q]:
+                memo.fifo_cursor[q] = idx
             return
-    c.sa_cursor[q] = i
+    memo.sa_cursor[q] = i
 
 
-def _try_leaf_fair(c: _Cycle, q: Queue) -> "Allocation | None":
-    """Fair: least usage share first. The sorted list is kept for the cycle; only the app that
-    got an allocation is re-placed (bisect), so a leaf with many apps is not re-sorted."""
-    g = q.guaranteed
-    prio = q.priority_enabled
-    lst = c.fair.get(q)
-    if lst is None:
-        now = c.now
-        lst = _timed(c, "app", sorted, [(_fair_key(a, g, prio), a) for a in q.apps.values()
-                                        if a.has_pending() and a.backoff_deadline_ns <= now])
-        c.fair[q] = lst
-    blocked = c.blocked
-    while lst:
-        entry = lst[0]
-        app = entry[1]
-        if app in blocked:
-            del lst[0]
-            continue
-        a = _try_app(c, app)
-        del lst[0]
-        if a is None:
-            blocked.add(app)
-            continue
-        insort(lst, (_fair_key(app, g, prio), app))
-        return a
-    return None
-
-
-def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
-    if app.state not in _SCHEDULABLE_APP_STATES or app.backoff_deadline_ns > c.now:
-        return None  # (or backing off: backoff.py)
-    p = c.p
-    if not app.counted_running:
-        full = app.queue.max_apps_reached()
-        if full is not None:  # maxapplications: a new app may not start yet; say why
-            reason = f"queue {full.path} has reached its maxapplications ({full.max_apps})"
-            for ask in app.ordered_asks():
-                if ask.pending > 0:
-                    p.sched_state(ask, SchedState.SKIPPED, reason)
-            return None
-    asks = c.ask_lists.get(app)
-    if asks is None:
-        asks = app.ordered_asks()
-        c.ask_lists[app] = asks
-        c.ask_cursor[app] = 0
-    blocked = c.blocked
-    i = cursor = start = c.ask_cursor[app]
-    queue = app.queue
-    limits = p.limits
-    n = len(asks)
-    # Within a cycle a failure is final, so the next plain ask of the same size in this app
-    # fails the same way: reuse the verdict instead of re-checking headroom and nodes.
-    last_res: Resource | None = None
-    last_blocker: Queue | None = None
-    no_reserve_res: Resource | None = None  # a size no node can ever hold (no reservation)
-    backoff = queue.backoff_threshold  # unschedulable asks before the app backs off (0: off)
-    unschedulable = 0
-    while i < n:
-        ask = asks[i]
-        if ask.pending <= 0 or ask in blocked:
-            if i == cursor:
-                cursor += 1
-            i += 1
-            continue
-        if ask.reserved_node:  # handled by the reserved pass
-            i += 1
-            continue
-        if backoff and unschedulable >= backoff:
-            start_backoff(p, app, c.now)
-            break
-        res = ask.resource
-        if ask.task_group and not ask.placeholder:  # gang member (see gang.py)
-            if app.has_pending_placeholders():  # all or nothing: the whole gang is placed first
-                p.sched_state(ask, SchedState.SKIPPED,
-                              f"waiting for the placeholders of application {app.app_id}")
-                if i == cursor:
-                    cursor += 1
-                else:
-                    blocked.add(ask)
-                i += 1
-                continue
-            group = app.placeholders.get(ask.task_group)
-            if group and p.gangs.reject_if_too_big(app, ask, next(iter(group.values()))):
-                i += 1  # (the ask was added before the group's placeholders were known)
-                continue
-            if group:  # take the oldest placeholder of the group, on its node
-                c.ask_cursor[app] = cursor
-                c.visited += i - start + 1
-                alloc = p.gangs.replace(app, ask, next(iter(group.values())), c.now)
-                if ask.pending <= 0:
-                    app.mark_exhausted()
-                    _priority_may_drop(c, app, ask, asks, cursor)
-                return alloc
-        if limits.active:
-            held = limits.check(app, res)
-            if held is not None:  # a user/group limit holds it: no node, no reservation
-                _limit_blocked(c, app, ask, held)
-                if i == cursor:
-                    cursor += 1
-                else:
-                    blocked.add(ask)
-                i += 1
-                continue
-        plain = not ask.selector and not ask.required_node
-        if plain and last_res is not None and res == last_res:
-            blocker = last_blocker
-        else:
-            blocker = queue.fits_headroom(res)
-            if blocker is not None and blocker.parent is None:
-                blocker = None  # root's max is the cluster size: no node fits (see below)
-                node = None
-            elif blocker is not None:
-                node = None
-            elif c.timer is None:
-                node = find_node(c, ask)
-            else:
-                calls = c.node_calls
-                c.node_calls = calls + 1
-                if calls < NODE_TIMED_ALWAYS or not calls % NODE_TIMED_EVERY:
-                    # timed inline (a _timed call costs a third of the timing), and only a sample
-                    # of a big cycle's selections: the clock cost 3 % of a 10,000-allocation burst
-                    started = c.timer()
-                    node = find_node(c, ask)
-                    c.stages["node"] += c.timer() - started
-                    c.node_timed += 1
-                else:
-                    node = find_node(c, ask)
-            if node is not None:
-                c.ask_cursor[app] = cursor
-                c.visited += i - start + 1
-                alloc = p.ledger.allocate(app, ask, node, c.now)
-                if ask.pending <= 0:
-                    app.mark_exhausted()  # compact at the next cycle
-                    _priority_may_drop(c, app, ask, asks, cursor)
-                return alloc
-            if plain:
-                last_res, last_blocker = res, blocker
-        if blocker is not None:
-            _headroom_blocked(c, app, ask, blocker)
-        else:
-            # no node fits now; root's headroom (the cluster size) may be what is missing
-            if budgeted_queue_preemption(p, c, app, ask):
-                verdict = RESERVED
-            elif not c.no_reserve and not (plain and res == no_reserve_res):
-                verdict = maybe_reserve(c, app, ask)
-                if verdict == NO_NODE and plain:
-                    no_reserve_res = res
-            else:
-                verdict = NOT_RESERVED
-            if verdict != RESERVED:
-                unschedulable += not ask.required_node
-                if ask.sched_state is not SchedState.FAILED or ask.sched_reason != WAITING_FOR_CLUSTER:
-                    p.sched_state(ask, SchedState.FAILED, WAITING_FOR_CLUSTER)
-        if i == cursor:
-            cursor += 1
-        else:
-            blocked.add(ask)
-        i += 1
-    c.ask_cursor[app] = cursor
-    c.visited += i - start
-    return None
-
-
-def _priority_may_drop(c: _Cycle, app: "Application", done: "Ask", asks: list, cursor: int) -> None:
+def _priority_may_drop(c: Cycle, app: "Application", done: "Ask", asks: list, cursor: int) -> None:
     """``done`` has no repeats left. If it was the last ask of the app's top priority, the app
     and its queues now rank lower: drop the cycle's cached priorities and fifo order so the
     next descent sees it (YuniKorn re-sorts every cycle; Korral only when a priority drops)."""
@@ -531,7 +569,8 @@ def _priority_may_drop(c: _Cycle, app: "Application", done: "Ask", asks: list, c
     if now_prio >= done.priority:
         return
     leaf = app.queue
-    counts = c.prio_count.get(leaf)
+    queue_memo = c.queue_order
+    counts = queue_memo.app_priorities.get(leaf)
     if counts is not None:  # move the app from its old to its new priority
         left = counts.get(done.priority, 0) - 1
         if left > 0:
@@ -542,41 +581,18 @@ def _priority_may_drop(c: _Cycle, app: "Application", done: "Ask", asks: list, c
             counts[now_prio] = counts.get(now_prio, 0) + 1
         if left <= 0:  # the leaf's max may have dropped: its queues re-rank
             for q in leaf.chain():
-                c.qprio.pop(q, None)
-                c.qkey.pop(q, None)
-    order = c.fifo.get(leaf)
-    if order is not None and leaf.priority_enabled:  # fifo and stateaware keep c.fifo
+                queue_memo.priorities.pop(q, None)
+                queue_memo.keys.pop(q, None)
+    memo = c.app_order
+    order = memo.fifo.get(leaf)
+    if order is not None and leaf.priority_enabled:  # fifo and stateaware keep a fifo order
         # the app ranks lower now: take it out (and back in at its new place if it still has
         # work) so the cycle's fifo order stays sorted by current keys
         try:
-            j = order.index(app, c.fifo_cursor[leaf])
+            j = order.index(app, memo.fifo_cursor[leaf])
         except ValueError:
             return
         del order[j]
         if now_prio != INT32_MIN:
             keyf = _fifo_key(True)
-            order.insert(bisect_left(order, keyf(app), lo=c.fifo_cursor[leaf], key=keyf), app)
-
-
-def _headroom_blocked(c: _Cycle, app: "Application", ask: "Ask", blocker: Queue) -> None:
-    p = c.p
-    if ask.sched_state is not SchedState.SKIPPED and c.event_budget > 0:
-        c.event_budget -= 1
-        p.event(EventType.REQUEST, ask.key, "InsufficientQueueResources",
-                f"Application {app.app_id} does not fit into {blocker.path} queue", c.now,
-                group=app.app_id)
-    p.sched_state(ask, SchedState.SKIPPED,
-                  f"request does not fit the headroom of queue {blocker.path}")
-
-
-def _limit_blocked(c: _Cycle, app: "Application", ask: "Ask", held) -> None:
-    """The ask stays pending: SKIPPED, with a REQUEST event naming the limit (once per state
-    change, within the cycle's event budget)."""
-    p = c.p
-    lim, path = held
-    reason, message = describe_limit(lim, path, app, p.limits.group_of(app))
-    if (ask.sched_state is not SchedState.SKIPPED or ask.sched_reason != message) \
-            and c.event_budget > 0:
-        c.event_budget -= 1
-        p.event(EventType.REQUEST, ask.key, reason, message, c.now, group=app.app_id)
-    p.sched_state(ask, SchedState.SKIPPED, message)
+            order.insert(bisect_left(order, keyf(app), lo=memo.fifo_cursor[leaf], key=keyf), app)

@@ -1,15 +1,18 @@
 """The partition's parts through their public surfaces: timers, ledger, lifecycle, node
-registry, and the partition's injected inputs (new_uuid, created_ns)."""
+registry, the scheduler's admission, the partition's cross-part steps and what a cycle acts on,
+and the partition's injected inputs (new_uuid, created_ns)."""
 
 from __future__ import annotations
 
 import pytest
 
+from common.config.model import LimitConfig
 from common.resources import Resource
-from partition_worker.core import AddNode, AppEvent, Partition, RemoveNode, Termination, UpdateNode
+from partition_worker.core import (AddNode, AppEvent, DrainNode, Partition, RemoveNode, Termination,
+                                   UndrainNode, UpdateNode)
 from partition_worker.core.dao import partition_dao
 from partition_worker.core.timers import Timers
-from tests.core.harness import START, Harness, partition_config, res
+from tests.core.harness import START, Harness, partition_config, q, res
 
 
 # --------------------------------------------------------------------------- timers
@@ -154,3 +157,53 @@ def test_a_relabelled_node_drops_a_reservation_whose_selector_it_no_longer_match
     assert h.p.ledger.reservations == {}
     h.step()
     assert h.allocs_of("k1") == []
+
+
+# --------------------------------------------------------------------------- cross-part steps
+def test_the_ledger_books_a_release_and_the_partition_moves_the_app_on(h: Harness) -> None:
+    h.node("n1").app("app1").ask("k1", "app1")
+    h.step()
+    p = h.p
+    app = p.apps["app1"]
+    (alloc,) = app.allocations.values()
+    assert p.ledger.release(alloc, Termination.STOPPED_BY_RM, "gone", h.now, report=True) is app
+    assert app.state.value == "Starting" and app.is_idle()  # the ledger does not move the app on
+    assert p.ledger.release(alloc, Termination.STOPPED_BY_RM, "gone", h.now, report=True) is None
+    h.ask("k2", "app1").step()
+    (alloc,) = app.allocations.values()
+    p.release(alloc, Termination.STOPPED_BY_RM, "gone", h.now)
+    assert app.state.value == "Completing"  # its last work ended
+
+
+def test_admission_checks_the_user_limit_before_the_queue_headroom() -> None:
+    limit = LimitConfig(users=("alice",), maxresources={"memory": 25})
+    h = Harness(partition_config(q("root", q("default", max={"memory": 20}, limits=(limit,)), submitacl="*")))
+    h.node("n1").app("app1")
+    admit = h.p.scheduler.admit
+    app = h.p.apps["app1"]
+    lim, path = admit(app, res(memory=30, vcore=1))  # both would hold it: the limit is named
+    assert path == "root.default" and (lim.kind, lim.name, lim.max) == ("user", "alice", res(memory=25))
+    assert admit(app, res(memory=22, vcore=1)).path == "root.default"  # the queue's max
+    assert admit(app, res(memory=5, vcore=1)) is None
+    assert admit(app, res(memory=5, vcore=5000)) is h.p.root  # root's max: the cluster's size
+
+
+# --------------------------------------------------------------------------- what a cycle acts on
+def test_a_cycle_runs_only_after_something_it_may_act_on(h: Harness) -> None:
+    h.node("n1", memory=100).app("app1").ask("k1", "app1", memory=200)
+    h.step()
+    assert not h.p.changed
+    h.do(DrainNode("n1"))
+    assert not h.p.changed  # a drained node gives a cycle nothing more to place
+    h.do(UndrainNode("n1"))
+    assert h.p.changed
+    h.step()
+    h.app("app2")
+    assert not h.p.changed  # an app without asks neither
+    h.ask("k2", "app2", memory=5)
+    assert h.p.changed
+    cycles = h.p.cycles
+    h.step()
+    assert h.p.cycles == cycles + 1 and not h.p.changed
+    h.do(UpdateNode("n1", capacity=Resource({"memory": 300, "vcore": 10})))
+    assert h.p.changed and h.p.next_wakeup_ns() == h.p.last_cycle_ns  # due now

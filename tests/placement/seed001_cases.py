@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from tests.queues_yaml import open_root, queues_yaml
+
 __all__ = ["PlacementCase", "SEED001_CASES", "NO_MATCH"]
 
 NO_MATCH = "application rejected: no placement rule matched"
@@ -38,94 +40,64 @@ class PlacementCase:
     note: str = ""
 
 
-PROVIDED = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: '*'
-    placementrules:
-      - name: provided
-        create: true
-        parent:
-          name: user
-          create: true
-"""
+PROVIDED = queues_yaml(open_root(rules="""
+- name: provided
+  create: true
+  parent:
+    name: user
+    create: true
+"""))
 
-USER = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - name: finance_dot_test
-    placementrules:
-      - name: user
-        create: false
-"""
+USER = queues_yaml(open_root("""
+- name: finance_dot_test
+""", rules="""
+- name: user
+  create: false
+"""))
 
-FIXED = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - name: last_resort
-    placementrules:
-      - name: fixed
-        value: last_resort
-"""
+FIXED = queues_yaml(open_root("""
+- name: last_resort
+""", rules="""
+- name: fixed
+  value: last_resort
+"""))
 
-TAG = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: '*'
-    placementrules:
-      - name: tag
-        value: namespace
-        create: true
-"""
+TAG = queues_yaml(open_root(rules="""
+- name: tag
+  value: namespace
+  create: true
+"""))
 
 # The placement rules exactly as the seed writes them (parent as a one-element list).
-COMPLEX_1 = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - name: namespaces
-            parent: true
-          - name: newapp
-            parent: true
-          - name: default
-    placementrules:
-      - name: user
-        create: true
-        filter:
-          type: allow
-          groups:
-            - dev*
-        parent:
-          - name: tag
-            value: namespace
-      - name: tag
-        value: namespace
-        create: true
-        parent:
-          - name: fixed
-            value: root.namespaces
-            filter:
-              type: allow
-              users:
-                - john
-      - name: fixed
-        value: root.default
-"""
+COMPLEX_1 = queues_yaml(open_root("""
+- name: namespaces
+  parent: true
+- name: newapp
+  parent: true
+- name: default
+""", rules="""
+- name: user
+  create: true
+  filter:
+    type: allow
+    groups:
+      - dev*
+  parent:
+    - name: tag
+      value: namespace
+- name: tag
+  value: namespace
+  create: true
+  parent:
+    - name: fixed
+      value: root.namespaces
+      filter:
+        type: allow
+        users:
+          - john
+- name: fixed
+  value: root.default
+"""))
 
 # Exactly the seed's second example: root is inserted and has no ACL (deny all).
 COMPLEX_2 = """
@@ -142,21 +114,15 @@ partitions:
 """
 
 # The second example with an open root: the ACL check walks up to root, which then lets anyone in.
-COMPLEX_2_OPEN_ROOT = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - name: production
-            submitacl: john,bob
-    placementrules:
-      - name: fixed
-        value: root.production
-      - name: user
-        create: true
-"""
+COMPLEX_2_OPEN_ROOT = queues_yaml(open_root("""
+- name: production
+  submitacl: john,bob
+""", rules="""
+- name: fixed
+  value: root.production
+- name: user
+  create: true
+"""))
 
 SEED001_CASES: tuple[PlacementCase, ...] = (
     PlacementCase(

@@ -7,29 +7,24 @@ from common.config.model import FilterConfig, PlacementRuleConfig as R
 from partition_worker.placement import NO_RULE_MATCHED, AppPlacementInfo, PlacementError, PlacementManager, RULES, replace_dot
 from common.config.placement_rules import RULE_NAMES as PLACEMENT_RULE_NAMES
 from tests.placement.fake_queues import FakeQueueTree
+from tests.queues_yaml import open_root, queues_yaml
 
-OPEN = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - name: leafq
-          - name: parentq
-            parent: true
-            queues:
-              - name: child
-          - name: team
-            parent: true
-          - name: locked
-            parent: true
-            submitacl: ' admins'
-          - name: a
-            queues:
-              - name: b
-                parent: true
-"""
+OPEN = queues_yaml(open_root("""
+- name: leafq
+- name: parentq
+  parent: true
+  queues:
+    - name: child
+- name: team
+  parent: true
+- name: locked
+  parent: true
+  submitacl: ' admins'
+- name: a
+  queues:
+    - name: b
+      parent: true
+"""))
 CLOSED_ROOT = """
 partitions:
   - name: default

@@ -20,33 +20,24 @@ from pathlib import Path
 from common.netutil import http_get_json
 from tests.conftest import StackHandle, start_stack, stop_and_verify, wait_until
 from tests.e2e.sirm import SIRM
+from tests.queues_yaml import open_root, queues_yaml
 from tests.si_builders import app, ask, node
 
 __all__ = ["CONFIG", "Loaded", "Http", "start_loaded", "stop_loaded", "add_app_states", "http",
            "EventStreamClient"]
 
 RM_ID = "rm-rest"
-CONFIG = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - name: a
-            resources:
-              guaranteed: {memory: 400}
-              max: {memory: 1000}
-            properties:
-              application.sort.policy: fifo
-          - name: b
-  - name: gpu
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - name: default
-"""
+CONFIG = queues_yaml(open_root("""
+- name: a
+  resources:
+    guaranteed: {memory: 400}
+    max: {memory: 1000}
+  properties:
+    application.sort.policy: fifo
+- name: b
+"""), open_root("""
+- name: default
+""", name="gpu"))
 
 
 @dataclass
