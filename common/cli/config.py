@@ -14,7 +14,7 @@ on a running stack by an operator, through rmproxy's admin endpoint (``/ws/v1/ko
   config change N replaced.
 
 Where: ``--state-dir D`` (a ``korral up`` stack: its REST address and its admin token
-``D/admin-token``) or ``--rest-address`` with ``--token-file`` or a client certificate
+``D/admin-token``; ``common.cli.target``) or ``--rest-address`` with ``--token-file`` or a client certificate
 (``--tls-client-cert``/``--tls-client-key``, ``--tls-ca`` for the server's CA). ``--rm-id``
 names the RM (default: the only one registered).
 
@@ -32,7 +32,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from common import addresses, security
+from common import security
+from common.cli import target
 from common.config.loader import file_checksum, strip_checksum
 from common.restclient import RestClient, RestError, path_part
 from common.units import human_resource
@@ -50,9 +51,8 @@ ACTIONS = {
 
 
 def _common_flags(p: argparse.ArgumentParser) -> None:
-    addresses.add_flag(p, "--rest-address", "rest_address", "REST address of the rmproxy holding the RM "
-                                                            "(host:port, or https://host:port)")
-    p.add_argument("--state-dir", help="a `korral up` stack: its REST address and admin token (STATE_DIR/admin-token)")
+    target.add_flags(p, "REST address of the rmproxy holding the RM (host:port, or https://host:port); "
+                        "--state-dir also gives the stack's admin token (DIR/admin-token)")
     p.add_argument("--rm-id", help="the RM whose config it is (default: the only one registered)")
     p.add_argument("--token-file", default=os.environ.get("KORRAL_ADMIN_TOKEN_FILE") or None, metavar="FILE",
                    help="admin token file (its first NAME:TOKEN or TOKEN line) [$KORRAL_ADMIN_TOKEN_FILE]")
@@ -79,16 +79,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _client(args: argparse.Namespace) -> RestClient:
-    address, token_file = args.rest_address, args.token_file
-    if args.state_dir:
-        from common.cli.stack.down import StackError, load_stack
+    address, token_file = target.rest_address(args), args.token_file
+    state_dir = args.state_dir or (None if args.rest_address else os.environ.get("KORRAL_STATE_DIR"))
+    if state_dir and not token_file:
         from common.cli.stack.security import ADMIN_TOKEN_FILE
-        try:
-            address = load_stack(args.state_dir).addresses["rest"]
-        except StackError as exc:
-            raise RestError(str(exc)) from None
-        local = Path(args.state_dir) / ADMIN_TOKEN_FILE
-        token_file = token_file or (str(local) if local.exists() else None)
+        local = Path(state_dir) / ADMIN_TOKEN_FILE
+        token_file = str(local) if local.exists() else None
     token = None
     if token_file:
         try:
