@@ -33,7 +33,7 @@ ALLOWED: dict[str, set[str]] = {
     "rmproxy": {"common"},
     "rmproxy.server": {"common"},
     "rmproxy.client": {"common"},
-    "rmproxy.sim": {"common", "rmproxy.client"},
+    "rmproxy.sim": {"common", "common.cli", "rmproxy.client"},  # korral sim finds a stack as the CLI does
     "rmproxy.bench": {"common", "common.cli", "rmproxy.client"},
 }
 SUBAREAS = {"common": ("cli",), "partition_worker": ("core", "placement"),

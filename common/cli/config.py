@@ -41,6 +41,8 @@ from common.units import human_resource
 __all__ = ["configure", "run", "ACTIONS", "format_dry_run"]
 
 ADMIN = "/ws/v1/korral/admin/config"
+ALLOW_REMOVAL_FLAG = "--allow-partition-removal"  # rmproxy.server.config_changes names both in its refusal
+ALLOW_REMOVAL_PARAM = "allowPartitionRemoval"
 ACTIONS = {
     "get": "print the active config (ending with its checksum line)",
     "apply": "apply FILE (against the checksum in it, or the one read now); --dry-run: only report what it would do",
@@ -75,6 +77,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         if name in ("apply", "rollback"):
             p.add_argument("--checksum", help="make the change against this checksum (default: the file's "
                                               "checksum line, else the active config's read now)")
+            p.add_argument(ALLOW_REMOVAL_FLAG, dest="allow_partition_removal", action="store_true",
+                           help="make the change even if it empties the config or removes a partition that holds "
+                                "nodes or applications (refused otherwise, naming what would go)")
         _common_flags(p)
 
 
@@ -140,8 +145,13 @@ def _apply(client: RestClient, base: str, args) -> tuple[Any, str]:
         doc = client.send_json("POST", f"{base}/dry-run", body, {"Content-Type": "application/x-yaml"})
         return doc, format_dry_run(doc, args.file)
     expected = args.checksum or file_checksum(raw) or client.get(base)["checksum"]
-    doc = client.send_json("PUT", base, body, {"Content-Type": "application/x-yaml", "If-Match": expected})
+    doc = client.send_json("PUT", base + _allow(args), body, {"Content-Type": "application/x-yaml",
+                                                               "If-Match": expected})
     return doc, _change_text(doc)
+
+
+def _allow(args) -> str:
+    return f"?{ALLOW_REMOVAL_PARAM}=true" if args.allow_partition_removal else ""
 
 
 def _diff(client: RestClient, base: str, args) -> tuple[Any, str]:
@@ -165,7 +175,7 @@ def _history(client: RestClient, base: str, args) -> tuple[Any, str]:
 
 def _rollback(client: RestClient, base: str, args) -> tuple[Any, str]:
     expected = args.checksum or client.get(base)["checksum"]
-    doc = client.send_json("POST", f"{base}/rollback/{args.number}", b"", {"If-Match": expected})
+    doc = client.send_json("POST", f"{base}/rollback/{args.number}{_allow(args)}", b"", {"If-Match": expected})
     return doc, _change_text(doc)
 
 
@@ -195,6 +205,8 @@ def format_dry_run(doc: dict, source: str) -> str:
     head = (f"dry run of {source} for RM {doc['rmID']} (checksum {doc['oldChecksum'][:12]} -> "
             f"{doc['newChecksum'][:12]}{', unchanged' if doc['unchanged'] else ''}); nothing was changed")
     lines = [head] + [f"  warning: {w}" for w in doc.get("warnings", [])]
+    if doc.get("refusal"):
+        lines.append(f"  applying it would be refused: {doc['refusal']}")
     for part in doc["partitions"]:
         lines += _partition_lines(doc["rmID"], part)
     return "\n".join(lines)

@@ -302,6 +302,7 @@ class Proxy:
         if not req.rmID:
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
                                     "registration of RM failed: rmID must not be empty")
+        req = self.config_changes.for_registration(req)  # a resync keeps an operator's config
         try:
             declared = declared_revision(req.buildInfo)
             config, compat = _read_config(req)

@@ -110,3 +110,100 @@ def test_a_re_registration_with_another_config_is_recorded_by_a_fresh_rmproxy():
     asyncio.run(p.register(si_pb2.RegisterResourceManagerRequest(rmID="rm1", config=NEW)))
     (record,) = store.records
     assert (record.action, record.old_config, record.new_checksum) == ("rm-register", OLD, config_checksum(NEW))
+
+
+# -- partitions removed and restored ----------------------------------------------------------
+
+TWO = OLD.replace("}]}]", "}]}, {name: edge, queues: [{name: root, submitacl: '*'}]}]")
+HOLDS = {"action": "remove", "nodes": 3, "applications": 2, "failedApplications": ["a1", "a2"], "allocations": 5}
+
+
+def proxy_with_two_partitions(store: AuditedStore, edge_holds: object = HOLDS):
+    """An RM with partitions default and edge; edge's worker answers the removal what-if with
+    ``edge_holds`` (a Reply's data, or an exception raised)."""
+    from common.config import load_config
+    from common.messages import Reply
+    from rmproxy.server.rms import RMSession
+    from rmproxy.server.worker_requests import NoAnswer
+
+    p, _ = make_proxy()
+    p.store = store
+    applied: list[str] = []
+
+    async def update_configuration(req):
+        applied.append(req.config)
+        rm = p.rms[req.rmID]
+        rm.registration = Registration(req.rmID, config=req.config)
+        rm.partitions = [x.name for x in load_config(req.config).partitions]
+        rm.epochs = {x: rm.epochs.get(x, 7) for x in rm.partitions}
+
+    async def ask(kind, rm_id, partition, epoch, seq, body):
+        assert (kind, seq, body.what) == (Kind.QUERY, 0, "whatif")  # outside the RM's request sequence
+        if isinstance(edge_holds, Exception):
+            raise edge_holds
+        return Reply(data=edge_holds if partition == "edge" else {"action": "keep"})
+
+    p.update_configuration = update_configuration  # type: ignore[method-assign]
+    p.requests.ask = ask  # type: ignore[method-assign]
+    p.rms["rm1"] = RMSession("rm1", ["default", "edge"], registration=Registration("rm1", config=TWO))
+    p.rms["rm1"].epochs.update(default=1, edge=2)
+    p.config_changes._sent["rm1"] = config_checksum(TWO)  # the RM registered with TWO
+    return p, applied, NoAnswer
+
+
+def test_removing_a_partition_that_holds_nodes_or_apps_is_refused_naming_what_would_go():
+    p, applied, _ = proxy_with_two_partitions(AuditedStore())
+    with pytest.raises(RegistrationError) as refused:
+        asyncio.run(p.config_changes.change(req(OLD), "token alice", "apply", allow_partition_removal=False))
+    assert refused.value.code is grpc.StatusCode.FAILED_PRECONDITION and applied == []
+    assert "it removes partition [rm1]edge with 3 nodes, 2 applications and 5 allocations" in str(refused.value)
+    assert "--allow-partition-removal" in str(refused.value) and "allowPartitionRemoval=true" in str(refused.value)
+    change = asyncio.run(p.config_changes.change(req(OLD), "token alice", "apply", allow_partition_removal=True))
+    assert change.changed and applied == [OLD] and p.rms["rm1"].partitions == ["default"]
+
+
+@pytest.mark.parametrize("text", ["", "  \n"], ids=["empty", "blank"])
+def test_an_empty_config_is_refused_even_when_it_removes_nothing_that_holds_anything(text):
+    p, applied, _ = proxy_with_two_partitions(AuditedStore(), edge_holds={**HOLDS, "nodes": 0, "applications": 0})
+    with pytest.raises(RegistrationError, match="the config is empty: the scheduler would serve its default config"):
+        asyncio.run(p.config_changes.change(req(text), "token alice", "apply", allow_partition_removal=False))
+    assert applied == []
+
+
+def test_an_empty_partition_goes_without_asking_and_a_partition_whose_worker_is_silent_is_refused():
+    p, applied, no_answer = proxy_with_two_partitions(AuditedStore(), edge_holds={**HOLDS, "nodes": 0,
+                                                                                 "applications": 0})
+    asyncio.run(p.config_changes.change(req(OLD), "token alice", "apply", allow_partition_removal=False))
+    assert applied == [OLD]
+    p, applied, no_answer = proxy_with_two_partitions(AuditedStore())
+    p.requests.ask = lambda *a: (_ for _ in ()).throw(no_answer("partition [rm1]edge: no answer"))  # type: ignore
+    with pytest.raises(RegistrationError, match=r"\[rm1\]edge \(what it holds is unknown: partition \[rm1\]edge: "
+                                                r"no answer\)"):
+        asyncio.run(p.config_changes.change(req(OLD), "token alice", "apply", allow_partition_removal=False))
+
+
+def test_the_rms_own_update_is_not_guarded():
+    p, applied, _ = proxy_with_two_partitions(AuditedStore())
+    asyncio.run(p.config_changes.change(req(OLD), "RM rm1"))  # its config is its truth
+    assert applied == [OLD]
+
+
+def test_a_restored_partition_makes_the_rm_re_register_and_the_resync_keeps_the_active_config():
+    p, applied, _ = proxy_with_two_partitions(AuditedStore())
+    rm = p.rms["rm1"]
+    notices: asyncio.Queue = asyncio.Queue()
+    rm.subscribers.append(notices)
+    asyncio.run(p.config_changes.change(req(OLD), "token alice", "apply", allow_partition_removal=True))
+    assert rm.resync_reason is None  # a removal alone asks nothing of the RM
+    restored = TWO.replace("submitacl: '*'}]}]", "submitacl: '*', queues: [{name: x}]}]}]")  # edge back, changed
+    assert restored != TWO
+    asyncio.run(p.config_changes.change(req(restored), "token alice", "apply"))
+    assert rm.resync_reason == ("partition [rm1]edge was restored by a config change: send its nodes and "
+                                "applications again")
+    assert notices.get_nowait().reRegister.reason == rm.resync_reason
+    # the RM re-registers as asked, with the config it sent last: the operator's config stays
+    again = p.config_changes.for_registration(si_pb2.RegisterResourceManagerRequest(rmID="rm1", config=TWO))
+    assert again.config == restored
+    # a config the RM changed itself is its truth
+    own = p.config_changes.for_registration(si_pb2.RegisterResourceManagerRequest(rmID="rm1", config=NEW))
+    assert own.config == NEW
