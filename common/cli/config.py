@@ -85,7 +85,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def _client(args: argparse.Namespace) -> RestClient:
     address, token_file = target.rest_address(args), args.token_file
-    state_dir = args.state_dir or (None if args.rest_address else os.environ.get("KORRAL_STATE_DIR"))
+    state_dir = args.state_dir
     if state_dir and not token_file:
         from common.cli.stack.security import ADMIN_TOKEN_FILE
         local = Path(state_dir) / ADMIN_TOKEN_FILE

@@ -1,9 +1,11 @@
 """Which stack a client command talks to: ``--rest-address`` (``--si-address`` for ``korral sim``),
 or ``--state-dir`` naming a ``korral up`` stack, whose addresses are read from its ``stack.json``.
 
-An address flag given on the command line wins over the stack's; then ``--state-dir``; then
-``$KORRAL_REST_ADDRESS`` (resp. ``$KORRAL_SI_ADDRESS``); then the stack of ``$KORRAL_STATE_DIR``;
-then the default address. A stack listening on every interface (``0.0.0.0``) is reached on the
+An address flag given on the command line wins over the stack's; then ``--state-dir`` given on
+the command line; then ``$KORRAL_REST_ADDRESS`` (resp. ``$KORRAL_SI_ADDRESS``); then the stack of
+``$KORRAL_STATE_DIR``; then the default address. The environment is read as the flags' defaults
+(as every ``korral`` flag reads its variable), so the parsed arguments hold what will be used
+unless a stack is named. A stack listening on every interface (``0.0.0.0``) is reached on the
 loopback address.
 """
 
@@ -18,6 +20,7 @@ from common.restclient import RestError
 __all__ = ["add_flags", "rest_address", "si_address", "connect_address", "TargetError"]
 
 _KEYS = {"rest_address": "rest", "si_address": "si"}
+STATE_DIR_ENV = "KORRAL_STATE_DIR"
 
 
 class TargetError(RestError):
@@ -25,23 +28,33 @@ class TargetError(RestError):
     the command cannot reach the REST API)."""
 
 
+class _Given(argparse.Action):
+    """Stores the value and remembers that it was given on the command line, not defaulted."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        setattr(namespace, self.dest, values)
+        given = set(getattr(namespace, "_given", ()))
+        namespace._given = given | {self.dest}
+
+
 def add_flags(parser: argparse.ArgumentParser, help_text: str, *, si: bool = False,
-              rest_help: str = "", rest_default: str = "") -> None:
+              rest_help: str = "", rest_default: str | None = None) -> None:
     """``--state-dir`` and the address flags that override it (``--rest-address``; ``--si-address``
     too when ``si``: then ``help_text`` is the SI address's, ``rest_help`` the REST one's).
-    ``rest_default`` says what happens without a REST address when it is not the default address
-    (``rest_address(args, fallback)``)."""
-    wanted = ["si_address", "rest_address"] if si else ["rest_address"]
-    for name in wanted:
+    ``rest_default`` replaces the default REST address ("" for ``korral sim``: none)."""
+    for name in ["si_address", "rest_address"] if si else ["rest_address"]:
         env, default = addresses.DEFAULTS[name]
-        flag = "--" + name.replace("_", "-")
+        if name == "rest_address" and rest_default is not None:
+            default = rest_default
         text = rest_help if name == "rest_address" and rest_help else help_text
-        default = rest_default if name == "rest_address" and rest_default else f"default {default}"
-        parser.add_argument(flag, dest=name, default=None, metavar="HOST:PORT", help=f"{text} [${env}, {default}]")
-    names = " and ".join(_KEYS[n].upper() if n == "si_address" else "REST" for n in wanted)
-    parser.add_argument("--state-dir", default=None, metavar="DIR",
-                        help=f"a stack started by `korral up` in DIR: its {names} address from DIR/stack.json, "
-                             "unless given [$KORRAL_STATE_DIR]")
+        parser.add_argument("--" + name.replace("_", "-"), dest=name, action=_Given, metavar="HOST:PORT",
+                            default=os.environ.get(env) or default,
+                            help=f"{text} [${env}, default {default or 'none'}]")
+    names = "SI and REST addresses" if si else "REST address"
+    parser.add_argument("--state-dir", dest="state_dir", action=_Given, metavar="DIR",
+                        default=os.environ.get(STATE_DIR_ENV) or None,
+                        help=f"a stack started by `korral up` in DIR: its {names} from DIR/stack.json, unless "
+                             f"given [${STATE_DIR_ENV}]")
 
 
 def connect_address(address: str) -> str:
@@ -64,25 +77,24 @@ def _from_stack(state_dir: str, name: str) -> str:
         raise TargetError(f"the stack record of {state_dir} has no usable {_KEYS[name]} address: {exc}") from None
 
 
-def _address(args: argparse.Namespace, name: str, fallback: str | None = None) -> str:
-    given = getattr(args, name, None)
-    if given:
-        return given
-    if getattr(args, "state_dir", None):
+def _address(args: argparse.Namespace, name: str) -> str:
+    given = getattr(args, "_given", set())
+    value = getattr(args, name)
+    if name in given:
+        return value
+    if args.state_dir and "state_dir" in given:
         return _from_stack(args.state_dir, name)
-    env, default = addresses.DEFAULTS[name]
-    if os.environ.get(env):
-        return os.environ[env]
-    if os.environ.get("KORRAL_STATE_DIR"):
-        return _from_stack(os.environ["KORRAL_STATE_DIR"], name)
-    return default if fallback is None else fallback
+    if os.environ.get(addresses.DEFAULTS[name][0]):
+        return value  # the flag's default: the environment's
+    if args.state_dir:  # $KORRAL_STATE_DIR
+        return _from_stack(args.state_dir, name)
+    return value
 
 
-def rest_address(args: argparse.Namespace, fallback: str | None = None) -> str:
+def rest_address(args: argparse.Namespace) -> str:
     """The REST address the command talks to (see the module doc); ``TargetError`` when the
-    stack it names cannot be read. ``fallback`` replaces the default address (``korral sim``:
-    "", no REST reads)."""
-    return _address(args, "rest_address", fallback)
+    stack it names cannot be read."""
+    return _address(args, "rest_address")
 
 
 def si_address(args: argparse.Namespace) -> str:

@@ -135,6 +135,8 @@ class ConfigChanges:
                                                   Query({"what": "whatif", "config": text}))
         except NoAnswer as exc:
             return str(exc)
+        if reply.stale:
+            return "its worker changed while it was asked"
         if reply.error or not isinstance(reply.data, dict) or reply.data.get("action") != "remove":
             return reply.error or f"its worker answered {reply.data!r}"
         return reply.data

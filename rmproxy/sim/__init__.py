@@ -22,7 +22,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     from rmproxy.sim.presets import PRESETS
 
 
-    target.add_flags(parser, "rmproxy's gRPC SI address", si=True, rest_default="default none", rest_help=(
+    target.add_flags(parser, "rmproxy's gRPC SI address", si=True, rest_default="", rest_help=(
         "rmproxy's REST address: limits are checked against the config the scheduler serves (an operator may change "
         "it during the run), and the cluster view is printed at the end of the run, with a pointer to the web UI"))
     source = parser.add_mutually_exclusive_group()
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     from common.cli import target
     from common.restclient import RestError
     try:
-        si_address, rest_address = target.si_address(args), target.rest_address(args, fallback="")
+        si_address, rest_address = target.si_address(args), target.rest_address(args)
     except RestError as exc:
         err.print(f"korral sim: {exc}", markup=False)
         return 2

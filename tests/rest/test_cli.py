@@ -122,11 +122,15 @@ def test_explain_finds_an_application_of_another_partition_and_says_where(loaded
     rm = loaded.rm
     rm.apps(app("app-elsewhere", queue="root.default", partition="gpu", user="dave"))
     rm.wait_accepted("application", {"app-elsewhere"})
-    code, _, err = korral(capsys, "explain", "app-elsewhere", "--rest-address", addr(loaded), "--partition", "default")
-    assert code == 1 and "application app-elsewhere is not in partition [rm-rest]default; it is in partition " \
-        "[rm-rest]gpu: " in err and "explain app-elsewhere --partition '[rm-rest]gpu'" in err
-    code, out, _ = korral(capsys, "explain", "app-elsewhere", "--rest-address", addr(loaded))
-    assert code == 0 and out.splitlines()[0] == "application app-elsewhere is in partition [rm-rest]gpu"
+    try:
+        code, _, err = korral(capsys, "explain", "app-elsewhere", "--rest-address", addr(loaded), "--partition",
+                              "default")
+        assert code == 1 and "application app-elsewhere is not in partition [rm-rest]default; it is in partition " \
+            "[rm-rest]gpu: " in err and "explain app-elsewhere --partition '[rm-rest]gpu'" in err
+        code, out, _ = korral(capsys, "explain", "app-elsewhere", "--rest-address", addr(loaded))
+        assert code == 0 and out.splitlines()[0] == "application app-elsewhere is in partition [rm-rest]gpu"
+    finally:  # the stack is the package's: leave its applications as they were
+        rm.remove_apps(remove_app("app-elsewhere", "gpu"))
 
 
 @pytest.mark.parametrize("command", [["queues"], ["apps"], ["nodes"], ["explain", "app-a1"], ["dump", "-o", "-"],
