@@ -250,8 +250,8 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                 res = resource_from_si(alloc.resourcePerAlloc)
                 owner = app.owner if app is not None else None
                 found = self.validator.allocated_to(alloc.allocationKey, alloc.nodeID, queue, res, now, owner)
-                if self.served is not None and any(v.kind in LIMIT_KINDS for v in found) and self.served.refresh(
-                        lambda text: self.limits_changed(text, ((queue, res, owner),) if queue and owner else ())):
+                if self.served is not None and any(v.kind in LIMIT_KINDS for v in found) and self.served.confirm(
+                        now, lambda text: self.limits_changed(text, ((queue, res, owner),) if queue and owner else ())):
                     # the scheduler serves another config since the checks last read it: the one it used
                     found = self.validator.recheck(found, alloc.allocationKey, queue, owner, now)
                 self.stats.violation(found)

@@ -3,10 +3,13 @@
 An operator may change an RM's config while the sim runs (``korral config apply`` through
 rmproxy's admin endpoint), and the scheduler then places work under the new queue max and
 user/group limits. So, given the REST address, the sim reads ``/ws/v1/config?rmID=`` every
-``POLL`` seconds and again before it reports a limit violation: a change is adopted from then on
-(``apply``), and a violation that holds no more under the config served now is not one. Each
-change is kept (when in the run, old and new checksum, by whom) for the summary. Without a REST
-address only the workload's own ``config_updates`` change the limits.
+``POLL`` seconds and again before it reports a limit violation (``confirm``): a change is adopted
+from then on (``apply``), and a violation that holds no more under the config served now is not
+one. rmproxy records a change once the workers have taken it, so an allocation made under the new
+config can reach the RM before ``/ws/v1/config`` shows it: a violation is confirmed by a read that
+started at least ``SETTLE`` seconds after its allocation arrived. Each change is kept (when in the
+run, old and new checksum, by whom) for the summary. Without a REST address only the workload's
+own ``config_updates`` change the limits.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 import urllib.parse
 from typing import Callable
 
@@ -21,11 +25,12 @@ from common.config import config_checksum
 from common.config.loader import file_checksum, strip_checksum
 from common.restclient import RestClient, RestError
 
-__all__ = ["ServedConfig", "POLL", "BY_WORKLOAD", "BY_OTHER"]
+__all__ = ["ServedConfig", "POLL", "SETTLE", "BY_WORKLOAD", "BY_OTHER"]
 
 log = logging.getLogger(__name__)
 
 POLL = 0.5  # seconds between two reads of the served config
+SETTLE = 0.5  # a read this long after an allocation arrived shows the config it was made under
 BY_WORKLOAD = "the workload's config update"
 BY_OTHER = "not by this RM (an operator's korral config, or another client)"
 
@@ -50,6 +55,7 @@ class ServedConfig:
         self._lock = threading.Lock()
         self._reads = itertools.count(1)
         self._adopted_read = 0
+        self._last_read_at = float("-inf")  # when the last successful read started (clock)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -71,7 +77,7 @@ class ServedConfig:
         """Read the served config; when it changed, record it and ``apply(text)`` (under ``guard``).
         True when the limits changed."""
         with self._lock:
-            number = next(self._reads)
+            number, started = next(self._reads), self.clock()
         got = self.read()
         if got is None:
             return False
@@ -80,12 +86,25 @@ class ServedConfig:
             if number < self._adopted_read:
                 return False  # a read that started later was adopted already
             self._adopted_read = number
+            self._last_read_at = max(self._last_read_at, started)
             if checksum == self.checksum:
                 return False
             by = BY_WORKLOAD if checksum in self.expected else BY_OTHER
             self._record(checksum, by)
             apply(text)
             return True
+
+    def confirm(self, arrived: float, apply: Callable[[str], None]) -> bool:
+        """Before a limit violation of an allocation that arrived at ``arrived`` (clock) is reported:
+        read the served config, and when no read has started ``SETTLE`` seconds after the arrival
+        yet, wait for then and read again. True when the limits changed (check it again). Called
+        holding ``guard``: the RM's callbacks wait, so the usage stays as it was."""
+        if self.refresh(apply):
+            return True
+        if self.client is None or self._last_read_at >= arrived + SETTLE:
+            return False
+        time.sleep(max(0.0, arrived + SETTLE - self.clock()))
+        return self.refresh(apply)
 
     def workload_update(self, text: str, apply: Callable[[str], None]) -> None:
         """The workload's own ``UpdateConfiguration`` of ``text`` was accepted: adopt it now."""
