@@ -100,7 +100,7 @@ class Changes(Protocol):
 
     async def change(self, req: Any, who: str) -> Any: ...
 
-    async def registered(self, rm_id: str, old_text: str, new_text: str) -> None: ...
+    async def registered(self, rm: RMSession, replaced: registry.Registration | None) -> None: ...
 
 
 class SchedulerService:
@@ -135,8 +135,8 @@ class SchedulerService:
         except RegistrationError as exc:
             log.warning("%s", exc)
             await context.abort(exc.code, str(exc))
-        if replaced is not None:  # the config history says what a re-registration replaced
-            await self.changes.registered(request.rmID, replaced.config, request.config)
+        # the config history says what a re-registration replaced; partitions it rebuilt are known
+        await self.changes.registered(self.rm_registry.rms[request.rmID], replaced)
         return si.RegisterResourceManagerResponse()
 
     async def stream(self, name: str, request_iterator, context):
