@@ -135,7 +135,8 @@ class SchedulerService:
         except RegistrationError as exc:
             log.warning("%s", exc)
             await context.abort(exc.code, str(exc))
-        # the config history says what a re-registration replaced; partitions it rebuilt are known
+        # the session just registered (nothing ran in between): the config history records what it
+        # replaced, and the partitions its replay rebuilds are no longer ones a change removed
         await self.changes.registered(self.rm_registry.rms[request.rmID], replaced)
         return si.RegisterResourceManagerResponse()
 
