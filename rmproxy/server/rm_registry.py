@@ -5,8 +5,9 @@ partitions and waits (``REGISTER_TIMEOUT``) until each is owned; a re-registrati
 asked for that brings the config the RM sent last keeps the operator's config active instead. A
 config update is applied by the kept partitions' workers first, then replaces the registration,
 removes dropped partitions and waits for owners of added ones (``apply_config``; every change
-comes through ``rmproxy.server.config_changes``). A partition that loses its worker, or a broker restart,
-makes the RM re-register (``resync``). An RM Paused too long is Stopped (``maintain_once``).
+comes through ``rmproxy.server.config_changes``). A partition that loses its worker, or a broker
+restart, makes the RM re-register (``resync``). An RM Paused too long is Stopped
+(``maintain_once``).
 
 The registry answers the broker side's ownership news (``broker_side.RMSide``) and tells its
 listeners (``RMListener``) of registrations and resyncs. Its errors name what failed:
