@@ -134,7 +134,9 @@ demo: setup
 	$(KORRAL) sim --preset small --si-revision v1.8 --rm-id korral-sim-v18 --no-progress \
 	  --si-address "127.0.0.1:$$si" > "$(DEMO_DIR)/sim-v18.log" 2>&1 &
 	v18=$$!
-	$(KORRAL) sim --preset demo --si-address "127.0.0.1:$$si" --rest-address "127.0.0.1:$$rest"
+	# the dashboard is worth watching while the demo runs: once it ends, the RMs unregister
+	echo "dashboard (live while the demo runs): http://127.0.0.1:$$rest/"
+	$(KORRAL) sim --preset demo --state-dir "$(DEMO_DIR)"
 	echo
 	v18_status=0
 	wait $$v18 || v18_status=$$?
@@ -144,10 +146,13 @@ demo: setup
 	echo
 	$(KORRAL) status --state-dir "$(DEMO_DIR)" || true
 	echo
-	echo "dashboard: http://127.0.0.1:$$rest/   REST: http://127.0.0.1:$$rest/ws/v1/"
+	# The URL's line says whether the stack outlives the demo, and how to keep it (KEEP=1).
 	if [ "$(KEEP)" = 1 ]; then
 	  keep=1
-	  echo "the stack stays up (KEEP=1); stop it with: $(KORRAL) down --state-dir $(DEMO_DIR)"
+	  echo "dashboard: http://127.0.0.1:$$rest/   REST: http://127.0.0.1:$$rest/ws/v1/   (the stack stays up: KEEP=1)"
+	  echo "stop it with: $(KORRAL) down --state-dir $(DEMO_DIR)"
+	else
+	  echo "dashboard: http://127.0.0.1:$$rest/   REST: http://127.0.0.1:$$rest/ws/v1/   (stopped now; make demo KEEP=1 keeps the stack up)"
 	fi
 
 test: setup

@@ -37,7 +37,7 @@ ALLOWED: dict[str, set[str]] = {
     "rmproxy": {"common"},
     "rmproxy.server": {"common"},
     "rmproxy.client": {"common"},
-    "rmproxy.sim": {"common", "rmproxy.client"},
+    "rmproxy.sim": {"common", "common.cli", "rmproxy.client"},  # korral sim finds a stack as the CLI does
     "rmproxy.bench": {"common", "common.cli", "rmproxy.client"},
     "rmproxy.k8s.fake": {"common"},  # the fake API server: never the shim it is a test bed for
 }

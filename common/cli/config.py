@@ -14,7 +14,7 @@ on a running stack by an operator, through rmproxy's admin endpoint (``/ws/v1/ko
   config change N replaced.
 
 Where: ``--state-dir D`` (a ``korral up`` stack: its REST address and its admin token
-``D/admin-token``) or ``--rest-address`` with ``--token-file`` or a client certificate
+``D/admin-token``; ``common.cli.target``) or ``--rest-address`` with ``--token-file`` or a client certificate
 (``--tls-client-cert``/``--tls-client-key``, ``--tls-ca`` for the server's CA). ``--rm-id``
 names the RM (default: the only one registered).
 
@@ -32,13 +32,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from common import addresses, security
+from common import security
+from common.cli import target
+from common.config.loader import file_checksum, strip_checksum
 from common.restclient import RestClient, RestError, path_part
 from common.units import human_resource
 
-__all__ = ["configure", "run", "ACTIONS", "format_dry_run", "strip_checksum", "file_checksum"]
+__all__ = ["configure", "run", "ACTIONS", "format_dry_run"]
 
 ADMIN = "/ws/v1/korral/admin/config"
+ALLOW_REMOVAL_FLAG = "--allow-partition-removal"  # rmproxy.server.errors names both in its refusal
+ALLOW_REMOVAL_PARAM = "allowPartitionRemoval"
 ACTIONS = {
     "get": "print the active config (ending with its checksum line)",
     "apply": "apply FILE (against the checksum in it, or the one read now); --dry-run: only report what it would do",
@@ -49,9 +53,8 @@ ACTIONS = {
 
 
 def _common_flags(p: argparse.ArgumentParser) -> None:
-    addresses.add_flag(p, "--rest-address", "rest_address", "REST address of the rmproxy holding the RM "
-                                                            "(host:port, or https://host:port)")
-    p.add_argument("--state-dir", help="a `korral up` stack: its REST address and admin token (STATE_DIR/admin-token)")
+    target.add_flags(p, "REST address of the rmproxy holding the RM (host:port, or https://host:port); "
+                        "--state-dir also gives the stack's admin token (DIR/admin-token)")
     p.add_argument("--rm-id", help="the RM whose config it is (default: the only one registered)")
     p.add_argument("--token-file", default=os.environ.get("KORRAL_ADMIN_TOKEN_FILE") or None, metavar="FILE",
                    help="admin token file (its first NAME:TOKEN or TOKEN line) [$KORRAL_ADMIN_TOKEN_FILE]")
@@ -74,32 +77,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
         if name in ("apply", "rollback"):
             p.add_argument("--checksum", help="make the change against this checksum (default: the file's "
                                               "checksum line, else the active config's read now)")
+            p.add_argument(ALLOW_REMOVAL_FLAG, dest="allow_partition_removal", action="store_true",
+                           help="make the change even if it empties the config or removes a partition that holds "
+                                "nodes or applications (refused otherwise, naming what would go)")
         _common_flags(p)
 
 
-def strip_checksum(text: str) -> str:
-    return "".join(line for line in text.splitlines(keepends=True) if not line.startswith("checksum:"))
-
-
-def file_checksum(text: str) -> str | None:
-    """The checksum of the ``checksum:`` line ``korral config get`` ended the file with, if any."""
-    for line in text.splitlines():
-        if line.startswith("checksum:"):
-            return line.split(":", 1)[1].strip() or None
-    return None
-
-
 def _client(args: argparse.Namespace) -> RestClient:
-    address, token_file = args.rest_address, args.token_file
-    if args.state_dir:
-        from common.cli.stack.down import StackError, load_stack
+    address, token_file = target.rest_address(args), args.token_file
+    state_dir = args.state_dir
+    if state_dir and not token_file:
         from common.cli.stack.security import ADMIN_TOKEN_FILE
-        try:
-            address = load_stack(args.state_dir).addresses["rest"]
-        except StackError as exc:
-            raise RestError(str(exc)) from None
-        local = Path(args.state_dir) / ADMIN_TOKEN_FILE
-        token_file = token_file or (str(local) if local.exists() else None)
+        local = Path(state_dir) / ADMIN_TOKEN_FILE
+        token_file = str(local) if local.exists() else None
     token = None
     if token_file:
         try:
@@ -141,6 +131,9 @@ def _change_text(doc: dict) -> str:
 
 def _get(client: RestClient, base: str, args) -> tuple[Any, str]:
     doc = client.get(base)
+    if doc.get("default") and not args.json:
+        print(f"korral config get: RM {doc['rmID']} has an empty config: the scheduler serves the default config "
+              "below", file=sys.stderr)
     text = strip_checksum(doc["config"])
     return doc, text + ("" if text.endswith("\n") or not text else "\n") + f"checksum: {doc['checksum']}\n"
 
@@ -152,8 +145,13 @@ def _apply(client: RestClient, base: str, args) -> tuple[Any, str]:
         doc = client.send_json("POST", f"{base}/dry-run", body, {"Content-Type": "application/x-yaml"})
         return doc, format_dry_run(doc, args.file)
     expected = args.checksum or file_checksum(raw) or client.get(base)["checksum"]
-    doc = client.send_json("PUT", base, body, {"Content-Type": "application/x-yaml", "If-Match": expected})
+    doc = client.send_json("PUT", base + _allow(args), body, {"Content-Type": "application/x-yaml",
+                                                               "If-Match": expected})
     return doc, _change_text(doc)
+
+
+def _allow(args) -> str:
+    return f"?{ALLOW_REMOVAL_PARAM}=true" if args.allow_partition_removal else ""
 
 
 def _diff(client: RestClient, base: str, args) -> tuple[Any, str]:
@@ -177,7 +175,7 @@ def _history(client: RestClient, base: str, args) -> tuple[Any, str]:
 
 def _rollback(client: RestClient, base: str, args) -> tuple[Any, str]:
     expected = args.checksum or client.get(base)["checksum"]
-    doc = client.send_json("POST", f"{base}/rollback/{args.number}", b"", {"If-Match": expected})
+    doc = client.send_json("POST", f"{base}/rollback/{args.number}{_allow(args)}", b"", {"If-Match": expected})
     return doc, _change_text(doc)
 
 
@@ -207,6 +205,8 @@ def format_dry_run(doc: dict, source: str) -> str:
     head = (f"dry run of {source} for RM {doc['rmID']} (checksum {doc['oldChecksum'][:12]} -> "
             f"{doc['newChecksum'][:12]}{', unchanged' if doc['unchanged'] else ''}); nothing was changed")
     lines = [head] + [f"  warning: {w}" for w in doc.get("warnings", [])]
+    if doc.get("refusal"):
+        lines.append(f"  applying it would be refused: {doc['refusal']}")
     for part in doc["partitions"]:
         lines += _partition_lines(doc["rmID"], part)
     return "\n".join(lines)

@@ -14,14 +14,14 @@ import sys
 import time
 from pathlib import Path
 
-from common import addresses
+from common.cli import target
 from common.restclient import RestClient, RestError
 
 __all__ = ["configure", "run", "fetch_dump"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    addresses.add_flag(parser, "--rest-address", "rest_address", "REST address of any rmproxy (host:port)")
+    target.add_flags(parser, "REST address of any rmproxy")
     parser.add_argument("--output", "-o", default=None,
                         help="file to write ('-' for stdout; default korral-dump-<UTC time>.json)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the dump [60]")
@@ -42,7 +42,7 @@ def fetch_dump(rest_address: str, timeout: float = 60.0) -> tuple[dict, str]:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        doc, text = fetch_dump(args.rest_address, args.timeout)
+        doc, text = fetch_dump(target.rest_address(args), args.timeout)
     except RestError as exc:
         print(f"korral dump: {exc}", file=sys.stderr)
         return 1

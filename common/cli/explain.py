@@ -10,6 +10,10 @@ An application that no longer waits for anything (finished, removed by the RM, o
 the finished list) is answered from the partition's records: its final state, since when, and
 why. Reads ``/ws/v1/korral/partition/{p}/application/{app}/explain`` first.
 
+Without ``--partition`` every partition of the stack is searched and the answer starts with the
+one holding the application; with it, an application found elsewhere is named there, with the
+command that explains it.
+
 Exit status: 0 on success, 1 when the REST API cannot be reached or answers an error (the
 application was never known or is long forgotten, or the ask does not exist: its message is
 printed), 2 for bad flags.
@@ -23,10 +27,10 @@ import json
 import sys
 from typing import Any
 
-from common import addresses
+from common.cli import invocation, target
 from common.restclient import RestClient, RestError, path_part
 
-__all__ = ["configure", "run", "format_explanation", "format_grouped", "format_ended"]
+__all__ = ["configure", "run", "locate", "format_explanation", "format_grouped", "format_ended"]
 
 MAX_ASKS = 50  # pending asks explained when no KEY is given
 
@@ -35,9 +39,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("application", help="application ID")
     parser.add_argument("key", nargs="?", help="allocation key of one ask (default: every pending ask, "
                                                f"at most {MAX_ASKS})")
-    addresses.add_flag(parser, "--rest-address", "rest_address", "REST address of any rmproxy (host:port)")
-    parser.add_argument("--partition", default="default",
-                        help="partition of the application: name or [rmID]name (default: default)")
+    target.add_flags(parser, "REST address of any rmproxy")
+    parser.add_argument("--partition", default=None,
+                        help="partition of the application: name or [rmID]name (default: every partition is "
+                             "searched, and the one holding it named)")
     parser.add_argument("--json", action="store_true", help="print the API's JSON instead of text")
 
 
@@ -93,13 +98,60 @@ def format_grouped(answers: list[dict[str, Any]]) -> str:
     return "\n".join(format_explanation(e, keys) for e, keys in groups.values())
 
 
-def run(args: argparse.Namespace) -> int:
-    client = RestClient(args.rest_address)
+NOT_FOUND = "Application not found"
+
+
+def _app_base(part: dict, app_id: str) -> str:
+    return f"/ws/v1/korral/partition/{path_part(part['name'])}/application/{path_part(app_id)}"
+
+
+def _status(client: RestClient, part: dict, app_id: str) -> dict | None:
+    """Where the application stands in ``part``; None when the partition does not know it."""
     try:
-        part = client.partitions(args.partition)[0]
+        return client.get(f"{_app_base(part, app_id)}/explain", rmID=part.get("rmID", ""), limit=str(MAX_ASKS))
+    except RestError as exc:
+        if NOT_FOUND in str(exc):
+            return None
+        raise
+
+
+def _full_name(part: dict) -> str:
+    return f"[{part.get('rmID', '')}]{part['name']}"
+
+
+def locate(client: RestClient, app_id: str, wanted: str | None) -> tuple[dict, dict, str]:
+    """(partition, the application's status there, a line saying where it was found) of
+    ``app_id``: in the partition ``wanted`` names, else searched in every partition. RestError
+    naming the partitions searched (and where it is instead) when it is not there."""
+    parts = client.partitions(wanted)
+    if wanted:
+        status = _status(client, parts[0], app_id)
+        if status is not None:
+            return parts[0], status, ""
+        others = [p for p in client.partitions(None) if _full_name(p) != _full_name(parts[0])]
+    else:
+        others = parts
+    found = [(p, st) for p in others if (st := _status(client, p, app_id)) is not None]
+    if wanted:
+        where = "; ".join(f"it is in partition {_full_name(p)}: {invocation()} explain {app_id} --partition "
+                          f"'{_full_name(p)}'" for p, _ in found) or "nor in any other partition"
+        raise RestError(f"{NOT_FOUND}: application {app_id} is not in partition {_full_name(parts[0])}; {where}")
+    if not found:
+        searched = ", ".join(_full_name(p) for p in parts) or "none: no RM is registered"
+        raise RestError(f"{NOT_FOUND}: application {app_id} is in no partition (searched: {searched})")
+    if len(found) > 1:
+        names = ", ".join(_full_name(p) for p, _ in found)
+        raise RestError(f"application {app_id} is in several partitions ({names}): name one with --partition")
+    part, status = found[0]
+    return part, status, f"application {app_id} is in partition {_full_name(part)}"
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        client = RestClient(target.rest_address(args))
+        part, status, where = locate(client, args.application, args.partition)
         rm_id = part.get("rmID", "")
-        app_base = f"/ws/v1/korral/partition/{path_part(part['name'])}/application/{path_part(args.application)}"
-        status = client.get(f"{app_base}/explain", rmID=rm_id, limit=str(MAX_ASKS))
+        app_base = _app_base(part, args.application)
         keys = [] if not status.get("active") else [args.key] if args.key else status.get("pendingKeys", [])
         answers = [client.get(f"{app_base}/allocation/{path_part(k)}/explain", rmID=rm_id) for k in keys]
     except RestError as exc:
@@ -107,7 +159,10 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if args.json:
         print(json.dumps(answers if status.get("active") else status, indent=2))
-    elif not status.get("active"):
+        return 0
+    if where:
+        print(where)
+    if not status.get("active"):
         print(format_ended(status))
     elif not answers:
         print(f"application {args.application} has no pending asks")

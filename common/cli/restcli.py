@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-from common import addresses
+from common.cli import target
 from common.restclient import RestClient, RestError, path_part
 from common.units import human_resource
 
@@ -24,7 +24,7 @@ __all__ = ["configure", "run", "format_table"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    addresses.add_flag(parser, "--rest-address", "rest_address", "REST address of any rmproxy (host:port)")
+    target.add_flags(parser, "REST address of any rmproxy")
     parser.add_argument("--partition", help="only this partition: name or [rmID]name (default: all)")
     if parser.get_default("_name") == "apps":
         parser.add_argument("--queue", help="only the active applications of this queue (full path, root.a)")
@@ -99,8 +99,8 @@ def run(args: argparse.Namespace) -> int:
     if show is None:
         print(f"korral {name}: not a REST client command (one of {', '.join(_COMMANDS)})", file=sys.stderr)
         return 2
-    client = RestClient(args.rest_address)
     try:
+        client = RestClient(target.rest_address(args))
         parts = client.partitions(args.partition)
         results = []
         for p in parts:

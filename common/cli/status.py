@@ -22,7 +22,7 @@ import xmlrpc.client
 from typing import Any
 
 from common import netutil, security
-from common.cli import cluster_status
+from common.cli import cluster_status, target
 from common.cli.stack.down import StackError, default_state_dir, load_stack, supervisor_rpc
 
 __all__ = ["configure", "run", "collect_status", "format_status"]
@@ -74,9 +74,7 @@ def collect_status(state_dir: str, now: float | None = None) -> dict[str, Any]:
             "state": state, "uptime_s": clock_now - started if state == "RUNNING" and started else None,
             "log": row.get("stdout_logfile"),
         })
-    host, port = netutil.parse_host_port(info.addresses["rest"], "rest address")
-    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
-    url = f"http://{f'[{host}]' if ':' in host else host}:{port}{READY_PATH}"
+    url = f"http://{target.connect_address(info.addresses['rest'])}{READY_PATH}"
     try:
         answer = netutil.http_get_json(url, timeout=2.0)
         doc["ready"] = answer.body if isinstance(answer.body, dict) else {"status": answer.status}

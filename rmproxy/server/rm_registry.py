@@ -1,11 +1,13 @@
 """The RMs this rmproxy holds and their lifecycle: registration, config updates, resyncs, stop.
 
 Registration writes the RM's registration to Redis, asks the broker for owners of its
-partitions and waits (``REGISTER_TIMEOUT``) until each is owned. A config update is applied by
-the kept partitions' workers first, then replaces the registration, removes dropped partitions
-and waits for owners of added ones (``apply_config``; every change comes through
-``rmproxy.server.config_changes``). A partition that loses its worker, or a broker restart,
-makes the RM re-register (``resync``). An RM Paused too long is Stopped (``maintain_once``).
+partitions and waits (``REGISTER_TIMEOUT``) until each is owned; a re-registration this rmproxy
+asked for that brings the config the RM sent last keeps the operator's config active instead. A
+config update is applied by the kept partitions' workers first, then replaces the registration,
+removes dropped partitions and waits for owners of added ones (``apply_config``; every change
+comes through ``rmproxy.server.config_changes``). A partition that loses its worker, or a broker
+restart, makes the RM re-register (``resync``). An RM Paused too long is Stopped
+(``maintain_once``).
 
 The registry answers the broker side's ownership news (``broker_side.RMSide``) and tells its
 listeners (``RMListener``) of registrations and resyncs. Its errors name what failed:
@@ -23,11 +25,11 @@ import grpc
 
 from common import korral_pb2, registry, si_pb2
 from common.compat import Compat, compat_warnings, parse_compat
-from common.config import SchedulerConfig, load_config
+from common.config import SchedulerConfig, config_checksum, load_config
 from common.config.errors import ConfigError
 from common.config.extra import check_extra_config
 from common.envelope import Envelope, Kind
-from common.messages import ConfigUpdate, PartitionOwned, PartitionRemove, Reply, RMPartitions, RMUnregister
+from common.messages import ConfigUpdate, PartitionOwned, PartitionRemove, Query, Reply, RMPartitions, RMUnregister
 from common.si_revision import declared_revision
 from rmproxy.server import revision
 from rmproxy.server.errors import NO_WORKER_ADVICE, RESYNC_DETAILS, ConfigUpdateError, RegistrationError
@@ -81,6 +83,25 @@ def _read_config(req: Any) -> tuple[SchedulerConfig, Compat]:
     return config, parse_compat(req.extraConfig)  # checked just above: cannot raise
 
 
+def _keeping_operator_config(req: si_pb2.RegisterResourceManagerRequest, old: RMSession | None,
+                             sent: str) -> si_pb2.RegisterResourceManagerRequest:
+    """The registration to apply for ``req`` (``sent``: its config's checksum): ``req`` itself,
+    except for a re-registration rmproxy asked for (a resync) that brings the config the RM sent
+    last while another one is active (an operator's change): then the active config stays, so the
+    recovery does not undo the change. A config the RM changed itself is its truth, and replaces
+    the active one."""
+    active = old.registration if old is not None else None
+    if old is None or old.resync_reason is None or active is None or old.rm_sent_checksum != sent \
+            or config_checksum(active.config) == sent:
+        return req
+    log.info("RM %s re-registers as asked with the config it sent last (%s): the active config %s stays",
+             req.rmID, sent, config_checksum(active.config))
+    kept = si_pb2.RegisterResourceManagerRequest()
+    kept.CopyFrom(req)
+    kept.config = active.config
+    return kept
+
+
 class RMRegistry:
     """The RM sessions of this rmproxy, ``rms`` (rmID -> ``RMSession``), shared with the router."""
 
@@ -98,16 +119,20 @@ class RMRegistry:
 
     async def register(self, req: si_pb2.RegisterResourceManagerRequest) -> registry.Registration | None:
         """Register (or re-register, wiping the RM's state) and wait until workers own its
-        partitions; the registration it replaced (None: none known), for the config history."""
+        partitions; the registration it replaced (None: none known), for the config history. A
+        resync's re-registration keeps an operator's config (``_keeping_operator_config``)."""
         if not req.rmID:
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
                                     "registration of RM failed: rmID must not be empty")
+        old = self.rms.get(req.rmID)
+        sent = config_checksum(req.config)
+        req = _keeping_operator_config(req, old, sent)
         try:
             declared = declared_revision(req.buildInfo)
             config, compat = _read_config(req)
         except (ConfigError, ValueError) as exc:  # ValueError: an unknown si.revision
             kept = (f"; RM {req.rmID} keeps its current registration and partitions"
-                    if req.rmID in self.rms else "")
+                    if old is not None else "")
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
                                     f"registration of RM failed: RM {req.rmID}: {exc}{kept}") from None
         for warning in (*config.warnings, *compat_warnings(config, compat)):
@@ -117,7 +142,6 @@ class RMRegistry:
             rm_id=req.rmID, version=req.version, policy_group=req.policyGroup, config=req.config,
             extra_config=dict(req.extraConfig), build_info={**req.buildInfo, "rmId": req.rmID},
             registered_at_ns=time.time_ns())
-        old = self.rms.get(req.rmID)
         # the config it replaces (another rmproxy may have held the RM): for the config history
         before = old.registration if old is not None else await self._stored_registration(req.rmID)
         try:
@@ -125,7 +149,7 @@ class RMRegistry:
         except Exception as exc:  # redis errors of several kinds: all mean "cannot persist"
             raise RegistrationError(grpc.StatusCode.UNAVAILABLE,
                                     f"registration of RM failed: Redis unavailable: {exc}") from None
-        rm = RMSession(req.rmID, partitions, registration=reg, revision=declared,
+        rm = RMSession(req.rmID, partitions, registration=reg, rm_sent_checksum=sent, revision=declared,
                        revision_why=revision.DECLARED if declared else "")
         if old is not None:  # keep the RM's open channels; everything else is wiped
             for w in old.owned_waiters.values():
@@ -323,11 +347,21 @@ class RMRegistry:
                          body: ConfigUpdate | PartitionRemove) -> Reply:
         """Send a config change to a partition's worker, in the RM's request sequence (it applies
         after the RM's earlier requests), and wait for its reply; failures are a Reply's error."""
+        return await self._ask(rm, partition, kind, body, in_sequence=True)
+
+    async def query_worker(self, rm: RMSession, partition: str, query: Query) -> Reply:
+        """Ask a partition's worker ``query`` outside the RM's request sequence (a read: nothing
+        waits for it), and wait for its reply; failures are a Reply's error."""
+        return await self._ask(rm, partition, Kind.QUERY, query, in_sequence=False)
+
+    async def _ask(self, rm: RMSession, partition: str, kind: Kind, body: ConfigUpdate | PartitionRemove | Query,
+                   in_sequence: bool) -> Reply:
         epoch = rm.epochs.get(partition)
         if epoch is None:
             return Reply(error=f"partition [{rm.rm_id}]{partition} has no worker", unavailable=True)
+        seq = rm.next_seq(partition) if in_sequence else 0  # 0: outside the RM's request sequence
         try:
-            return await self.broker.requests.ask(kind, rm.rm_id, partition, epoch, rm.next_seq(partition), body)
+            return await self.broker.requests.ask(kind, rm.rm_id, partition, epoch, seq, body)
         except NoAnswer as exc:
             return Reply(error=str(exc), unavailable=True)
 

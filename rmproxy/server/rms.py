@@ -58,6 +58,10 @@ class RMSession:
     owned_waiters: dict[str, asyncio.Future] = field(default_factory=dict)
     state: RMState = RMState.RUNNING
     registration: Registration | None = None
+    # The checksum of the config the RM itself sent last (its registration or UpdateConfiguration);
+    # an operator's change makes the registration's differ, and a re-registration rmproxy asked
+    # for that brings this one again keeps the operator's (RMRegistry.register)
+    rm_sent_checksum: str = ""
     # Set when this rmproxy asked the RM to re-register (its partitions lost their state); a
     # stream the RM opens before it has registered again is ended at once with the same reason.
     resync_reason: str | None = None

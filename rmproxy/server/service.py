@@ -100,7 +100,7 @@ class Changes(Protocol):
 
     async def change(self, req: Any, who: str) -> Any: ...
 
-    async def registered(self, rm_id: str, old_text: str, new_text: str) -> None: ...
+    async def registered(self, rm: RMSession, replaced: registry.Registration | None) -> None: ...
 
 
 class SchedulerService:
@@ -135,8 +135,9 @@ class SchedulerService:
         except RegistrationError as exc:
             log.warning("%s", exc)
             await context.abort(exc.code, str(exc))
-        if replaced is not None:  # the config history says what a re-registration replaced
-            await self.changes.registered(request.rmID, replaced.config, request.config)
+        # the session just registered (nothing ran in between): the config history records what it
+        # replaced, and the partitions its replay rebuilds are no longer ones a change removed
+        await self.changes.registered(self.rm_registry.rms[request.rmID], replaced)
         return si.RegisterResourceManagerResponse()
 
     async def stream(self, name: str, request_iterator, context):

@@ -11,7 +11,6 @@ removes apps when done, and checks every scheduler decision (see
 from __future__ import annotations
 
 import argparse
-import os
 
 from common import security
 
@@ -19,13 +18,13 @@ __all__ = ["configure", "run"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from common.cli import target
     from rmproxy.sim.presets import PRESETS
 
-    parser.add_argument("--si-address", default=os.environ.get("KORRAL_SI_ADDRESS", "127.0.0.1:9090"),
-                        help="rmproxy gRPC address [$KORRAL_SI_ADDRESS, 127.0.0.1:9090]")
-    parser.add_argument("--rest-address", default=os.environ.get("KORRAL_REST_ADDRESS", ""),
-                        help="REST address: the cluster view is printed at the end of the run (read while the sim's "
-                             "RM is still registered), with a pointer to the web UI [$KORRAL_REST_ADDRESS]")
+
+    target.add_flags(parser, "rmproxy's gRPC SI address", si=True, rest_default="", rest_help=(
+        "rmproxy's REST address: limits are checked against the config the scheduler serves (an operator may change "
+        "it during the run), and the cluster view is printed at the end of the run, with a pointer to the web UI"))
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--workload", metavar="FILE", help="workload YAML (format in docs/sim.md)")
     source.add_argument("--preset", choices=sorted(PRESETS), default=None,
@@ -74,17 +73,24 @@ def run(args: argparse.Namespace) -> int:
         for e in exc.errors:
             err.print(f"  {e}", markup=False)
         return 2
+    from common.cli import target
+    from common.restclient import RestError
+    try:
+        si_address, rest_address = target.si_address(args), target.rest_address(args)
+    except RestError as exc:
+        err.print(f"korral sim: {exc}", markup=False)
+        return 2
     console.print(f"korral sim: workload [bold]{workload.name}[/] seed {the_plan.seed}: "
                   f"{len(the_plan.nodes)} nodes, {len(the_plan.apps)} apps, {the_plan.task_count} tasks "
-                  f"-> {args.si_address} as RM {args.rm_id} (SI revision {args.si_revision})")
+                  f"-> {si_address} as RM {args.rm_id} (SI revision {args.si_revision})")
     try:
         credentials = security.grpc_channel_credentials(args.tls_ca, args.tls_client_cert, args.tls_client_key)
     except security.SecurityError as exc:
         err.print(f"korral sim: {exc}", markup=False)
         return 2
-    options = SimOptions(si_address=args.si_address, rm_id=args.rm_id, duration=args.duration,
+    options = SimOptions(si_address=si_address, rm_id=args.rm_id, duration=args.duration,
                          progress=not args.no_progress and console.is_terminal, credentials=credentials,
-                         rest_address=args.rest_address, si_revision=args.si_revision)
+                         rest_address=rest_address, si_revision=args.si_revision)
     try:
         result = simulate(the_plan, options, console)
     except ConfigError as exc:
@@ -96,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         err.print("korral sim: interrupted")
         return 130
-    print_summary(result.summary, console, args.rest_address)
+    print_summary(result.summary, console, rest_address)
     if result.final_view is not None:
         print_final_view(result.final_view, args.rm_id, console)
     if result.reconnects:

@@ -40,10 +40,12 @@ from dataclasses import dataclass, field
 from common.config.loader import load_config
 from common.config.model import LimitConfig, QueueConfig
 
-__all__ = ["Owner", "Validator", "Violation", "config_limits", "queue_limits", "ugm_limits"]
+__all__ = ["Owner", "Validator", "Violation", "config_limits", "queue_limits", "ugm_limits", "LIMIT_KINDS"]
 
 QueueRef = tuple[str, str]  # (partition, queue path)
 WILDCARD = "*"
+# the checks that depend on the config (it may change during a run: ``Validator.set_limits``)
+LIMIT_KINDS = frozenset({"queue-max-exceeded", "user-limit-exceeded", "group-limit-exceeded"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +144,7 @@ class Validator:
         """Check one new allocation and book it; returns the violations it caused."""
         found: list[Violation] = []
         if owner is not None and queue is not None and self.ugm:
-            found += self._ugm_book(key, queue, res, owner, +1, now)
+            self._ugm_book(queue, res, owner, +1)
         if key not in self.asks:
             found.append(Violation("unknown-ask", f"allocation for unknown ask {key} on node {node_id}", now))
         else:
@@ -164,25 +166,58 @@ class Validator:
         if queue is not None:
             partition, path = queue
             for ancestor in _ancestors(path):
-                ref = (partition, ancestor)
-                used = self.queue_used.setdefault(ref, {})
-                _add(used, res, +1)
-                limit = self.queue_max.get(ref)
-                if limit:
-                    over = {k: (used.get(k, 0), m) for k, m in limit.items() if used.get(k, 0) > m}
-                    if over:
-                        detail = ", ".join(f"{k} {u} > {m}" for k, (u, m) in sorted(over.items()))
-                        found.append(Violation("queue-max-exceeded",
-                                               f"queue {ancestor} of partition {partition} over its max "
-                                               f"after {key}: {detail}", now))
+                _add(self.queue_used.setdefault((partition, ancestor), {}), res, +1)
+        found += self.limit_violations(key, queue, owner, now)
         self.violations.extend(found)
         return found
+
+    def limit_violations(self, key: str, queue: QueueRef | None, owner: Owner | None,
+                         now: float) -> list[Violation]:
+        """The queue max and user/group limits the usage booked now exceeds on ``queue``'s path,
+        as of allocation ``key`` (checked, not booked)."""
+        if queue is None:
+            return []
+        found: list[Violation] = []
+        partition, path = queue
+        for ancestor in _ancestors(path):
+            limit = self.queue_max.get((partition, ancestor))
+            used = self.queue_used.get((partition, ancestor), {})
+            over = {k: (used.get(k, 0), m) for k, m in (limit or {}).items() if used.get(k, 0) > m}
+            if over:
+                detail = ", ".join(f"{k} {u} > {m}" for k, (u, m) in sorted(over.items()))
+                found.append(Violation("queue-max-exceeded",
+                                       f"queue {ancestor} of partition {partition} over its max "
+                                       f"after {key}: {detail}", now))
+        if owner is not None and self.ugm:
+            found += self._ugm_check(key, queue, owner, now)
+        return found
+
+    def set_limits(self, queue_max: dict[QueueRef, dict[str, int]], ugm: dict[QueueRef, tuple[LimitConfig, ...]],
+                   running: list[tuple[QueueRef, dict[str, int], Owner]]) -> None:
+        """New limits from now on (the config the scheduler serves changed): the user/group usage
+        is booked again from the ``running`` allocations (queue, resources, owner), since the new
+        limits may count other users, groups and queues; the peaks seen so far stay."""
+        self.queue_max, self.ugm = queue_max, ugm
+        self.ugm_used, self.ugm_apps = {}, {}
+        for queue, res, owner in running:
+            self._ugm_book(queue, res, owner, +1)
+
+    def recheck(self, found: list[Violation], key: str, queue: QueueRef | None, owner: Owner | None,
+                now: float) -> list[Violation]:
+        """``found`` (the violations of allocation ``key``) with its limit violations checked again
+        under the limits set since (``set_limits``)."""
+        limits = [v for v in found if v.kind in LIMIT_KINDS]
+        for v in limits:
+            self.violations.remove(v)
+        again = self.limit_violations(key, queue, owner, now)
+        self.violations.extend(again)
+        return [v for v in found if v.kind not in LIMIT_KINDS] + again
 
     def released(self, key: str, node_id: str, queue: QueueRef | None, res: dict[str, int],
                  owner: Owner | None = None) -> None:
         """Unbook an allocation the RM released or the scheduler took back."""
         if owner is not None and queue is not None and self.ugm:
-            self._ugm_book(key, queue, res, owner, -1, 0.0)
+            self._ugm_book(queue, res, owner, -1)
         if node_id in self.node_used:
             _add(self.node_used[node_id], res, -1)
         if queue is not None:
@@ -238,41 +273,47 @@ class Validator:
             return groups[0]
         return None
 
-    def _ugm_book(self, key: str, queue: QueueRef, res: dict[str, int], owner: Owner, sign: int,
-                  now: float) -> list[Violation]:
+    def _ugm_entries(self, queue: QueueRef, owner: Owner):
+        """(ref, limit entry) of every user/group limit on ``queue``'s path that applies to ``owner``."""
         partition, path = queue
         group = self._group(partition, path, owner.groups)
-        found: list[Violation] = []
         for ancestor in _ancestors(path):
             limits = self.ugm.get((partition, ancestor))
             if not limits:
                 continue
             for kind, name in (("user", owner.user), ("group", group)):
                 lim = _entry(limits, kind, name) if name else None
-                if lim is None:
-                    continue
-                ref = ((partition, ancestor), kind, name)
-                used = self.ugm_used.setdefault(ref, {})
-                _add(used, res, sign)
-                apps = self.ugm_apps.setdefault(ref, {})
-                apps[owner.app_id] = apps.get(owner.app_id, 0) + sign
-                if apps[owner.app_id] <= 0:
-                    del apps[owner.app_id]
-                if sign < 0:
-                    continue
+                if lim is not None:
+                    yield ((partition, ancestor), kind, name), lim
+
+    def _ugm_book(self, queue: QueueRef, res: dict[str, int], owner: Owner, sign: int) -> None:
+        for ref, _ in self._ugm_entries(queue, owner):
+            used = self.ugm_used.setdefault(ref, {})
+            _add(used, res, sign)
+            apps = self.ugm_apps.setdefault(ref, {})
+            apps[owner.app_id] = apps.get(owner.app_id, 0) + sign
+            if apps[owner.app_id] <= 0:
+                del apps[owner.app_id]
+            if sign > 0:
                 peak = self.ugm_peak.setdefault(ref, {})
                 for k, v in used.items():
                     peak[k] = max(peak.get(k, 0), v)
-                over = {k: (used.get(k, 0), m) for k, m in lim.maxresources.items() if used.get(k, 0) > m}
-                if over:
-                    detail = ", ".join(f"{k} {u} > {m}" for k, (u, m) in sorted(over.items()))
-                    found.append(Violation(f"{kind}-limit-exceeded",
-                                           f"{kind} {name} over its limit in queue {ancestor} of partition "
-                                           f"{partition} after {key}: {detail}", now))
-                if lim.maxapplications and len(apps) > lim.maxapplications:
-                    found.append(Violation(f"{kind}-limit-exceeded",
-                                           f"{kind} {name} runs {len(apps)} apps in queue {ancestor} of partition "
-                                           f"{partition} (maxapplications {lim.maxapplications}) after {key}", now))
+
+    def _ugm_check(self, key: str, queue: QueueRef, owner: Owner, now: float) -> list[Violation]:
+        found: list[Violation] = []
+        for ((partition, ancestor), kind, name), lim in self._ugm_entries(queue, owner):
+            used = self.ugm_used.get(((partition, ancestor), kind, name), {})
+            apps = self.ugm_apps.get(((partition, ancestor), kind, name), {})
+            over = {k: (used.get(k, 0), m) for k, m in lim.maxresources.items() if used.get(k, 0) > m}
+            if over:
+                detail = ", ".join(f"{k} {u} > {m}" for k, (u, m) in sorted(over.items()))
+                found.append(Violation(f"{kind}-limit-exceeded",
+                                       f"{kind} {name} over its limit in queue {ancestor} of partition "
+                                       f"{partition} after {key}: {detail}", now))
+            if lim.maxapplications and len(apps) > lim.maxapplications:
+                found.append(Violation(f"{kind}-limit-exceeded",
+                                       f"{kind} {name} runs {len(apps)} apps in queue {ancestor} of partition "
+                                       f"{partition} (maxapplications {lim.maxapplications}) after {key}", now))
         return found
 
     def limit_peaks(self) -> dict[str, dict[str, int]]:

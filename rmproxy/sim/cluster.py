@@ -36,7 +36,7 @@ from common import si_pb2
 from common.constants import APP_TAG_NAMESPACE, TAG_APP_CREATION_TIME, TAG_APP_TASK_GROUPS, TAG_NAMESPACE, TAG_POD_NAME
 from common.si_resource import resource_from_si
 from rmproxy.client import RecoverableState, RecoverySnapshot, ResourceManagerCallback, StateDumpPlugin
-from rmproxy.sim.checks import Owner, Validator
+from rmproxy.sim.checks import LIMIT_KINDS, Owner, Validator, config_limits
 from rmproxy.sim.stats import Stats, queue_label
 from rmproxy.sim.wire import Wire, wire_for
 from rmproxy.sim.workload import AppPlan, Plan
@@ -116,6 +116,7 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         self.clock = clock
         self.validator = validator
         self.stats = stats
+        self.served = None  # a ServedConfig (rmproxy.sim.served) when the sim reads the served config
         self.lock = threading.RLock()
         self._node_plans = {n.node_id: n for n in plan.nodes}
         self.started = False  # nodes are part of the replayed state once start() reported them
@@ -247,8 +248,12 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                 app = self.apps.get(alloc.applicationID)
                 queue = app.queue if app is not None else None
                 res = resource_from_si(alloc.resourcePerAlloc)
-                found = self.validator.allocated_to(alloc.allocationKey, alloc.nodeID, queue, res, now,
-                                                    app.owner if app is not None else None)
+                owner = app.owner if app is not None else None
+                found = self.validator.allocated_to(alloc.allocationKey, alloc.nodeID, queue, res, now, owner)
+                if self.served is not None and any(v.kind in LIMIT_KINDS for v in found) and self.served.confirm(
+                        now, lambda text: self.limits_changed(text, ((queue, res, owner),) if queue and owner else ())):
+                    # the scheduler serves another config since the checks last read it: the one it used
+                    found = self.validator.recheck(found, alloc.allocationKey, queue, owner, now)
                 self.stats.violation(found)
                 if task is None or task.state != "asked":
                     continue  # reported by the validator; nothing to run
@@ -386,6 +391,15 @@ class SimCluster(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                          for a in self.apps.values()},
                 "tasks": states, "violations": len(self.validator.violations),
             })
+
+    def limits_changed(self, text: str, also_running: tuple = ()) -> None:
+        """The limits of config ``text`` hold from now on; the user/group usage is booked again from
+        the running allocations (and ``also_running``: (queue, resources, owner) of one being checked)."""
+        queue_max, ugm = config_limits(text)
+        with self.lock:
+            running = [(t.app.queue, resource_from_si(t.alloc.resourcePerAlloc), t.app.owner)
+                       for t in (*self.tasks.values(), *self.placeholders.values()) if t.state == "running"]
+            self.validator.set_limits(queue_max, ugm, running + list(also_running))
 
     # ------------------------------------------------------------------ views for stats/report
     def counts(self) -> dict[str, int]:

@@ -94,6 +94,10 @@ def print_summary(summary: dict, console: Console, rest_address: str = "") -> No
         for who, peak in summary["limit_peaks"].items():
             peaks.add_row(who, human_resource(peak))
         console.print(peaks)
+    for change in summary.get("config_changes", []):
+        console.print(escape(f"the config the scheduler serves changed at {change['t']:.2f}s ({change['by']}): "
+                             f"checksum {change['old'][:12]} -> {change['new'][:12]}; the queue max and user/group "
+                             "limits were checked against it from then on"))
     if summary["violations"]:
         console.print(f"[bold red]{len(summary['violations'])} violation(s):[/]")
         for v in summary["violations"][:50]:
@@ -110,12 +114,12 @@ def print_summary(summary: dict, console: Console, rest_address: str = "") -> No
 
 
 def print_final_view(views: dict, rm_id: str, console: Console) -> None:
-    """What ran, as the scheduler showed it: the last view read with work running (the queue tree
-    with usage against guaranteed and max), and the partitions at the end of the run, read while
-    the RM was still registered."""
-    busy, end = views.get("busy"), views.get("end") or {}
-    if busy is not None:
-        _print_view(busy, rm_id, console, f"{views['busyAt']:.0f}s into the run, the last view with work running")
+    """What ran, as the scheduler showed it: each partition at its busiest (the queue tree with
+    usage against guaranteed and max), and the partitions at the end of the run, read while the
+    RM was still registered."""
+    for name, (at, part) in sorted((views.get("busiest") or {}).items()):
+        _print_partition(part, rm_id, console, f"{at:.0f}s into the run, its busiest view")
+    end = views.get("end") or {}
     if "error" in end:
         console.print(f"[yellow]cluster view at the end: unavailable ({escape(end['error'])})[/]")
         return
@@ -123,28 +127,31 @@ def print_final_view(views: dict, rm_id: str, console: Console) -> None:
         cap = part["capacity"]
         apps = {k: v for k, v in part["applications"].items() if v and k != "total"}
         console.print(escape(f"[{rm_id}]{part['name']} at the end, before the RM unregistered: "
-                             f"{human_resource(cap.get('capacity'))} in all, "
-                             f"{human_resource(cap.get('usedCapacity'))} in use; applications: "
+                             f"{human_resource(cap.get('capacity'))} in all, {_in_use(cap.get('usedCapacity'))}; "
+                             "applications: "
                              + (", ".join(f"{k} {v}" for k, v in sorted(apps.items())) or "none left")))
 
 
-def _print_view(view: dict, rm_id: str, console: Console, when: str) -> None:
-    for part in view.get("partitions", []):
-        table = Table(title=escape(f"[{rm_id}]{part['name']}, {when}: in use "
-                                   f"{human_resource(part['capacity'].get('usedCapacity'))} of "
-                                   f"{human_resource(part['capacity'].get('capacity'))}"))
-        for col in ("queue", "running apps", "allocated", "guaranteed", "max"):
-            table.add_column(col, justify="left" if col == "queue" else "right")
+def _in_use(used: dict | None) -> str:
+    return f"{human_resource(used)} in use" if used else "nothing in use"
 
-        def rows(q: dict, depth: int) -> None:
-            table.add_row("  " * depth + q["queuename"], str(q.get("runningApps", 0)),
-                          human_resource(q.get("allocatedResource")), human_resource(q.get("guaranteedResource")),
-                          human_resource(q.get("maxResource")))
-            for child in q.get("children") or []:
-                rows(child, depth + 1)
 
-        rows(part["queues"], 0)
-        console.print(table)
+def _print_partition(part: dict, rm_id: str, console: Console, when: str) -> None:
+    used = part["queues"].get("allocatedResource")  # of the same moment as the queues below
+    table = Table(title=escape(f"[{rm_id}]{part['name']}, {when}: {_in_use(used)} of "
+                               f"{human_resource(part['capacity'].get('capacity'))}"))
+    for col in ("queue", "running apps", "allocated", "guaranteed", "max"):
+        table.add_column(col, justify="left" if col == "queue" else "right")
+
+    def rows(q: dict, depth: int) -> None:
+        table.add_row("  " * depth + q["queuename"], str(q.get("runningApps", 0)),
+                      human_resource(q.get("allocatedResource")), human_resource(q.get("guaranteedResource")),
+                      human_resource(q.get("maxResource")))
+        for child in q.get("children") or []:
+            rows(child, depth + 1)
+
+    rows(part["queues"], 0)
+    console.print(table)
 
 
 def _fmt(value, unit: str) -> str:

@@ -21,6 +21,7 @@ from rmproxy.client import SchedulerAPI, channel_options
 from rmproxy.sim.checks import Validator, config_limits
 from rmproxy.sim.cluster import SimCluster
 from rmproxy.sim.report import LiveView
+from rmproxy.sim.served import ServedConfig
 from rmproxy.sim.stats import Stats
 from rmproxy.sim.wire import wire_for
 from rmproxy.sim.workload import Plan, default_config_text
@@ -68,14 +69,26 @@ def cluster_view(rest_address: str, rm_id: str) -> dict:
         return {"error": str(exc)}
 
 
+def busy_share(part: dict) -> float:
+    """How busy a partition view is: the largest share of its capacity its queues use, over
+    resource types. The root queue's usage, not the partition's: the queue tree is one answer of
+    the partition's worker, so its usage and its child queues are of the same moment (the
+    partition list is read before it, and a short task may end in between)."""
+    total = part["capacity"].get("capacity") or {}
+    used = (part.get("queues") or {}).get("allocatedResource") or {}
+    return max((v / total[k] for k, v in used.items() if total.get(k)), default=0.0)
+
+
 class ViewSampler:
-    """Reads the cluster view every ``every`` seconds (two small REST reads) while the sim runs, so that what ran can be
-    shown afterwards: the run ends with every task over, when (dynamic) queues are empty or gone."""
+    """Reads the cluster view every ``every`` seconds (a few small REST reads) while the sim runs,
+    keeping each partition's busiest view, so that what ran can be shown afterwards: the run ends
+    with every task over, when (dynamic) queues are empty or gone. Each partition has its own
+    busiest moment: one that finished early is not shown as it was while another still worked."""
 
     def __init__(self, rest_address: str, rm_id: str, clock: Callable[[], float], every: float = 0.5) -> None:
         self.rest_address, self.rm_id, self.clock, self.every = rest_address, rm_id, clock, every
         self.started = clock()
-        self.busy: tuple[float, dict] | None = None  # (seconds into the run, view) of the last busy view
+        self.busiest: dict[str, tuple[float, dict]] = {}  # partition -> (seconds into the run, its view)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sim-view-sampler", daemon=True)
 
@@ -89,18 +102,20 @@ class ViewSampler:
 
     def sample(self) -> dict:
         view = cluster_view(self.rest_address, self.rm_id)
-        if any((p["capacity"].get("usedCapacity") or {}) for p in view.get("partitions", [])):
-            self.busy = (self.clock() - self.started, view)
+        at = self.clock() - self.started
+        for part in view.get("partitions", []):
+            share, best = busy_share(part), self.busiest.get(part["name"])
+            if share > 0 and (best is None or share >= busy_share(best[1])):
+                self.busiest[part["name"]] = (at, part)
         return view
 
     def result(self) -> dict:
-        """``{"busy": view with work running (or None), "busyAt": seconds into the run,
-        "end": the view at the end, read while the RM is still registered}``."""
+        """``{"busiest": {partition: (seconds into the run, its busiest view)}, "end": the view at
+        the end, read while the RM is still registered}``."""
         self._stop.set()
         self._thread.join(15)
         end = self.sample()
-        at, busy = self.busy if self.busy is not None else (None, None)
-        return {"busy": busy, "busyAt": at, "end": end}
+        return {"busiest": dict(self.busiest), "end": end}
 
 
 def _capacity(plan: Plan) -> dict[str, dict[str, int]]:
@@ -140,6 +155,8 @@ def simulate(plan: Plan, options: SimOptions, console: Console | None = None,
                 buildInfo={"buildVersion": "korral-sim", "isPluginVersion": "false"}),
             cluster)
         stats.begin(clock())
+        served = ServedConfig(options.rest_address, options.rm_id, config, cluster.lock, clock, clock())
+        cluster.served = served.start(cluster.limits_changed)
         sampler = ViewSampler(options.rest_address, options.rm_id, clock).start() if options.rest_address else None
         cluster.start()
         view = LiveView(plan.task_count, console) if options.progress else None
@@ -151,9 +168,9 @@ def simulate(plan: Plan, options: SimOptions, console: Console | None = None,
                 now = clock()
                 while updates and now - cluster.t0 >= updates[0][0]:
                     _, text = updates.pop(0)  # a new max holds for the allocations that follow it
-                    api.update_configuration(si_pb2.UpdateConfigurationRequest(
+                    api.update_configuration(wire.pb.UpdateConfigurationRequest(
                         rmID=options.rm_id, policyGroup="queues", config=text))
-                    validator.queue_max, validator.ugm = config_limits(text)
+                    served.workload_update(text, cluster.limits_changed)
                 cluster.tick()
                 if view is not None and now >= next_draw:
                     live.update(view.renderable(cluster, stats, now))
@@ -164,9 +181,13 @@ def simulate(plan: Plan, options: SimOptions, console: Console | None = None,
             if view is not None:
                 live.update(view.renderable(cluster, stats, clock()))
         api.flush(options.drain)
+        served.stop()
         views = sampler.result() if sampler is not None else None
-        return SimResult(stats.summary(cluster, clock()), stats.timeline, api.reconnects, views)
+        summary = stats.summary(cluster, clock()) | {"config_changes": served.changes}
+        return SimResult(summary, stats.timeline, api.reconnects, views)
     finally:
+        if cluster.served is not None:
+            cluster.served.stop()
         api.close()
 
 

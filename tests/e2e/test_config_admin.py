@@ -199,3 +199,31 @@ def test_the_admin_line_korral_up_printed_runs_as_printed(loaded):
                             env=korral_env(), stdin=subprocess.DEVNULL)
     assert result.returncode == 0 and result.stdout.rstrip().endswith(f"checksum: {active_checksum(stack)}"), \
         result.stderr
+
+
+def test_one_checksum_everywhere_for_the_same_input(loaded, tmp_path: Path):
+    """check-config, config get, /ws/v1/config and the admin endpoint show one checksum for one
+    input: the checksum of what the scheduler serves for it."""
+    stack = loaded
+    token = (stack.state_dir / "admin-token").read_text().split(":", 1)[1].strip()
+    saved = config(stack, "get").stdout  # ends with its checksum line
+    for variant, text in (("saved by config get", saved.replace("memory: 1000", "memory: 990")),
+                          ("blank lines around", "\n\n" + LIVE.replace("memory: 1000", "memory: 980") + "\n\n"),
+                          ("empty", "")):
+        path = tmp_path / "queues.yaml"
+        path.write_text(text)
+        checked = run_korral("check-config", str(path))
+        assert checked.returncode == 0, checked.stdout
+        offline = re.search(r"^  checksum (\w+)$", checked.stdout, re.M).group(1)
+        assert ("was ignored" in checked.stdout) == (variant == "saved by config get"), variant
+        applied = config(stack, "apply", "--allow-partition-removal", str(path))  # empty: asked for explicitly
+        assert applied.returncode == 0, applied.stderr
+        assert applied.stdout.split(" -> ")[1].split()[0] == offline, variant  # the change's new checksum
+        assert active_checksum(stack) == offline, variant  # /ws/v1/config
+        admin = http(f"http://{stack.rest_address}", f"/ws/v1/korral/admin/config/{RM}",
+                     headers={"Authorization": f"Bearer {token}"}).json()
+        assert admin["checksum"] == offline and admin["default"] is (variant == "empty"), variant
+        got = config(stack, "get")
+        assert got.stdout.rstrip().endswith(f"checksum: {offline}"), variant
+    # the YAML the default config stands for, not only a checksum
+    assert "partitions:\n  - name: default\n" in got.stdout and "the default config" in got.stderr

@@ -14,7 +14,10 @@ from tests.rest.workload import Loaded
 
 
 def korral(capsys, *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
+    try:
+        code = main(list(args))
+    except SystemExit as exc:  # argparse: bad flags
+        code = int(exc.code or 0)
     out = capsys.readouterr()
     return code, out.out, out.err
 
@@ -93,7 +96,8 @@ def test_dump_to_an_unwritable_place_fails_cleanly(loaded: Loaded, capsys, tmp_p
 def test_explain_says_what_holds_each_pending_ask(loaded: Loaded, capsys) -> None:
     code, out, _ = korral(capsys, "explain", "app-a1", "--rest-address", addr(loaded))
     assert code == 0
-    assert out.splitlines()[0].startswith("ask a1-huge of app-a1: 1 pending")
+    assert out.splitlines()[0] == "application app-a1 is in partition [rm-rest]default"  # every partition searched
+    assert out.splitlines()[1].startswith("ask a1-huge of app-a1: 1 pending")
     assert "held by the headroom of queue root.a" in out  # 200 used + 900 > max 1000
     code, out, _ = korral(capsys, "explain", "app-a1", "a1-huge", "--rest-address", addr(loaded), "--json")
     assert code == 0
@@ -106,9 +110,42 @@ def test_explain_names_a_missing_ask_or_application(loaded: Loaded, capsys) -> N
     code, _, err = korral(capsys, "explain", "app-a1", "nope", "--rest-address", addr(loaded))
     assert code == 1 and "404 Allocation ask not found" in err
     code, _, err = korral(capsys, "explain", "app-zz", "k", "--rest-address", addr(loaded))
-    assert code == 1 and "404 Application not found" in err
-    code, out, _ = korral(capsys, "explain", "app-b1", "--rest-address", addr(loaded))
+    assert code == 1 and "Application not found: application app-zz is in no partition (searched: " \
+        "[rm-rest]default, [rm-rest]gpu)" in err
+    code, _, err = korral(capsys, "explain", "app-zz", "--rest-address", addr(loaded), "--partition", "gpu")
+    assert code == 1 and "application app-zz is not in partition [rm-rest]gpu; nor in any other partition" in err
+    code, out, _ = korral(capsys, "explain", "app-b1", "--rest-address", addr(loaded), "--partition", "default")
     assert code == 0 and out.strip() == "application app-b1 has no pending asks"
+
+
+def test_explain_finds_an_application_of_another_partition_and_says_where(loaded: Loaded, capsys) -> None:
+    rm = loaded.rm
+    rm.apps(app("app-elsewhere", queue="root.default", partition="gpu", user="dave"))
+    rm.wait_accepted("application", {"app-elsewhere"})
+    try:
+        code, _, err = korral(capsys, "explain", "app-elsewhere", "--rest-address", addr(loaded), "--partition",
+                              "default")
+        assert code == 1 and "application app-elsewhere is not in partition [rm-rest]default; it is in partition " \
+            "[rm-rest]gpu: " in err and "explain app-elsewhere --partition '[rm-rest]gpu'" in err
+        code, out, _ = korral(capsys, "explain", "app-elsewhere", "--rest-address", addr(loaded))
+        assert code == 0 and out.splitlines()[0] == "application app-elsewhere is in partition [rm-rest]gpu"
+    finally:  # the stack is the package's: leave its applications as they were
+        rm.remove_apps(remove_app("app-elsewhere", "gpu"))
+
+
+@pytest.mark.parametrize("command", [["queues"], ["apps"], ["nodes"], ["explain", "app-a1"], ["dump", "-o", "-"],
+                                     ["config", "get"]], ids=lambda c: c[0])
+def test_every_rest_client_takes_the_stack_of_state_dir(loaded: Loaded, capsys, command) -> None:
+    code, out, err = korral(capsys, *command, "--state-dir", str(loaded.handle.state_dir))
+    assert code == 0, err
+    assert ("rm-rest" in out) or ("partitions:" in out)
+    code, _, err = korral(capsys, *command, "--state-dir", str(loaded.handle.state_dir), "--rest-address", "127.0.0.1:1")
+    assert code == 1 and "127.0.0.1:1" in err  # an address given wins over the stack's
+
+
+def test_a_state_dir_without_a_stack_is_named(capsys, tmp_path) -> None:
+    code, _, err = korral(capsys, "queues", "--state-dir", str(tmp_path))
+    assert code == 1 and f"no stack in {tmp_path}" in err
 
 
 def test_explain_of_a_removed_application_says_so_and_when(loaded: Loaded, capsys) -> None:

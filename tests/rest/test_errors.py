@@ -32,7 +32,9 @@ CASES = (
     + [(f"/ws/v1/{tail}={value}", 400, param, value) for tail, param, value in (
         ("partition/default/nodes?limit", "limit", "x"), ("partition/default/applications?offset", "offset", "-1"),
         ("events/batch?count", "count", "many"), ("events/batch?start", "start", "-1"),
-        ("events/stream?count", "count", "x"))]
+        ("events/batch?start", "start", "xyz"), ("events/batch?start", "start", "5x"),
+        ("events/batch?start", "start", "1_000"), ("events/batch?start", "start", "9" * 30),
+        ("partition/default/nodes?offset", "offset", "1e3"), ("events/stream?count", "count", "x"))]
     + [("/ws/v1/events/batch?count=0", 400, '0 is not a valid value for "count"', ""),
        ("/ws/v1/no/such/path", 404, "Not Found", "")]
 )
@@ -46,6 +48,7 @@ def test_error_shape_and_status(loaded: Loaded, path: str, status: int, message:
     assert set(body) == {"status_code", "message", "description"}
     assert body["status_code"] == status and message in body["message"] + body["description"]
     assert f"'{named}'" in body["description"] if named else True, body  # names the object at fault
+    assert "strconv" not in body["message"] + body["description"], body  # said in our words, not Go's
     assert r.headers.get("Access-Control-Allow-Origin") == "*"
 
 

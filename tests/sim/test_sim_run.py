@@ -106,6 +106,20 @@ def test_a_resync_in_the_middle_of_a_run_is_replayed_without_violations(fake):
     assert fake.register_count == 2
 
 
+def test_the_workloads_own_config_update_is_sent_and_the_checks_follow_it(fake):
+    from rmproxy.sim.served import BY_WORKLOAD
+
+    update = TIGHT.replace("duration: 20\n", "duration: 20\nconfig_updates:\n  - at: 0.1\n    config: |\n"
+                           "      partitions: [{name: default, placementrules: [{name: provided, create: true}],\n"
+                           "        queues: [{name: root, submitacl: '*', queues: [{name: a, resources: "
+                           "{max: {vcore: 8}}}]}]}]\n")
+    result = simulate(small_plan(update), SimOptions(si_address=fake.address, progress=False), QUIET)
+    assert result.summary["violations"] == [] and result.summary["apps"] == {"Completed": 2}
+    assert [u.config for u in fake.config_updates] == [parse_workload(update).config_updates[0][1]]
+    [change] = result.summary["config_changes"]
+    assert change["by"] == BY_WORKLOAD
+
+
 def test_the_small_preset_on_a_real_stack_has_no_violations(stack_factory):
     stack = stack_factory(workers=1)
     result = simulate(small_plan(), SimOptions(si_address=stack.si_address, progress=False,
@@ -114,17 +128,94 @@ def test_the_small_preset_on_a_real_stack_has_no_violations(stack_factory):
     assert result.summary["apps"] == {"Completed": 6}
     # what ran is shown afterwards: a view read while tasks ran, and the end, read before the RM left
     views = result.final_view
-    [busy] = views["busy"]["partitions"]
-    assert busy["name"] == "default" and busy["capacity"]["usedCapacity"]
-    assert views["busyAt"] is not None and 0 <= views["busyAt"] <= result.summary["seconds"] + 1
+    [(at, busy)] = views["busiest"].values()
+    assert busy["name"] == "default" and busy["queues"]["allocatedResource"]
+    assert 0 <= at <= result.summary["seconds"] + 1
     [end] = views["end"]["partitions"]
     assert end["name"] == "default" and end["capacity"]["capacity"]
     import io
     buf = io.StringIO()
     print_final_view(views, "korral-sim", Console(file=buf, width=200))
     text = buf.getvalue()
-    assert "[korral-sim]default" in text and "the last view with work running" in text
+    assert "[korral-sim]default" in text and "its busiest view" in text
     assert "before the RM unregistered" in text
+
+
+SERVED = """
+name: served
+seed: 3
+duration: 60
+config: |
+  partitions:
+    - name: default
+      placementrules: [{name: provided, create: true}]
+      queues: [{name: root, submitacl: '*', queues: [{name: a, resources: {max: {vcore: MAX}}}]}]
+    - name: edge
+      placementrules: [{name: provided, create: true}]
+      queues: [{name: root, submitacl: '*'}]
+nodes:
+  - {name: n, count: 2, partition: default, resources: {vcore: 8, memory: 16Gi}}
+  - {name: e, count: 1, partition: edge, resources: {vcore: 4, memory: 8Gi}}
+apps:
+  - {name: a, count: 1, queue: root.a, partition: default, tasks: 48, resources: {vcore: 1, memory: 1Gi},
+     duration: [1.0, 1.5]}
+  - {name: e, count: 1, queue: root.e, partition: edge, tasks: 4, resources: {vcore: 1, memory: 1Gi},
+     duration: 0.5}
+"""
+
+
+def test_an_operators_change_during_a_run_is_checked_as_served_and_each_partition_shows_its_busiest_view(
+        stack_factory, tmp_path):
+    """root.a's max is raised from 4 to 8 vcore by `korral config apply` while the sim runs: the
+    scheduler then places 8 tasks there, which is no violation of the config it serves; the
+    summary says when the config changed. Partition edge finishes long before default: its own
+    busiest view is shown (its queue root.e in use), not an idle one taken while default worked."""
+    import io
+
+    from common.restclient import RestClient
+    from tests.conftest import run_korral, wait_until
+
+    stack = stack_factory(workers=2)
+    workload = plan(parse_workload(SERVED.replace("MAX", "4")))
+    results: list = []
+    runner = threading.Thread(target=lambda: results.append(simulate(workload, SimOptions(
+        si_address=stack.si_address, rest_address=stack.rest_address, progress=False), QUIET)), daemon=True)
+    runner.start()
+    rest = RestClient(stack.rest_address)
+
+    def a_at_max() -> bool:
+        try:
+            used = rest.get("/ws/v1/partition/default/queue/root.a")["allocatedResource"].get("vcore", 0)
+        except Exception:  # not there yet
+            return False
+        return used >= 4000
+
+    wait_until(a_at_max, 60, "root.a at its max of 4 vcore")
+    raised = tmp_path / "raised.yaml"
+    raised.write_text(workload.workload.config.replace("vcore: 4}", "vcore: 8}"))
+    applied = run_korral("config", "apply", str(raised), "--state-dir", str(stack.state_dir), timeout=60)
+    assert applied.returncode == 0, applied.stderr
+    runner.join(120)
+    assert results, "the sim did not finish"
+    summary = results[0].summary
+    assert summary["violations"] == [], summary["violations"][:3]
+    assert summary["apps"] == {"Completed": 2}
+    [change] = summary["config_changes"]
+    assert change["by"].startswith("not by this RM") and 0 < change["t"] < summary["seconds"]
+    peak = max(row["shares"].get("default:root.a", 0) for row in results[0].timeline)
+    assert peak > 4 / 16  # more than the old max ran at once (4 of 16 vcore is the old max's share)
+
+    views = results[0].final_view
+    at_edge, edge = views["busiest"]["edge"]
+    assert edge["queues"]["allocatedResource"] and [c["queuename"] for c in edge["queues"]["children"]] == ["root.e"]
+    buf = io.StringIO()
+    print_final_view(views, "korral-sim", Console(file=buf, width=200))
+    text = buf.getvalue()
+    assert "[korral-sim]edge" in text and "its busiest view: memory" in text and "root.e" in text
+    from rmproxy.sim.report import print_summary
+    buf = io.StringIO()
+    print_summary(summary, Console(file=buf, width=300))
+    assert "the config the scheduler serves changed at" in buf.getvalue()
 
 
 def test_the_live_view_renders_progress_rate_and_queues(fake):

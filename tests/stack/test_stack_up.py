@@ -67,6 +67,28 @@ def test_a_stack_killed_without_down_can_be_started_again(tmp_path):
         assert not stop_and_verify(second)
 
 
+def test_up_refusing_a_running_stack_names_the_pids_supervisord_runs_now(tmp_path):
+    stack = start_stack(tmp_path / "state", workers=1)
+    try:
+        old = stack.procs["worker-0"]
+        old.signal(signal.SIGKILL)  # supervisord restarts it with a new pid, which stack.json does not hold
+        rpc = supervisor_rpc(load_stack(stack.state_dir))
+
+        def restarted() -> int | None:
+            info = rpc.supervisor.getProcessInfo("worker:worker-0")
+            return info["pid"] if info["statename"] == "RUNNING" and info["pid"] not in (0, old.pid) else None
+
+        new_pid = wait_until(restarted, 30, "worker-0 restarted by supervisord")
+        si, rest = free_ports(2)
+        refused = run_korral("up", "--detach", "--state-dir", str(stack.state_dir), "--si-address", f"127.0.0.1:{si}",
+                             "--rest-address", f"127.0.0.1:{rest}")
+        assert refused.returncode == 1
+        assert f"worker-0 pid {new_pid}" in refused.stderr and f"pid {old.pid}," not in refused.stderr, refused.stderr
+        assert f"supervisord pid {stack.procs['supervisord'].pid}" in refused.stderr
+    finally:
+        assert not stop_and_verify(stack)
+
+
 def foreground_up(state: Path) -> subprocess.Popen:
     """``korral up`` in the foreground (one worker, free ports), its output on a pipe."""
     si, rest = free_ports(2)

@@ -6,6 +6,7 @@ and the DOM after the page's scripts ran; the assertions read the DOM for the wo
 
 from __future__ import annotations
 
+import json
 import re
 import struct
 import subprocess
@@ -13,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.common.test_units import CASES as UNIT_CASES
+from tests.conftest import wait_until
 from tests.rest.workload import Loaded
+from tests.web.cdp import Browser
 
 BROWSER_TIMEOUT = 60
 WINDOW = (1400, 900)
@@ -85,3 +89,18 @@ def test_the_page_and_its_assets_are_served_from_the_package(loaded: Loaded) -> 
     # offline: nothing is loaded from another origin
     assert not re.search(rb"(src|href)=\"(https?:)?//", page.body)
     assert b"http://" not in loaded.get("/ui/app.js").body and b"https://" not in loaded.get("/ui/style.css").body
+
+
+def test_the_dashboard_prints_every_quantity_as_the_cli_does(chromium: str, loaded: Loaded, tmp_path: Path) -> None:
+    """One formatter, one rounding rule: the dashboard's fmtQty gives the CLI's text for each case."""
+    from common.units import human
+
+    browser = Browser(chromium, tmp_path / "profile", WINDOW)
+    try:
+        page = browser.page()
+        page.goto(f"{loaded.base}/#overview")
+        wait_until(lambda: page.evaluate("typeof fmtQty === 'function'"), 30, "the dashboard's scripts loaded")
+        shown = page.evaluate("(" + json.dumps([[n, v] for n, v, _ in UNIT_CASES]) + ").map(([n, v]) => fmtQty(n, v))")
+    finally:
+        browser.close()
+    assert shown == [text for _, _, text in UNIT_CASES] == [human(n, v) for n, v, _ in UNIT_CASES]

@@ -232,17 +232,18 @@ def _fill(template: Path, values: dict[str, str]) -> str:
 
 
 def refuse_if_running(state_dir: Path) -> None:
-    """``StackError`` when a process recorded in the state dir's stack is still alive."""
+    """``StackError`` when the state dir's stack still runs, naming its live processes: those
+    supervisord runs now (a restarted program has a new pid, which ``stack.json`` does not hold),
+    else, when supervisord is gone or does not answer, the recorded processes still alive."""
     try:
         old = load_stack(state_dir)
     except NoStack:
         return
-    procs = old.all_procs()
-    if "supervisord" not in procs:  # an earlier `korral up` stopped before recording it
-        found = supervisord_from_pidfile(old)
-        if found is not None:
-            procs["supervisord"] = found
-    alive = {name: p for name, p in procs.items() if p.alive()}
+    sup = old.supervisord if old.supervisord is not None and old.supervisord.alive() else None
+    sup = sup or supervisord_from_pidfile(old)  # an earlier `korral up` stopped before recording it
+    alive = {"supervisord": sup} if sup is not None and sup.alive() else {}
+    children = live_children(old, timeout=3.0) if alive else {}
+    alive.update(children or {name: p for name, p in old.processes.items() if p.alive()})
     if alive:
         listing = ", ".join(f"{name} pid {p.pid}" for name, p in sorted(alive.items()))
         raise StackError(f"a stack is already running in {state_dir} ({listing}); "
@@ -317,11 +318,9 @@ def _read_pid(path: str) -> int | None:
 
 
 def _connect_url(address: str, path: str) -> str:
-    host, port = netutil.parse_host_port(address)
-    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
-    if ":" in host:
-        host = f"[{host}]"
-    return f"http://{host}:{port}{path}"
+    from common.cli.target import connect_address
+
+    return f"http://{connect_address(address)}{path}"
 
 
 def _check_processes(info: StackInfo) -> None:

@@ -27,19 +27,38 @@ function fmtRes(res) {
   return Object.keys(res).sort().map((k) => `${k}: ${fmtQty(k, res[k])}`).join(", ");
 }
 
+// One quantity as people read it; the same text as the CLI's common/units.py `human` (one rule:
+// binary units for bytes, cores or millicores for vcore, thousands separators for counts, one
+// decimal rounded half away from zero; tests/web/test_dashboard.py compares the two).
+const BYTE_UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+
+function round1(v) {
+  const r = Math.floor(Math.abs(v) * 10 + 0.5) / 10;
+  return v < 0 && r ? -r : r;
+}
+
+function decimal1(v) {
+  const r = round1(v);
+  return Number.isInteger(r) ? String(r) : r.toFixed(1);
+}
+
+function thousands(text) {
+  const [whole, frac] = text.split(".");
+  return whole.replace(/\B(?=(\d{3})+(?!\d))/g, ",") + (frac === undefined ? "" : "." + frac);
+}
+
 function fmtQty(name, v) {
   if (name === "memory" || name === "ephemeral-storage") {
-    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
     let i = 0;
-    while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
-    return `${Math.round(v * 10) / 10} ${units[i]}`;
+    while (Math.abs(round1(v)) >= 1024 && i < BYTE_UNITS.length - 1) { v /= 1024; i++; }
+    return `${decimal1(v)} ${BYTE_UNITS[i]}`;
   }
   if (name === "vcore") {
-    if (v && Math.abs(v) < 1000) return `${v}m`;
-    const cores = Math.round(v / 100) / 10;
-    return `${cores} ${cores === 1 ? "core" : "cores"}`;
+    if (v && Math.abs(v) < 1000) return `${decimal1(v)}m`;
+    const cores = decimal1(v / 1000);
+    return `${cores} ${cores === "1" ? "core" : "cores"}`;
   }
-  return String(v);
+  return thousands(Number.isInteger(v) ? String(v) : round1(v).toFixed(1));
 }
 
 function fmtTime(ns) {

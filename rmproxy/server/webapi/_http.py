@@ -67,18 +67,22 @@ def check_queue_path(path: str) -> str:
     return path
 
 
+INT_QUERY_MAX = 2**63 - 1  # what a worker's query (msgpack) and YuniKorn's int64 fields can carry
+
+
 def int_query(request: web.Request, name: str, default: int | None) -> int | None:
-    """An optional non-negative integer query parameter; 400 naming it when malformed."""
+    """An optional query parameter holding a whole number, 0 or more (ASCII digits only: no sign,
+    space or ``_``); 400 naming the parameter and the value otherwise. The one parser of
+    ``offset``, ``limit``, ``count`` and ``start``."""
     raw = request.query.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        v = int(raw)
-    except ValueError:
-        raise ApiError(400, f"parameter {name} must be an integer, got {raw!r}") from None
-    if v < 0:
-        raise ApiError(400, f"parameter {name} must not be negative, got {raw!r}")
-    return v
+    if not (raw.isascii() and raw.isdigit()):
+        raise ApiError(400, f"parameter {name} must be a whole number, 0 or more, got {raw!r}")
+    value = int(raw)
+    if value > INT_QUERY_MAX:
+        raise ApiError(400, f"parameter {name} is too large: {raw!r}, at most {INT_QUERY_MAX}")
+    return value
 
 
 async def stream_json_list(request: web.Request, items: AsyncIterator[list]) -> web.StreamResponse:

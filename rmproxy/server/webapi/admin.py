@@ -3,14 +3,19 @@
 
 Paths (``/ws/v1/korral/admin/config/{rmID}``, every one authenticated by ``AdminAuth``):
 
-- ``GET``: the active config, its checksum (the one ``/ws/v1/config`` shows), policy group and
+- ``GET``: the active config as the scheduler serves it (the default config's text when the RM's
+  is empty: ``default`` true), its checksum (the one ``/ws/v1/config`` shows), policy group and
   extraConfig.
 - ``PUT`` (body: the queues.yaml text; ``If-Match: <checksum read>``): apply it through
   ``ConfigChanges.change`` (the path of the RM's own ``UpdateConfiguration``: validated exactly
-  as at registration, compare-and-swap on the checksum, a no-op when unchanged, audited).
-- ``POST .../dry-run`` (body: the text): what it would do to the live partitions; nothing changes.
+  as at registration, compare-and-swap on the checksum, a no-op when unchanged, audited). An
+  empty config, or one removing a partition that holds nodes or applications, is refused (409
+  naming what would go) unless ``?allowPartitionRemoval=true``.
+- ``POST .../dry-run`` (body: the text): what it would do to the live partitions, and
+  ``refusal``: why applying it needs ``allowPartitionRemoval`` ("" when it does not); nothing changes.
 - ``GET .../history``: the audit records, oldest first (without the texts they replaced).
-- ``POST .../rollback/{n}`` (``If-Match``): restore the config that change ``n`` replaced.
+- ``POST .../rollback/{n}`` (``If-Match``, ``?allowPartitionRemoval=true`` as for ``PUT``):
+  restore the config that change ``n`` replaced.
 
 Only the rmproxy holding the RM's session applies changes (421 names the one that does);
 reads and the history work on any rmproxy. Errors use YuniKorn's error body: 400 invalid
@@ -30,13 +35,13 @@ import grpc
 from aiohttp import web
 
 from common import si_pb2
-from common.config import MAX_CONFIG_BYTES, load_config
+from common.config import MAX_CONFIG_BYTES, config_checksum, load_config
 from common.config.errors import ConfigError
-from common.config.loader import served_checksum
+from common.config.loader import served_text
 from common.messages import WhatIfQuery
 from common.registry import ConfigRecord
 from common.security import SecurityError, read_admin_tokens
-from rmproxy.server.errors import ConfigUpdateError
+from rmproxy.server.errors import ALLOW_REMOVAL_PARAM, ConfigUpdateError, removal_refusal
 from rmproxy.server.rms import RMSession
 from rmproxy.server.webapi._http import ApiError, json_response
 from rmproxy.server.webapi.cluster import ClusterReader
@@ -170,6 +175,14 @@ class AdminApi:
                            "refused instead of overwritten")
         return value
 
+    @staticmethod
+    def _allow_removal(request: web.Request) -> bool:
+        value = request.query.get(ALLOW_REMOVAL_PARAM, "false").strip().lower()
+        if value not in ("true", "false"):
+            raise ApiError(400, f"parameter {ALLOW_REMOVAL_PARAM} must be true or false, got {value!r}",
+                           "nothing changed")
+        return value == "true"
+
     async def _checked(self, request: web.Request) -> tuple[str, str, str]:
         """(who, rmID, the checksum of If-Match) of a change, once the RM is known and held here."""
         who = self.auth.who(request)
@@ -179,12 +192,14 @@ class AdminApi:
         self._held_here(rm_id)
         return who, rm_id, expected
 
-    async def _change(self, who: str, rm_id: str, expected: str, text: str, action: str, note: str = "") -> dict:
+    async def _change(self, who: str, rm_id: str, expected: str, text: str, action: str, note: str = "",
+                      allow_removal: bool = False) -> dict:
         reg = await self._registration(rm_id)
         req = si_pb2.UpdateConfigurationRequest(rmID=rm_id, policyGroup=reg.policy_group, config=text,
                                                 extraConfig=reg.extra_config)
         try:
-            change = await self.changes.change(req, who, action, expected_checksum=expected, note=note)
+            change = await self.changes.change(req, who, action, expected_checksum=expected, note=note,
+                                               allow_partition_removal=allow_removal)
         except ConfigUpdateError as exc:
             raise ApiError(_HTTP_STATUS.get(exc.code, 500), str(exc), f"RM {rm_id}: the active config is kept") from None
         log.info("admin %s: %s of RM %s's config: %s -> %s%s", who, action, rm_id, change.old_checksum,
@@ -198,16 +213,20 @@ class AdminApi:
         self.auth.who(request)
         rm_id = request.match_info["rmID"]
         reg = await self._registration(rm_id)
-        return json_response({"rmID": rm_id, "checksum": served_checksum(reg.config), "config": reg.config,
-                              "policyGroup": reg.policy_group, "extraConfig": reg.extra_config})
+        # the text the scheduler serves: the default config's YAML when the RM's text is empty
+        return json_response({"rmID": rm_id, "checksum": config_checksum(reg.config), "config": served_text(reg.config),
+                              "default": not reg.config.strip(), "policyGroup": reg.policy_group,
+                              "extraConfig": reg.extra_config})
 
     async def apply(self, request: web.Request) -> web.Response:
         who, rm_id, expected = await self._checked(request)  # before the body is read
+        allow = self._allow_removal(request)
         text = await self._config_text(request, rm_id)
-        return json_response(await self._change(who, rm_id, expected, text, "apply"))
+        return json_response(await self._change(who, rm_id, expected, text, "apply", allow_removal=allow))
 
     async def rollback(self, request: web.Request) -> web.Response:
         who, rm_id, expected = await self._checked(request)
+        allow = self._allow_removal(request)
         try:
             number = int(request.match_info["id"])
         except ValueError:
@@ -218,7 +237,7 @@ class AdminApi:
             have = f"{records[0].id}..{records[-1].id}" if records else "none"
             raise ApiError(404, f"RM {rm_id} has no config change {number}", f"the history holds changes {have}")
         return json_response(await self._change(who, rm_id, expected, record.old_config, "rollback",
-                                                f"restores the config change {number} replaced"))
+                                                f"restores the config change {number} replaced", allow))
 
     async def _history(self, rm_id: str) -> list[ConfigRecord]:
         try:
@@ -248,17 +267,22 @@ class AdminApi:
         answers = await asyncio.gather(*(self.reader.query(t, WhatIfQuery(config=text)) for t in live),
                                        return_exceptions=True)
         partitions = []
+        removed: dict[str, dict | str] = {}  # what each partition the config leaves out holds
+        names = {p.name for p in config.partitions}
         for t, a in zip(live, answers):
             if isinstance(a, BaseException):
                 partitions.append({"partition": t.partition, "error": getattr(a, "message", str(a))})
             else:
                 partitions.append({"partition": t.partition, **a})
+            if t.partition not in names:
+                removed[t.partition] = a if isinstance(a, dict) else getattr(a, "message", str(a))
         idle = sum(1 for w in self.reader.broker.cluster().get("workers", []) if not w.get("partition"))
         for p in config.partitions:
             if p.name not in {t.partition for t in live}:
                 partitions.append({"partition": p.name, "action": "add",
                                    "note": f"a new partition: an idle worker takes it ({idle} idle now)"})
-        return json_response({"rmID": rm_id, "oldChecksum": served_checksum(reg.config),
-                              "newChecksum": served_checksum(text),
-                              "unchanged": served_checksum(text) == served_checksum(reg.config),
+        unchanged = config_checksum(text) == config_checksum(reg.config)
+        return json_response({"rmID": rm_id, "oldChecksum": config_checksum(reg.config),
+                              "newChecksum": config_checksum(text), "unchanged": unchanged,
+                              "refusal": "" if unchanged else removal_refusal(rm_id, text, removed),
                               "warnings": list(config.warnings), "partitions": partitions})

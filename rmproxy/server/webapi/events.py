@@ -29,7 +29,7 @@ from aiohttp import web
 from common.config.extra import stream_limits
 from common.messages import EventsQuery
 from common.timefmt import rfc3339_nano
-from rmproxy.server.webapi._http import CORS_HEADERS, ApiError, json_response
+from rmproxy.server.webapi._http import CORS_HEADERS, ApiError, int_query, json_response
 from rmproxy.server.webapi.cluster import ClusterReader, Target
 from rmproxy.server.webapi.seams import Registrations
 
@@ -46,21 +46,6 @@ IDLE_CHECK = 1.0  # seconds between checks that an idle stream's client is still
 CLOSED_BY_PRODUCER = "Event stream was closed by the producer"
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
 Key = tuple[str, str]  # (rmID, partition)
-
-
-def _uint_query(request: web.Request, name: str, default: int) -> int:
-    """An unsigned integer query parameter; 400 naming it otherwise (YuniKorn parses uint64)."""
-    raw = request.query.get(name, "")
-    if raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise ApiError(400, f"strconv.ParseUint: parsing {raw!r}: invalid syntax",
-                       f"parameter {name} must be an unsigned integer, got {raw!r}")
-    return value
 
 
 def _by_time(records: list[dict]) -> list[dict]:
@@ -195,10 +180,10 @@ class EventsApi:
         """YuniKorn's batch: up to ``count`` records (default and cap ``BATCH_MAX``; 0 is refused)
         from id ``start`` (default 0) of each partition (or of ``?partition=``), merged by time.
         Ids are per partition: with one partition they are exactly YuniKorn's."""
-        count = min(_uint_query(request, "count", BATCH_MAX), BATCH_MAX)
+        count = min(int_query(request, "count", BATCH_MAX), BATCH_MAX)
         if count == 0:
             raise ApiError(400, '0 is not a valid value for "count"')
-        start = _uint_query(request, "start", 0)
+        start = int_query(request, "start", 0)
         name = request.query.get("partition")
         targets = [self.reader.resolve(name, request.query.get("rmID"))] if name else self.reader.targets()
         answers = await asyncio.gather(*(self.reader.query(t, EventsQuery(start=start, limit=count))
@@ -232,7 +217,7 @@ class EventsApi:
             raise ApiError(503, "Too many streaming connections",
                            f"{len(self.open)} event streams open on this rmproxy ({same_host} for host {host}); "
                            f"limits: event.maxStreams {limits.total}, event.maxStreamsPerHost {limits.per_host}")
-        count = _uint_query(request, "count", 0)
+        count = int_query(request, "count", 0)
         if request.method == "HEAD":  # the headers a stream would have; no stream is opened
             return web.Response(headers=CORS_HEADERS, content_type="application/json", charset="UTF-8")
         stream = EventStream(host, time.time_ns())

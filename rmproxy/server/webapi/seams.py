@@ -49,7 +49,8 @@ class ConfigChanger(Protocol):
     """The one path of config changes (``ConfigChanges``)."""
 
     async def change(self, req: si_pb2.UpdateConfigurationRequest, who: str, action: str = ...,
-                     expected_checksum: str | None = ..., note: str = ...) -> Any: ...
+                     expected_checksum: str | None = ..., note: str = ...,
+                     allow_partition_removal: bool = ...) -> Any: ...
 
 
 class Identity(Protocol):
