@@ -33,10 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from common import addresses, security
+from common.config.loader import file_checksum, strip_checksum
 from common.restclient import RestClient, RestError, path_part
 from common.units import human_resource
 
-__all__ = ["configure", "run", "ACTIONS", "format_dry_run", "strip_checksum", "file_checksum"]
+__all__ = ["configure", "run", "ACTIONS", "format_dry_run"]
 
 ADMIN = "/ws/v1/korral/admin/config"
 ACTIONS = {
@@ -75,18 +76,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
             p.add_argument("--checksum", help="make the change against this checksum (default: the file's "
                                               "checksum line, else the active config's read now)")
         _common_flags(p)
-
-
-def strip_checksum(text: str) -> str:
-    return "".join(line for line in text.splitlines(keepends=True) if not line.startswith("checksum:"))
-
-
-def file_checksum(text: str) -> str | None:
-    """The checksum of the ``checksum:`` line ``korral config get`` ended the file with, if any."""
-    for line in text.splitlines():
-        if line.startswith("checksum:"):
-            return line.split(":", 1)[1].strip() or None
-    return None
 
 
 def _client(args: argparse.Namespace) -> RestClient:
@@ -141,6 +130,9 @@ def _change_text(doc: dict) -> str:
 
 def _get(client: RestClient, base: str, args) -> tuple[Any, str]:
     doc = client.get(base)
+    if doc.get("default") and not args.json:
+        print(f"korral config get: RM {doc['rmID']} has an empty config: the scheduler serves the default config "
+              "below", file=sys.stderr)
     text = strip_checksum(doc["config"])
     return doc, text + ("" if text.endswith("\n") or not text else "\n") + f"checksum: {doc['checksum']}\n"
 

@@ -13,6 +13,7 @@ from common.config.loader import (
     MAX_QUEUES,
     MAX_RULE_DEPTH,
     config_checksum,
+    config_with_checksum,
     load_config,
 )
 from common.config.quantity import QuantityError, format_resources, parse_quantity
@@ -26,6 +27,7 @@ __all__ = [
     "ConfigError",
     "load_config",
     "config_checksum",
+    "config_with_checksum",
     "MAX_CONFIG_BYTES",
     "MAX_ERRORS",
     "MAX_QUEUE_DEPTH",

@@ -4,6 +4,11 @@ Prints every error (``error: ...``) and warning (``warning: ...``). Exit status:
 0 valid, 1 invalid (or, with ``--strict``, valid with warnings), 2 the file
 cannot be read. ``-`` reads standard input, named ``<stdin>`` in the output.
 Errors in the YAML text itself start with the file name and give the line.
+
+The checksum printed is the one the scheduler would show for this file once applied
+(``config_checksum``: what ``/ws/v1/config`` serves for it); a ``checksum:`` line in the file (a
+file saved by ``korral config get``) is not part of the config: the summary says it was ignored,
+and whether it matches.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import sys
 from typing import TextIO
 
 from common.config.errors import ConfigError
-from common.config.loader import MAX_CONFIG_BYTES, load_config
+from common.config.loader import MAX_CONFIG_BYTES, file_checksum, load_config
 from common.config.model import QueueConfig
 
 __all__ = ["configure", "run", "check_text"]
@@ -30,12 +35,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     name = "<stdin>" if args.file == "-" else args.file
     try:
-        data = _read(args.file)
+        data, size = _read(args.file)
     except OSError as exc:
-        print(f"error: cannot read {args.file}: {exc}", file=sys.stderr)
+        print(f"error: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_UNREADABLE
-    if len(data) > MAX_CONFIG_BYTES:
-        print(f"error: config too large: more than {MAX_CONFIG_BYTES} bytes, the limit is {MAX_CONFIG_BYTES} bytes")
+    if size > MAX_CONFIG_BYTES:
+        print(f"error: config too large: {size} bytes, the limit is {MAX_CONFIG_BYTES} bytes")
         print(f"{name}: invalid, 1 error(s)")
         return EXIT_INVALID
     return check_text(data, name, strict=args.strict, quiet=args.quiet, out=sys.stdout)
@@ -62,6 +67,11 @@ def check_text(text: str | bytes, name: str = "<config>", *, strict: bool = Fals
                 file=out,
             )
         print(f"  checksum {config.checksum}", file=out)
+        own = file_checksum(text if isinstance(text, str) else text.decode("utf-8"))
+        if own is not None:
+            same = "it matches" if own.upper() == config.checksum else "it differs"
+            print(f"  the file's own checksum: line ({own}) was ignored: it is not part of the config ({same}); "
+                  "the checksum above is what the scheduler would show for this file", file=out)
     if strict and config.warnings:
         if quiet:
             for message in config.warnings:
@@ -74,9 +84,16 @@ def _count(queue: QueueConfig) -> int:
     return 1 + sum(_count(q) for q in queue.queues)
 
 
-def _read(path: str) -> bytes:
-    """At most one byte more than the limit, so a huge file is never read whole."""
-    if path == "-":
-        return sys.stdin.buffer.read(MAX_CONFIG_BYTES + 1)
-    with open(path, "rb") as stream:
-        return stream.read(MAX_CONFIG_BYTES + 1)
+def _read(path: str) -> tuple[bytes, int]:
+    """The text (at most one byte more than the limit, so a huge file is never held whole) and
+    the input's size in bytes (standard input beyond the limit is read to its end and counted)."""
+    stream = sys.stdin.buffer if path == "-" else open(path, "rb")
+    try:
+        data = stream.read(MAX_CONFIG_BYTES + 1)
+        size = len(data)
+        while len(data) > MAX_CONFIG_BYTES and (chunk := stream.read(1 << 20)):
+            size += len(chunk)
+        return data, size
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()

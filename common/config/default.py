@@ -1,7 +1,8 @@
 """The configuration used when an RM registers or updates with an empty config.
 
-The text is YuniKorn v1.2's ``DefaultSchedulerConfig`` byte for byte, so the
-checksum shown by ``/ws/v1/config`` is the one YuniKorn users see.
+The text is YuniKorn v1.2's ``DefaultSchedulerConfig`` (the same in YuniKorn 1.9). ``/ws/v1/config``
+serves it without its leading newline, and its checksum is that of the text served
+(``config_checksum``), so it differs from the one YuniKorn shows for its default config.
 """
 
 from __future__ import annotations

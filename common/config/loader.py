@@ -43,7 +43,9 @@ __all__ = [
     "load_config",
     "config_checksum",
     "config_with_checksum",
-    "served_checksum",
+    "served_text",
+    "strip_checksum",
+    "file_checksum",
     "MAX_CONFIG_BYTES",
     "MAX_QUEUES",
     "MAX_QUEUE_DEPTH",
@@ -86,32 +88,44 @@ class _TooMany(Exception):
     """Raised inside the builder to stop at a size limit; the message is already recorded."""
 
 
+def served_text(text: str) -> str:
+    """The config text the scheduler serves (``/ws/v1/config``) for a registered ``text``, without
+    its checksum line: the default config for an empty (or whitespace-only) text, every
+    ``checksum:`` line left out, no blank lines before or after, ending with one newline."""
+    body = text if text.strip() else DEFAULT_CONFIG_TEXT
+    return "\n".join(strip_checksum(body).splitlines()).strip("\n") + "\n"
+
+
 def config_checksum(text: str) -> str:
-    """SHA-256 (uppercase hex) of ``text`` without its ``checksum: <64 hex>`` line, as YuniKorn computes it."""
-    marker = "checksum: "
-    strip = marker
-    if marker in text:
-        strip = (marker + text.split(marker, 2)[1]).rstrip("\n")[: len(marker) + 64]
-    return hashlib.sha256(text.replace(strip, "").encode("utf-8")).hexdigest().upper()
+    """The one checksum of a config text, wherever Korral shows one (``/ws/v1/config``, ``korral
+    config``, the admin endpoint, ``korral check-config``, ``SchedulerConfig.checksum``): the
+    SHA-256 (uppercase hex) of what the scheduler serves for it (``served_text``). A file saved
+    by ``korral config get`` (ending with its ``checksum:`` line) has the checksum of the config
+    it was saved from. YuniKorn hashes the text as given, so the two differ only for a text with
+    blank lines around it or a ``checksum:`` line in it, and for the empty text (the default
+    config is served without its leading newline)."""
+    return hashlib.sha256(served_text(text).encode("utf-8")).hexdigest().upper()
 
 
 def config_with_checksum(text: str) -> str:
-    """The config text as ``/ws/v1/config`` serves it (the default config for an empty one),
-    ending with exactly one ``checksum: <SHA-256>`` line computed as YuniKorn does."""
-    clean = _served_text(text)
+    """The config text as ``/ws/v1/config`` serves it (``served_text``), ending with exactly one
+    ``checksum: <config_checksum>`` line."""
+    clean = served_text(text)
     return clean + f"checksum: {config_checksum(clean)}\n"
 
 
-def served_checksum(text: str) -> str:
-    """The checksum ``/ws/v1/config`` shows for a registered config text: what
-    ``korral config`` compares and swaps on."""
-    return config_checksum(_served_text(text))
+def strip_checksum(text: str) -> str:
+    """``text`` without its ``checksum:`` lines (they are never part of the config)."""
+    return "".join(line for line in text.splitlines(keepends=True) if not line.startswith("checksum:"))
 
 
-def _served_text(text: str) -> str:
-    body = text if text.strip() else DEFAULT_CONFIG_TEXT
-    lines = [line for line in body.splitlines() if not line.startswith("checksum:")]
-    return "\n".join(lines).strip("\n") + "\n"
+def file_checksum(text: str) -> str | None:
+    """The value of the text's own ``checksum:`` line (the one ``korral config get`` ends a
+    saved file with), if it has one."""
+    for line in text.splitlines():
+        if line.startswith("checksum:"):
+            return line.split(":", 1)[1].strip() or None
+    return None
 
 
 def load_config(text: str | bytes, *, source: str = "") -> SchedulerConfig:

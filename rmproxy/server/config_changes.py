@@ -3,7 +3,7 @@ and re-registration, and an operator's ``korral config apply|rollback`` (REST ad
 
 ``ConfigChanges.change`` runs one change per RM at a time: a no-op when nothing changes (the
 same config overwrites nothing, whatever it was read against), else compare-and-swap on the
-checksum ``/ws/v1/config`` shows (``served_checksum``), then
+checksum ``/ws/v1/config`` shows (``config_checksum``), then
 ``RMRegistry.apply_config`` (the one path that validates and applies a config, exactly as at
 registration), then an audit record in Redis (``registry.ConfigRecord``: who, when, old and new
 checksum, the text it replaced). A re-registration with another config is recorded too: the
@@ -25,7 +25,7 @@ from typing import AsyncIterator, Protocol
 import grpc
 
 from common import registry, si_pb2
-from common.config.loader import served_checksum
+from common.config import config_checksum
 from rmproxy.server.errors import ConfigUpdateError
 from rmproxy.server.rms import RMSession
 
@@ -94,7 +94,7 @@ class ConfigChanges:
         async with self._turn(req.rmID):
             old = self.rms.active_rm(req.rmID).registration
             old_text = old.config if old is not None else ""
-            old_sum, new_sum = served_checksum(old_text), served_checksum(req.config)
+            old_sum, new_sum = config_checksum(old_text), config_checksum(req.config)
             if old is not None and new_sum == old_sum and dict(req.extraConfig) == old.extra_config \
                     and req.policyGroup == old.policy_group:  # overwrites nothing, even from a stale read
                 log.info("RM %s: configuration unchanged (checksum %s), nothing to do", req.rmID, new_sum)
@@ -113,7 +113,7 @@ class ConfigChanges:
 
     async def registered(self, rm_id: str, old_text: str, new_text: str) -> None:
         """The RM registered again; record it when it brought another config."""
-        old_sum, new_sum = served_checksum(old_text), served_checksum(new_text)
+        old_sum, new_sum = config_checksum(old_text), config_checksum(new_text)
         if old_sum != new_sum:
             await self.record(registry.ConfigRecord(
                 rm_id, f"RM {rm_id}", time.time_ns(), "rm-register", old_sum, new_sum, old_text,

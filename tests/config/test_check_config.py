@@ -69,3 +69,45 @@ def test_runs_as_a_command_reading_stdin():
     )
     assert result.returncode == 1
     assert b"a fixed queue rule must have a queue name set" in result.stdout
+
+
+def test_too_large_file_is_reported_with_its_size(tmp_path, capsys):
+    size = MAX_CONFIG_BYTES + (3 << 20)  # bigger than what is read of it
+    assert main(["check-config", write(tmp_path, b"#" * size)]) == 1
+    assert f"error: config too large: {size} bytes, the limit is {MAX_CONFIG_BYTES} bytes" in capsys.readouterr().out
+
+
+def test_too_large_stdin_is_reported_with_its_size():
+    size = MAX_CONFIG_BYTES + 12345
+    result = subprocess.run([sys.executable, "-m", "common.cli", "check-config", "-"], input=b"#" * size,
+                            capture_output=True, timeout=60)
+    assert result.returncode == 1
+    assert f"config too large: {size} bytes".encode() in result.stdout
+
+
+def _checksum_line(out: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith("  checksum ")).split()[1]
+
+
+def test_the_checksum_is_what_the_scheduler_would_serve_for_an_empty_file(tmp_path, capsys):
+    from common.config import config_with_checksum
+
+    assert main(["check-config", write(tmp_path, "")]) == 0
+    out = capsys.readouterr().out
+    served = config_with_checksum("")  # what /ws/v1/config serves when the RM registered an empty config
+    assert f"checksum: {_checksum_line(out)}\n" == served.splitlines(keepends=True)[-1]
+    assert "was ignored" not in out
+
+
+@pytest.mark.parametrize("line,verdict", [(None, "it matches"), ("checksum: " + "0" * 64, "it differs")],
+                         ids=["saved by config get", "edited afterwards"])
+def test_a_files_own_checksum_line_is_ignored_and_said_so(tmp_path, capsys, line, verdict):
+    from common.config import config_with_checksum
+
+    saved = config_with_checksum(GOOD)  # as `korral config get` writes it
+    if line is not None:
+        saved = saved.rsplit("checksum:", 1)[0] + line + "\n"
+    assert main(["check-config", write(tmp_path, saved)]) == 0
+    out = capsys.readouterr().out
+    assert _checksum_line(out) == config_with_checksum(GOOD).split("checksum: ")[1].strip()
+    assert "the file's own checksum: line" in out and f"was ignored: it is not part of the config ({verdict})" in out

@@ -12,6 +12,7 @@ from common.config import (
     MAX_QUEUES,
     ConfigError,
     config_checksum,
+    config_with_checksum,
     default_config,
     load_config,
 )
@@ -37,15 +38,27 @@ def test_default_config_matches_yunikorn():
     assert p.root.name == "root" and p.root.submitacl == "*" and p.root.is_parent
     (rule,) = p.placementrules
     assert (rule.name, rule.value, rule.create) == ("tag", "namespace", True)
-    assert config.checksum == hashlib.sha256(DEFAULT_CONFIG_TEXT.encode()).hexdigest().upper()
+    # the checksum of the text served for it: without the leading newline of YuniKorn's text
+    assert config.checksum == hashlib.sha256(DEFAULT_CONFIG_TEXT.lstrip("\n").encode()).hexdigest().upper()
+    assert load_config("").checksum == config.checksum == config_checksum("")
 
 
-def test_checksum_is_sha256_uppercase_hex_without_the_checksum_line():
+def test_checksum_is_sha256_uppercase_hex_of_the_served_text():
     config = load_config(SIMPLE)
-    assert config.checksum == hashlib.sha256(SIMPLE.encode()).hexdigest().upper()
-    with_line = "checksum: " + "A" * 64 + "\n" + SIMPLE
-    assert config_checksum(with_line) == hashlib.sha256(("\n" + SIMPLE).encode()).hexdigest().upper()
-    assert load_config(with_line).checksum == config_checksum(with_line)
+    served = SIMPLE.lstrip("\n")
+    assert config.checksum == hashlib.sha256(served.encode()).hexdigest().upper()
+    assert config_with_checksum(SIMPLE) == served + f"checksum: {config.checksum}\n"
+
+
+@pytest.mark.parametrize("variant", [
+    "checksum: " + "A" * 64 + "\n" + SIMPLE,  # a checksum line first
+    SIMPLE + "checksum: 0123\n",  # a file saved by `korral config get`, its line last
+    "\n\n" + SIMPLE + "\n\n",  # blank lines around it
+    SIMPLE.lstrip("\n"),  # as served
+], ids=["checksum line first", "checksum line last", "blank lines around", "as served"])
+def test_the_checksum_is_that_of_what_the_scheduler_serves_for_the_text(variant):
+    assert load_config(variant).checksum == config_checksum(variant) == config_checksum(SIMPLE)
+    assert config_checksum(config_with_checksum(variant)) == config_checksum(SIMPLE)
 
 
 def test_names_are_lower_cased_and_root_inserted():

@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from common import si_pb2
-from common.config.loader import served_checksum
+from common.config import config_checksum
 from common.envelope import Kind
 from common.messages import RMPartitions
 from common.registry import ConfigRecord, Registration
@@ -58,11 +58,11 @@ def req(config: str) -> si_pb2.UpdateConfigurationRequest:
 def test_a_change_against_the_active_checksum_is_applied_and_recorded():
     store = AuditedStore()
     p, applied = proxy_with_rm(store)
-    change = asyncio.run(p.config_changes.change(req(NEW), "token alice", "apply", served_checksum(OLD)))
+    change = asyncio.run(p.config_changes.change(req(NEW), "token alice", "apply", config_checksum(OLD)))
     assert applied == [NEW] and change.changed and change.record is not None
     (record,) = store.records
     assert (record.who, record.action, record.old_checksum, record.new_checksum, record.old_config) == \
-        ("token alice", "apply", served_checksum(OLD), served_checksum(NEW), OLD)
+        ("token alice", "apply", config_checksum(OLD), config_checksum(NEW), OLD)
 
 
 def test_a_stale_checksum_is_refused_and_the_same_config_is_a_no_op():
@@ -70,7 +70,7 @@ def test_a_stale_checksum_is_refused_and_the_same_config_is_a_no_op():
     p, applied = proxy_with_rm(store)
     with pytest.raises(ConfigUpdateError) as refused:
         asyncio.run(p.config_changes.change(req(NEW), "token alice", "apply", "0" * 64))
-    assert refused.value.code is grpc.StatusCode.ABORTED and served_checksum(OLD) in str(refused.value)
+    assert refused.value.code is grpc.StatusCode.ABORTED and config_checksum(OLD) in str(refused.value)
     same = asyncio.run(p.config_changes.change(req(OLD + "checksum: STALE\n"), "token bob", "apply", "0" * 64))
     assert not same.changed and applied == [] and store.records == []
 
@@ -81,7 +81,7 @@ def test_concurrent_changes_against_one_checksum_one_wins():
 
     async def both():
         return await asyncio.gather(*(p.config_changes.change(req(NEW.replace("name: a", f"name: {q}")), q, "apply",
-                                                              served_checksum(OLD)) for q in ("a", "b")),
+                                                              config_checksum(OLD)) for q in ("a", "b")),
                                     return_exceptions=True)
 
     results = asyncio.run(both())
@@ -111,4 +111,4 @@ def test_a_re_registration_with_another_config_is_recorded_by_a_fresh_rmproxy():
     service = SchedulerService(p.registry, p.router, p.config_changes)
     asyncio.run(service.register(si_pb2.RegisterResourceManagerRequest(rmID="rm1", config=NEW), context=None))
     (record,) = store.records
-    assert (record.action, record.old_config, record.new_checksum) == ("rm-register", OLD, served_checksum(NEW))
+    assert (record.action, record.old_config, record.new_checksum) == ("rm-register", OLD, config_checksum(NEW))

@@ -3,7 +3,8 @@
 
 Paths (``/ws/v1/korral/admin/config/{rmID}``, every one authenticated by ``AdminAuth``):
 
-- ``GET``: the active config, its checksum (the one ``/ws/v1/config`` shows), policy group and
+- ``GET``: the active config as the scheduler serves it (the default config's text when the RM's
+  is empty: ``default`` true), its checksum (the one ``/ws/v1/config`` shows), policy group and
   extraConfig.
 - ``PUT`` (body: the queues.yaml text; ``If-Match: <checksum read>``): apply it through
   ``ConfigChanges.change`` (the path of the RM's own ``UpdateConfiguration``: validated exactly
@@ -30,9 +31,9 @@ import grpc
 from aiohttp import web
 
 from common import si_pb2
-from common.config import MAX_CONFIG_BYTES, load_config
+from common.config import MAX_CONFIG_BYTES, config_checksum, load_config
 from common.config.errors import ConfigError
-from common.config.loader import served_checksum
+from common.config.loader import served_text
 from common.messages import WhatIfQuery
 from common.registry import ConfigRecord
 from common.security import SecurityError, read_admin_tokens
@@ -198,8 +199,10 @@ class AdminApi:
         self.auth.who(request)
         rm_id = request.match_info["rmID"]
         reg = await self._registration(rm_id)
-        return json_response({"rmID": rm_id, "checksum": served_checksum(reg.config), "config": reg.config,
-                              "policyGroup": reg.policy_group, "extraConfig": reg.extra_config})
+        # the text the scheduler serves: the default config's YAML when the RM's text is empty
+        return json_response({"rmID": rm_id, "checksum": config_checksum(reg.config), "config": served_text(reg.config),
+                              "default": not reg.config.strip(), "policyGroup": reg.policy_group,
+                              "extraConfig": reg.extra_config})
 
     async def apply(self, request: web.Request) -> web.Response:
         who, rm_id, expected = await self._checked(request)  # before the body is read
@@ -258,7 +261,7 @@ class AdminApi:
             if p.name not in {t.partition for t in live}:
                 partitions.append({"partition": p.name, "action": "add",
                                    "note": f"a new partition: an idle worker takes it ({idle} idle now)"})
-        return json_response({"rmID": rm_id, "oldChecksum": served_checksum(reg.config),
-                              "newChecksum": served_checksum(text),
-                              "unchanged": served_checksum(text) == served_checksum(reg.config),
+        return json_response({"rmID": rm_id, "oldChecksum": config_checksum(reg.config),
+                              "newChecksum": config_checksum(text),
+                              "unchanged": config_checksum(text) == config_checksum(reg.config),
                               "warnings": list(config.warnings), "partitions": partitions})
