@@ -12,7 +12,7 @@ from .dao import all_apps, int_percent, utilisation_bucket
 if TYPE_CHECKING:  # pragma: no cover
     from .partition import Partition
 
-__all__ = ["health_checks", "metrics_dao", "ENDED_APP_LABELS"]
+__all__ = ["health_checks", "metrics_dao"]
 
 # metrics: app states as the per-queue-name queue_app metrics (YuniKorn < 1.8) label them
 _QUEUE_APP_STATES = {AppState.ACCEPTED: "accepted", AppState.STARTING: "running",
@@ -22,11 +22,11 @@ _QUEUE_APP_STATES = {AppState.ACCEPTED: "accepted", AppState.STARTING: "running"
 # ... and as yunikorn_queue_app{queue,state} (1.5+) labels the apps a queue holds; its terminal
 # states (completed, failed, rejected) count every app that ended there (``AppLifecycle.ended``),
 # as YuniKorn's gauges only ever grow
-_ACTIVE_APP_LABELS = {AppState.NEW: "new", AppState.ACCEPTED: "accepted", AppState.STARTING: "running",
-                      AppState.RUNNING: "running", AppState.RESUMING: "resuming",
-                      AppState.FAILING: "failing", AppState.COMPLETING: "completing"}
-ACTIVE_APP_LABELS = ("new", "accepted", "running", "resuming", "failing", "completing")
-ENDED_APP_LABELS = ("completed", "failed", "rejected")
+_HELD_APP_LABELS = {AppState.NEW: "new", AppState.ACCEPTED: "accepted", AppState.STARTING: "running",
+                    AppState.RUNNING: "running", AppState.RESUMING: "resuming",
+                    AppState.FAILING: "failing", AppState.COMPLETING: "completing"}
+_HELD_LABELS = ("new", "accepted", "running", "resuming", "failing", "completing")
+_ENDED_LABELS = ("completed", "failed", "rejected")
 
 
 # ------------------------------------------------------------------------------ health
@@ -110,7 +110,7 @@ def metrics_dao(p: "Partition") -> dict:
     ``yunikorn_queue_app_total`` (every queue, removed ones included)."""
     app_states: dict[str, int] = {}
     per_queue: dict[str, dict[str, int]] = {}
-    active: dict[str, dict[str, int]] = {}
+    held: dict[str, dict[str, int]] = {}
     for a in all_apps(p):
         app_states[a.state.value] = app_states.get(a.state.value, 0) + 1
         label = _QUEUE_APP_STATES.get(a.state)
@@ -118,26 +118,27 @@ def metrics_dao(p: "Partition") -> dict:
             qs = per_queue.setdefault(a.queue.path, {})
             qs[label] = qs.get(label, 0) + 1
     for a in p.apps.values():
-        label = _ACTIVE_APP_LABELS.get(a.state)
+        label = _HELD_APP_LABELS.get(a.state)
         if label is not None:
-            qs = active.setdefault(a.queue.path, {})
+            qs = held.setdefault(a.queue.path, {})
             qs[label] = qs.get(label, 0) + 1
     ended = p.lifecycle.ended
     queues = []
     stack = [p.root]
     while stack:
         q = stack.pop()
-        counts = active.get(q.path, {})
+        counts = held.get(q.path, {})
         queues.append({"path": q.path,
                        "guaranteed": q.guaranteed.as_dict() if q.guaranteed is not None else {},
                        "max": q.max.as_dict() if q.max is not None else {},
                        "allocated": q.allocated.as_dict(), "pending": q.pending.as_dict(),
                        "preempting": q.preempting.as_dict(), "maxRunningApps": q.max_apps,
                        "apps": per_queue.get(q.path, {}),
-                       "appStates": {**{s: counts.get(s, 0) for s in ACTIVE_APP_LABELS},
-                                     **{s: ended.get((q.path, s), 0) for s in ENDED_APP_LABELS}}})
+                       "appStates": {**{s: counts.get(s, 0) for s in _HELD_LABELS},
+                                     **{s: ended.get((q.path, s), 0) for s in _ENDED_LABELS}}})
         stack.extend(q.children.values())
     ended_paths = sorted({q["path"] for q in queues} | {path for path, _ in ended})
+    apps_ended = [[path, s, ended.get((path, s), 0)] for path in ended_paths for s in _ENDED_LABELS]
     nodes = list(p.nodes.nodes.values())
     usage: dict[str, list[int]] = {}
     for n in nodes:  # YuniKorn's <resource>_node_usage_total: nodes per 10% utilisation bucket
@@ -145,8 +146,7 @@ def metrics_dao(p: "Partition") -> dict:
             if c > 0:
                 usage.setdefault(k, [0] * 10)[utilisation_bucket(int_percent(n.allocated.get(k), c))] += 1
     return {
-        "apps": app_states, "queues": queues, "appsEnded": [[path, s, ended.get((path, s), 0)] for path in ended_paths for s in ENDED_APP_LABELS],
-        "compatibility": p.settings.compat.text,
+        "apps": app_states, "queues": queues, "appsEnded": apps_ended,
         "perQueueMetricNames": not p.settings.compat.queue_metrics_by_label_only,
         "nodes": {"active": sum(1 for n in nodes if n.ready and n.schedulable),
                   "draining": sum(1 for n in nodes if not n.schedulable),
