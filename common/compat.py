@@ -21,6 +21,7 @@ COMPAT_KEY = "korral.compatibility"
 COMPAT_VERSIONS = ("1.2", "1.6", "1.7", "1.8", "1.9", "1.10")
 _V1_6 = (1, 6)
 _V1_8 = (1, 8)
+_V1_9 = (1, 9)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,12 @@ class Compat:
     preemption_per_resource_type = property(lambda self: self.since(_V1_8), doc=(
         "1.8 (YUNIKORN-3113/3157): a victim's queue must be over its guarantee in a type the "
         "preemptor asks for; other types may be under their guarantee."))
+    queue_metrics_by_label_only = property(lambda self: self.since(_V1_8), doc=(
+        "1.8 (YUNIKORN-3087): queue metrics only as ``yunikorn_queue_app`` and "
+        "``yunikorn_queue_resource`` with a ``queue`` label; ``yunikorn_<queue>_queue_*`` are gone."))
+    node_capacity_without_zeros = property(lambda self: self.since(_V1_9), doc=(
+        "1.9 (YUNIKORN-2826): a node's capacity (and so its available) leaves out zero-valued "
+        "resources."))
 
 
 SEEDS = Compat()

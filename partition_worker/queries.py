@@ -207,7 +207,9 @@ def _whatif(s, q: WhatIfQuery) -> dict:
 
 def _nodes(s, q: NodesQuery) -> dict:
     nodes = list(s.core.nodes.nodes.values())
-    return _page(q, nodes, lambda n: dao.node_dao(n, s.partition_name), lambda n: 1 + len(n.allocations))
+    without_zeros = s.core.settings.compat.node_capacity_without_zeros
+    return _page(q, nodes, lambda n: dao.node_dao(n, s.partition_name, without_zeros=without_zeros),
+                 lambda n: 1 + len(n.allocations))
 
 
 def _node(s, q: NodeQuery) -> dict | NotFound:
@@ -215,7 +217,7 @@ def _node(s, q: NodeQuery) -> dict | NotFound:
     n = s.core.nodes.nodes.get(node_id)
     if n is None:
         return _missing("node", "Node not found", node_id)
-    return dao.node_dao(n, s.partition_name)
+    return dao.node_dao(n, s.partition_name, without_zeros=s.core.settings.compat.node_capacity_without_zeros)
 
 
 def _heatmap(s, q: HeatmapQuery) -> dict:
@@ -296,9 +298,10 @@ def _dump(s, q: DumpQuery) -> dict:
     part = s.partition_name
     apps = [dao.app_dao(a, part) for a in dao.all_apps(p)]
     views = {al["uuid"]: al for a in apps for al in a["allocations"]}
+    without_zeros = p.settings.compat.node_capacity_without_zeros
     nodes = []
     for n in p.nodes.nodes.values():
-        d = dao.node_dao(n, part, with_allocations=False)
+        d = dao.node_dao(n, part, with_allocations=False, without_zeros=without_zeros)
         d["allocations"] = [views.get(al.uuid) or dao.alloc_dao(al, part) for al in n.allocations.values()]
         nodes.append(_encode(d))
     # ~150,000 dicts at 50,000 allocations take ~20-30 ms to free: not before the answer leaves

@@ -222,7 +222,9 @@ def queues_dao(p: "Partition", partition: str) -> dict:
 
 
 def queue_dao(q: "Queue", default_delay_ns: int, parent_headroom: Resource | None = None) -> dict:
-    """PartitionQueueDAOInfo with its subtree, plus Korral's ``submitACL`` and ``adminACL``.
+    """PartitionQueueDAOInfo with its subtree, plus Korral's ``submitACL`` and ``adminACL``; the
+    quota preemption and ask backoff fields as yunikorn-site documents them (YUNIKORN-3277):
+    ``quotaPreemptionStartTime`` when the armed enforcement is due (ns, 0: not armed).
     ``default_delay_ns``: the partition's default ``preemption.delay``; ``parent_headroom``: the
     parent's ``headroom`` (None for root)."""
     accepted = [a.app_id for a in q.apps.values() if a.state is AppState.ACCEPTED and a.allocations]
@@ -259,6 +261,11 @@ def queue_dao(q: "Queue", default_delay_ns: int, parent_headroom: Resource | Non
         "quotaPreemptionDelay": go_duration(q.quota_preemption_delay_ns),
         "isPriorityFence": q.priority_fence,
         "priorityOffset": q.priority_offset,
+        # Korral enforces a queue's quota within one step, so no read ever sees it running
+        "isQuotaPreemptionRunning": False,
+        "quotaPreemptionStartTime": q.quota_preemption_at_ns,
+        "unschedAskBackoff": q.backoff_threshold,
+        "askBackoffDelay": go_duration(q.backoff_delay_ns),
         "submitACL": q.submit_acl.text,
         "adminACL": q.admin_acl.text,
     }
@@ -297,20 +304,26 @@ def _template_dao(q: "Queue") -> dict | None:
 
 
 # ------------------------------------------------------------------------------ nodes
-def node_dao(n: "Node", partition: str, with_allocations: bool = True) -> dict:
+def node_dao(n: "Node", partition: str, with_allocations: bool = True, without_zeros: bool = False) -> dict:
     """NodeDAOInfo, plus v1.2's ``partition`` and Korral's ``ready``; host and rack also from the
     k8s shim's ``si.io/`` attributes. The RM's foreign allocations (``core.foreign``) are
     ``foreignAllocations``.
-    Without ``with_allocations`` the view has no ``allocations`` key (the dump adds shared ones)."""
+    Without ``with_allocations`` the view has no ``allocations`` key (the dump adds shared ones).
+    ``without_zeros`` (compatibility 1.9, ``Compat.node_capacity_without_zeros``): the capacity
+    leaves out its zero-valued types, and so do available and utilized (a type fully used stays)."""
     attrs = n.attributes
+    capacity = n.capacity.prune() if without_zeros else n.capacity
+    available = n.available.as_dict()
+    if without_zeros:
+        available = {k: v for k, v in available.items() if v or k in capacity}
     d = {
         "nodeID": n.node_id,
         "hostName": attrs.get(HOST_NAME) or attrs.get(K8S_HOST_NAME, ""),
         "rackName": attrs.get(RACK_NAME) or attrs.get(K8S_RACK_NAME, ""),
         "partition": partition, "attributes": dict(attrs),
-        "capacity": n.capacity.as_dict(), "allocated": n.allocated.prune().as_dict(),
-        "occupied": n.occupied.prune().as_dict(), "available": n.available.as_dict(),
-        "utilized": _percent(n.allocated, n.capacity),
+        "capacity": capacity.as_dict(), "allocated": n.allocated.prune().as_dict(),
+        "occupied": n.occupied.prune().as_dict(), "available": available,
+        "utilized": _percent(n.allocated, capacity),
     }
     if with_allocations:
         d["allocations"] = [alloc_dao(al, partition) for al in n.allocations.values()]
@@ -439,7 +452,8 @@ def partition_snapshot(p: "Partition", partition: str, cluster_id: str) -> dict:
         "partition": partition_dao(p, partition, cluster_id),
         "queues": queues_dao(p, partition),
         "applications": [app_dao(a, partition) for a in all_apps(p)],
-        "nodes": [node_dao(n, partition) for n in p.nodes.nodes.values()],
+        "nodes": [node_dao(n, partition, without_zeros=p.settings.compat.node_capacity_without_zeros)
+                  for n in p.nodes.nodes.values()],
         "reservations": [reservation_dao(r) for r in p.reservations.values()],
         "usage": usage_dao(p),
     }

@@ -14,11 +14,19 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["health_checks", "metrics_dao"]
 
-# metrics: app states as YuniKorn's queue_app metric labels them
+# metrics: app states as the per-queue-name queue_app metrics (YuniKorn < 1.8) label them
 _QUEUE_APP_STATES = {AppState.ACCEPTED: "accepted", AppState.STARTING: "running",
                      AppState.RUNNING: "running", AppState.COMPLETING: "running",
                      AppState.REJECTED: "rejected", AppState.COMPLETED: "completed",
                      AppState.FAILED: "failed", AppState.FAILING: "failed"}
+# ... and as yunikorn_queue_app{queue,state} (1.5+) labels the apps a queue holds; its terminal
+# states (completed, failed, rejected) count every app that ended there (``AppLifecycle.ended``),
+# as YuniKorn's gauges only ever grow
+_HELD_APP_LABELS = {AppState.NEW: "new", AppState.ACCEPTED: "accepted", AppState.STARTING: "running",
+                    AppState.RUNNING: "running", AppState.RESUMING: "resuming",
+                    AppState.FAILING: "failing", AppState.COMPLETING: "completing"}
+_HELD_LABELS = ("new", "accepted", "running", "resuming", "failing", "completing")
+_ENDED_LABELS = ("completed", "failed", "rejected")
 
 
 # ------------------------------------------------------------------------------ health
@@ -95,25 +103,42 @@ def health_checks(p: "Partition", part: str) -> list[dict]:
 # ------------------------------------------------------------------------------ metrics
 def metrics_dao(p: "Partition") -> dict:
     """The partition's gauges as plain data (rmproxy renders Prometheus text): apps per state,
-    queue resources and apps, node states and usage buckets, containers, asks, cycles."""
+    queue resources and apps, node states and usage buckets, containers, asks, cycles.
+    Per queue ``apps`` are the per-queue-name metrics' states (served while
+    ``perQueueMetricNames``: compatibility below 1.8), ``appStates`` those of
+    ``yunikorn_queue_app``; ``appsEnded`` ``[path, state, count]`` feeds the counter
+    ``yunikorn_queue_app_total`` (every queue, removed ones included)."""
     app_states: dict[str, int] = {}
     per_queue: dict[str, dict[str, int]] = {}
+    held: dict[str, dict[str, int]] = {}
     for a in all_apps(p):
         app_states[a.state.value] = app_states.get(a.state.value, 0) + 1
         label = _QUEUE_APP_STATES.get(a.state)
         if label is not None:
             qs = per_queue.setdefault(a.queue.path, {})
             qs[label] = qs.get(label, 0) + 1
+    for a in p.apps.values():
+        label = _HELD_APP_LABELS.get(a.state)
+        if label is not None:
+            qs = held.setdefault(a.queue.path, {})
+            qs[label] = qs.get(label, 0) + 1
+    ended = p.lifecycle.ended
     queues = []
     stack = [p.root]
     while stack:
         q = stack.pop()
+        counts = held.get(q.path, {})
         queues.append({"path": q.path,
                        "guaranteed": q.guaranteed.as_dict() if q.guaranteed is not None else {},
                        "max": q.max.as_dict() if q.max is not None else {},
                        "allocated": q.allocated.as_dict(), "pending": q.pending.as_dict(),
-                       "apps": per_queue.get(q.path, {})})
+                       "preempting": q.preempting.as_dict(), "maxRunningApps": q.max_apps,
+                       "apps": per_queue.get(q.path, {}),
+                       "appStates": {**{s: counts.get(s, 0) for s in _HELD_LABELS},
+                                     **{s: ended.get((q.path, s), 0) for s in _ENDED_LABELS}}})
         stack.extend(q.children.values())
+    ended_paths = sorted({q["path"] for q in queues} | {path for path, _ in ended})
+    apps_ended = [[path, s, ended.get((path, s), 0)] for path in ended_paths for s in _ENDED_LABELS]
     nodes = list(p.nodes.nodes.values())
     usage: dict[str, list[int]] = {}
     for n in nodes:  # YuniKorn's <resource>_node_usage_total: nodes per 10% utilisation bucket
@@ -121,7 +146,8 @@ def metrics_dao(p: "Partition") -> dict:
             if c > 0:
                 usage.setdefault(k, [0] * 10)[utilisation_bucket(int_percent(n.allocated.get(k), c))] += 1
     return {
-        "apps": app_states, "queues": queues,
+        "apps": app_states, "queues": queues, "appsEnded": apps_ended,
+        "perQueueMetricNames": not p.settings.compat.queue_metrics_by_label_only,
         "nodes": {"active": sum(1 for n in nodes if n.ready and n.schedulable),
                   "draining": sum(1 for n in nodes if not n.schedulable),
                   "unhealthy": sum(1 for n in nodes if not n.ready)},

@@ -81,7 +81,7 @@ class AppLifecycle:
     is the partition's ``[rmID]name`` for messages; ``seq`` numbers apps and asks in arrival
     order (shared with the partition's asks)."""
 
-    __slots__ = ("apps", "finished_apps", "gone", "queue_changes", "_closed", "_full_name",
+    __slots__ = ("apps", "finished_apps", "gone", "ended", "queue_changes", "_closed", "_full_name",
                  "_queues", "_placement", "_limits", "_ledger", "_gangs", "_outcomes", "_timers",
                  "_settings", "_seq")
 
@@ -92,6 +92,9 @@ class AppLifecycle:
         self.apps = apps
         self.finished_apps: dict[str, Application] = {}  # Completed/Failed/Rejected until expiry
         self.gone = AppHistory(settings.max_gone_apps)  # removed and expired apps, for explain
+        # apps that ended, by (queue path, "completed" | "failed" | "rejected"), for as long as the
+        # partition lives, its queues removed or not (YuniKorn's yunikorn_queue_app_total)
+        self.ended: dict[tuple[str, str], int] = {}
         self.queue_changes = 0
         self._closed = False
         self._full_name = full_name
@@ -189,6 +192,7 @@ class AppLifecycle:
 
     def _reject(self, cmd: AddApp, reason: str, now: int, store: bool = True) -> None:
         self.queue_changes += 1  # placement may have created queues that are now empty
+        self._count_ended(self._queues.root.path, AppState.REJECTED)  # a rejected app is kept in root
         self._outcomes.apps_rejected.append(AppRejected(cmd.app_id, reason))
         self._outcomes.event(EventType.APP, cmd.app_id, "ApplicationRejected", reason, now)
         if store and cmd.app_id not in self.apps:
@@ -357,9 +361,14 @@ class AppLifecycle:
         self._set_running(app, False)
         self._detach(app)
         app.finished_ns = now
+        self._count_ended(app.queue.path, app.state)
         summarise(self._outcomes, app, now)
         self._remember_finished(app, now)
         self.queue_changes += 1
+
+    def _count_ended(self, queue_path: str, state: AppState) -> None:
+        key = (queue_path, state.value.lower())
+        self.ended[key] = self.ended.get(key, 0) + 1
 
     def _enter_failing(self, app: Application, now: int) -> None:
         self._set_running(app, False)

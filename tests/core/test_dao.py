@@ -2,14 +2,16 @@
 them present (Korral does not omit empty fields), plus v1.2's fields YuniKorn dropped."""
 
 import json
+from dataclasses import replace
 
-from common.config.model import FilterConfig, PlacementRuleConfig
+from common.compat import Compat
+from common.config.model import FilterConfig, PlacementRuleConfig, PreemptionConfig
 from common.constants import TAG_REQUIRED_NODE
-from partition_worker.core import ReleaseAlloc
+from partition_worker.core import CoreSettings, ReleaseAlloc
 from partition_worker.core.commands import AddForeign
 from partition_worker.core.dao import (node_utilisation, partition_snapshot, placement_rules_dao,
                                        queue_dao, utilisation_bucket)
-from tests.core.harness import Harness, partition_config, q, res
+from tests.core.harness import SECOND, Harness, partition_config, q, res
 
 # YuniKorn 1.10's keys (dao/*.go), then the v1.2 keys Korral still sends
 QUEUE_KEYS = {"queuename", "status", "partition", "pendingResource", "maxResource", "guaranteedResource",
@@ -17,7 +19,8 @@ QUEUE_KEYS = {"queuename", "status", "partition", "pendingResource", "maxResourc
               "parent", "template", "children", "childNames", "absUsedCapacity", "maxRunningApps",
               "runningApps", "currentPriority", "allocatingAcceptedApps", "sortingPolicy", "prioritySorting",
               "preemptionEnabled", "isPreemptionFence", "preemptionDelay", "quotaPreemptionDelay",
-              "isPriorityFence", "priorityOffset"}
+              "isPriorityFence", "priorityOffset", "isQuotaPreemptionRunning", "quotaPreemptionStartTime",
+              "unschedAskBackoff", "askBackoffDelay"}
 APP_KEYS = {"applicationID", "usedResource", "maxUsedResource", "pendingResource", "partition",
             "queueName", "submissionTime", "finishedTime", "requests", "allocations",
             "applicationState", "user", "groups", "rejectedMessage", "stateLog", "placeholderData",
@@ -125,6 +128,49 @@ def test_queue_fields_of_yunikorn_1_7_follow_the_properties() -> None:
         ("fifo", False, False, False)
     assert (b["preemptionDelay"], b["quotaPreemptionDelay"]) == ("30s", "0s")  # the defaults
     assert root["sortingPolicy"] == "fair"  # parents sort their children fairly
+
+
+def test_quota_preemption_and_ask_backoff_fields_in_yunikorns_shape() -> None:
+    """yunikorn-site's queue example: ``isQuotaPreemptionRunning`` a bool,
+    ``quotaPreemptionStartTime`` nanoseconds, ``unschedAskBackoff`` a count, ``askBackoffDelay``
+    a Go duration."""
+    def cfg(a_max: int):
+        return replace(partition_config(q("root", q("a", max={"memory": a_max}, props={
+            "quota.preemption.delay": "1h", "application.unschedasks.backoff": "12"}), q("b", props={
+                "application.unschedasks.backoff.delay": "45s"}), submitacl="*")),
+            preemption=PreemptionConfig(quotapreemptionenabled=True))
+
+    h = Harness(cfg(100))
+    h.node("n1").app("app1", queue="root.a").ask("k1", "app1", memory=60, repeat=2)
+    h.step()
+    h.p.update_config(cfg(100), h.now)
+    a, b = queue_dao(h.p.root, h.p.settings.preemption_delay_ns)["children"]
+    assert (a["isQuotaPreemptionRunning"], a["quotaPreemptionStartTime"]) == (False, 0)  # within its max
+    assert (a["unschedAskBackoff"], a["askBackoffDelay"], b["unschedAskBackoff"], b["askBackoffDelay"]) == \
+        (12, "30s", 0, "45s")  # 30s: YuniKorn's default delay
+    h.p.update_config(cfg(100 // 2), h.now)  # now over its max: enforcement armed for an hour on
+    a = queue_dao(h.p.root, h.p.settings.preemption_delay_ns)["children"][0]
+    assert (a["isQuotaPreemptionRunning"], a["quotaPreemptionStartTime"]) == (False, h.now + 3600 * SECOND)
+    h.step(3600 * SECOND)  # enforced within one step, disarmed
+    a = queue_dao(h.p.root, h.p.settings.preemption_delay_ns)["children"][0]
+    assert (a["isQuotaPreemptionRunning"], a["quotaPreemptionStartTime"]) == (False, 0)
+    assert json.loads(json.dumps(a))["quotaPreemptionStartTime"] == 0
+
+
+def test_node_capacity_leaves_out_zero_valued_types_from_compatibility_1_9() -> None:
+    views = {}
+    for version in ((1, 8), (1, 9)):
+        h = Harness(partition_config(), settings=CoreSettings(compat=Compat(version)))
+        h.node("n1", memory=100, vcore=10, gpu=0, pods=0)
+        h.app("app1").ask("k1", "app1", memory=100, vcore=1)
+        h.step()
+        (views[version],) = partition_snapshot(h.p, "default", "rm1")["nodes"]
+    old, new = views[(1, 8)], views[(1, 9)]
+    assert old["capacity"] == {"memory": 100, "vcore": 10, "gpu": 0, "pods": 0}
+    assert old["available"] == {"memory": 0, "vcore": 9, "gpu": 0, "pods": 0}
+    assert new["capacity"] == {"memory": 100, "vcore": 10}
+    assert new["available"] == {"memory": 0, "vcore": 9}  # a type used up stays, at 0
+    assert new["utilized"] == old["utilized"] == {"memory": 100, "vcore": 10}
 
 
 def test_headroom_is_max_minus_allocated_capped_by_every_ancestor() -> None:

@@ -115,24 +115,6 @@ def test_partitions_of_another_rmproxys_rm_are_not_queried_until_the_broker_rout
     assert sent == []
 
 
-def test_queue_metrics_keep_queues_with_the_same_metric_name_apart() -> None:
-    from prometheus_client.parser import text_string_to_metric_families
-
-    from rmproxy.server.webapi.cluster import Target
-    from rmproxy.server.webapi.metrics import render_metrics
-
-    def q(path, allocated):
-        return {"path": path, "guaranteed": {}, "max": {}, "allocated": {"memory": allocated}, "pending": {},
-                "apps": {"running": 1}}
-    m = {"apps": {}, "queues": [q("root.a-b", 10), q("root.a_b", 20)], "nodes": {}, "nodeUsage": {},
-         "cycles": 1, "pendingAsks": 0, "containers": 0, "observed": None}
-    view = {"name": "p", "brokerConnected": True, "dropped": 0, "resyncs": 0, "resyncSeconds": 0.0,
-            "pendingQueries": 0, "cluster": {}, "rms": {}}
-    text = render_metrics([(Target("rm", "default", 1, "w"), m)], view).decode()
-    fam = {f.name: f for f in text_string_to_metric_families(text)}["yunikorn_root_a_b_queue_resource"]
-    assert sorted((s.labels["queue"], s.value) for s in fam.samples) == [("root.a-b", 10.0), ("root.a_b", 20.0)]
-
-
 def test_resync_observer_counts_and_times_until_re_registration() -> None:
     from rmproxy.server.webapi.korral import ResyncObserver
 

@@ -1,6 +1,6 @@
 """A running stack with a small known workload, and an HTTP helper, for REST and dashboard tests.
 
-Workload (RM ``rm-rest``, two partitions, each owned by its own worker):
+Workload (RM ``rm-rest``, registered with ``BUILD_INFO``; two partitions, each owned by its own worker):
 - ``default``: queues root.a (guaranteed memory 400, max memory 1000) and root.b; nodes n1, n2
   (memory 1000, vcore 1000 each); app ``app-a1`` (user alice, groups [dev]) in root.a with two
   allocated asks of memory 100 and one ask too big to fit (stays pending); app ``app-b1``
@@ -23,10 +23,12 @@ from tests.e2e.sirm import SIRM
 from tests.queues_yaml import open_root, queues_yaml
 from tests.si_builders import app, ask, node
 
-__all__ = ["CONFIG", "Loaded", "Http", "start_loaded", "stop_loaded", "add_app_states", "http",
+__all__ = ["CONFIG", "BUILD_INFO", "Loaded", "Http", "start_loaded", "stop_loaded", "add_app_states", "http",
            "EventStreamClient"]
 
 RM_ID = "rm-rest"
+# what a shim declares about its build (YuniKorn's web UI shows both); a seed-era version
+BUILD_INFO = {"buildVersion": "1.2.0", "buildDate": "2026-11-24T09:30:00+0000"}
 CONFIG = queues_yaml(open_root("""
 - name: a
   resources:
@@ -115,7 +117,7 @@ def start_loaded(state_dir: Path, extra: tuple[str, ...] = (), env: dict[str, st
     handle = start_stack(state_dir, workers=3, extra=extra, env=env)
     try:
         rm = SIRM(handle.si_address, RM_ID)
-        rm.register(CONFIG)
+        rm.register(CONFIG, build_info=BUILD_INFO)
         rm.open()
         # The three streams are independent: wait for each step before the next depends on it.
         rm.nodes(node("n1", memory=1000, vcore=1000), node("n2", memory=1000, vcore=1000),

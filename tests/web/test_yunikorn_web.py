@@ -1,9 +1,12 @@
-"""YuniKorn's own web UI (apache/yunikorn-web v1.8.0) on a running Korral stack, in headless Chromium.
+"""YuniKorn's own web UI (apache/yunikorn-web v1.8.0 and v1.9.0-0) on a running Korral stack, in
+headless Chromium.
 
 The UI is not part of Korral and nothing here builds it: build it yourself outside the repository,
-as its own README says, and point ``KORRAL_YUNIKORN_WEB`` at its ``dist/yunikorn-web`` directory;
-without it these tests are skipped. rmproxy serves that directory at ``/`` on its REST
-address (``korral up --ui-dir``), so the UI reads ``/ws/v1`` from its own origin as it expects.
+as its own README says, and point ``KORRAL_YUNIKORN_WEB`` at the directory of the build (its
+``dist/yunikorn-web``; a build from before YUNIKORN-3214 put the files in
+``dist/yunikorn-web/browser``, which is found too); without it these tests are skipped. rmproxy
+serves that directory at ``/`` on its REST address (``korral up --ui-dir``), so the UI reads
+``/ws/v1`` from its own origin as it expects.
 
 Every page is loaded and must render the stack's data; any failed REST call sends the UI to its
 error page (``#/error``, the ``app-error-view`` component), which no page may show.
@@ -21,7 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.rest.workload import Loaded, add_app_states, loaded_fixture
+from tests.conftest import wait_until
+from tests.rest.workload import BUILD_INFO, Loaded, add_app_states, loaded_fixture
+from tests.web.cdp import Browser
 
 UI_ENV = "KORRAL_YUNIKORN_WEB"
 BROWSER_TIMEOUT = 90
@@ -32,12 +37,13 @@ ERROR_PAGE = ("<app-error-view", "Oops, something went wrong")
 def ui_dir() -> Path:
     path = os.environ.get(UI_ENV)
     if not path:
-        pytest.skip(f"YuniKorn's web UI is not given: build apache/yunikorn-web v1.8.0 outside the repository "
-                    f"(its README) and set {UI_ENV} to its dist/yunikorn-web directory")
-    root = Path(path)
-    if not (root / "index.html").is_file():
-        pytest.fail(f"{UI_ENV}={path} has no index.html: give the built dist/yunikorn-web directory")
-    return root
+        pytest.skip(f"YuniKorn's web UI is not given: build apache/yunikorn-web (v1.8.0 or v1.9.0-0) outside "
+                    f"the repository (its README) and set {UI_ENV} to its dist/yunikorn-web directory")
+    for root in (Path(path), Path(path) / "browser"):  # the layout since YUNIKORN-3214, and the one before
+        if (root / "index.html").is_file():
+            return root
+    pytest.fail(f"{UI_ENV}={path} has no index.html (nor browser/index.html): give the built "
+                "dist/yunikorn-web directory")
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +95,29 @@ def test_every_page_renders_the_stacks_data(chromium: str, loaded: Loaded, tmp_p
     text = visible_text(dom)
     for pattern in patterns:
         assert re.search(pattern, text), f"{page}: {pattern!r} not in the page: {text[:3000]}"
+
+
+def test_the_dashboards_build_information_is_the_rms(chromium: str, loaded: Loaded, tmp_path: Path) -> None:
+    """The dashboard's info menu shows ``rmBuildInformation``'s build date, build version and RM id."""
+    browser = Browser(chromium, tmp_path / "profile", (1400, 900))
+    try:
+        page = browser.page()
+        page.goto(f"{loaded.base}/#/dashboard")
+        opened = "(() => { const b = document.querySelector('.info-card button'); if (b) b.click(); return !!b; })()"
+        wait_until(lambda: page.evaluate(opened), 30, "the dashboard's info button")
+        menu = "document.querySelector('.about-card')?.innerText || ''"
+
+        def filled() -> str | None:  # the menu may open before /ws/v1/clusters answered (n/a until then)
+            text = page.evaluate(menu)
+            return text if "rm-rest" in text else None
+
+        about = wait_until(filled, 30, "the info menu with the RM's build information", lambda: page.evaluate(menu))
+    finally:
+        browser.close()
+    text = re.sub(r"\s+", " ", about)
+    for label, value in (("Build Date", BUILD_INFO["buildDate"]), ("Build Version", BUILD_INFO["buildVersion"]),
+                         ("RM Id", "rm-rest")):
+        assert re.search(rf"{label} {re.escape(value)}", text, re.I), (label, text)
 
 
 def test_the_ui_and_its_assets_are_served_at_the_root(loaded: Loaded, ui_dir: Path) -> None:

@@ -2,7 +2,11 @@
 
 - ``GET /ws/v1/config``: the RM's queues.yaml as registered (the default config when it sent
   none) with YuniKorn's ``checksum:`` line; JSON when the client accepts JSON.
-- ``POST /ws/v1/validate-conf``: ``{"allowed", "reason"}`` from the same loader the workers use.
+- ``POST /ws/v1/validate-conf``: ``{"allowed", "reason", "checksum", "checksumMatch"}`` from the
+  same loader the workers use: ``checksum`` is what ``/ws/v1/config`` would show once the text is
+  applied (``config_checksum``), ``checksumMatch`` whether the text's own ``checksum:`` line says
+  the same (a file saved from ``/ws/v1/config`` and not edited since); both empty (``""``,
+  ``false``) for a refused config (YuniKorn leaves them out then).
 """
 
 from __future__ import annotations
@@ -10,9 +14,9 @@ from __future__ import annotations
 import yaml
 from aiohttp import web
 
-from common.config import load_config
+from common.config import config_checksum, load_config
 from common.config.errors import ConfigError
-from common.config.loader import config_with_checksum
+from common.config.loader import config_with_checksum, file_checksum
 from rmproxy.server.webapi._http import ALLOW_ORIGIN, ApiError, json_response
 from rmproxy.server.webapi.cluster import ClusterReader
 from rmproxy.server.webapi.seams import Registrations
@@ -54,5 +58,9 @@ class ConfigApi:
         try:
             cfg = load_config(raw)
         except ConfigError as exc:
-            return json_response({"allowed": False, "reason": str(exc)})
-        return json_response({"allowed": True, "reason": "; ".join(getattr(cfg, "warnings", ()) or ())})
+            return json_response({"allowed": False, "reason": str(exc), "checksum": "", "checksumMatch": False})
+        text = raw.decode("utf-8")  # the loader took it, so it is UTF-8
+        checksum = config_checksum(text)
+        own = file_checksum(text)
+        return json_response({"allowed": True, "reason": "; ".join(cfg.warnings), "checksum": checksum,
+                              "checksumMatch": own is not None and own.upper() == checksum})

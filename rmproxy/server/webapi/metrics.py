@@ -31,6 +31,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _NOT_METRIC = re.compile(r"[^a-zA-Z0-9_:]")
 _USAGE_RANGES = ("[0,10%]", "(10%,20%]", "(20%,30%]", "(30%,40%]", "(40%,50%]", "(50%,60%]",
                  "(60%,70%]", "(70%,80%]", "(80%,90%]", "(90%,100%]")
+_QUEUE_RESOURCE_STATES = ("guaranteed", "max", "allocated", "pending", "preempting")
 _APP_TOTAL_STATES = {"running": ("Starting", "Running", "Completing"), "completed": ("Completed",),
                      "failed": ("Failed", "Rejected")}
 
@@ -114,28 +115,36 @@ class ClusterCollector:
         yield from usage.values()
 
     def _queues(self) -> Iterable:
-        fams: dict[str, GaugeMetricFamily] = {}
+        """YuniKorn's queue metrics: ``yunikorn_queue_app``, ``yunikorn_queue_resource`` (1.5) and
+        the counter ``yunikorn_queue_app_total`` for every partition; the per-queue-name form
+        ``yunikorn_<queue>_queue_app|resource`` (removed in 1.8) only for the partitions of RMs
+        whose compatibility is below 1.8, so one scrape serves RMs of both kinds."""
+        ql = ["rm", "partition", "queue", "state"]
+        apps = GaugeMetricFamily("yunikorn_queue_app", "Applications of a queue by state: new, accepted, "
+                                 "running, resuming, failing, completing (held now) and completed, failed, "
+                                 "rejected (ended there since the partition started)", labels=ql)
+        ended = CounterMetricFamily("yunikorn_queue_app_total", "Applications that ended in a queue (completed, "
+                                    "failed, rejected), its removal and re-creation included", labels=ql)
+        resources = GaugeMetricFamily("yunikorn_queue_resource", "Resources of a queue by state: guaranteed, max, "
+                                      "allocated, pending, preempting, maxRunningApps (resource apps)",
+                                      labels=ql + ["resource"])
+        per_name: dict[str, GaugeMetricFamily] = {}
         for t, m in self.partitions:
             lv = [t.rm_id, t.partition]
             for q in m["queues"]:
-                prefix = queue_metric_prefix(q["path"])
-                app = fams.get(prefix + "_queue_app")
-                if app is None:
-                    app = fams[prefix + "_queue_app"] = GaugeMetricFamily(
-                        prefix + "_queue_app", f"Applications of queue {q['path']} by state",
-                        labels=["rm", "partition", "queue", "state"])
-                    fams[prefix + "_queue_resource"] = GaugeMetricFamily(
-                        prefix + "_queue_resource", f"Resources of queue {q['path']} by state",
-                        labels=["rm", "partition", "queue", "state", "resource"])
-                # the ``queue`` label keeps root.a-b and root.a_b apart (both map to root_a_b)
-                ql = lv + [q["path"]]
-                for state in ("accepted", "running", "rejected", "completed", "failed"):
-                    app.add_metric(ql + [state], q["apps"].get(state, 0))
-                res = fams[prefix + "_queue_resource"]
-                for state in ("guaranteed", "max", "allocated", "pending"):
+                path = q["path"]
+                for state, n in q["appStates"].items():
+                    apps.add_metric(lv + [path, state], n)
+                for state in _QUEUE_RESOURCE_STATES:
                     for name, v in q[state].items():
-                        res.add_metric(ql + [state, name], v)
-        yield from fams.values()
+                        resources.add_metric(lv + [path, state, name], v)
+                resources.add_metric(lv + [path, "maxRunningApps", "apps"], q["maxRunningApps"])
+                if m["perQueueMetricNames"]:
+                    _per_queue_name(per_name, lv, q)
+            for path, state, n in m["appsEnded"]:
+                ended.add_metric(lv + [path, state], n)
+        yield from (apps, ended, resources)
+        yield from per_name.values()
 
     # -- Korral's own ---------------------------------------------------------------------
 
@@ -200,6 +209,28 @@ class ClusterCollector:
         if ages:
             yield _gauge("korral_worker_heartbeat_age_seconds", "Seconds since the worker's last heartbeat",
                          ["worker", "partition"], [([w["name"], w.get("partition") or ""], a) for w, a in ages])
+
+
+def _per_queue_name(fams: dict[str, GaugeMetricFamily], lv: list[str], q: dict) -> None:
+    """YuniKorn's metrics named after the queue (before 1.8): ``yunikorn_<path>_queue_app`` and
+    ``..._queue_resource``, with a ``queue`` label that keeps root.a-b and root.a_b apart (both
+    map to root_a_b)."""
+    prefix = queue_metric_prefix(q["path"])
+    app = fams.get(prefix + "_queue_app")
+    if app is None:
+        app = fams[prefix + "_queue_app"] = GaugeMetricFamily(
+            prefix + "_queue_app", f"Applications of queue {q['path']} by state",
+            labels=["rm", "partition", "queue", "state"])
+        fams[prefix + "_queue_resource"] = GaugeMetricFamily(
+            prefix + "_queue_resource", f"Resources of queue {q['path']} by state",
+            labels=["rm", "partition", "queue", "state", "resource"])
+    ql = lv + [q["path"]]
+    for state in ("accepted", "running", "rejected", "completed", "failed"):
+        app.add_metric(ql + [state], q["apps"].get(state, 0))
+    res = fams[prefix + "_queue_resource"]
+    for state in ("guaranteed", "max", "allocated", "pending"):
+        for name, v in q[state].items():
+            res.add_metric(ql + [state, name], v)
 
 
 def _gauge(name: str, doc: str, labels: list[str], rows) -> GaugeMetricFamily:

@@ -37,8 +37,12 @@ _CLUSTER_COUNTS = ("totalApplications", "totalContainers", "totalNodes", "runnin
 
 
 def cluster_info(t: Target, part: dict, build_info: dict | None, start_ns: int) -> dict:
-    """YuniKorn's ClusterInfo for one partition: counts as strings, as YuniKorn sends them."""
-    info = {"startTime": start_ns, "rmBuildInformation": [build_info] if build_info else [],
+    """YuniKorn's ClusterInfo for one partition: counts as strings, as YuniKorn sends them.
+    ``rmBuildInformation`` is the partition's RM's ``buildInfo`` with its ``rmId``, and always a
+    ``buildVersion`` and a ``buildDate`` (empty when the RM sent none, as from a shim built
+    without them): YuniKorn's web UI shows the three."""
+    build = {"buildVersion": "", "buildDate": "", **(build_info or {}), "rmId": t.rm_id}
+    info = {"startTime": start_ns, "rmBuildInformation": [build],
             "partition": t.partition, "clusterName": t.rm_id}
     for k in _CLUSTER_COUNTS:
         info[k] = str(part.get(k, 0))
