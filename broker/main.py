@@ -241,7 +241,9 @@ class Broker:
             hello = WorkerReady.decode(env.body)
             log.info("worker %s ready (%s)", hello.name, ident.hex())
             return t.worker_ready(ident, hello, now)
-        if not t.alive(ident, now):
+        if not t.alive(ident, now):  # forgotten (missed heartbeats): what it sends is stale
+            if env.kind in _WORKER_OUTCOMES:
+                t.stale_outcomes += 1
             return [(ident, REANNOUNCE)]
         handler = _FROM_WORKER.get(env.kind)
         if handler is None:

@@ -92,6 +92,7 @@ class RoutingTable:
         self.lost: dict[PartitionKey, str] = {}  # orphaned partitions: why their owner went away
         self.changed = True  # ownership or membership changed since the last STATUS push
         self.bad_frames = 0
+        self.stale_outcomes = 0  # outcomes of a worker that does not own their partition: dropped
         self.routed = 0
         self.queue_depth = 0  # frames waiting on a socket at the last loop turn (read in one go)
         # request id -> the rmproxy that asked (queries, config updates): the answer goes back to
@@ -292,7 +293,8 @@ class RoutingTable:
         to the rmproxy that asked)."""
         own = self.owners.get((env.rm_id, env.partition))
         if own is None or own.worker != worker:
-            return []  # the worker lost this partition; its outcomes are stale
+            self.stale_outcomes += 1  # the worker lost this partition; its outcomes are stale
+            return []
         self.routed += 1
         if env.kind in _ANSWERS and env.request_id is not None:
             asker = self.askers.pop(env.request_id, None)
@@ -392,6 +394,7 @@ class RoutingTable:
             ],
             "routed": self.routed,
             "badFrames": self.bad_frames,
+            "staleOutcomes": self.stale_outcomes,
             "queueDepth": self.queue_depth,
             "replyToAsker": True,  # answers to queries go to the rmproxy that asked
         }
