@@ -264,6 +264,12 @@ class Proxy:
         log.warning("unroutable %s for [%s]%s: %s", unroutable.kind, env.rm_id, env.partition, reason)
         kind = KINDS.get(unroutable.kind or "")
         rm = self.rms.get(env.rm_id)
+        if kind is Kind.RM_REGISTER:  # no new epoch (Redis): the registration fails now, not in 10 s
+            for waiter in rm.owned_waiters.values() if rm is not None else ():
+                if not waiter.done():
+                    waiter.set_exception(RegistrationError(
+                        grpc.StatusCode.UNAVAILABLE, f"registration of RM failed: {reason}; register again"))
+            return
         if kind is Kind.SI_ASKS:  # asks as rows: rejected as the request they came in would be
             resp = split.reject_ask_rows(original, reason) if isinstance(original, bytes) else None
             if rm is not None and resp is not None:

@@ -268,14 +268,16 @@ class NetSoak:
 
     # -- one step -------------------------------------------------------------------------
 
-    def run_step(self, step: Step) -> None:
+    def run_step(self, step: Step, script=None) -> None:
+        """Put the step's faults in (``script(soak, step)`` instead, for a test's own scenario),
+        hold, heal, measure, check."""
         self.steps.append(step)
         lost = sum(rm.lost_count for rm in self.rms)
         before = self._owners()
         stale = self._stale_dropped()
         began = _now()
         try:
-            self._faults(step)
+            (script or NetSoak._faults)(self, step)
         finally:
             for timer in self.timers:
                 timer.cancel()
@@ -302,55 +304,55 @@ class NetSoak:
             self._mix(step, second)
             second = None
         if step.kind == "zombie":
-            worker, partition = self._owner()
+            worker, partition = self.owner()
             host = s.worker_hosts[worker]
             # first one way: it still hears the broker and the RM's traffic routed to it, schedules
             # it, and nothing it sends gets out, until the broker declares it gone ...
-            self._inject(step, Fault.one_way(host, s.broker_host), f"owner of {partition}")
+            self.inject(step, Fault.one_way(host, s.broker_host), f"owner of {partition}")
             self._mix(step, second)
             wait_until(lambda: s.owner_of(partition) != worker, RECOVERY_CAP,
                        f"{partition} taken from {worker} by the broker", s.context, interval=0.1)
             # ... then cut from the broker both ways (Redis and rmproxy's host still reachable) until
             # its partition has another owner; then it comes back, believing it still owns it
-            self._inject(step, Fault.cut(host, s.broker_host), f"{worker} cut from the broker")
+            self.inject(step, Fault.cut(host, s.broker_host), f"{worker} cut from the broker")
             wait_until(lambda: s.owner_of(partition) not in (None, worker), RECOVERY_CAP,
                        f"{partition} owned by another worker than the cut-off {worker}", s.context, interval=0.1)
             hold(rng.uniform(0.0, 2.0))
             return
         if step.kind == "broker-during-move":
-            worker, partition = self._owner()
+            worker, partition = self.owner()
             rm = next(r for r in self.rms if partition.startswith(r.rm_id + "/"))
             lost = rm.lost_count
-            self._inject(step, Fault.partition(s.worker_hosts[worker]), f"owner of {partition}")
+            self.inject(step, Fault.partition(s.worker_hosts[worker]), f"owner of {partition}")
             self._mix(step, second)
             # the partition is moving once its worker is declared gone and the RM asked to re-register
             wait_until(lambda: rm.lost_count > lost or s.owner_of(partition) != worker, RECOVERY_CAP,
                        f"{partition} moving away from the cut-off {worker}", s.context, interval=0.05)
             hold(rng.uniform(0.0, 1.0))  # somewhere in the move: re-registration, assignment, loading
-            self._inject(step, Fault.partition(s.broker_host), f"while {partition} moves")
+            self.inject(step, Fault.partition(s.broker_host), f"while {partition} moves")
             hold(rng.uniform(1.0, 6.0))
             return
         if step.kind == "redis-during-move":
             # Redis is where a moving partition's new epoch (broker) and registration (its next
             # worker, rmproxy) come from: one of their links to it cut, or one way, then the move
-            worker, partition = self._owner()
+            worker, partition = self.owner()
             end = rng.choice(("broker", "proxy", "spare"))
             ends = [s.host(end, rng)] if end != "spare" else [s.worker_hosts[w] for w in s.spares()]
             how = rng.choice(("cut", "to-redis", "from-redis"))
             for host in ends:
                 fault = (Fault.cut(host, s.redis_host) if how == "cut" else Fault.one_way(host, s.redis_host)
                          if how == "to-redis" else Fault.one_way(s.redis_host, host))
-                self._inject(step, fault)
-            self._inject(step, Fault.partition(s.worker_hosts[worker]), f"owner of {partition}: it moves")
+                self.inject(step, fault)
+            self.inject(step, Fault.partition(s.worker_hosts[worker]), f"owner of {partition}: it moves")
             self._mix(step, second)
             hold(rng.uniform(4.0, 8.0))
             return
         fault, seconds = self._fault(step.kind, with_hold=True)
-        self._inject(step, fault)
+        self.inject(step, fault)
         self._mix(step, second)
         hold(seconds)
 
-    def _owner(self) -> tuple[str, str]:
+    def owner(self) -> tuple[str, str]:
         """A seeded worker owning a partition, and that partition ("rmID/partition")."""
         owned = {n: w["partition"] for n, w in self.stack.workers().items() if w.get("partition")}
         if not owned:
@@ -363,7 +365,7 @@ class NetSoak:
         if second is None:
             return
         fault, seconds = second
-        self._inject(step, fault, "mixed in")
+        self.inject(step, fault, "mixed in")
 
         def heal() -> None:
             try:
@@ -375,7 +377,7 @@ class NetSoak:
         timer.start()
         self.timers.append(timer)
 
-    def _inject(self, step: Step, fault: Fault, note: str = "") -> None:
+    def inject(self, step: Step, fault: Fault, note: str = "") -> None:
         self.injector.inject(fault)
         step.faults.append(fault.describe() + (f" ({note})" if note else ""))
 

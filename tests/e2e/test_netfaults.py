@@ -26,7 +26,7 @@ import pytest
 from tests.conftest import wait_until
 from tests.e2e.netfaults import Fault, Injector, delay_unavailable_reason, unavailable_reason
 from tests.e2e.netns import NetLab
-from tests.e2e.netsoak import KINDS, NetSoak, NetStack, PausableLoad, Step
+from tests.e2e.netsoak import KINDS, NetSoak, NetStack, PausableLoad, Step, hold
 from tests.e2e.soak_rm import NODE_MEMORY, NODE_VCORE, PARTITIONS, SoakRM
 
 REASON = unavailable_reason()
@@ -212,9 +212,10 @@ def netstack(lab, tmp_path) -> NetStack:
 
 def run_netsoak(lab: NetLab, stack: NetStack, faults: int, kinds: tuple[str, ...] = KINDS,
                 mixed_share: float = 0.25, load_between: tuple[int, int] = (30, 120),
-                rm_ids: tuple[str, ...] = ("rm-a", "rm-b")) -> tuple[dict, NetSoak]:
-    """``faults`` steps of the kinds given (round-robin), the checks after each heal; between two,
-    each partition gets ``load_between`` more allocations. Returns the report and the soak."""
+                rm_ids: tuple[str, ...] = ("rm-a", "rm-b"), script=None) -> tuple[dict, NetSoak]:
+    """``faults`` steps of the kinds given (round-robin; ``script(soak, step)`` puts a test's own
+    faults in instead), the checks after each heal; between two, each partition gets
+    ``load_between`` more allocations. Returns the report and the soak."""
     seed = int(os.environ.get("KORRAL_NETSOAK_SEED") or time.time())
     print(f"network-fault soak: seed {seed}, {faults} faults of {', '.join(kinds)}")
     injector = Injector(lab, seed)
@@ -230,7 +231,7 @@ def run_netsoak(lab: NetLab, stack: NetStack, faults: int, kinds: tuple[str, ...
             wait_until(lambda: all(rm.last_alloc.get(p) for rm in rms for p in PARTITIONS), 60,
                        "every partition allocating", stack.context)
             for step in soak.plan(faults, kinds, mixed_share):
-                soak.run_step(step)
+                soak.run_step(step, script)
                 print(f"  {step.describe()}: heal -> scheduling {step.sched_gap:.2f}s, reads {step.reads_gap:.2f}s, "
                       f"re-registrations {step.reregistrations}, moved {step.moved}, stale {step.stale_dropped}")
                 counts = {(rm.rm_id, p): rm.allocated.get(p, 0) for rm in rms for p in PARTITIONS}
@@ -268,6 +269,65 @@ def test_a_zombie_owner_never_gets_an_allocation_to_the_rm(lab, tmp_path):
     assert len(step.moved) == 1, step  # the zombie's partition, to the spare
     assert step.reregistrations >= 1, step
     assert step.stale_dropped > 0, f"the zombie's allocations never came back to the broker: {step}"
+
+
+def moving(soak: NetSoak, step: Step) -> tuple[str, SoakRM, str, float]:
+    """Partition a partition's owner off (seeded); its RM is asked to re-register and the partition
+    moves. Returns (its worker, its RM, its short name, when the cut went in)."""
+    s = soak.stack
+    worker, partition = soak.owner()
+    rm_id, short = partition.split("/")
+    soak.inject(step, Fault.partition(s.worker_hosts[worker]), f"owner of {partition}: it moves")
+    return worker, next(rm for rm in soak.rms if rm.rm_id == rm_id), short, time.monotonic()
+
+
+@pytest.mark.timeout(300)
+def test_a_partition_moves_past_a_spare_that_cannot_reach_redis(lab, netstack):
+    """Found by this suite: the spare the broker picks first (by name) cannot reach Redis, fails
+    to load the moving partition, and used to get it again at every re-registration while
+    another spare stood idle. Now the partition goes to the next spare and schedules while the
+    faults are still in."""
+    def script(soak: NetSoak, step: Step) -> None:
+        s = soak.stack
+        first = s.spares()[0]
+        soak.inject(step, Fault.cut(s.worker_hosts[first], s.redis_host), "the spare the broker picks first")
+        worker, rm, short, cut = moving(soak, step)
+        wait_until(lambda: rm.lost_count and rm.restored_at > cut and rm.last_alloc.get(short, 0) > rm.restored_at,
+                   60, f"[{rm.rm_id}]{short} scheduling on another spare while {first} cannot reach Redis",
+                   s.context, interval=0.1)
+        owner = s.owner_of(f"{rm.rm_id}/{short}")
+        assert owner not in (worker, first, None), owner
+
+    report, _ = run_netsoak(lab, netstack, 1, kinds=("scripted",), mixed_share=0, load_between=(10, 20),
+                            script=script)
+    assert report["completed"], report
+
+
+@pytest.mark.timeout(300)
+def test_a_broker_cut_from_redis_fails_registrations_at_once_and_keeps_the_others_running(lab, netstack):
+    """Found by this suite: with the broker cut from Redis while a partition moved, rm.register
+    raised out of the broker's table and went unanswered: the RM's registration waited 10 s and
+    was told "no worker took partition(s) ... start more workers", and each attempt stalled the
+    broker's loop for Redis' 2 s timeout. Now each attempt fails at once naming Redis, the
+    broker keeps its heartbeats (the other RM never re-registers), and the move completes once
+    Redis is back."""
+    others: dict[str, int] = {}
+
+    def script(soak: NetSoak, step: Step) -> None:
+        s = soak.stack
+        soak.inject(step, Fault.cut(s.broker_host, s.redis_host))
+        worker, rm, short, cut = moving(soak, step)
+        others.update({r.rm_id: r.lost_count for r in soak.rms if r is not rm})
+        hold(12.0)  # longer than a registration's 10 s wait for owners
+        others.update({k: soak.rms[[r.rm_id for r in soak.rms].index(k)].lost_count - v for k, v in others.items()})
+
+    report, soak = run_netsoak(lab, netstack, 1, kinds=("scripted",), mixed_share=0, load_between=(10, 20),
+                               script=script)
+    assert report["completed"], report
+    assert others == {other: 0 for other in others}, f"the other RM re-registered during the cut: {others}"
+    log = (lab.log_dir / "rmproxy.log").read_text()
+    assert "could not take a new epoch from Redis" in log, log[-3000:]
+    assert "no worker took partition" not in log, log[-3000:]
 
 
 @pytest.mark.timeout(420)

@@ -107,3 +107,17 @@ def test_a_broker_restart_fails_a_registration_still_waiting_at_once():
     assert err is not None and err.code is grpc.StatusCode.UNAVAILABLE, err
     assert "the broker restarted before partition [rm-1]second had a worker" in str(err)
     assert took < 1.0
+
+
+def test_a_registration_the_broker_has_no_epochs_for_fails_at_once_naming_redis():
+    """Found by the network-fault soak: the broker could not take an epoch from Redis, and the
+    registration waited 10 s to say "no worker took partition(s) ... start more workers"."""
+    p, sent = make_proxy()
+    reason = "the broker could not take a new epoch from Redis for [rm-1]default (Redis unreachable: Timeout)"
+
+    def broker(p):
+        p._on_unroutable(Envelope(Kind.UNROUTABLE, "rm-1", body={"reason": reason, "kind": "rm.register"}))
+
+    err, took = register_with(p, sent, broker)
+    assert err is not None and err.code is grpc.StatusCode.UNAVAILABLE, err
+    assert str(err).endswith(f"registration of RM failed: {reason}; register again") and took < 1.0
