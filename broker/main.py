@@ -274,7 +274,7 @@ class Broker:
             return t.worker_ready(ident, hello, now)
         if not t.alive(ident, now):  # forgotten (missed heartbeats): what it sends is stale
             if env.kind in _WORKER_OUTCOMES:
-                t.stale_outcomes += 1
+                t.stale_outcomes[env.kind.value] += 1
             return [(ident, REANNOUNCE)]
         handler = _FROM_WORKER.get(env.kind)
         if handler is None:

@@ -110,7 +110,8 @@ class RoutingTable:
         self.failed_loads: dict[PartitionKey, set[bytes]] = {}
         self.changed = True  # ownership or membership changed since the last STATUS push
         self.bad_frames = 0
-        self.stale_outcomes = 0  # outcomes of a worker that does not own their partition: dropped
+        # outcomes of a worker that does not own their partition (any more), dropped: kind -> count
+        self.stale_outcomes: collections.Counter[str] = collections.Counter()
         self.routed = 0
         self.queue_depth = 0  # frames waiting on a socket at the last loop turn (read in one go)
         # request id -> the rmproxy that asked (queries, config updates): the answer goes back to
@@ -358,7 +359,7 @@ class RoutingTable:
         to the rmproxy that asked)."""
         own = self.owners.get((env.rm_id, env.partition))
         if own is None or own.worker != worker:
-            self.stale_outcomes += 1  # the worker lost this partition; its outcomes are stale
+            self.stale_outcomes[env.kind.value] += 1  # the worker lost this partition: stale
             return []
         self.routed += 1
         if env.kind in _ANSWERS and env.request_id is not None:
@@ -459,7 +460,7 @@ class RoutingTable:
             ],
             "routed": self.routed,
             "badFrames": self.bad_frames,
-            "staleOutcomes": self.stale_outcomes,
+            "staleOutcomes": dict(self.stale_outcomes),
             "queueDepth": self.queue_depth,
             "replyToAsker": True,  # answers to queries go to the rmproxy that asked
         }

@@ -330,3 +330,24 @@ def test_a_partition_no_idle_worker_can_load_is_reported_failed_with_the_last_wo
     assert kinds(t.rm_register(b"p1", "rm", ["a"], now=1)) == [(b"w2", Kind.PARTITION_ASSIGN, "rm", "a", 3)]
     sends = t.partition_loaded(b"w2", Envelope(Kind.PARTITION_LOADED, "rm", "a", 3, 0, {"error": "w2 cannot"}))
     assert kinds(sends) == [(b"w1", Kind.PARTITION_ASSIGN, "rm", "a", 4)]
+
+
+def test_a_zombie_coming_back_before_its_rm_re_registered_is_adopted_in_its_old_epoch_then_reloaded():
+    """What the broker forwards of a zombie it adopted carries the lost epoch (rmproxy drops it:
+    tests/rmproxy/test_zombie_outcomes.py); the RM's re-registration gives it a new one. A zombie
+    whose partition has another owner is told to release it, and what it sends is counted stale."""
+    t = make_table()
+    t.worker_ready(b"w1", {"name": "w1"}, now=0)
+    t.rm_register(b"p1", "rm", ["a"], now=0)
+    t.worker_gone(b"w1", "worker missed its heartbeats")
+    zombie = {"name": "w1", "owns": {"rm_id": "rm", "partition": "a", "epoch": 1}}
+    assert t.worker_ready(b"w1-again", zombie, now=1) == []
+    out = Envelope(Kind.SI_ALLOCATION_RESPONSE, "rm", "a", 1, 0, b"r")
+    assert t.to_proxy(b"w1-again", out) == [(b"p1", out)]  # epoch 1: rmproxy drops it
+    assert kinds(t.rm_register(b"p1", "rm", ["a"], now=2)) == [(b"w1-again", Kind.PARTITION_ASSIGN, "rm", "a", 2)]
+    t.worker_ready(b"w2", {"name": "w2"}, now=2)
+    t.worker_gone(b"w1-again", "its connection closed")
+    t.rm_register(b"p1", "rm", ["a"], now=3)  # now on w2, epoch 3
+    zombie["owns"]["epoch"] = 2
+    assert kinds(t.worker_ready(b"w1-third", zombie, now=4)) == [(b"w1-third", Kind.PARTITION_RELEASE, "rm", "a", 2)]
+    assert t.to_proxy(b"w1-third", out) == [] and t.status()["staleOutcomes"] == {"si.allocation.response": 1}

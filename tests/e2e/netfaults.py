@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import heapq
 import itertools
 import os
@@ -61,6 +62,7 @@ def unavailable_reason() -> str | None:
     return _probe(lambda ns: _run([IP, "netns", "exec", ns, NFT, "-f", "-"], _drop_script("kprobe", None, "both", 100)))
 
 
+@functools.cache
 def delay_unavailable_reason() -> str | None:
     """Why delay faults cannot be made here (no NFQUEUE support in the kernel), or None."""
     reason = unavailable_reason()
@@ -142,11 +144,14 @@ class Fault:
         return cls("loss", a, (b,), percent=percent)
 
     @classmethod
-    def delay(cls, a: Host, b: Host, ms: float, jitter_ms: float = 0.0) -> "Fault":
-        """Every packet between a and b held ``ms`` ± ``jitter_ms``, each way."""
+    def delay(cls, a: Host, b: Host, ms: float, jitter_ms: float = 0.0, direction: str = "both") -> "Fault":
+        """Every packet between a and b held ``ms`` ± ``jitter_ms``, each way (``direction``
+        "out": only a's packets to b; "in": only b's packets to a)."""
         if ms < 0 or not 0 <= jitter_ms <= ms:
             raise ValueError(f"delay between {a.name} and {b.name}: need 0 <= jitter ({jitter_ms}) <= delay ({ms})")
-        return cls("delay", a, (b,), delay_ms=ms, jitter_ms=jitter_ms)
+        if direction not in ("both", "out", "in"):
+            raise ValueError(f"delay between {a.name} and {b.name}: direction is both, out or in, not {direction!r}")
+        return cls("delay", a, (b,), direction=direction, delay_ms=ms, jitter_ms=jitter_ms)
 
     @classmethod
     def flap(cls, a: Host, b: Host | None, down_s: float, up_s: float) -> "Fault":
@@ -166,7 +171,9 @@ class Fault:
         if self.kind == "loss":
             return f"loss {self.percent}% {link}"
         if self.kind == "delay":
-            return f"delay {self.delay_ms:.0f}±{self.jitter_ms:.0f} ms {link}"
+            arrow = {"both": link, "out": f"{self.host.name}->{'+'.join(p.name for p in self.peers)}",
+                     "in": f"{'+'.join(p.name for p in self.peers)}->{self.host.name}"}[self.direction]
+            return f"delay {self.delay_ms:.0f}±{self.jitter_ms:.0f} ms {arrow}"
         return f"flap {link} down {self.down_s:.1f}s up {self.up_s:.1f}s"
 
 
@@ -189,14 +196,17 @@ def _drop_script(table: str, peers: tuple[Host, ...] | None, direction: str, per
     return f"table inet {table} {{\n{chains}}}\n"
 
 
-def _queue_script(table: str, addresses: tuple[str, ...], queue: int) -> str:
+def _queue_script(table: str, addresses: tuple[str, ...], queue: int, direction: str = "both") -> str:
     """nftables' own queue statement for host <-> addresses (not in every kernel)."""
     where = "{ " + ", ".join(addresses) + " }"
-    return (f"table inet {table} {{\n"
-            f"    chain input {{\n        type filter hook input priority {PRIORITY}; policy accept;\n"
-            f"        ip saddr {where} queue num {queue} bypass\n    }}\n"
-            f"    chain output {{\n        type filter hook output priority {PRIORITY}; policy accept;\n"
-            f"        ip daddr {where} queue num {queue} bypass\n    }}\n}}\n")
+    chains = ""
+    if direction in ("both", "in"):
+        chains += (f"    chain input {{\n        type filter hook input priority {PRIORITY}; policy accept;\n"
+                   f"        ip saddr {where} queue num {queue} bypass\n    }}\n")
+    if direction in ("both", "out"):
+        chains += (f"    chain output {{\n        type filter hook output priority {PRIORITY}; policy accept;\n"
+                   f"        ip daddr {where} queue num {queue} bypass\n    }}\n")
+    return f"table inet {table} {{\n{chains}}}\n"
 
 
 @dataclass
@@ -251,8 +261,9 @@ class Injector:
         if active.flapper is not None:
             active.flapper.join(10)
         if active.chain is not None:
-            self._iptables(fault.host, "-D", "INPUT", "-j", active.chain)
-            self._iptables(fault.host, "-D", "OUTPUT", "-j", active.chain)
+            for hook in ("INPUT", "OUTPUT"):
+                if fault.direction in ("both", "in" if hook == "INPUT" else "out"):
+                    self._iptables(fault.host, "-D", hook, "-j", active.chain)
             self._iptables(fault.host, "-F", active.chain)
             self._iptables(fault.host, "-X", active.chain)
         elif active.table_in:
@@ -312,18 +323,19 @@ class Injector:
             self.lab.stop(proc)
             raise NetnsUnavailable(f"the delayer of {f.describe()} did not bind queue {queue}: {line!r}\n{proc.tail()}")
         addresses = tuple(p.ip for p in f.peers)
-        if _run([IP, "netns", "exec", f.host.ns, NFT, "-f", "-"], _queue_script(active.table, addresses, queue)) is None:
+        script = _queue_script(active.table, addresses, queue, f.direction)
+        if _run([IP, "netns", "exec", f.host.ns, NFT, "-f", "-"], script) is None:
             active.table_in = True
             return
         chain = active.chain = f"KF{f.number}"
         self._iptables(f.host, "-N", chain)
-        for address in addresses:
-            self._iptables(f.host, "-A", chain, "-s", address, "-j", "NFQUEUE", "--queue-num", str(queue),
-                           "--queue-bypass")
-            self._iptables(f.host, "-A", chain, "-d", address, "-j", "NFQUEUE", "--queue-num", str(queue),
-                           "--queue-bypass")
-        self._iptables(f.host, "-I", "INPUT", "-i", "eth0", "-j", chain)
-        self._iptables(f.host, "-I", "OUTPUT", "-o", "eth0", "-j", chain)
+        for address in addresses:  # -s matches on the way in, -d on the way out
+            for match in ("-s", "-d"):
+                self._iptables(f.host, "-A", chain, match, address, "-j", "NFQUEUE", "--queue-num", str(queue),
+                               "--queue-bypass")
+        for hook, iface in (("INPUT", "-i"), ("OUTPUT", "-o")):
+            if f.direction in ("both", "in" if hook == "INPUT" else "out"):
+                self._iptables(f.host, "-I", hook, iface, "eth0", "-j", chain)
 
     def _iptables(self, host: Host, *args: str) -> None:
         if args[0] == "-D":  # the jump was put with the interface: delete it the same way

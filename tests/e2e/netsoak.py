@@ -20,13 +20,19 @@ Fault kinds (``KINDS``), each with its target, hold time and parameters drawn fr
   less / more than the heartbeat expiry (2.5 s);
 - ``one-way``: on one link kind (worker-broker, rmproxy-broker, broker-redis, rmproxy-redis,
   worker-redis) the packets of one direction lost;
-- ``zombie``: the owner of a partition cut from the broker only (it still reaches Redis and the
-  rmproxy's host) until its partition has another owner, then healed: it comes back believing
-  it owns the partition;
+- ``zombie``: the owner of a partition first has its packets to the broker held 4 s (past the
+  expiry: the broker declares it gone and its RM re-registers, while it goes on scheduling the
+  requests that reach it and its answers of the old epoch arrive late), then is cut from the
+  broker only (it still reaches Redis and the rmproxy's host) once its partition has another
+  owner, then healed: it comes back believing it owns the partition (without NFQUEUE, the first
+  phase is one-way loss instead, and fewer of its answers come back);
 - ``delay`` (20-300 ms, jitter up to half of it), ``loss`` (5-40 %), ``flap`` (down and up
   every 0.5-2.5 s) on a link (the kinds above, or the RMs' link to rmproxy), or a host for flap;
 - ``broker-during-move``: the owner of a partition cut off; as soon as its partition is moving
-  (lost, or the RM asked to re-register), the broker's host is cut off too; both healed.
+  (lost, or the RM asked to re-register), the broker's host is cut off too; both healed;
+- ``redis-during-move``: the link to Redis of the broker, rmproxy or every spare cut (or one
+  way), and then the owner of a partition cut off, so the partition moves while the epochs and
+  the registration it needs live across a broken link.
 
 A step may mix in a second fault (``mixed``): a partition, one-way loss, delay, loss or flap on
 another target, put in with the first and healed with it.
@@ -58,7 +64,7 @@ from pathlib import Path
 
 from rmproxy.client import ClientState
 from tests.conftest import wait_until
-from tests.e2e.netfaults import Fault, Injector
+from tests.e2e.netfaults import Fault, Injector, delay_unavailable_reason
 from tests.e2e.netns import Host, NetLab, Proc, tails
 from tests.e2e.soak import make_room, read_failures, scheduler_partition
 from tests.e2e.soak_rm import NODE_MEMORY, NODE_VCORE, OP_TIMEOUT, PARTITIONS, Load, SoakRM, _now, http_get
@@ -71,10 +77,11 @@ RM_IDS = ("rm-a", "rm-b")
 WORKERS = 6  # the RMs' 4 partitions and 2 spares
 KINDS = ("partition-short", "partition-long", "one-way", "zombie", "delay", "loss", "flap", "broker-during-move",
          "redis-during-move")
-MIXABLE = ("partition-short", "partition-long", "one-way", "delay", "loss", "flap")
+MIXABLE = ("partition-short", "partition-long", "one-way", "delay", "loss", "flap")  # (a second fault)
 LINKS = ("worker-broker", "rmproxy-broker", "broker-redis", "rmproxy-redis", "worker-redis")
 RM_LINK = "rm-rmproxy"  # delay, loss and flap also on the RMs' own link
 HOST_ROLES = ("redis", "broker", "proxy", "rm", "owner", "spare")
+ZOMBIE_DELAY = 4.0  # seconds a zombie's packets to the broker are held: past EXPIRY, so it is declared gone
 READ_BUDGET = 5.0  # seconds after the heal and the RMs' last re-registration by which every read answers
 RECOVERY_CAP = 120.0  # seconds after a heal by which everything must be back, whatever happened
 SETTLE = 30.0  # seconds the checks after a heal may wait for views to agree
@@ -221,10 +228,12 @@ class Step:
     budget_used: float = 0.0  # seconds after max(heal, the RMs' last re-registration) the reads took
     reregistrations: int = 0  # RM re-registrations the fault caused
     moved: list[str] = field(default_factory=list)  # partitions that changed owner
-    stale_dropped: int = 0  # zombie outcomes the broker dropped during the step
+    stale_dropped: dict[str, int] = field(default_factory=dict)  # zombie outcomes the broker dropped, by kind
     check_seconds: float = 0.0
     first_failures: list[str] = field(default_factory=list)
     heal_errors: list[str] = field(default_factory=list)
+    zombie: tuple[str, str] | None = None  # (worker, "rmID/partition") of a zombie step
+    beliefs_at_heal: dict[str, str | None] = field(default_factory=dict)  # worker -> what it believed it owned
 
     def describe(self) -> str:
         return f"step {self.n} ({self.kind}{' + ' + self.mixed if self.mixed else ''}): {'; '.join(self.faults)}"
@@ -258,7 +267,7 @@ class NetSoak:
             kind = order[n % len(kinds)]
             mixed = ""
             if mixed_share and self.rng.random() < mixed_share:
-                mixed = self.rng.choice([k for k in MIXABLE if k != kind])
+                mixed = self.rng.choice([k for k in MIXABLE if k != kind and k in kinds])
             steps.append(Step(n + 1, kind, mixed))
         return steps
 
@@ -284,6 +293,7 @@ class NetSoak:
             self.timers.clear()
             self.injector.heal_all()
         healed = _now()
+        step.beliefs_at_heal = self.stack.beliefs()
         if step.heal_errors:
             raise self.fail(step, "healing failed: " + "; ".join(step.heal_errors))
         step.held = healed - began
@@ -293,7 +303,7 @@ class NetSoak:
         step.reregistrations = sum(rm.lost_count for rm in self.rms) - lost
         after = self._owners()
         step.moved = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
-        step.stale_dropped = self._stale_dropped() - stale
+        step.stale_dropped = {k: n for k, n in (self._stale_dropped() - stale).items() if n}
 
     def _faults(self, step: Step) -> None:
         """Put the step's faults in, hold them, and return (the caller heals what is still in).
@@ -305,19 +315,22 @@ class NetSoak:
             second = None
         if step.kind == "zombie":
             worker, partition = self.owner()
+            step.zombie = (worker, partition)
             host = s.worker_hosts[worker]
-            # first one way: it still hears the broker and the RM's traffic routed to it, schedules
-            # it, and nothing it sends gets out, until the broker declares it gone ...
-            self.inject(step, Fault.one_way(host, s.broker_host), f"owner of {partition}")
+            # first its packets to the broker held ZOMBIE_DELAY (past the heartbeat expiry): the
+            # broker declares it gone and the partition moves, while it goes on scheduling the
+            # RM's requests that reach it and its answers of the old epoch arrive seconds late ...
+            slow = (Fault.delay(host, s.broker_host, ZOMBIE_DELAY * 1000, direction="out")
+                    if delay_unavailable_reason() is None else Fault.one_way(host, s.broker_host))
+            self.inject(step, slow, f"owner of {partition}")
             self._mix(step, second)
-            wait_until(lambda: s.owner_of(partition) != worker, RECOVERY_CAP,
-                       f"{partition} taken from {worker} by the broker", s.context, interval=0.1)
-            # ... then cut from the broker both ways (Redis and rmproxy's host still reachable) until
-            # its partition has another owner; then it comes back, believing it still owns it
-            self.inject(step, Fault.cut(host, s.broker_host), f"{worker} cut from the broker")
             wait_until(lambda: s.owner_of(partition) not in (None, worker), RECOVERY_CAP,
-                       f"{partition} owned by another worker than the cut-off {worker}", s.context, interval=0.1)
-            hold(rng.uniform(0.0, 2.0))
+                       f"{partition} owned by another worker than the slowed {worker}", s.context, interval=0.1)
+            # ... then cut from the broker both ways (Redis and rmproxy's host still reachable);
+            # healed, it comes back believing it owns the partition
+            self.inject(step, Fault.cut(host, s.broker_host), f"{worker} cut from the broker")
+            self.injector.heal(slow)
+            hold(rng.uniform(0.5, 3.0))
             return
         if step.kind == "broker-during-move":
             worker, partition = self.owner()
@@ -536,8 +549,9 @@ class NetSoak:
     def _owners(self) -> dict[str, str]:
         return {w["partition"]: n for n, w in self.stack.workers().items() if w.get("partition")}
 
-    def _stale_dropped(self) -> int:
-        return int(self.stack.cluster().get("staleOutcomes") or 0)
+    def _stale_dropped(self) -> collections.Counter:
+        doc = wait_until(self.stack.cluster, 30, "the broker's view from rmproxy", self.stack.context)
+        return collections.Counter(doc.get("staleOutcomes") or {})
 
     # -- figures ------------------------------------------------------------------------------
 
@@ -554,7 +568,7 @@ class NetSoak:
                     "reregistrations": sum(s.reregistrations for s in steps),
                     "with_reregistration": sum(1 for s in steps if s.reregistrations),
                     "moved": sum(len(s.moved) for s in steps),
-                    "stale_dropped": sum(s.stale_dropped for s in steps)}
+                    "stale_dropped": sum(sum(s.stale_dropped.values()) for s in steps)}
 
         def longest(attr: str) -> str:
             if not done:
