@@ -297,8 +297,8 @@ class NetSoak:
         if step.heal_errors:
             raise self.fail(step, "healing failed: " + "; ".join(step.heal_errors))
         step.held = healed - began
+        self._wait_reads(step, healed)  # first: reads need no scheduling, and are timed from the heal
         self._wait_scheduling(step, healed)
-        self._wait_reads(step, healed)
         self._check(step)
         step.reregistrations = sum(rm.lost_count for rm in self.rms) - lost
         after = self._owners()
