@@ -56,18 +56,16 @@ import random
 import shutil
 import statistics
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rmproxy.client import ClientState
 from tests.conftest import wait_until
 from tests.e2e.netfaults import Fault, Injector, delay_unavailable_reason
 from tests.e2e.netns import Host, NetLab, Proc, tails
-from tests.e2e.soak import make_room, read_failures, scheduler_partition
-from tests.e2e.soak_rm import NODE_MEMORY, NODE_VCORE, OP_TIMEOUT, PARTITIONS, Load, SoakRM, _now, http_get
+from tests.e2e.soak import make_room, scheduler_partition, wait_reads, wait_scheduling
+from tests.e2e.soak_rm import OP_TIMEOUT, PARTITIONS, Load, SoakRM, _now, http_get
 
 __all__ = ["NetStack", "NetSoak", "PausableLoad", "Step", "KINDS", "hold"]
 
@@ -82,7 +80,6 @@ LINKS = ("worker-broker", "rmproxy-broker", "broker-redis", "rmproxy-redis", "wo
 RM_LINK = "rm-rmproxy"  # delay, loss and flap also on the RMs' own link
 HOST_ROLES = ("redis", "broker", "proxy", "rm", "owner", "spare")
 ZOMBIE_DELAY = 4.0  # seconds a zombie's packets to the broker are held: past EXPIRY, so it is declared gone
-READ_BUDGET = 5.0  # seconds after the heal and the RMs' last re-registration by which every read answers
 RECOVERY_CAP = 120.0  # seconds after a heal by which everything must be back, whatever happened
 SETTLE = 30.0  # seconds the checks after a heal may wait for views to agree
 
@@ -209,7 +206,8 @@ class NetStack:
         if kind in ("worker-broker", "worker-redis"):
             worker = self.worker_hosts[self.worker(rng.random() < 0.75, rng)]
             return worker, self.broker_host if kind == "worker-broker" else self.redis_host
-        ends = {"rmproxy-broker": (self.proxy_host, self.broker_host), "broker-redis": (self.broker_host, self.redis_host),
+        ends = {"rmproxy-broker": (self.proxy_host, self.broker_host),
+                "broker-redis": (self.broker_host, self.redis_host),
                 "rmproxy-redis": (self.proxy_host, self.redis_host), RM_LINK: (self.rm_host, self.proxy_host)}
         return ends[kind]
 
@@ -226,6 +224,7 @@ class Step:
     sched_gap: float = 0.0  # heal -> every partition of every RM allocating again
     reads_gap: float = 0.0  # heal -> every read path 200
     budget_used: float = 0.0  # seconds after max(heal, the RMs' last re-registration) the reads took
+    sweeps: int = 0  # read sweeps until every path answered 200
     reregistrations: int = 0  # RM re-registrations the fault caused
     moved: list[str] = field(default_factory=list)  # partitions that changed owner
     stale_dropped: dict[str, int] = field(default_factory=dict)  # zombie outcomes the broker dropped, by kind
@@ -428,54 +427,14 @@ class NetSoak:
     # -- after the heal ---------------------------------------------------------------------
 
     def _wait_scheduling(self, step: Step, healed: float) -> None:
-        """Until every partition of every RM got an allocation after the heal and after its RM's
-        last (re-)registration, with every client Running."""
-        def scheduling() -> bool:
-            for rm in self.rms:
-                state = rm.state()
-                if state is ClientState.FAILED:
-                    raise self.fail(step, f"{rm.rm_id}'s client FAILED: {getattr(rm.api, '_failure', '')}")
-                if state is not ClientState.RUNNING:
-                    return False
-                since = max(healed, rm.restored_at)
-                if any(rm.last_alloc.get(p, 0.0) <= since for p in PARTITIONS):
-                    return False
-            return True
-        try:
-            wait_until(scheduling, RECOVERY_CAP, "every partition scheduling again", self._rm_context, interval=0.02)
-        except AssertionError as exc:
-            raise self.fail(step, str(exc)) from None
-        step.sched_gap = _now() - healed
-
-    def _rm_context(self) -> str:
-        return "; ".join(f"{rm.rm_id}: client {rm.state().value}, lost {rm.lost_count}, pending {len(rm.pending)}, "
-                         f"running {len(rm.running)}, last allocation "
-                         + ", ".join(f"{p} {(_now() - rm.last_alloc.get(p, 0.0)):.1f}s ago" for p in PARTITIONS)
-                         for rm in self.rms)
+        wait_scheduling(self.rms, step, healed, lambda message: self.fail(step, message))
 
     def _wait_reads(self, step: Step, healed: float) -> None:
-        """Read every path until all answer 200; a sweep that starts ``READ_BUDGET`` after the heal
-        and the RMs' last re-registration, with every client Running, and still fails, fails."""
+        """``wait_reads`` from the heal, within ``READ_BUDGET`` of it and of the RMs' last re-registration."""
         def base() -> float:
             return max([healed] + [rm.restored_at for rm in self.rms])
-
-        def settled() -> bool:
-            return all(rm.state() is ClientState.RUNNING for rm in self.rms)
-
-        while True:
-            began = _now()
-            was_settled = settled()
-            failures = read_failures(self.stack.rest, self.rms, self.pool)
-            if failures and not step.first_failures:
-                step.first_failures = [str(f)[:200] for f in failures[:3]]
-            if not failures:
-                step.reads_gap = _now() - healed
-                step.budget_used = max(0.0, _now() - base())
-                return
-            if (was_settled and settled() and began > base() + READ_BUDGET) or began > healed + RECOVERY_CAP:
-                shown = "\n  ".join(str(f) for f in failures[:10])
-                raise self.fail(step, f"{len(failures)} read path(s) still failing {began - base():.1f}s after the "
-                                      f"heal and the RMs' last re-registration:\n  {shown}")
+        wait_reads(self.stack.rest, self.rms, self.pool, step, healed, base, "heal",
+                   lambda message: self.fail(step, message))
 
     def _check(self, step: Step) -> None:
         """The invariants, with the load paused (views are compared at rest)."""

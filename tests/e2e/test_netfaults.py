@@ -41,17 +41,6 @@ SHORT_KINDS = ("partition-long", "one-way", "delay", "loss", "flap", "broker-dur
 
 
 @pytest.fixture
-def lab(tmp_path):
-    """A NetLab closed after the test, also on failure; leftovers found while closing fail the test."""
-    net = NetLab(tmp_path / "logs")
-    try:
-        yield net
-    finally:
-        problems = net.close()
-    assert problems == []
-
-
-@pytest.fixture
 def injector(lab):
     inj = Injector(lab, seed=1)
     try:
