@@ -14,7 +14,9 @@ process and reach rmproxy through the ``rm`` host's portals (``NetLab.portal``),
 traffic crosses the lab's network from there, and a fault of the ``rm`` host is a fault of
 the RMs' link.
 
-Fault kinds (``KINDS``), each with its target, hold time and parameters drawn from the seed:
+Fault kinds (``KINDS``), each with its target, hold time and parameters drawn from the seed (the
+targets of a kind in a round-robin of their own: 100 faults put one-way loss on every link kind
+in both directions, delay and loss on every link):
 
 - ``partition-short`` / ``partition-long``: one host (any role) cut off from all others for
   less / more than the heartbeat expiry (2.5 s);
@@ -248,6 +250,7 @@ class NetSoak:
         self.rng = random.Random(seed)
         self.steps: list[Step] = []
         self.timers: list[threading.Timer] = []  # the heals of mixed-in faults
+        self._cycles: dict[str, list] = {}
         self.pool = ThreadPoolExecutor(8, thread_name_prefix="netsoak-read")
         self.started = _now()
 
@@ -393,31 +396,41 @@ class NetSoak:
         self.injector.inject(fault)
         step.faults.append(fault.describe() + (f" ({note})" if note else ""))
 
+    def _next(self, name: str, choices: list):
+        """The next of ``choices`` in a seeded round-robin of its own: every one comes up in turn."""
+        cycle = self._cycles.setdefault(name, [])
+        if not cycle:
+            cycle.extend(choices)
+            self.rng.shuffle(cycle)
+        return cycle.pop()
+
     def _fault(self, kind: str, with_hold: bool = False):
         """A fault of ``kind`` on a seeded target (and how long to hold it, with ``with_hold``)."""
         rng, s = self.rng, self.stack
         if kind in ("partition-short", "partition-long"):
-            fault = Fault.partition(s.host(rng.choice(HOST_ROLES), rng))
+            fault = Fault.partition(s.host(self._next(kind, list(HOST_ROLES)), rng))
             seconds = rng.uniform(0.5, 1.8) if kind == "partition-short" else rng.uniform(3.5, 8.0)
-        elif kind == "one-way":
-            a, b = s.link(rng.choice(LINKS), rng)
-            fault = Fault.one_way(a, b) if rng.random() < 0.5 else Fault.one_way(b, a)
+        elif kind == "one-way":  # each link kind, each direction, in turn
+            link, forward = self._next(kind, [(link, forward) for link in LINKS for forward in (True, False)])
+            a, b = s.link(link, rng)
+            fault = Fault.one_way(a, b) if forward else Fault.one_way(b, a)
             seconds = rng.uniform(3.5, 7.0)
         elif kind == "delay":
-            a, b = s.link(rng.choice(LINKS + (RM_LINK,)), rng)
+            a, b = s.link(self._next(kind, list(LINKS + (RM_LINK,))), rng)
             ms = rng.uniform(20, 300)
             fault = Fault.delay(a, b, round(ms), round(rng.uniform(0, ms / 2)))
             seconds = rng.uniform(4.0, 8.0)
         elif kind == "loss":
-            a, b = s.link(rng.choice(LINKS + (RM_LINK,)), rng)
+            a, b = s.link(self._next(kind, list(LINKS + (RM_LINK,))), rng)
             fault = Fault.loss(a, b, rng.randint(5, 40))
             seconds = rng.uniform(4.0, 8.0)
         elif kind == "flap":
             down, up = round(rng.uniform(0.5, 2.5), 1), round(rng.uniform(0.5, 2.5), 1)
-            if rng.random() < 0.3:
+            target = self._next(kind, list(LINKS + (RM_LINK, "host")))
+            if target == "host":
                 fault = Fault.flap(s.host(rng.choice(HOST_ROLES), rng), None, down, up)
             else:
-                a, b = s.link(rng.choice(LINKS + (RM_LINK,)), rng)
+                a, b = s.link(target, rng)
                 fault = Fault.flap(a, b, down, up)
             seconds = rng.uniform(8.0, 12.0)
         else:
