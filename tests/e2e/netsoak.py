@@ -159,7 +159,10 @@ class NetStack:
             return {}
         return json.loads(body).get("cluster") or {}
 
-    def workers(self) -> dict[str, dict]:
+    def workers(self, wait: bool = False) -> dict[str, dict]:
+        """name -> the broker's entry for the worker ({} while unreachable; ``wait``: until known)."""
+        if wait:
+            return wait_until(self.workers, RECOVERY_CAP, "the workers, from rmproxy's stack view", self.context)
         return {w["name"]: w for w in self.cluster().get("workers", [])}
 
     def owner_of(self, partition: str) -> str | None:
@@ -195,12 +198,12 @@ class NetStack:
         return self.worker_hosts[self.worker(role == "owner", rng)]
 
     def worker(self, owner: bool, rng: random.Random) -> str:
-        owned = {n for n, w in self.workers().items() if w.get("partition")}
+        owned = {n for n, w in self.workers(wait=True).items() if w.get("partition")}
         pool = sorted(owned if owner else set(self.worker_hosts) - owned) or sorted(self.worker_hosts)
         return rng.choice(pool)
 
     def spares(self) -> list[str]:
-        owned = {n for n, w in self.workers().items() if w.get("partition")}
+        owned = {n for n, w in self.workers(wait=True).items() if w.get("partition")}
         return sorted(set(self.worker_hosts) - owned)
 
     def link(self, kind: str, rng: random.Random) -> tuple[Host, Host]:
@@ -311,7 +314,7 @@ class NetSoak:
         """Put the step's faults in, hold them, and return (the caller heals what is still in).
         A mixed-in second fault goes in at a seeded moment and out after its own hold, on a timer."""
         rng, s = self.rng, self.stack
-        second = self._fault(step.mixed, with_hold=True) if step.mixed else None
+        second = self._fault(step.mixed) if step.mixed else None
         if second is not None and rng.random() < 0.5:
             self._mix(step, second)
             second = None
@@ -362,14 +365,14 @@ class NetSoak:
             self._mix(step, second)
             hold(rng.uniform(4.0, 8.0))
             return
-        fault, seconds = self._fault(step.kind, with_hold=True)
+        fault, seconds = self._fault(step.kind)
         self.inject(step, fault)
         self._mix(step, second)
         hold(seconds)
 
     def owner(self) -> tuple[str, str]:
         """A seeded worker owning a partition, and that partition ("rmID/partition")."""
-        owned = {n: w["partition"] for n, w in self.stack.workers().items() if w.get("partition")}
+        owned = {n: w["partition"] for n, w in self.stack.workers(wait=True).items() if w.get("partition")}
         if not owned:
             raise AssertionError(f"no worker owns a partition: {self.stack.workers()}")
         worker = self.rng.choice(sorted(owned))
@@ -404,8 +407,8 @@ class NetSoak:
             self.rng.shuffle(cycle)
         return cycle.pop()
 
-    def _fault(self, kind: str, with_hold: bool = False):
-        """A fault of ``kind`` on a seeded target (and how long to hold it, with ``with_hold``)."""
+    def _fault(self, kind: str) -> tuple[Fault, float]:
+        """A fault of ``kind`` on a seeded target, and how long to hold it."""
         rng, s = self.rng, self.stack
         if kind in ("partition-short", "partition-long"):
             fault = Fault.partition(s.host(self._next(kind, list(HOST_ROLES)), rng))
@@ -435,7 +438,7 @@ class NetSoak:
             seconds = rng.uniform(8.0, 12.0)
         else:
             raise ValueError(f"unknown fault kind {kind!r}")
-        return (fault, seconds) if with_hold else fault
+        return fault, seconds
 
     # -- after the heal ---------------------------------------------------------------------
 
@@ -519,7 +522,7 @@ class NetSoak:
             raise self.fail(step, "ownership: " + "; ".join(problems())) from None
 
     def _owners(self) -> dict[str, str]:
-        return {w["partition"]: n for n, w in self.stack.workers().items() if w.get("partition")}
+        return {w["partition"]: n for n, w in self.stack.workers(wait=True).items() if w.get("partition")}
 
     def _stale_dropped(self) -> collections.Counter:
         doc = wait_until(self.stack.cluster, 30, "the broker's view from rmproxy", self.stack.context)
