@@ -342,12 +342,16 @@ class Proxy:
         waiters = {p: loop.create_future() for p in partitions}
         rm.owned_waiters = dict(waiters)
         self.send(Envelope(Kind.RM_REGISTER, req.rmID, body=RMPartitions(tuple(partitions)).wire()))
-        done, pending = await asyncio.wait(waiters.values(), timeout=REGISTER_TIMEOUT,
-                                           return_when=asyncio.FIRST_EXCEPTION)
-        failed = next((w for w in done if w.cancelled() or w.exception() is not None), None)
+        try:
+            done, pending = await asyncio.wait(waiters.values(), timeout=REGISTER_TIMEOUT,
+                                               return_when=asyncio.FIRST_EXCEPTION)
+        finally:  # however this ends (the RM's call cancelled too), no waiter stays for nobody
+            for w in waiters.values():
+                if not w.done():
+                    w.cancel()
+        # every error read (asyncio logs an unread one), the first raised
+        failed = next(iter([w for w in done if w.cancelled() or w.exception() is not None]), None)
         if failed is not None:
-            for w in pending:
-                w.cancel()
             if failed.cancelled():
                 raise RegistrationError(grpc.StatusCode.UNAVAILABLE,
                                         f"registration of RM {req.rmID} failed: a newer registration of it "
@@ -355,8 +359,6 @@ class Proxy:
             raise failed.exception()  # type: ignore[misc]
         if pending:
             missing = ", ".join(f"[{req.rmID}]{p}" for p, w in waiters.items() if w in pending)
-            for w in pending:
-                w.cancel()
             where = "" if self.broker_connected else " (rmproxy is not connected to the broker)"
             raise RegistrationError(
                 grpc.StatusCode.UNAVAILABLE,
