@@ -46,7 +46,8 @@ re-registration; then, with the load paused, every pending ask is allocated once
 capacity), each partition has one owner in the broker's table and exactly that worker believes
 it owns it (no zombie left), the RMs saw no contract violation (an allocation for an unknown
 ask or a key allocated twice is how a zombie's allocation would show), and every process still
-runs. Recorded per fault: heal -> scheduling again, heal -> every read answering, the RM
+runs. Recorded per fault: heal -> scheduling again and heal -> every read answering (timed side
+by side), the longest a partition went without an allocation (the outage), the RM
 re-registrations it caused, the partitions that moved, the zombie outcomes the broker dropped.
 """
 
@@ -63,7 +64,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.conftest import wait_until
+from tests.conftest import Background, wait_until
 from tests.e2e.netfaults import Fault, Injector, delay_unavailable_reason
 from tests.e2e.netns import Host, NetLab, Proc, tails
 from tests.e2e.soak import make_room, scheduler_partition, wait_reads, wait_scheduling
@@ -89,6 +90,25 @@ SETTLE = 30.0  # seconds the checks after a heal may wait for views to agree
 def hold(seconds: float) -> None:
     """Keep a fault in for ``seconds``: the fault's length is the test's input (it waits for nothing)."""
     threading.Event().wait(seconds)
+
+
+class Outage(Background):
+    """The longest time each partition went without an allocation while it runs (polled)."""
+
+    interval = 0.05
+
+    def __init__(self, rms: list[SoakRM]) -> None:
+        super().__init__("netsoak-outage")
+        self.rms = rms
+        self.longest: dict[str, float] = {}
+
+    def step(self) -> None:
+        now = _now()
+        for rm in self.rms:
+            for p in PARTITIONS:
+                gap = now - rm.last_alloc.get(p, now)
+                key = f"{rm.rm_id}/{p}"
+                self.longest[key] = max(self.longest.get(key, 0.0), gap)
 
 
 class PausableLoad(Load):
@@ -227,6 +247,8 @@ class Step:
     faults: list[str] = field(default_factory=list)  # what was put in, in order
     held: float = 0.0  # seconds from the first fault in to the last healed
     sched_gap: float = 0.0  # heal -> every partition of every RM allocating again
+    outage: float = 0.0  # the longest a partition went without an allocation, from the fault in to scheduling again
+    outage_of: str = ""  # that partition
     reads_gap: float = 0.0  # heal -> every read path 200
     budget_used: float = 0.0  # seconds after max(heal, the RMs' last re-registration) the reads took
     sweeps: int = 0  # read sweeps until every path answered 200
@@ -289,6 +311,28 @@ class NetSoak:
         lost = sum(rm.lost_count for rm in self.rms)
         before = self._owners()
         stale = self._stale_dropped()
+        with Outage(self.rms) as outage:
+            healed = self._put_in_and_heal(step, script)
+            # both timed from the heal: scheduling watched on a thread while the reads are swept
+            errors: list[BaseException] = []
+            watch = threading.Thread(target=self._catching, args=(errors, self._wait_scheduling, step, healed),
+                                     name="netsoak-scheduling", daemon=True)
+            watch.start()
+            try:
+                self._wait_reads(step, healed)
+            finally:
+                watch.join()  # bounded: the wait ends by RECOVERY_CAP
+        step.outage_of, step.outage = max(outage.longest.items(), key=lambda kv: kv[1], default=("", 0.0))
+        if errors:
+            raise errors[0]
+        self._check(step)
+        step.reregistrations = sum(rm.lost_count for rm in self.rms) - lost
+        after = self._owners()
+        step.moved = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+        step.stale_dropped = {k: n for k, n in (self._stale_dropped() - stale).items() if n}
+
+    def _put_in_and_heal(self, step: Step, script) -> float:
+        """The step's faults in, held, and all healed (also on failure); returns when they were."""
         began = _now()
         try:
             (script or NetSoak._faults)(self, step)
@@ -298,17 +342,11 @@ class NetSoak:
             self.timers.clear()
             self.injector.heal_all()
         healed = _now()
+        step.held = healed - began
         step.beliefs_at_heal = self.stack.beliefs()
         if step.heal_errors:
             raise self.fail(step, "healing failed: " + "; ".join(step.heal_errors))
-        step.held = healed - began
-        self._wait_reads(step, healed)  # first: reads need no scheduling, and are timed from the heal
-        self._wait_scheduling(step, healed)
-        self._check(step)
-        step.reregistrations = sum(rm.lost_count for rm in self.rms) - lost
-        after = self._owners()
-        step.moved = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
-        step.stale_dropped = {k: n for k, n in (self._stale_dropped() - stale).items() if n}
+        return healed
 
     def _faults(self, step: Step) -> None:
         """Put the step's faults in, hold them, and return (the caller heals what is still in).
@@ -442,6 +480,13 @@ class NetSoak:
 
     # -- after the heal ---------------------------------------------------------------------
 
+    @staticmethod
+    def _catching(errors: list[BaseException], wait, *args) -> None:
+        try:
+            wait(*args)
+        except BaseException as exc:  # noqa: BLE001 - raised again by the main thread
+            errors.append(exc)
+
     def _wait_scheduling(self, step: Step, healed: float) -> None:
         wait_scheduling(self.rms, step, healed, lambda message: self.fail(step, message))
 
@@ -535,7 +580,10 @@ class NetSoak:
 
         def figures(steps: list[Step]) -> dict:
             sched, reads = [s.sched_gap for s in steps], [s.reads_gap for s in steps]
+            outage = [s.outage for s in steps]
             return {"faults": len(steps),
+                    "outage_median": _round(statistics.median(outage)) if outage else None,
+                    "outage_max": _round(max(outage)) if outage else None,
                     "sched_median": _round(statistics.median(sched)) if sched else None,
                     "sched_max": _round(max(sched)) if sched else None,
                     "reads_median": _round(statistics.median(reads)) if reads else None,

@@ -236,8 +236,9 @@ def run_netsoak(lab: NetLab, stack: NetStack, faults: int, kinds: tuple[str, ...
                        f"every partition allocating ({warmup} allocations each)", stack.context)
             for step in soak.plan(faults, kinds, mixed_share):
                 soak.run_step(step, script)
-                print(f"  {step.describe()}: heal -> scheduling {step.sched_gap:.2f}s, reads {step.reads_gap:.2f}s, "
-                      f"re-registrations {step.reregistrations}, moved {step.moved}, stale {step.stale_dropped}")
+                print(f"  {step.describe()}: held {step.held:.1f}s, outage {step.outage:.2f}s ({step.outage_of}), "
+                      f"heal -> scheduling {step.sched_gap:.2f}s, reads {step.reads_gap:.2f}s, re-registrations "
+                      f"{step.reregistrations}, moved {step.moved}, stale {step.stale_dropped}")
                 counts = {(rm.rm_id, p): rm.allocated.get(p, 0) for rm in rms for p in PARTITIONS}
                 more = soak.rng.randint(*load_between)
                 wait_until(lambda: all(rm.allocated.get(p, 0) >= counts[(rm.rm_id, p)] + more
