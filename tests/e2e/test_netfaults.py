@@ -67,7 +67,8 @@ while True:
 """
 # argv: an ip, a mode. "connect": can one TCP connection to the echo be made (1.5 s); "rtt": 10
 # round trips over one connection, in ms; "send N": N numbered UDP datagrams to ip:7001, then
-# "end" 20 times; "listen S": the numbers received on ip:7001 until an "end" (or S seconds).
+# "end" 20 times; "listen": the numbers received on ip:7001 until an "end", or a line on stdin
+# (the sender is done: what crossed is in the socket's buffer), or 60 s.
 PROBE = """
 import json, socket, sys, time
 ip, mode = sys.argv[1], sys.argv[2]
@@ -91,18 +92,22 @@ elif mode == "send":
             pass
         time.sleep(0.001)
 else:
-    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind((ip, 7001))
+    import select
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind((ip, 7001)); u.setblocking(False)
     print("listening", flush=True)
-    got, end = set(), time.monotonic() + float(sys.argv[3])
-    while (left := end - time.monotonic()) > 0:
-        u.settimeout(left)
-        try:
-            data = u.recv(100)
-        except OSError:
-            break
-        if data == b"end":
-            break
-        got.add(int(data))
+    got, end, done = set(), time.monotonic() + 60, False
+    while not done and time.monotonic() < end:
+        ready, _, _ = select.select([u, sys.stdin], [], [], 1.0)
+        done = sys.stdin in ready  # the sender is done: read what arrived, then stop
+        while True:
+            try:
+                data = u.recv(100)
+            except BlockingIOError:
+                break
+            if data == b"end":
+                done = True
+                break
+            got.add(int(data))
     print(json.dumps(sorted(got)))
 """
 
@@ -116,11 +121,12 @@ def probe(lab: NetLab, src, dst, *mode: str):
 def datagrams(lab: NetLab, src, dst, count: int) -> int:
     """How many of ``count`` UDP datagrams from src arrive at dst (one way only)."""
     listener = lab.start(dst, f"listen-{dst.name}-{time.monotonic_ns()}", [sys.executable, "-c", PROBE, dst.ip,
-                                                                          "listen", "3"], stdout=subprocess.PIPE)
+                                                                          "listen"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert listener.popen.stdout.readline().strip() == b"listening"
-    sent = lab.run(src, [sys.executable, "-c", PROBE, dst.ip, "send", str(count)], timeout=30)
+    sent = lab.run(src, [sys.executable, "-c", PROBE, dst.ip, "send", str(count)], timeout=60)
     assert sent.returncode == 0, sent.stderr
-    out, _ = listener.popen.communicate(timeout=30)
+    out, _ = listener.popen.communicate(b"done\n", timeout=60)
     return len(json.loads(out))
 
 
@@ -181,24 +187,21 @@ def test_delay_and_jitter_lengthen_round_trips(lab, injector, hosts):
     plain = probe(lab, a, b, "rtt")
     fault = injector.inject(Fault.delay(a, b, 60, 20))  # each way: a round trip takes 80-160 ms
     slow = probe(lab, a, b, "rtt")
-    assert all(75 <= ms < 400 for ms in slow), slow
+    assert min(slow) >= 75 and sorted(slow)[5] < 1000, slow  # never faster than the delay; slower only by load
     assert max(slow) - min(slow) > 5, f"no jitter: {slow}"
     other = probe(lab, a, c, "rtt")  # the other links of a are not slowed
     injector.heal(fault)
     healed = probe(lab, a, b, "rtt")
-    assert sorted(healed)[5] < 40 and sorted(other)[5] < 40 and sorted(plain)[5] < 40, (plain, other, healed)
+    assert max(sorted(x)[5] for x in (plain, other, healed)) < 75, (plain, other, healed)
 
 
 def test_a_flapping_link_goes_down_and_up_until_healed(lab, injector, hosts):
     a, b, _ = hosts
-    fault = injector.inject(Fault.flap(a, b, down_s=0.6, up_s=0.6))
-    seen = set()
-    deadline = time.monotonic() + 30
-    while seen != {True, False} and time.monotonic() < deadline:
-        seen.add(probe(lab, a, b, "connect"))
-    assert seen == {True, False}, "the link never changed state"
+    fault = injector.inject(Fault.flap(a, b, down_s=0.5, up_s=0.5))
+    got = datagrams(lab, a, b, 3000)  # ~3 s of datagrams, 1 ms apart: several periods
+    assert 0.1 * 3000 < got < 0.9 * 3000, f"{got} of 3000 datagrams crossed a link down half the time"
     injector.heal(fault)
-    assert all(probe(lab, a, b, "connect") for _ in range(3))
+    assert datagrams(lab, a, b, 50) == 50
 
 
 # -- Korral under network faults ----------------------------------------------------------------
