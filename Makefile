@@ -1,6 +1,6 @@
 # Korral: `make demo` runs the main job, `make test` runs the tests. Both do all set-up
 # on a fresh Debian machine with Python 3.11: .venv, `pip install -c constraints.txt -e '.[test]'`,
-# redis-server, chromium (for the web UI tests, when root). Set-up is idempotent; it reruns only
+# redis-server, chromium (for the web UI tests, when root), nftables (the network-fault tests, when root). Set-up is idempotent; it reruns only
 # when pyproject.toml, the constraints file or the CONSTRAINTS setting changes (stamp files in .venv).
 
 SHELL := /bin/bash
@@ -28,20 +28,23 @@ STRESS_RUNS ?= 5
 STRESS_TESTS ?= tests/e2e tests/stack tests/client/test_client_stack.py tests/sim/test_sim_run.py \
   tests/rest tests/web tests/worker/test_liveness.py tests/deploy/test_supervisord.py tests/deploy/test_compose_run.py
 
-.PHONY: help setup redis-server slapd chromium demo test bench soak lock test-stress FORCE
+.PHONY: help setup redis-server slapd chromium netfilter demo test bench soak soak-net lock test-stress FORCE
 
 help:
 	@echo "make demo    set up, start the local stack, run the demo workload, print a summary, stop the stack"
 	@echo "make test    set up and run the tests (not the slow soaks or benchmarks)"
 	@echo "make bench   set up and run the benchmarks (korral bench compare, core --preemption, e2e, churn, recovery)"
 	@echo "make soak    set up and run the slow soak tests (pytest -m slow)"
+	@echo "make soak-net  set up and run the network-fault soak alone: 100 faults between network-namespace"
+	@echo "             hosts under load (root; KORRAL_NETSOAK_FAULTS, KORRAL_NETSOAK_SEED, KORRAL_NETSOAK_REPORT)"
 	@echo "make setup   only the set-up: .venv, pip install -c constraints.txt -e '.[test]', redis-server,"
-	@echo "             slapd and chromium (as root; the LDAP and web UI tests skip without them)"
+	@echo "             slapd, chromium and nftables (as root; the LDAP, web UI and network-fault tests skip"
+	@echo "             without them)"
 	@echo "             (CONSTRAINTS= installs the newest versions pyproject.toml allows instead)"
 	@echo "make lock    write constraints.txt: the exact versions installed in .venv (CONSTRAINTS= first upgrades)"
 	@echo "make test-stress  run the end-to-end tests STRESS_RUNS times (default 5) with one core kept busy"
 
-setup: $(STAMP) redis-server slapd chromium
+setup: $(STAMP) redis-server slapd chromium netfilter
 	@# only `make setup` itself says it (make demo/test/... run set-up quietly on their way)
 	if [ "$(MAKECMDGOALS)" = setup ]; then
 	  echo 'set-up done; put korral on PATH with: export PATH="$(abspath $(VENV))/bin:$$PATH"  (or: source $(abspath $(VENV))/bin/activate)'
@@ -119,6 +122,17 @@ chromium:
 	  echo "chromium is missing: the web UI tests will be skipped (Debian: sudo apt-get install -y chromium)" >&2
 	fi
 
+# nftables for the network-fault tests (tests/e2e/test_netfaults.py: cuts, one-way and random
+# loss inside the namespaces they make), and iptables for its NFQUEUE target where the kernel's
+# nftables has no queue statement (the delay faults). Skipped (not fatal) when not root.
+netfilter:
+	@if [ -x /usr/sbin/nft ] && [ -x /usr/sbin/iptables ]; then exit 0; fi
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y nftables iptables
+	else
+	  echo "nftables is missing: the network-fault tests will skip (Debian: sudo apt-get install -y nftables iptables)" >&2
+	fi
+
 demo: setup
 	@mkdir -p "$(DEMO_DIR)"
 	read -r si rest < <($(PY) -c 'from common.netutil import free_ports; print(*free_ports(2))')
@@ -190,3 +204,6 @@ test-stress: setup
 
 soak: setup
 	@$(PY) -m pytest -m slow $(PYTEST_ARGS)
+
+soak-net: setup
+	@$(PY) -m pytest -m slow -s tests/e2e/test_netfaults.py $(PYTEST_ARGS)

@@ -23,13 +23,13 @@ import redis
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from broker.table import RoutingTable, Send
+from broker.table import EpochUnavailable, RoutingTable, Send
 from common import addresses, registry, security
 from common.envelope import Envelope, EnvelopeError, Kind, RawEnvelope, decode_header, decode_typed, encode
 from common.heartbeat import INTERVAL
 from common.messages import Heartbeat, ProxyHello, RMPartitions, WorkerReady
 
-__all__ = ["Broker", "REANNOUNCE", "configure", "run"]
+__all__ = ["Broker", "EpochSource", "REANNOUNCE", "configure", "run"]
 
 log = logging.getLogger("korral.broker")
 
@@ -46,6 +46,37 @@ _PROBE = encode(Envelope(Kind.HEARTBEAT))
 # the socket drops a dead peer's pipe a moment after the monitor reports the close.
 PROBE_WINDOW = 0.5
 PROBE_INTERVAL_MS = 10
+# The broker takes epochs from Redis inside its loop, which must not stall its heartbeats (a
+# peer hearing nothing for EXPIRY = 2.5 s reconnects and its RMs re-register): each call to Redis
+# is bounded, and once Redis failed it is not asked again for a while (each epoch asked for
+# meanwhile fails at once).
+REDIS_TIMEOUT = 0.5
+REDIS_RETRY_AFTER = 1.0
+
+
+class EpochSource:
+    """``next_epoch`` for the routing table: Redis ``INCR``, ``EpochUnavailable`` when Redis
+    cannot be reached (and, for ``retry_after`` seconds after that, without trying)."""
+
+    def __init__(self, store: registry.RegistryStore, retry_after: float = REDIS_RETRY_AFTER,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.store = store
+        self.retry_after = retry_after
+        self.clock = clock
+        self.failed_at: float | None = None
+        self.error = ""
+
+    def __call__(self, rm_id: str, partition: str, floor: int) -> int:
+        now = self.clock()
+        if self.failed_at is not None and now - self.failed_at < self.retry_after:
+            raise EpochUnavailable(f"Redis unreachable {now - self.failed_at:.1f}s ago: {self.error}")
+        try:
+            epoch = self.store.next_epoch(rm_id, partition, floor)
+        except redis.RedisError as exc:
+            self.failed_at, self.error = self.clock(), str(exc)
+            raise EpochUnavailable(f"Redis unreachable: {exc}") from None
+        self.failed_at = None
+        return epoch
 
 
 class Broker:
@@ -241,7 +272,9 @@ class Broker:
             hello = WorkerReady.decode(env.body)
             log.info("worker %s ready (%s)", hello.name, ident.hex())
             return t.worker_ready(ident, hello, now)
-        if not t.alive(ident, now):
+        if not t.alive(ident, now):  # forgotten (missed heartbeats): what it sends is stale
+            if env.kind in _WORKER_OUTCOMES:
+                t.stale_outcomes[env.kind.value] += 1
             return [(ident, REANNOUNCE)]
         handler = _FROM_WORKER.get(env.kind)
         if handler is None:
@@ -301,8 +334,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     addresses.setup_logging(args.log_level, "broker")
-    store = registry.RegistryStore(registry.connect(args.redis_url))
-    table = RoutingTable(store.next_epoch)
+    store = registry.RegistryStore(registry.connect(args.redis_url, timeout=REDIS_TIMEOUT))
+    table = RoutingTable(EpochSource(store))
     ctx = zmq.Context()
     auth = None
 

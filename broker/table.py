@@ -15,6 +15,16 @@ A wanted partition (one an RM registered) is in one of three states:
   rmproxy asks for at once) makes it awaiting again: one recovery, one new epoch. A worker
   re-announcing it after a broker restart adopts it in its old epoch.
 
+Epochs come from Redis, which may be unreachable: ``next_epoch`` then raises
+``EpochUnavailable``. No partition changes owner without a new epoch, and nothing else the table
+does waits for one: a partition that cannot get one stays awaiting (the next registration, worker
+or heartbeat turn tries again), a registration that cannot is answered UNROUTABLE at once, and
+what the same call had to say otherwise (a lost partition, a release) still goes out.
+
+A worker that cannot load a partition it was given (it cannot reach Redis, say) loses it to
+another idle worker that has not failed it since the RM registered; only when none is left is
+the failure reported to the rmproxy (whose RM's registration fails with the worker's words).
+
 Routing reads only an envelope's header and its request id (``Envelope`` or ``RawEnvelope``,
 the same fields): a routed envelope goes out as it came in, its body never decoded, except
 to quote it back in an UNROUTABLE answer.
@@ -33,7 +43,7 @@ from common.messages import (Heartbeat, PartitionLoaded, PartitionLost, Partitio
                              Unroutable, WorkerReady)
 
 __all__ = ["RoutingTable", "WorkerInfo", "Ownership", "ProxyInfo", "PartitionKey", "Routed", "Send",
-           "MAX_ASKERS"]
+           "MAX_ASKERS", "EpochUnavailable"]
 
 log = logging.getLogger("korral.broker")
 
@@ -42,6 +52,12 @@ _ASKED = {Kind.QUERY, Kind.CONFIG_UPDATE, Kind.PARTITION_REMOVE}
 _ANSWERS = {Kind.QUERY_RESULT, Kind.CONFIG_RESULT}
 
 PartitionKey = tuple[str, str]  # (rm_id, partition short name)
+
+
+class EpochUnavailable(Exception):
+    """``next_epoch`` could not give an epoch (Redis unreachable); the message says why."""
+
+
 Routed = Envelope | RawEnvelope  # routed traffic arrives undecoded (RawEnvelope) from the broker loop
 Send = tuple[bytes, Routed]
 
@@ -90,8 +106,12 @@ class RoutingTable:
         # one of these holds pre-registration state, so it gets a fresh assignment, not adoption
         self.awaiting: set[PartitionKey] = set()
         self.lost: dict[PartitionKey, str] = {}  # orphaned partitions: why their owner went away
+        # workers that could not load a partition since its RM last registered (not given it again)
+        self.failed_loads: dict[PartitionKey, set[bytes]] = {}
         self.changed = True  # ownership or membership changed since the last STATUS push
         self.bad_frames = 0
+        # outcomes of a worker that does not own their partition (any more), dropped: kind -> count
+        self.stale_outcomes: collections.Counter[str] = collections.Counter()
         self.routed = 0
         self.queue_depth = 0  # frames waiting on a socket at the last loop turn (read in one go)
         # request id -> the rmproxy that asked (queries, config updates): the answer goes back to
@@ -118,7 +138,10 @@ class RoutingTable:
             return [(worker.identity, Envelope(Kind.PARTITION_RELEASE, key[0], key[1], epoch))]
         self.last_epoch[key] = max(epoch, self.last_epoch.get(key, 0))
         if key in self.awaiting:  # the RM re-registered since: its state must start empty
-            return [self._assign(key, worker.identity)]
+            try:
+                return [self._assign(key, worker.identity)]
+            except EpochUnavailable:  # its old state is no use either: it waits, the worker is idle
+                return [(worker.identity, Envelope(Kind.PARTITION_RELEASE, key[0], key[1], epoch))]
         self.owners[key] = Ownership(worker.identity, epoch, loaded=True)
         self.lost.pop(key, None)
         self.changed = True
@@ -175,15 +198,26 @@ class RoutingTable:
                 self._forget((rm_id, old))
                 sends += self._release((rm_id, old))
         self.wanted[rm_id] = wanted
+        unavailable: list[str] = []
         for p in wanted:
             key = (rm_id, p)
             self.lost.pop(key, None)
+            self.failed_loads.pop(key, None)
             own = self.owners.get(key)
             if own is not None and own.worker in self.workers:
-                sends.append(self._assign(key, own.worker))
+                try:
+                    sends.append(self._assign(key, own.worker))
+                except EpochUnavailable as exc:  # it keeps its old epoch; the RM registers again
+                    unavailable.append(f"[{rm_id}]{p} ({exc})")
             else:
                 self.awaiting.add(key)
-        return sends + self._assign_awaiting()
+        sends += self._assign_awaiting(unavailable)
+        mine = [u for u in unavailable if u.startswith(f"[{rm_id}]")]
+        if mine:  # the rmproxy fails the registration now instead of waiting for owners in vain
+            reason = f"the broker could not take a new epoch from Redis for {', '.join(mine)}"
+            sends.append((proxy, Envelope(Kind.UNROUTABLE, rm_id, body=Unroutable(
+                reason, Kind.RM_REGISTER.value, None).wire())))
+        return sends
 
     def rm_partitions(self, rm_id: str, partitions: Iterable[str]) -> list[Send]:
         """A config update changed the RM's partitions: release removed ones, assign added ones."""
@@ -221,6 +255,12 @@ class RoutingTable:
         if own is None or own.worker != worker or own.epoch != env.epoch:
             return []  # a stale answer to an assignment that was superseded
         error = PartitionLoaded.decode(env.body).error
+        if error is not None:
+            moved = self._load_elsewhere(key, worker, error)
+            if moved:
+                return moved
+        else:
+            self.failed_loads.pop(key, None)
         own.loaded = error is None
         own.error = error
         self.changed = True
@@ -229,6 +269,28 @@ class RoutingTable:
             Envelope(Kind.PARTITION_OWNED, env.rm_id, env.partition, env.epoch, 0,
                      PartitionOwned(self.workers[worker].name, error).wire()),
         )
+
+    def _load_elsewhere(self, key: PartitionKey, failed: bytes, error: str) -> list[Send]:
+        """Give a partition its worker could not load to another idle worker that has not failed
+        it since the RM registered; [] when there is none (or no epoch for it)."""
+        tried = self.failed_loads.setdefault(key, set())
+        tried.add(failed)
+        idle = self._idle_for(key, exclude=tried)
+        if idle is None:
+            return []
+        try:
+            send = self._assign(key, idle.identity)
+        except EpochUnavailable:
+            return []
+        self.workers[failed].owns = None
+        log.warning("[%s]%s: %s; giving it to worker %s", key[0], key[1], error, idle.name)
+        return [send]
+
+    def _idle_for(self, key: PartitionKey, exclude: set[bytes] = frozenset()) -> WorkerInfo | None:
+        """The idle worker that takes ``key`` next: pinned to it first, then by name."""
+        idle = [w for w in self.workers.values()
+                if w.owns is None and w.pin in (None, key) and w.identity not in exclude]
+        return min(idle, key=lambda w: (w.pin is None, w.name), default=None)
 
     def _assign(self, key: PartitionKey, worker: bytes) -> Send:
         epoch = self._next_epoch(key[0], key[1], self.last_epoch.get(key, 0))
@@ -251,17 +313,22 @@ class RoutingTable:
     def unowned(self) -> list[PartitionKey]:
         return [(rm, p) for rm, ps in self.wanted.items() for p in ps if (rm, p) not in self.owners]
 
-    def _assign_awaiting(self) -> list[Send]:
-        """Give each awaiting partition (in registration order) to an idle worker, pinned first."""
+    def _assign_awaiting(self, unavailable: list[str] | None = None) -> list[Send]:
+        """Give each awaiting partition (in registration order) to an idle worker, pinned first.
+        One that cannot get an epoch stays awaiting (named in ``unavailable``, with why)."""
         sends: list[Send] = []
         for key in self.unowned():
             if key not in self.awaiting:
                 continue
-            idle = [w for w in self.workers.values() if w.owns is None and w.pin in (None, key)]
-            if not idle:
+            idle = self._idle_for(key)
+            if idle is None:
                 continue
-            idle.sort(key=lambda w: (w.pin is None, w.name))  # pinned workers first
-            sends.append(self._assign(key, idle[0].identity))
+            try:
+                sends.append(self._assign(key, idle.identity))
+            except EpochUnavailable as exc:
+                log.error("[%s]%s waits for a worker: no new epoch from Redis: %s", key[0], key[1], exc)
+                if unavailable is not None:
+                    unavailable.append(f"[{key[0]}]{key[1]} ({exc})")
         return sends
 
     # -- routing ------------------------------------------------------------------
@@ -292,7 +359,8 @@ class RoutingTable:
         to the rmproxy that asked)."""
         own = self.owners.get((env.rm_id, env.partition))
         if own is None or own.worker != worker:
-            return []  # the worker lost this partition; its outcomes are stale
+            self.stale_outcomes[env.kind.value] += 1  # the worker lost this partition: stale
+            return []
         self.routed += 1
         if env.kind in _ANSWERS and env.request_id is not None:
             asker = self.askers.pop(env.request_id, None)
@@ -392,6 +460,7 @@ class RoutingTable:
             ],
             "routed": self.routed,
             "badFrames": self.bad_frames,
+            "staleOutcomes": dict(self.stale_outcomes),
             "queueDepth": self.queue_depth,
             "replyToAsker": True,  # answers to queries go to the rmproxy that asked
         }

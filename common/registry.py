@@ -108,9 +108,10 @@ class ConfigRecord:
                    note=d.get("note", ""), id=int(d["id"]))
 
 
-def connect(url: str) -> redis.Redis:
-    """A sync client with short timeouts: a dead Redis must not hang a process loop."""
-    return redis.Redis.from_url(url, decode_responses=True, socket_timeout=2.0, socket_connect_timeout=2.0)
+def connect(url: str, timeout: float = 2.0) -> redis.Redis:
+    """A sync client with short timeouts (``timeout`` seconds to connect, and for each reply): a
+    dead Redis must not hang a process loop."""
+    return redis.Redis.from_url(url, decode_responses=True, socket_timeout=timeout, socket_connect_timeout=timeout)
 
 
 def connect_async(url: str) -> aioredis.Redis:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from broker.table import RoutingTable
+from broker.table import EpochUnavailable, RoutingTable
 from common.envelope import Envelope, Kind
 
 
@@ -236,3 +236,118 @@ def test_an_undecoded_request_without_a_worker_is_answered_unroutable_with_its_b
     [(dest, reply)] = t.route(b"p1", raw)
     assert dest == b"p1" and reply.kind is Kind.UNROUTABLE and reply.seq == 4
     assert reply.body["body"] == b"payload" and reply.body["kind"] == "si.node"
+
+
+class Epochs:
+    """An epoch counter whose Redis can be made unreachable (``down``)."""
+
+    def __init__(self) -> None:
+        self.counter = itertools.count(1)
+        self.down = False
+
+    def __call__(self, rm, p, floor):
+        if self.down:
+            raise EpochUnavailable("Redis unreachable: Timeout reading from socket")
+        return max(next(self.counter), floor + 1)
+
+
+def test_a_registration_the_broker_has_no_epochs_for_is_answered_at_once_and_moves_nothing():
+    """Found by the network-fault soak: with the broker cut from Redis, rm.register raised out of
+    the table, nothing answered it, and the RM's registration waited 10 s to be told "no worker
+    took partition(s)... start more workers"."""
+    epochs = Epochs()
+    t = RoutingTable(epochs, expiry=3.0)
+    t.worker_ready(b"w1", {"name": "w1"}, now=0)
+    t.worker_ready(b"w2", {"name": "w2"}, now=0)
+    t.rm_register(b"p1", "rm", ["a"], now=0)
+    epochs.down = True
+    sends = t.rm_register(b"p1", "rm", ["a", "b"], now=1)
+    assert kinds(sends) == [(b"p1", Kind.UNROUTABLE, "rm", "", 0)]
+    body = sends[0][1].body
+    assert body["kind"] == "rm.register"
+    assert body["reason"].startswith("the broker could not take a new epoch from Redis for [rm]a (Redis unreachable")
+    assert "[rm]b (" in body["reason"]
+    assert t.owners[("rm", "a")].epoch == 1 and t.unowned() == [("rm", "b")]
+    epochs.down = False  # Redis back: the RM's next registration goes through
+    assert sorted(kinds(t.rm_register(b"p1", "rm", ["a", "b"], now=2))) == [
+        (b"w1", Kind.PARTITION_ASSIGN, "rm", "a", 2), (b"w2", Kind.PARTITION_ASSIGN, "rm", "b", 3)]
+
+
+def test_a_worker_lost_while_redis_is_unreachable_is_still_reported_and_a_waiting_partition_waits():
+    """Found by the network-fault soak: a worker's death while an awaiting partition could not get
+    an epoch raised out of the table, and the PARTITION_LOST for the dead worker's partition was
+    never sent: its RM was not asked to re-register."""
+    epochs = Epochs()
+    t = RoutingTable(epochs, expiry=3.0)
+    t.worker_ready(b"w1", {"name": "w1"}, now=0)
+    t.rm_register(b"p1", "rm", ["a"], now=0)
+    t.rm_register(b"p2", "other", ["x"], now=0)  # no idle worker: x awaits one
+    epochs.down = True
+    assert t.worker_ready(b"w2", {"name": "w2"}, now=1) == []  # x cannot get an epoch: it waits
+    sends = t.worker_gone(b"w1", "its connection closed")
+    assert kinds(sends) == [(b"p1", Kind.PARTITION_LOST, "rm", "a", 1)]
+    assert ("other", "x") in t.awaiting
+    epochs.down = False
+    assert kinds(t.worker_ready(b"w3", {"name": "w3"}, now=2)) == [(b"w2", Kind.PARTITION_ASSIGN, "other", "x", 2)]
+
+
+def test_a_worker_reannouncing_a_partition_that_awaits_an_epoch_is_told_to_release_it():
+    epochs = Epochs()
+    t = RoutingTable(epochs, expiry=3.0)
+    t.rm_register(b"p1", "rm", ["a"], now=0)  # registered while no worker is known (broker restart)
+    epochs.down = True
+    sends = t.worker_ready(b"w1", {"name": "w1", "owns": {"rm_id": "rm", "partition": "a", "epoch": 4}}, now=0)
+    assert kinds(sends) == [(b"w1", Kind.PARTITION_RELEASE, "rm", "a", 4)]
+    assert t.workers[b"w1"].owns is None and ("rm", "a") in t.awaiting
+
+
+def test_a_partition_its_worker_cannot_load_goes_to_another_idle_worker():
+    """Found by the network-fault soak: a spare cut from Redis failed to load the partition it was
+    given, the registration failed, and every retry gave the partition to that same worker again
+    while another spare that reached Redis stayed idle."""
+    t = make_table()
+    for name in ("w1", "w2", "w3"):
+        t.worker_ready(name.encode(), {"name": name}, now=0)
+    assert kinds(t.rm_register(b"p1", "rm", ["a"], now=0)) == [(b"w1", Kind.PARTITION_ASSIGN, "rm", "a", 1)]
+    failed = {"error": "worker w1 cannot load partition [rm]a: Timeout connecting to server"}
+    sends = t.partition_loaded(b"w1", Envelope(Kind.PARTITION_LOADED, "rm", "a", 1, 0, failed))
+    assert kinds(sends) == [(b"w2", Kind.PARTITION_ASSIGN, "rm", "a", 2)]
+    assert t.workers[b"w1"].owns is None
+    owned = t.partition_loaded(b"w2", Envelope(Kind.PARTITION_LOADED, "rm", "a", 2, 0, {"error": None}))
+    assert kinds(owned) == [(b"p1", Kind.PARTITION_OWNED, "rm", "a", 2)]
+
+
+def test_a_partition_no_idle_worker_can_load_is_reported_failed_with_the_last_workers_words():
+    t = make_table()
+    t.worker_ready(b"w1", {"name": "w1"}, now=0)
+    t.worker_ready(b"w2", {"name": "w2"}, now=0)
+    t.rm_register(b"p1", "rm", ["a"], now=0)
+    t.partition_loaded(b"w1", Envelope(Kind.PARTITION_LOADED, "rm", "a", 1, 0, {"error": "w1 cannot"}))
+    sends = t.partition_loaded(b"w2", Envelope(Kind.PARTITION_LOADED, "rm", "a", 2, 0, {"error": "w2 cannot"}))
+    assert kinds(sends) == [(b"p1", Kind.PARTITION_OWNED, "rm", "a", 2)]
+    assert sends[0][1].body["error"] == "w2 cannot"
+    # the RM's next registration may try every idle worker again (one may reach Redis by now)
+    assert kinds(t.rm_register(b"p1", "rm", ["a"], now=1)) == [(b"w2", Kind.PARTITION_ASSIGN, "rm", "a", 3)]
+    sends = t.partition_loaded(b"w2", Envelope(Kind.PARTITION_LOADED, "rm", "a", 3, 0, {"error": "w2 cannot"}))
+    assert kinds(sends) == [(b"w1", Kind.PARTITION_ASSIGN, "rm", "a", 4)]
+
+
+def test_a_zombie_coming_back_before_its_rm_re_registered_is_adopted_in_its_old_epoch_then_reloaded():
+    """What the broker forwards of a zombie it adopted carries the lost epoch (rmproxy drops it:
+    tests/rmproxy/test_zombie_outcomes.py); the RM's re-registration gives it a new one. A zombie
+    whose partition has another owner is told to release it, and what it sends is counted stale."""
+    t = make_table()
+    t.worker_ready(b"w1", {"name": "w1"}, now=0)
+    t.rm_register(b"p1", "rm", ["a"], now=0)
+    t.worker_gone(b"w1", "worker missed its heartbeats")
+    zombie = {"name": "w1", "owns": {"rm_id": "rm", "partition": "a", "epoch": 1}}
+    assert t.worker_ready(b"w1-again", zombie, now=1) == []
+    out = Envelope(Kind.SI_ALLOCATION_RESPONSE, "rm", "a", 1, 0, b"r")
+    assert t.to_proxy(b"w1-again", out) == [(b"p1", out)]  # epoch 1: rmproxy drops it
+    assert kinds(t.rm_register(b"p1", "rm", ["a"], now=2)) == [(b"w1-again", Kind.PARTITION_ASSIGN, "rm", "a", 2)]
+    t.worker_ready(b"w2", {"name": "w2"}, now=2)
+    t.worker_gone(b"w1-again", "its connection closed")
+    t.rm_register(b"p1", "rm", ["a"], now=3)  # now on w2, epoch 3
+    zombie["owns"]["epoch"] = 2
+    assert kinds(t.worker_ready(b"w1-third", zombie, now=4)) == [(b"w1-third", Kind.PARTITION_RELEASE, "rm", "a", 2)]
+    assert t.to_proxy(b"w1-third", out) == [] and t.status()["staleOutcomes"] == {"si.allocation.response": 1}

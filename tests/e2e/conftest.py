@@ -6,6 +6,8 @@
 - ``stack_factory`` (from tests/conftest.py): start several stacks in one test.
 - ``pki``: a test CA, another CA, a server certificate for 127.0.0.1 and client certificates,
   made with the ``openssl`` command line (skips when it is missing).
+- ``lab``: a ``tests/e2e/netns.py`` ``NetLab`` (network-namespace hosts), closed after the test,
+  also on failure; leftovers found while closing fail the test.
 
 Every stack is stopped with ``korral down`` at teardown, and the fixture fails the test
 if any of its processes (supervisord, its children, the embedded Redis) is left.
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import start_stack, stop_and_verify
+from tests.e2e.netns import NetLab
 
 
 @pytest.fixture
@@ -42,6 +45,17 @@ def module_stack(tmp_path_factory):
     problems = stop_and_verify(handle)
     if problems:
         pytest.fail("\n".join(problems))
+
+
+@pytest.fixture
+def lab(tmp_path):
+    """A NetLab closed after the test, also on failure; leftovers found while closing fail the test."""
+    net = NetLab(tmp_path / "logs")
+    try:
+        yield net
+    finally:
+        problems = net.close()
+    assert problems == []
 
 
 def openssl(*args: str, cwd: Path) -> None:

@@ -17,17 +17,30 @@ runs on failure too.
 ``set_hosts`` gives the hosts an /etc/hosts (``/etc/netns/<ns>/hosts``, removed on close) so
 processes can reach each other by name, as compose services do.
 
+``portal(host, target)`` gives the test process a way in without joining the namespaces: a port
+on the test's own loopback whose connections a forwarder process of the lab makes from inside
+``host`` to ``target``. The listening socket is bound here and handed to the forwarder, which
+runs in ``host`` (a socket keeps the namespace it was made in), so nothing is routed, addressed
+or created between the lab and the test's namespace; the client-based RM and REST reads of the
+test process reach the lab through it, their traffic crossing the lab's network from ``host``.
+
+``nft(host, script)`` runs an nftables script inside a host (``tests/e2e/netfaults.py`` builds
+its network faults from it).
+
 An RM inside a host is the stub-based test RM with its calls made from there:
 ``SIRM.in_namespace(lab, host, address, rm_id)`` (``tests/e2e/sirm.py``).
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import itertools
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -40,6 +53,7 @@ __all__ = ["NetLab", "Host", "Proc", "NetnsUnavailable", "unavailable_reason", "
 
 REPO = Path(__file__).resolve().parents[2]
 IP = shutil.which("ip") or "/usr/sbin/ip"
+NFT = shutil.which("nft") or "/usr/sbin/nft"
 NETNS_ETC = Path("/etc/netns")  # per-namespace /etc overrides of `ip netns exec`
 _COUNTER = itertools.count(1)
 
@@ -186,8 +200,9 @@ class NetLab:
         _ip("-n", self.bridge_ns, "link", "set", host.bridge_port, "up")
 
     def start(self, host: Host, name: str, argv: list[str], env: dict[str, str] | None = None,
-              stdin=subprocess.DEVNULL, stdout=None) -> Proc:
-        """Run argv in the host's namespace; output goes to ``log_dir/name.log`` unless stdout is given."""
+              stdin=subprocess.DEVNULL, stdout=None, pass_fds: tuple[int, ...] = ()) -> Proc:
+        """Run argv in the host's namespace; output goes to ``log_dir/name.log`` unless stdout is
+        given; ``pass_fds`` are inherited by the program (``ip netns exec`` keeps them open)."""
         log = self.log_dir / f"{name}.log"
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("KORRAL_")}
         full_env.update({"PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)})
@@ -195,7 +210,7 @@ class NetLab:
         with open(log, "ab") as err:  # the child keeps its own descriptor
             popen = subprocess.Popen([IP, "netns", "exec", host.ns, *argv], stdin=stdin,
                                      stdout=err if stdout is None else stdout, stderr=err, env=full_env,
-                                     cwd=REPO, start_new_session=True)
+                                     cwd=REPO, start_new_session=True, pass_fds=pass_fds)
         proc = Proc(name, host, popen, log)
         self.procs.append(proc)
         return proc
@@ -226,6 +241,27 @@ class NetLab:
             return int(status), json.loads(body or "null")
         except ValueError:
             return 0, result.stdout + result.stderr
+
+    def portal(self, host: Host, target: str, name: str) -> str:
+        """``127.0.0.1:PORT`` in the test's namespace, leading to ``target`` ("ip:port") from inside
+        ``host``: a forwarder of the lab (stopped on close) makes each connection from there."""
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(128)  # connections queue until the forwarder accepts them
+            port = listener.getsockname()[1]
+            self.start(host, name, [sys.executable, "-m", "tests.e2e.netns", "portal", "--fd",
+                                    str(listener.fileno()), "--to", target], pass_fds=(listener.fileno(),))
+        finally:
+            listener.close()  # the forwarder holds its own copy
+        return f"127.0.0.1:{port}"
+
+    def nft(self, host: Host, script: str) -> None:
+        """Run an nftables script (``nft -f -``) inside host's namespace; NetnsUnavailable if refused."""
+        result = subprocess.run([IP, "netns", "exec", host.ns, NFT, "-f", "-"], input=script, capture_output=True,
+                                text=True, timeout=15)
+        if result.returncode != 0:
+            raise NetnsUnavailable(f"nft in {host.name}: {result.stderr.strip()}\n{script}")
 
     def kill(self, proc: Proc, sig: int = signal.SIGKILL) -> None:
         if proc.alive():
@@ -275,3 +311,55 @@ class NetLab:
 
     def namespaces(self) -> list[str]:
         return list(self._namespaces)
+
+
+# -- the portal's forwarder (``python -m tests.e2e.netns portal --fd N --to IP:PORT``) ----------------
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Copy one direction until its end, then half-close the other side (the reply may still come)."""
+    try:
+        while data := await reader.read(1 << 16):
+            writer.write(data)
+            await writer.drain()
+        if writer.can_write_eof():
+            writer.write_eof()
+    except OSError:
+        writer.transport.abort()  # a reset on one side is a reset on the other
+
+
+async def _portal(fd: int, target: str) -> None:
+    host, port = target.rsplit(":", 1)
+
+    async def forward(down_r: asyncio.StreamReader, down_w: asyncio.StreamWriter) -> None:
+        try:
+            up_r, up_w = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 30)
+        except (OSError, asyncio.TimeoutError):
+            down_w.transport.abort()
+            return
+        try:
+            await asyncio.gather(_pipe(down_r, up_w), _pipe(up_r, down_w))
+        finally:
+            up_w.close()
+            down_w.close()
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    server = await asyncio.start_server(forward, sock=socket.socket(fileno=fd))
+    async with server:
+        await stop.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.e2e.netns")
+    sub = parser.add_subparsers(dest="command", required=True)
+    portal = sub.add_parser("portal", help="accept on an inherited listening socket, connect to --to from here")
+    portal.add_argument("--fd", type=int, required=True)
+    portal.add_argument("--to", required=True, help="ip:port")
+    args = parser.parse_args(argv)
+    asyncio.run(_portal(args.fd, args.to))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

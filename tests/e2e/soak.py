@@ -123,6 +123,59 @@ def _nodes_check(nodes: list[str]):
     return check
 
 
+def wait_scheduling(rms: list[SoakRM], step, since: float, fail) -> None:
+    """Until every partition of every RM got an allocation after ``since`` (the fault) and after its
+    RM's last (re-)registration, with every client Running (``step.sched_gap``: seconds from
+    ``since``); a client that FAILED, or ``RECOVERY_CAP``, raises ``fail(message)``."""
+    def scheduling() -> bool:
+        for rm in rms:
+            if rm.state() is not ClientState.RUNNING:
+                if rm.state() is ClientState.FAILED:
+                    raise fail(f"{rm.rm_id}'s client FAILED: {getattr(rm.api, '_failure', '')}")
+                return False
+            if any(rm.last_alloc.get(p, 0.0) <= max(since, rm.restored_at) for p in PARTITIONS):
+                return False
+        return True
+
+    def context() -> str:
+        return "; ".join(f"{rm.rm_id}: client {rm.state().value}, lost {rm.lost_count}, pending "
+                         f"{len(rm.pending)}, running {len(rm.running)}, last allocation "
+                         + ", ".join(f"{p} {(_now() - rm.last_alloc.get(p, 0.0)):.1f}s ago" for p in PARTITIONS)
+                         for rm in rms)
+    try:
+        wait_until(scheduling, RECOVERY_CAP, "every partition scheduling again", context, interval=0.02)
+    except AssertionError as exc:
+        raise fail(str(exc)) from None
+    step.sched_gap = _now() - since
+
+
+def wait_reads(rest: str, rms: list[SoakRM], pool: ThreadPoolExecutor, step, since: float, base,
+               what: str, fail) -> None:
+    """Read every path until all answer 200 (``step.reads_gap``: seconds from ``since``, the fault;
+    ``step.budget_used``: from ``base()``, the last of the fault and the RMs' re-registrations).
+    A sweep that starts ``READ_BUDGET`` after ``base()``, with every client Running, and still
+    fails raises ``fail(message)``; so does one ``RECOVERY_CAP`` after ``since``."""
+    def settled() -> bool:
+        return all(rm.state() is ClientState.RUNNING for rm in rms)
+
+    while True:
+        began = _now()
+        was_settled = settled()
+        failures = read_failures(rest, rms, pool)
+        step.sweeps += 1
+        if failures and not step.first_failures:
+            step.first_failures = [str(f)[:200] for f in failures[:3]]
+        if not failures:
+            step.reads_gap = _now() - since
+            step.budget_used = max(0.0, _now() - base())
+            return
+        # re-read after the sweep: an RM that re-registered meanwhile restarts its budget
+        if (was_settled and settled() and began > base() + READ_BUDGET) or began > since + RECOVERY_CAP:
+            shown = "\n  ".join(str(f) for f in failures[:10])
+            raise fail(f"{len(failures)} read path(s) still failing {began - base():.1f}s after the RMs' last "
+                       f"re-registration ({began - since:.1f}s after the {what}):\n  {shown}")
+
+
 def read_failures(rest: str, rms: list[SoakRM], pool: ThreadPoolExecutor) -> list[Failure]:
     """Read every path once (in parallel); the ones that did not answer 200 with the right content."""
     paths = read_paths(rms)
@@ -328,57 +381,14 @@ class Chaos:
         return _now()
 
     def _wait_scheduling(self, step: Step, killed: float) -> None:
-        """Until every partition of every RM got a new allocation after the kill and after its
-        RM's last (re-)registration, with every client Running."""
-        def scheduling() -> bool:
-            for rm in self.rms.values():
-                if rm.state() is not ClientState.RUNNING:
-                    if rm.state() is ClientState.FAILED:
-                        raise self.fail(step, f"{rm.rm_id}'s client FAILED: {getattr(rm.api, '_failure', '')}")
-                    return False
-                since = max(killed, rm.restored_at)
-                if any(rm.last_alloc.get(p, 0.0) <= since for p in PARTITIONS):
-                    return False
-            return True
-        try:
-            wait_until(scheduling, RECOVERY_CAP, "every partition scheduling again", interval=0.02,
-                       context=self._context)
-        except AssertionError as exc:
-            raise self.fail(step, str(exc)) from None
-        step.sched_gap = _now() - killed
-
-    def _context(self) -> str:
-        return "; ".join(f"{rm.rm_id}: client {rm.state().value}, lost {rm.lost_count}, pending "
-                         f"{len(rm.pending)}, running {len(rm.running)}, last allocation "
-                         + ", ".join(f"{p} {(_now() - rm.last_alloc.get(p, 0.0)):.1f}s ago" for p in PARTITIONS)
-                         for rm in self.rms.values())
+        wait_scheduling(list(self.rms.values()), step, killed, lambda message: self.fail(step, message))
 
     def _wait_reads(self, step: Step, killed: float, floor: float) -> None:
-        """Read every path until all answer 200. A sweep that starts ``READ_BUDGET`` seconds after
-        the kill, the RMs' last re-registration and the op's end, with every client Running, and
-        still fails ends the soak, naming the paths."""
+        """``wait_reads`` from the kill; the budget also counts from the step's op's end (``floor``)."""
         def base() -> float:
             return max([floor] + [rm.restored_at for rm in self.rms.values()])
-
-        def settled() -> bool:
-            return all(rm.state() is ClientState.RUNNING for rm in self.rms.values())
-
-        while True:
-            began = _now()
-            was_settled = settled()
-            failures = read_failures(self.rest, list(self.rms.values()), self.pool)
-            step.sweeps += 1
-            if failures and not step.first_failures:
-                step.first_failures = [str(f)[:200] for f in failures[:3]]
-            if not failures:
-                step.reads_gap = _now() - killed
-                step.budget_used = max(0.0, _now() - base())
-                return
-            # re-read after the sweep: an RM that re-registered meanwhile restarts its budget
-            if (was_settled and settled() and began > base() + READ_BUDGET) or began > killed + RECOVERY_CAP:
-                shown = "\n  ".join(str(f) for f in failures[:10])
-                raise self.fail(step, f"{len(failures)} read path(s) still failing {began - base():.1f}s after the "
-                                      f"RMs re-registered ({began - killed:.1f}s after the kill):\n  {shown}")
+        wait_reads(self.rest, list(self.rms.values()), self.pool, step, killed, base, "kill",
+                   lambda message: self.fail(step, message))
 
     # -- summary ------------------------------------------------------------------------------
 
@@ -515,4 +525,4 @@ def write_report(report: dict) -> None:
 
 
 __all__ = ["Chaos", "Load", "SoakRM", "final_check", "make_room", "read_failures", "seed_from_env",
-           "soak_config", "write_report"]
+           "soak_config", "wait_reads", "wait_scheduling", "write_report"]

@@ -46,17 +46,6 @@ CONFIG = provided_partitions("pa", "pb")
 FRONTEND_PORT, BACKEND_PORT, REDIS_PORT, SI_PORT, REST_PORT = 5555, 5556, 6379, 9090, 9080
 
 
-@pytest.fixture
-def lab(tmp_path):
-    """A NetLab closed after the test, also on failure; leftovers found while closing fail the test."""
-    net = NetLab(tmp_path / "logs")
-    try:
-        yield net
-    finally:
-        problems = net.close()
-    assert problems == []
-
-
 class Stack:
     """The processes of the layout above, started in the lab."""
 

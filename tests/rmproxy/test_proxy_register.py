@@ -5,6 +5,7 @@ wait keep their answers."""
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import grpc
 import pytest
@@ -108,3 +109,57 @@ def test_a_broker_restart_fails_a_registration_still_waiting_at_once():
     assert err is not None and err.code is grpc.StatusCode.UNAVAILABLE, err
     assert "the broker restarted before partition [rm-1]second had a worker" in str(err)
     assert took < 1.0
+
+
+def test_a_registration_the_broker_has_no_epochs_for_fails_at_once_naming_redis():
+    """Found by the network-fault soak: the broker could not take an epoch from Redis, and the
+    registration waited 10 s to say "no worker took partition(s) ... start more workers"."""
+    p, sent = make_proxy()
+    reason = "the broker could not take a new epoch from Redis for [rm-1]default (Redis unreachable: Timeout)"
+
+    def broker(p):
+        p._on_unroutable(Envelope(Kind.UNROUTABLE, "rm-1", body={"reason": reason, "kind": "rm.register"}))
+
+    err, took = register_with(p, sent, broker)
+    assert err is not None and err.code is grpc.StatusCode.UNAVAILABLE, err
+    assert str(err).endswith(f"registration of RM failed: {reason}; register again") and took < 1.0
+
+
+def test_a_registration_failing_for_several_partitions_at_once_reads_every_error():
+    """Found by the network-fault soak: when several partitions' waits failed at once (the broker
+    had no epochs for them, or stopped answering), the registration read the first error only,
+    and asyncio logged the others as "Future exception was never retrieved" tracebacks."""
+    p, sent = make_proxy()
+    reason = "the broker could not take a new epoch from Redis for [rm-1]default, [rm-1]second"
+
+    def broker(p):
+        p._on_unroutable(Envelope(Kind.UNROUTABLE, "rm-1", body={"reason": reason, "kind": "rm.register"}))
+
+    err, _ = register_with(p, sent, broker)
+    assert err is not None
+    waiters = p.rms["rm-1"].owned_waiters.values()
+    assert len(waiters) == 2 and not any(w._log_traceback for w in waiters)  # asyncio's "unread" flag
+
+
+def test_a_registration_call_cancelled_while_it_waits_leaves_no_waiter_behind(caplog):
+    """Found by the network-fault soak: a registration call cancelled while it waited for owners
+    (the RM gave up on it) left its waiters in the RM's session; when the broker then stopped
+    answering, rmproxy failed them, nobody read the errors, and asyncio logged each as a
+    "Future exception was never retrieved" traceback."""
+    gc.collect()  # earlier tests' garbage first: only this test's futures are looked at below
+    caplog.clear()
+    p, sent = make_proxy()
+
+    async def run():
+        task = asyncio.create_task(p.register(si_pb2.RegisterResourceManagerRequest(rmID="rm-1", config=TWO)))
+        await registering(sent)
+        task.cancel()  # as gRPC does when the RM's call ends
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert all(w.done() for w in p.rms["rm-1"].owned_waiters.values())
+        p._broker_reset("the broker stopped answering")
+
+    asyncio.run(run())
+    p.rms.clear()  # as the RM's next registration replaces its session
+    gc.collect()  # a future whose error nobody read logs it when it is collected
+    assert "never retrieved" not in caplog.text
