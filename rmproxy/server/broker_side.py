@@ -47,6 +47,9 @@ class RMSide(Protocol):
     def broker_reset(self, reason: str) -> None:
         """What was in flight through the broker may be lost (it restarted, or went silent)."""
 
+    def registration_unroutable(self, rm_id: str, reason: str) -> None:
+        """The broker could not take the RM's registration (no epoch: Redis unreachable)."""
+
 
 class OutcomeSink(Protocol):
     """Where workers' answers to RMs go (``Router``)."""
@@ -175,6 +178,9 @@ class BrokerSide:
         log.warning("unroutable %s for [%s]%s: %s", unroutable.kind, env.rm_id, env.partition, unroutable.reason)
         if isinstance(unroutable.body, dict):  # a config update or a query waiting for its reply
             self.requests.answer(Reply(unroutable.request_id, error=unroutable.reason, unavailable=True))
+        elif unroutable.kind == Kind.RM_REGISTER.value:
+            if self._rms is not None:
+                self._rms.registration_unroutable(env.rm_id, unroutable.reason)
         elif self._outcomes is not None:
             self._outcomes.unroutable(env, unroutable)
 

@@ -160,12 +160,16 @@ class RMRegistry:
         waiters = {p: loop.create_future() for p in partitions}
         rm.owned_waiters = dict(waiters)
         self.broker.send(Envelope(Kind.RM_REGISTER, req.rmID, body=RMPartitions(tuple(partitions)).wire()))
-        done, pending = await asyncio.wait(waiters.values(), timeout=REGISTER_TIMEOUT,
-                                           return_when=asyncio.FIRST_EXCEPTION)
-        failed = next((w for w in done if w.cancelled() or w.exception() is not None), None)
+        try:
+            done, pending = await asyncio.wait(waiters.values(), timeout=REGISTER_TIMEOUT,
+                                               return_when=asyncio.FIRST_EXCEPTION)
+        finally:  # however this ends (the RM's call cancelled too), no waiter stays for nobody
+            for w in waiters.values():
+                if not w.done():
+                    w.cancel()
+        # every error read (asyncio logs an unread one), the first raised
+        failed = next(iter([w for w in done if w.cancelled() or w.exception() is not None]), None)
         if failed is not None:
-            for w in pending:
-                w.cancel()
             if failed.cancelled():
                 raise RegistrationError(grpc.StatusCode.UNAVAILABLE,
                                         f"registration of RM {req.rmID} failed: a newer registration of it "
@@ -173,8 +177,6 @@ class RMRegistry:
             raise failed.exception()  # type: ignore[misc]
         if pending:
             missing = ", ".join(f"[{req.rmID}]{p}" for p, w in waiters.items() if w in pending)
-            for w in pending:
-                w.cancel()
             where = "" if self.broker.connected else " (rmproxy is not connected to the broker)"
             raise RegistrationError(
                 grpc.StatusCode.UNAVAILABLE,
@@ -251,6 +253,15 @@ class RMRegistry:
                     "register again"))
             if rm.epochs:
                 self.resync(rm, reason)
+
+    def registration_unroutable(self, rm_id: str, reason: str) -> None:
+        """No epoch for the RM's registration (Redis unreachable from the broker): it fails now,
+        naming the cause, not after ``REGISTER_TIMEOUT`` as "no worker took"."""
+        rm = self.rms.get(rm_id)
+        for waiter in rm.owned_waiters.values() if rm is not None else ():
+            if not waiter.done():
+                waiter.set_exception(RegistrationError(
+                    grpc.StatusCode.UNAVAILABLE, f"registration of RM failed: {reason}; register again"))
 
     def resync(self, rm: RMSession, reason: str) -> None:
         """Ask the RM to re-register: a notice on Subscribe, then its streams end UNAVAILABLE."""

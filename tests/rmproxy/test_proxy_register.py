@@ -118,7 +118,7 @@ def test_a_registration_the_broker_has_no_epochs_for_fails_at_once_naming_redis(
     reason = "the broker could not take a new epoch from Redis for [rm-1]default (Redis unreachable: Timeout)"
 
     def broker(p):
-        p._on_unroutable(Envelope(Kind.UNROUTABLE, "rm-1", body={"reason": reason, "kind": "rm.register"}))
+        p.broker._on_unroutable(Envelope(Kind.UNROUTABLE, "rm-1", body={"reason": reason, "kind": "rm.register"}))
 
     err, took = register_with(p, sent, broker)
     assert err is not None and err.code is grpc.StatusCode.UNAVAILABLE, err
@@ -133,11 +133,11 @@ def test_a_registration_failing_for_several_partitions_at_once_reads_every_error
     reason = "the broker could not take a new epoch from Redis for [rm-1]default, [rm-1]second"
 
     def broker(p):
-        p._on_unroutable(Envelope(Kind.UNROUTABLE, "rm-1", body={"reason": reason, "kind": "rm.register"}))
+        p.broker._on_unroutable(Envelope(Kind.UNROUTABLE, "rm-1", body={"reason": reason, "kind": "rm.register"}))
 
     err, _ = register_with(p, sent, broker)
     assert err is not None
-    waiters = p.rms["rm-1"].owned_waiters.values()
+    waiters = p.registry.rms["rm-1"].owned_waiters.values()
     assert len(waiters) == 2 and not any(w._log_traceback for w in waiters)  # asyncio's "unread" flag
 
 
@@ -151,15 +151,15 @@ def test_a_registration_call_cancelled_while_it_waits_leaves_no_waiter_behind(ca
     p, sent = make_proxy()
 
     async def run():
-        task = asyncio.create_task(p.register(si_pb2.RegisterResourceManagerRequest(rmID="rm-1", config=TWO)))
+        task = asyncio.create_task(p.registry.register(si_pb2.RegisterResourceManagerRequest(rmID="rm-1", config=TWO)))
         await registering(sent)
         task.cancel()  # as gRPC does when the RM's call ends
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert all(w.done() for w in p.rms["rm-1"].owned_waiters.values())
-        p._broker_reset("the broker stopped answering")
+        assert all(w.done() for w in p.registry.rms["rm-1"].owned_waiters.values())
+        p.broker._reset("the broker stopped answering")
 
     asyncio.run(run())
-    p.rms.clear()  # as the RM's next registration replaces its session
+    p.registry.rms.clear()  # as the RM's next registration replaces its session
     gc.collect()  # a future whose error nobody read logs it when it is collected
     assert "never retrieved" not in caplog.text
