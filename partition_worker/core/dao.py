@@ -129,6 +129,9 @@ def ask_dao(a: "Ask", partition: str, placeholder_timeout_ms: int) -> dict:
     the last one told the RM it waits for cluster resources (FAILED), as YuniKorn's does."""
     log = [{"message": a.sched_reason, "lastOccurrence": a.sched_time_ns, "count": 1}] \
         if a.sched_reason else []
+    if a.preemption_log is not None:  # why queue preemption did not help (YuniKorn's text)
+        message, count, last = a.preemption_log
+        log.append({"message": message, "lastOccurrence": last, "count": count})
     return {
         "allocationKey": a.key, "allocationTags": dict(a.tags), "requestTime": a.create_time_ns,
         "resource": a.resource.as_dict(), "pendingCount": a.pending, "priority": str(a.priority),
