@@ -1,4 +1,4 @@
-"""An event of the worker's ring as YuniKorn 1.10's REST shows it (``/ws/v1/events/batch`` and
+"""An event of the worker's ring as YuniKorn 1.9's REST shows it (``/ws/v1/events/batch`` and
 ``/ws/v1/events/stream``): the protobuf ``si.EventRecord`` of SI 1.8 in its Go JSON form.
 
 The core names what happened with a reason (``NodeAdded``, ``AppStateRunning``, ...) as the

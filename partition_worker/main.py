@@ -33,7 +33,6 @@ import redis
 import zmq
 
 from common import addresses, registry, security, si_internal_pb2 as si
-from common.compat import parse_compat
 from common.config import load_config
 from common.config.errors import ConfigError
 from common.envelope import Envelope, Kind, dispatch, encode
@@ -301,15 +300,13 @@ class WorkerLoop:
         config = load_config(reg.config).partition(partition)
         if config is None:
             raise LookupError(f"the config of RM {rm_id} has no partition {partition}")
-        try:
-            compat = parse_compat(reg.extra_config)
-        except ValueError as exc:
-            raise ConfigError(f"RM {rm_id}: {exc}") from None
         session = self.session_factory(rm_id, partition, config,
                                        CoreSettings(group_lookup=self._group_lookup_for(config),
-                                                    stage_timer=time.perf_counter, compat=compat,
+                                                    stage_timer=time.perf_counter,
                                                     cycle_allocation_limit=CYCLE_ALLOCATIONS),
                                        created_ns=time.time_ns())
+        # the compatibility switch: explicit, or by the RM's build and SI revision (common.compat)
+        session.follow_rm(reg.extra_config, reg.build_info)
         return session, config.usergroupresolver.type
 
     def _on_release(self, env: Envelope) -> None:
@@ -385,10 +382,9 @@ class WorkerLoop:
             config = load_config(update.config).partition(o.partition)
             if config is None:
                 raise ConfigError(f"partition {o.partition} is not in the new config")
-            compat = None if update.extra_config is None else parse_compat(update.extra_config)
             resolver = config.usergroupresolver.type
             lookup = self._group_lookup_for(config) if resolver != o.resolver else None
-            o.session.update_config(config, time.time_ns(), compat)
+            o.session.update_config(config, time.time_ns(), update.extra_config)
             if resolver != o.resolver:  # checked before anything changed; the old one stays on error
                 o.session.core.set_group_lookup(lookup)
                 o.resolver = resolver

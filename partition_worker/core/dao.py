@@ -4,7 +4,7 @@ What it owns: every view of the core's objects (queue, application, ask, allocat
 reservation, partition summary, node utilisation, placement rules, user/group usage), built in
 one place so REST, ``korral status`` and ``PartitionSession.snapshot`` show the same thing; the
 views computed over the whole partition (health checks, metric gauges) are ``dao_totals``.
-Field names and types are YuniKorn 1.10's (``pkg/webservice/dao``); where YuniKorn omits an
+Field names and types are YuniKorn 1.9's (``pkg/webservice/dao``); where YuniKorn omits an
 empty field, Korral sends it (``null``, ``{}``, ``[]``, ``0``) so clients of every version find it
 (docs/yunikorn-compat.md), and the v1.2 fields YuniKorn dropped stay (each view says which).
 Who may use it: ``partition_worker.queries`` (REST queries: selection, paging, encoding)

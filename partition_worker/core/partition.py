@@ -109,8 +109,8 @@ class Partition:
         self.foreign = ForeignAllocations(self.nodes, self.outcomes)  # other schedulers' pods (1.7)
         self.quota = QuotaPreemption(config.preemption.quotapreemptionenabled, self.queues,
                                      self.timers, self.outcomes, self.release)  # quota change (1.8)
-        self.preemption = Preemption(config.preemption.enabled, self.nodes, self.apps, self.ledger,
-                                     self.outcomes, self.settings, self.release)
+        self.preemption = Preemption(_preemption_on(config, self.settings.compat), self.nodes, self.apps,
+                                     self.ledger, self.outcomes, self.settings, self.release)
         self.scheduler = Scheduler(self.queues.root, self.nodes, self.apps, self.ledger, self.limits,
                                    self.gangs, self.outcomes, self.settings, self.preemption,
                                    self.allocate, self.replace_placeholder)
@@ -145,7 +145,8 @@ class Partition:
 
     @property
     def preemption_enabled(self) -> bool:
-        """The partition's ``preemption.enabled`` (queue preemption)."""
+        """Queue preemption: the partition's ``preemption.enabled``; unset, on from compatibility
+        1.4 (YuniKorn's default since then), off before."""
         return self.preemption.enabled
 
     @property
@@ -399,22 +400,30 @@ class Partition:
         self.check_config(config)
         policy = parse_node_sort_policy(config.nodesortpolicy.type)
         self.placement.update_rules(config.placementrules)
+        self.config = config
         if compat is not None:
-            self.settings.compat = compat
-            self.queues.stateaware_fifo = compat.stateaware_is_fifo
+            self.set_compat(compat)
         old_delays = {q.path: q.quota_preemption_delay_ns for q in self.queues}
         created, draining = self.queues.update(config.root)
         self.nodes.set_policy(policy, dict(config.nodesortpolicy.resourceweights))
         self.node_registry.follow_total()
-        self.config = config
         self.limits.configure(config, self.apps.values())
-        self.preemption.enabled = config.preemption.enabled
+        self.preemption.enabled = _preemption_on(config, self.settings.compat)
         self.quota.config_updated(config.preemption.quotapreemptionenabled, old_delays, now)
         report_queues_created(self.outcomes, created, now)
         for path in draining:
             self.outcomes.event(EventType.QUEUE, path, "QueueDraining",
                                 f"queue {path} removed from the config, draining", now)
         self._config_changes += 1
+
+    def set_compat(self, compat: Compat) -> None:
+        """Follow another compatibility switch from now on (the RM's extraConfig changed, or its
+        SI revision chose it): every behaviour reads it at its next decision; what the config
+        leaves to it (stateaware queues, ``preemption.enabled`` unset) follows at once."""
+        self.settings.compat = compat
+        self.queues.stateaware_fifo = compat.stateaware_is_fifo
+        self.preemption.enabled = _preemption_on(self.config, compat)
+        self._config_changes += 1  # a cycle may now act differently
 
     def set_group_lookup(self, group_lookup) -> None:
         """The partition's usergroupresolver changed (the worker built and checked the lookup)."""
@@ -441,6 +450,13 @@ class Partition:
             self.lifecycle.fail(app_id, message, now)
         for node_id in list(self.nodes.nodes):
             self._remove_node(RemoveNode(node_id), now)
+
+
+def _preemption_on(config: PartitionConfig, compat: Compat) -> bool:
+    """Queue preemption: ``preemption.enabled`` as configured; unset, YuniKorn's default of the
+    compatibility version (on since 1.4)."""
+    enabled = config.preemption.enabled
+    return compat.preemption_on_by_default if enabled is None else enabled
 
 
 def _ask_from(cmd: AddAsk, now: int, seq: int) -> Ask:

@@ -113,3 +113,120 @@ def test_preemption_stops_at_the_preemptors_guarantee_with_a_late_confirming_rm(
         assert len(totals.released) == victims
     finally:
         done(rm)
+
+
+# -- §1 the compatibility switch follows the RM -----------------------------------------------------
+
+PLAIN = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - {name: a}
+"""
+
+
+def logs(stack, who: str) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in (stack.state_dir / "logs").glob(f"*{who}*"))
+
+
+def status_compatibility(stack, rm_id: str) -> dict | None:
+    """The RM's switch as ``korral status --json`` shows it (the broker's view of the rmproxies)."""
+    for proxy in (stack.status().get("cluster") or {}).get("rmproxies") or []:
+        info = (proxy.get("rms") or {}).get(rm_id)
+        if info is not None:
+            return info.get("compatibility")
+    return None
+
+
+def rest_compatibility(stack, rm_id: str) -> dict | None:
+    return next((rm.get("compatibility") for rm in rest(stack).get("/ws/v1/korral/stack")["rms"]
+                 if rm["rmID"] == rm_id), None)
+
+
+def app_states_after_one_allocation(rm: SIRM, b) -> list[str]:
+    """The states the RM is told for an app with one allocation, up to Starting or Running."""
+    rm.report(nodes=[b.node("n1", memory=100, vcore=None)], apps=[b.app("app1", queue="root.a")])
+    rm.asks(b.ask("k1", "app1", memory=10, vcore=None))
+    rm.wait_allocated({"k1"})
+    states: list[str] = []
+
+    def step(r):
+        states.extend(u.state for u in r.updated if u.applicationID == "app1")
+        return True if {"Starting", "Running"} & set(states) else None
+
+    rm.read_until("application", step, 15, lambda: f"Starting or Running (got {states})")
+    return states
+
+
+@pytest.mark.parametrize("revision, extra, build, want, source, detail, starting", [
+    (V18, {}, {}, "1.9", "SI revision", "v1.8", False),
+    (SEED, {}, {}, "1.2", "SI revision", "seed", True),
+    (SEED, {}, {"buildVersion": "1.9.0"}, "1.9", "buildInfo", "buildInfo buildVersion=1.9.0", False),
+    (V18, {"korral.compatibility": "1.2"}, {}, "1.2", "explicit", "extraConfig korral.compatibility=1.2", True),
+], ids=["v1.8 RM", "seed RM", "seed RM of a 1.9 build", "v1.8 RM asking for 1.2"])
+def test_the_compatibility_switch_follows_the_rm_and_is_shown(module_stack, revision, extra, build, want, source,
+                                                               detail, starting):
+    rm_id = f"rm-compat-{revision.name}-{source.replace(' ', '')}"
+    b = BUILDERS[revision.name]
+    rm = SIRM(module_stack.si_address, rm_id, revision=revision)
+    try:
+        rm.register(PLAIN, extra_config=extra, build_info=build)
+        rm.open()
+        states = app_states_after_one_allocation(rm, b)
+        assert ("Starting" in states) is starting, states
+        shown = {"version": want, "source": source, "detail": detail}
+        assert rest_compatibility(module_stack, rm_id) == shown
+        wait_until(lambda: status_compatibility(module_stack, rm_id) == shown, 20,
+                   "korral status showing the switch", lambda: status_compatibility(module_stack, rm_id))
+        text = module_stack.korral("status", "--state-dir", str(module_stack.state_dir)).stdout
+        assert f"{want} ({source}: {detail})" in text
+        line = f"RM {rm_id}: compatibility {want} ({source}: {detail})"
+        wait_until(lambda: line in logs(module_stack, "rmproxy"), 10, "the switch in rmproxy's log")
+        worker_line = f"partition [{rm_id}]default: compatibility {want} ({source}: {detail})"
+        wait_until(lambda: worker_line in logs(module_stack, "worker"), 10, "the switch in the worker's log")
+        # preemption.enabled unset: on since YuniKorn 1.4, off for the seeds
+        part = next(p for p in rest(module_stack).get("/ws/v1/partitions") if p["rmID"] == rm_id)
+        assert part["preemptionEnabled"] is (want != "1.2")
+    finally:
+        done(rm)
+
+
+@REVISIONS
+def test_an_unknown_switch_value_is_refused_naming_the_rm_and_1_10_is_read_as_1_9(module_stack, revision):
+    import grpc
+
+    rm_id = f"rm-badcompat-{revision.name}"
+    b = BUILDERS[revision.name]
+    rm = SIRM(module_stack.si_address, rm_id, revision=revision)
+    try:
+        with pytest.raises(grpc.RpcError) as info:
+            rm.register(PLAIN, extra_config={"korral.compatibility": "2.0"})
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert (f"registration of RM failed: RM {rm_id}: extraConfig korral.compatibility: unknown value '2.0'"
+                in info.value.details())
+        rm.register(PLAIN, extra_config={"korral.compatibility": "1.10"})
+        rm.open()
+        wait_until(lambda: f"RM {rm_id}: extraConfig korral.compatibility: '1.10' is read as 1.9"
+                   in logs(module_stack, "rmproxy"), 10, "the alias's warning in rmproxy's log")
+        assert rest_compatibility(module_stack, rm_id)["version"] == "1.9"
+        rm.report(nodes=[b.node("n1", memory=100, vcore=None)], apps=[b.app("app1", queue="root.a")])
+        rm.asks(b.ask("k1", "app1", memory=10, vcore=None))
+        rm.wait_allocated({"k1"})
+        with pytest.raises(grpc.RpcError) as info:
+            rm.update_config(PLAIN, extra_config={"korral.compatibility": "1.11"})
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert (f"update of configuration failed: RM {rm_id}: extraConfig korral.compatibility: unknown value '1.11'"
+                in info.value.details())
+        # nothing already accepted is lost: the switch, the app and its allocation stay
+        assert rest_compatibility(module_stack, rm_id)["detail"] == "extraConfig korral.compatibility=1.10"
+        app_info = rest(module_stack).get("/ws/v1/partition/default/application/app1", rmID=rm_id)
+        assert [a["allocationKey"] for a in app_info["allocations"]] == ["k1"]
+        rm.update_config(PLAIN, extra_config={})  # the key removed: chosen by the RM again
+        want = "1.9" if revision is V18 else "1.2"
+        assert rest_compatibility(module_stack, rm_id) == {
+            "version": want, "source": "SI revision", "detail": revision.name}
+    finally:
+        done(rm)

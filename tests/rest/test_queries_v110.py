@@ -1,4 +1,4 @@
-"""The worker-side answers added for YuniKorn 1.10's paths (``partition_worker.queries``) on a real
+"""The worker-side answers added for YuniKorn 1.9's paths (``partition_worker.queries``) on a real
 PartitionSession: applications by state, events by id, node utilisation, placement rules."""
 
 from __future__ import annotations
