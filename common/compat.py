@@ -41,7 +41,7 @@ ALIASES = {"1.10": ("1.9", "YuniKorn 1.10 is not released; older Korral docs use
                            "commit whose behaviour Korral has under 1.9")}
 _FIRST_TODAY = (1, 6)  # a build declaring this release or a later one gets NEWEST
 _RELEASE = re.compile(r"^v?(\d+)\.(\d+)(?:[.\-+].*)?$")
-_V1_4, _V1_6, _V1_8 = (1, 4), (1, 6), (1, 8)
+_V1_4, _V1_6, _V1_8, _V1_9 = (1, 4), (1, 6), (1, 8), (1, 9)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +75,9 @@ class Compat:
     preemption_per_resource_type = property(lambda self: self.since(_V1_8), doc=(
         "1.8 (YUNIKORN-3113/3157): a victim's queue must be over its guarantee in a type the "
         "preemptor asks for; other types may be under their guarantee."))
+    cancel_held_reservations = property(lambda self: self.since(_V1_9), doc=(
+        "1.9 (YUNIKORN-3219): a reservation whose ask a queue max or a user/group limit holds is "
+        "cancelled after YuniKorn's reservation wait timeout."))
 
 
 SEEDS = Compat()

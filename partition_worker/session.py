@@ -196,7 +196,10 @@ class PartitionSession:
                 log.warning("partition %s: skipped a malformed ask row %.200r: %s", self.partition_name, row, exc)
                 continue
             if v18:
-                if not si_revision.admitted(core, key, app_id, "", resource, now_ns):
+                verdict = si_revision.admitted(core, key, app_id, "", resource, now_ns)
+                if verdict is not True:
+                    if verdict:  # the key of a placed allocation with another size: a resize
+                        guard(verdict, request, key, now_ns)
                     continue
             elif type(resource) is ValueError:  # e.g. an empty resource name
                 rejected.append(AskRejected(app_id, key, f"invalid ask added to app {app_id}: ask {key}: {resource}"))
@@ -245,6 +248,23 @@ class PartitionSession:
                 for a in n.existingAllocations:  # pods of other schedulers on the node (core.foreign)
                     if TAG_FOREIGN in a.allocationTags:
                         self._foreign(a, n.nodeID, now_ns)
+                    elif n.action == _NodeInfo.UPDATE:
+                        self._not_resized(a, n.nodeID, now_ns)
+
+    def _not_resized(self, a: si.Allocation, node_id: str, now_ns: int) -> None:
+        """A seed RM's node UPDATE re-reporting one of its placed allocations: the seed's SI has
+        no in-place resize (existingAllocations count on CREATE only), so nothing changes; a
+        NODE event says so when the size differs, instead of leaving the RM's books to drift."""
+        placed = self.core.allocations.get(a.UUID or a.allocationKey)
+        try:
+            size = _res(a.resourcePerAlloc)
+        except ValueError:
+            size = None
+        if placed is not None and size is not None and size != placed.resource:
+            self.core.event(EventType.NODE, node_id, "AllocationResizeUnsupported", (
+                f"node {node_id}: UPDATE reports allocation {placed.key} of application {placed.app_id} "
+                f"as {size}, placed as {placed.resource}: the seed's SI has no in-place resize (SI v1.8 "
+                "has), nothing changed"), now_ns)
 
     def _foreign(self, a: si.Allocation, node_id: str, now_ns: int) -> None:
         try:

@@ -24,6 +24,7 @@ from .app_state import RUNNING_STATES, AppState
 from .objects import INT32_MIN
 from .outcomes import SchedState
 from .preemption import parse_delay_ns
+from .queue import RECOVERY_QUEUE
 
 if TYPE_CHECKING:  # pragma: no cover
     from .application import Application
@@ -358,11 +359,13 @@ def node_utilisation(p: "Partition") -> list[dict]:
 def placement_rules_dao(p: "Partition") -> list[dict]:
     """The rule chain in effect (YuniKorn's RuleDAO list). Without configured rules (or with a
     set that failed to build at creation) Korral places apps in the queue they name, which
-    existing leaf they name: YuniKorn's ``provided`` rule without ``create``."""
+    existing leaf they name: YuniKorn's ``provided`` rule without ``create``. From compatibility
+    1.4 the implicit ``recovery`` rule ends the chain, as YuniKorn lists it."""
     rules = p.placement.rules
-    if not rules:
-        return [{"name": "provided", "parameters": {"create": "false"}}]
-    return [_rule_dao(r) for r in rules]
+    out = [_rule_dao(r) for r in rules] if rules else [{"name": "provided", "parameters": {"create": "false"}}]
+    if p.settings.compat.recovery_rule:
+        out.append({"name": "recovery", "parameters": {"queue": RECOVERY_QUEUE}})
+    return out
 
 
 def _rule_dao(rule) -> dict:

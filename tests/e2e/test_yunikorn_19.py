@@ -1,15 +1,23 @@
 """Today's YuniKorn (1.9) through a real stack (``korral up``), with an RM of each SI revision
 (the seed's and v1.8): queue preemption stops at the preemptor's guarantee, counting the
-preemptions in flight."""
+preemptions in flight; the compatibility switch follows the RM and shows; in-place resize; the
+recovery rule; reservations held by quota cancelled after the wait timeout (1 s here); the
+app-added and quota-preemption events.
+
+One stack for the module, its workers' reservation wait timeout 1 s (``korral worker
+--reservation-wait-timeout``); every test shuts its RMs down, freeing the two workers."""
 
 from __future__ import annotations
 
 import pytest
 
+import grpc
+
 from common import si_pb2, si_v18_pb2
 from common.restclient import RestClient
-from tests.conftest import wait_until
+from tests.conftest import start_stack, stop_and_verify, wait_until
 from tests.e2e.sirm import SEED, SIRM, V18
+from tests.rest.workload import EventStreamClient
 from tests.si_builders import seed, v18
 
 BUILDERS = {SEED.name: seed, V18.name: v18}
@@ -27,6 +35,17 @@ partitions:
           - {name: a, resources: {guaranteed: {memory: 600}}, properties: {preemption.delay: 1s}}
           - {name: b, resources: {guaranteed: {memory: 200}}, properties: {preemption.delay: 1s}}
 """
+
+
+@pytest.fixture(scope="module")
+def module_stack(tmp_path_factory):
+    """The module's stack (``--workers 2``), reservations held by quota cancelled 2 s after made."""
+    handle = start_stack(tmp_path_factory.mktemp("yk19-stack") / "state",
+                         env={"KORRAL_RESERVATION_WAIT_TIMEOUT": "1s"})
+    yield handle
+    problems = stop_and_verify(handle)
+    if problems:
+        pytest.fail("\n".join(problems))
 
 
 class Totals:
@@ -196,8 +215,6 @@ def test_the_compatibility_switch_follows_the_rm_and_is_shown(module_stack, revi
 
 @REVISIONS
 def test_an_unknown_switch_value_is_refused_naming_the_rm_and_1_10_is_read_as_1_9(module_stack, revision):
-    import grpc
-
     rm_id = f"rm-badcompat-{revision.name}"
     b = BUILDERS[revision.name]
     rm = SIRM(module_stack.si_address, rm_id, revision=revision)
@@ -228,5 +245,201 @@ def test_an_unknown_switch_value_is_refused_naming_the_rm_and_1_10_is_read_as_1_
         want = "1.9" if revision is V18 else "1.2"
         assert rest_compatibility(module_stack, rm_id) == {
             "version": want, "source": "SI revision", "detail": revision.name}
+    finally:
+        done(rm)
+
+
+# -- §2 in-place resize ----------------------------------------------------------------------------
+
+def events(stack, rm_id: str, reason: str) -> list[dict]:
+    batch = rest(stack).get("/ws/v1/events/batch", partition="default", rmID=rm_id)
+    return [e for e in batch.get("EventRecords") or [] if e.get("reason") == reason]
+
+
+def test_a_v1_8_rm_resizes_a_placed_allocation_in_place(module_stack):
+    rm_id = "rm-resize-v1.8"
+    b = v18
+    rm = SIRM(module_stack.si_address, rm_id, revision=V18)
+    try:
+        rm.register(PLAIN)
+        rm.open()
+        rm.report(nodes=[b.node("n1", memory=100, vcore=None)], apps=[b.app("app1", queue="root.a")])
+        rm.asks(b.ask("k1", "app1", memory=40, vcore=None))
+        placed = rm.wait_allocated({"k1"})["k1"]
+        rm.allocations(b.allocation("k1", placed.nodeID, "app1", memory=70, vcore=None))  # the pod grew
+        node_memory = lambda: rest(module_stack).get("/ws/v1/partition/default/node/n1", rmID=rm_id)["allocated"]["memory"]  # noqa: E731
+        wait_until(lambda: node_memory() == 70, 15, "the node's allocated memory at the new size", node_memory)
+        assert queue_memory(module_stack, rm_id, "root.a") == 70
+        app_info = rest(module_stack).get("/ws/v1/partition/default/application/app1", rmID=rm_id)
+        assert app_info["usedResource"]["memory"] == 70
+        users = rest(module_stack).get("/ws/v1/partition/default/usage/users", rmID=rm_id)
+        alice = next(u for u in users if u["userName"] == "alice")
+        assert alice["queues"]["resourceUsage"]["memory"] == 70
+        # growing past the node's room, or to a negative size: refused naming it, nothing changes
+        for memory, why in ((150, "node n1 has no room to grow it by Resource({memory:80})"),
+                            (-1, "allocation contains negative resources")):
+            rm.allocations(b.allocation("k1", "n1", "app1", memory=memory, vcore=None))
+            refused = rm.wait_for("allocation", lambda r: r.rejectedAllocations).rejectedAllocations
+            assert [(x.allocationKey, x.applicationID) for x in refused] == [("k1", "app1")]
+            assert refused[0].reason.startswith("resize of allocation k1 of application app1 on node n1 to ")
+            assert why in refused[0].reason and refused[0].reason.endswith("it keeps Resource({memory:70})")
+        assert node_memory() == 70
+        rm.allocations(b.allocation("k1", "n1", "app1", memory=20, vcore=None))  # shrinks: room for more
+        rm.asks(b.ask("k2", "app1", memory=75, vcore=None))
+        rm.wait_allocated({"k2"})
+        assert node_memory() == 95
+    finally:
+        done(rm)
+
+
+def test_a_seed_rm_has_no_resize_and_is_told_so(module_stack):
+    rm_id = "rm-resize-seed"
+    b = seed
+    rm = SIRM(module_stack.si_address, rm_id, revision=SEED)
+    try:
+        rm.register(PLAIN)
+        rm.open()
+        rm.report(nodes=[b.node("n1", memory=100, vcore=None)], apps=[b.app("app1", queue="root.a")])
+        rm.asks(b.ask("k1", "app1", memory=40, vcore=None))
+        placed = rm.wait_allocated({"k1"})["k1"]
+        again = b.allocation("k1", "n1", "app1", uuid=placed.UUID, memory=70, vcore=None)
+        rm.nodes(b.node("n1", action=si_pb2.NodeInfo.UPDATE, memory=100, vcore=None, existing=[again]))
+        found = wait_until(lambda: events(module_stack, rm_id, "AllocationResizeUnsupported"), 15,
+                           "the NODE event saying the seed's SI has no resize")
+        assert "the seed's SI has no in-place resize" in found[0]["message"]
+        assert queue_memory(module_stack, rm_id, "root.a") == 40
+    finally:
+        done(rm)
+
+
+# -- §2 the recovery rule --------------------------------------------------------------------------
+
+@REVISIONS
+def test_a_forced_app_no_rule_places_goes_to_the_recovery_queue_for_today_s_rm(module_stack, revision):
+    rm_id = f"rm-recovery-{revision.name}"
+    b = BUILDERS[revision.name]
+    today = revision is V18  # a seed RM keeps 1.2: no recovery rule
+    rm = SIRM(module_stack.si_address, rm_id, revision=revision)
+    try:
+        rm.register(PLAIN, build_info={"si.revision": revision.name})  # declared: the switch is known at once
+        rm.open()
+        forced = b.app("running-pod", queue="root.elsewhere", tags={"application.create.force": "true"})
+        rm.apps(forced)
+        answer = rm.wait_for("application", lambda r: r.accepted or r.rejected)
+        assert bool(answer.accepted) is today, answer
+        rules = rest(module_stack).get("/ws/v1/partition/default/placementrules", rmID=rm_id)
+        dump = rest(module_stack).get("/debug/fullstatedump")
+        dumped = next(p["rules"] for p in dump["placementRules"] if p["rmID"] == rm_id)
+        if today:
+            info = rest(module_stack).get("/ws/v1/partition/default/application/running-pod", rmID=rm_id)
+            assert info["queueName"] == "root.@recovery@"
+            assert rules[-1] == {"name": "recovery", "parameters": {"queue": "root.@recovery@"}}
+        else:
+            assert "cannot create queue 'root.elsewhere' without placement rules" in answer.rejected[0].reason
+            assert all(r["name"] != "recovery" for r in rules)
+        assert dumped == rules
+    finally:
+        done(rm)
+
+
+# -- §2 reservations held by quota ------------------------------------------------------------------
+
+HELD = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - {name: a, resources: {max: {memory: %d}}}
+          - {name: b}
+"""
+
+
+def reserve_then_hold(rm: SIRM, b) -> None:
+    """b holds 60 of the node's 100; a's ask of 80 reserves the node; a's max then drops below it."""
+    rm.register(HELD % 200, build_info={"si.revision": rm.revision.name})
+    rm.open()
+    rm.report(nodes=[b.node("n1", memory=100, vcore=None)],
+              apps=[b.app("other", queue="root.b"), b.app("app1", queue="root.a")])
+    rm.asks(b.ask("o1", "other", memory=60, vcore=None))
+    rm.wait_allocated({"o1"})
+    rm.asks(b.ask("big", "app1", memory=80, vcore=None))
+
+
+def reservations(stack, rm_id: str) -> list:
+    return rest(stack).get("/ws/v1/partition/default/application/app1", rmID=rm_id)["reservations"]
+
+
+def test_a_reservation_held_by_quota_is_cancelled_after_the_wait_timeout_for_today_s_rm_only(module_stack):
+    today = SIRM(module_stack.si_address, "rm-held-v1.8", revision=V18)
+    seeds = SIRM(module_stack.si_address, "rm-held-seed", revision=SEED)
+    try:
+        for rm, b in ((seeds, seed), (today, v18)):
+            reserve_then_hold(rm, b)
+        for rm in (seeds, today):
+            wait_until(lambda: reservations(module_stack, rm.rm_id), 20, f"{rm.rm_id}'s ask reserving the node")
+            rm.update_config(HELD % 50)
+        cancelled = wait_until(lambda: events(module_stack, today.rm_id, "ReservationCancelled"), 20,
+                               "the reservation cancelled after twice the 1 s wait timeout")
+        rec = cancelled[0]
+        assert (rec["objectID"], rec["referenceID"], rec["eventChangeType"], rec["eventChangeDetail"]) == \
+            ("n1", "big", 3, 306)
+        assert "the max of queue root.a held the ask" in rec["message"]
+        assert reservations(module_stack, today.rm_id) == []
+        assert reservations(module_stack, seeds.rm_id)  # the seed RM's (1.2) stays, made earlier
+    finally:
+        for rm in (today, seeds):
+            done(rm)
+
+
+# -- §2 events -------------------------------------------------------------------------------------
+
+@REVISIONS
+def test_an_app_added_while_a_stream_is_open_shows_on_the_stream(module_stack, revision):
+    rm_id = f"rm-stream-{revision.name}"
+    b = BUILDERS[revision.name]
+    rm = SIRM(module_stack.si_address, rm_id, revision=revision)
+    stream = EventStreamClient(module_stack.rest_address)
+    try:
+        assert "InstanceUUID" in stream.line()
+        rm.register(PLAIN)
+        rm.open()
+        rm.report(apps=[b.app(f"streamed-{revision.name}", queue="root.a")])
+        rec = stream.until(lambda r: r.get("objectID") == f"streamed-{revision.name}" and r.get("reason") == "AppAdded")
+        assert (rec["type"], rec["eventChangeType"], rec["eventChangeDetail"]) == (2, 2, 203)
+    finally:
+        stream.close()
+        done(rm)
+
+
+QUOTA = """
+partitions:
+  - name: default
+    preemption: {quotapreemptionenabled: true}
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - {name: a, resources: {max: {memory: %d}}, properties: {quota.preemption.delay: 1s}}
+"""
+
+
+@REVISIONS
+def test_the_quota_preemption_summary_carries_queue_preemption(module_stack, revision):
+    rm_id = f"rm-quota-{revision.name}"
+    b = BUILDERS[revision.name]
+    rm = SIRM(module_stack.si_address, rm_id, revision=revision)
+    try:
+        rm.register(QUOTA % 100)
+        rm.open()
+        rm.report(nodes=[b.node("n1", memory=100, vcore=None)], apps=[b.app("app1", queue="root.a")])
+        rm.asks(*[b.ask(f"q{i}", "app1", memory=10, vcore=None) for i in range(10)])
+        rm.wait_allocated({f"q{i}" for i in range(10)})
+        rm.update_config(QUOTA % 60)
+        summary = wait_until(lambda: events(module_stack, rm_id, "QuotaPreemption"), 20, "the summary event")[0]
+        assert summary["message"].startswith("Quota Preemption results summary:")
+        assert (summary["type"], summary["objectID"], summary["eventChangeType"], summary["eventChangeDetail"]) == \
+            (4, "root.a", 1, 407)
     finally:
         done(rm)
