@@ -1,5 +1,7 @@
 """Today's YuniKorn (1.9) on the pure core and a worker's session: the compatibility switch
-chosen by the RM (its extraConfig, its build, its SI revision) and what follows from it."""
+chosen by the RM (its extraConfig, its build, its SI revision) and what follows from it; in-place
+resize; the recovery rule; reservations held by quota cancelled after the wait timeout; the
+app-added and quota-preemption events."""
 
 from __future__ import annotations
 
@@ -7,12 +9,17 @@ from dataclasses import replace
 
 import pytest
 
-from common import si_internal_pb2 as si
+from common import si_internal_pb2 as si, si_pb2
 from common.compat import NEWEST, Compat
 from common.config.errors import ConfigError
-from common.config.model import PreemptionConfig
+from common.config.model import LimitConfig, PlacementRuleConfig, PreemptionConfig
+from common.resources import Resource
 from common.si_revision import Revision
+from partition_worker.core.commands import AddAllocation, RecoveredAlloc, ResizeAllocation
+from partition_worker.core.dao import placement_rules_dao
+from partition_worker.core.outcomes import Event, EventType
 from partition_worker.core.settings import CoreSettings
+from partition_worker.events import event_dao
 from tests.core.harness import SECOND, START, Harness, partition_config, q
 from tests.si_builders import internal
 from tests.si_session import SISession
@@ -100,11 +107,6 @@ def test_the_core_follows_a_new_switch_at_once():
 
 
 # ------------------------------------------------------------------------------ in-place resize
-from common.config.model import LimitConfig, PlacementRuleConfig  # noqa: E402
-from common.resources import Resource  # noqa: E402
-from partition_worker.core.commands import AddAllocation, RecoveredAlloc, ResizeAllocation  # noqa: E402
-from common import si_pb2  # noqa: E402
-from partition_worker.events import event_dao  # noqa: E402
 
 
 def _resize_h(limit: int = 0, quota: bool = False) -> Harness:
@@ -261,7 +263,6 @@ def test_the_recovery_rule_comes_before_the_default_queue_and_is_listed_last():
     h.app("forced", "root.nowhere", tags={"application.create.force": "true"})
     h.app("plain", "root.nowhere")
     assert h.p.apps["forced"].queue.path == "root.@recovery@" and h.p.apps["plain"].queue.path == "root.default"
-    from partition_worker.core.dao import placement_rules_dao
     assert [r["name"] for r in placement_rules_dao(h.p)] == ["provided", "recovery"]
     assert placement_rules_dao(h.p)[-1]["parameters"] == {"queue": "root.@recovery@"}
     assert [r["name"] for r in placement_rules_dao(_placement_h(Compat()).p)] == ["provided"]
@@ -326,6 +327,5 @@ def test_adding_an_app_records_yunikorns_app_added_event_even_when_it_is_rejecte
 
 
 def test_the_quota_preemption_summary_carries_queue_preemption():
-    from partition_worker.core.outcomes import Event, EventType
     rec = _record(Event(EventType.QUEUE, "root.a", "", "QuotaPreemption", "Quota Preemption results summary: ...", 1))
     assert (rec["eventChangeType"], rec["eventChangeDetail"]) == (1, 407)

@@ -9,6 +9,9 @@ One stack for the module, its workers' reservation wait timeout 1 s (``korral wo
 
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
 import pytest
 
 import grpc
@@ -17,6 +20,7 @@ from common import si_pb2, si_v18_pb2
 from common.restclient import RestClient
 from tests.conftest import start_stack, stop_and_verify, wait_until
 from tests.e2e.sirm import SEED, SIRM, V18
+from tests.queues_yaml import open_root, queues_yaml
 from tests.rest.workload import EventStreamClient
 from tests.si_builders import seed, v18
 
@@ -24,17 +28,10 @@ BUILDERS = {SEED.name: seed, V18.name: v18}
 TERMINATION = {SEED.name: si_pb2, V18.name: si_v18_pb2}
 REVISIONS = pytest.mark.parametrize("revision", [SEED, V18], ids=lambda r: r.name)
 
-GUARANTEES = """
-partitions:
-  - name: default
-    preemption: {enabled: true}
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - {name: a, resources: {guaranteed: {memory: 600}}, properties: {preemption.delay: 1s}}
-          - {name: b, resources: {guaranteed: {memory: 200}}, properties: {preemption.delay: 1s}}
-"""
+GUARANTEES = queues_yaml(open_root("""
+- {name: a, resources: {guaranteed: {memory: 600}}, properties: {preemption.delay: 1s}}
+- {name: b, resources: {guaranteed: {memory: 200}}, properties: {preemption.delay: 1s}}
+""") + "    preemption: {enabled: true}\n")
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +71,26 @@ def done(rm: SIRM) -> None:
     rm.close()
 
 
+@contextlib.contextmanager
+def registered(stack, rm_id: str, revision, config: str, **register) -> Iterator[SIRM]:
+    """An RM of ``revision`` registered with ``config`` (``register``: build_info, extra_config),
+    its streams open; shut down at the end, however the test ends."""
+    rm = SIRM(stack.si_address, rm_id, revision=revision)
+    try:
+        rm.register(config, **register)
+        rm.open()
+        yield rm
+    finally:
+        done(rm)
+
+
+def one_placed(rm: SIRM, b, memory: int = 10):
+    """Node n1 (memory 100) and app1 in root.a reported, ask k1 of ``memory`` placed: its allocation."""
+    rm.report(nodes=[b.node("n1", memory=100, vcore=None)], apps=[b.app("app1", queue="root.a")])
+    rm.asks(b.ask("k1", "app1", memory=memory, vcore=None))
+    return rm.wait_allocated({"k1"})["k1"]
+
+
 def rest(stack) -> RestClient:
     return RestClient(stack.rest_address, timeout=10)
 
@@ -98,10 +115,7 @@ def test_preemption_stops_at_the_preemptors_guarantee_with_a_late_confirming_rm(
     release only after the preemptors were placed, as a shim whose pods take time to go."""
     rm_id = f"rm-guarantee-{revision.name}-{b_priorities[1]}"
     b = BUILDERS[revision.name]
-    rm = SIRM(module_stack.si_address, rm_id, revision=revision)
-    try:
-        rm.register(GUARANTEES)
-        rm.open()
+    with registered(module_stack, rm_id, revision, GUARANTEES) as rm:
         rm.report(nodes=[b.node(f"n{i}", memory=100, vcore=None) for i in range(10)],
                   apps=[b.app("b-app", queue="root.b"), b.app("a-app", queue="root.a")])
         asks = []
@@ -130,21 +144,11 @@ def test_preemption_stops_at_the_preemptors_guarantee_with_a_late_confirming_rm(
         assert queue_memory(module_stack, rm_id, "root.a") == victims * 100
         assert queue_memory(module_stack, rm_id, "root.b") == 1000 - victims * 100
         assert len(totals.released) == victims
-    finally:
-        done(rm)
 
 
 # -- §1 the compatibility switch follows the RM -----------------------------------------------------
 
-PLAIN = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - {name: a}
-"""
+PLAIN = queues_yaml(open_root("- {name: a}"))
 
 
 def logs(stack, who: str) -> str:
@@ -167,9 +171,7 @@ def rest_compatibility(stack, rm_id: str) -> dict | None:
 
 def app_states_after_one_allocation(rm: SIRM, b) -> list[str]:
     """The states the RM is told for an app with one allocation, up to Starting or Running."""
-    rm.report(nodes=[b.node("n1", memory=100, vcore=None)], apps=[b.app("app1", queue="root.a")])
-    rm.asks(b.ask("k1", "app1", memory=10, vcore=None))
-    rm.wait_allocated({"k1"})
+    one_placed(rm, b)
     states: list[str] = []
 
     def step(r):
@@ -190,10 +192,7 @@ def test_the_compatibility_switch_follows_the_rm_and_is_shown(module_stack, revi
                                                                detail, starting):
     rm_id = f"rm-compat-{revision.name}-{source.replace(' ', '')}"
     b = BUILDERS[revision.name]
-    rm = SIRM(module_stack.si_address, rm_id, revision=revision)
-    try:
-        rm.register(PLAIN, extra_config=extra, build_info=build)
-        rm.open()
+    with registered(module_stack, rm_id, revision, PLAIN, extra_config=extra, build_info=build) as rm:
         states = app_states_after_one_allocation(rm, b)
         assert ("Starting" in states) is starting, states
         shown = {"version": want, "source": source, "detail": detail}
@@ -209,29 +208,23 @@ def test_the_compatibility_switch_follows_the_rm_and_is_shown(module_stack, revi
         # preemption.enabled unset: on since YuniKorn 1.4, off for the seeds
         part = next(p for p in rest(module_stack).get("/ws/v1/partitions") if p["rmID"] == rm_id)
         assert part["preemptionEnabled"] is (want != "1.2")
-    finally:
-        done(rm)
 
 
 @REVISIONS
 def test_an_unknown_switch_value_is_refused_naming_the_rm_and_1_10_is_read_as_1_9(module_stack, revision):
     rm_id = f"rm-badcompat-{revision.name}"
     b = BUILDERS[revision.name]
-    rm = SIRM(module_stack.si_address, rm_id, revision=revision)
-    try:
+    with SIRM(module_stack.si_address, rm_id, revision=revision) as refused:
         with pytest.raises(grpc.RpcError) as info:
-            rm.register(PLAIN, extra_config={"korral.compatibility": "2.0"})
-        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert (f"registration of RM failed: RM {rm_id}: extraConfig korral.compatibility: unknown value '2.0'"
-                in info.value.details())
-        rm.register(PLAIN, extra_config={"korral.compatibility": "1.10"})
-        rm.open()
+            refused.register(PLAIN, extra_config={"korral.compatibility": "2.0"})
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (f"registration of RM failed: RM {rm_id}: extraConfig korral.compatibility: unknown value '2.0'"
+            in info.value.details())
+    with registered(module_stack, rm_id, revision, PLAIN, extra_config={"korral.compatibility": "1.10"}) as rm:
         wait_until(lambda: f"RM {rm_id}: extraConfig korral.compatibility: '1.10' is read as 1.9"
                    in logs(module_stack, "rmproxy"), 10, "the alias's warning in rmproxy's log")
         assert rest_compatibility(module_stack, rm_id)["version"] == "1.9"
-        rm.report(nodes=[b.node("n1", memory=100, vcore=None)], apps=[b.app("app1", queue="root.a")])
-        rm.asks(b.ask("k1", "app1", memory=10, vcore=None))
-        rm.wait_allocated({"k1"})
+        one_placed(rm, b)
         with pytest.raises(grpc.RpcError) as info:
             rm.update_config(PLAIN, extra_config={"korral.compatibility": "1.11"})
         assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -245,8 +238,6 @@ def test_an_unknown_switch_value_is_refused_naming_the_rm_and_1_10_is_read_as_1_
         want = "1.9" if revision is V18 else "1.2"
         assert rest_compatibility(module_stack, rm_id) == {
             "version": want, "source": "SI revision", "detail": revision.name}
-    finally:
-        done(rm)
 
 
 # -- §2 in-place resize ----------------------------------------------------------------------------
@@ -259,13 +250,8 @@ def events(stack, rm_id: str, reason: str) -> list[dict]:
 def test_a_v1_8_rm_resizes_a_placed_allocation_in_place(module_stack):
     rm_id = "rm-resize-v1.8"
     b = v18
-    rm = SIRM(module_stack.si_address, rm_id, revision=V18)
-    try:
-        rm.register(PLAIN)
-        rm.open()
-        rm.report(nodes=[b.node("n1", memory=100, vcore=None)], apps=[b.app("app1", queue="root.a")])
-        rm.asks(b.ask("k1", "app1", memory=40, vcore=None))
-        placed = rm.wait_allocated({"k1"})["k1"]
+    with registered(module_stack, rm_id, V18, PLAIN) as rm:
+        placed = one_placed(rm, b, memory=40)
         rm.allocations(b.allocation("k1", placed.nodeID, "app1", memory=70, vcore=None))  # the pod grew
         node_memory = lambda: rest(module_stack).get("/ws/v1/partition/default/node/n1", rmID=rm_id)["allocated"]["memory"]  # noqa: E731
         wait_until(lambda: node_memory() == 70, 15, "the node's allocated memory at the new size", node_memory)
@@ -288,28 +274,19 @@ def test_a_v1_8_rm_resizes_a_placed_allocation_in_place(module_stack):
         rm.asks(b.ask("k2", "app1", memory=75, vcore=None))
         rm.wait_allocated({"k2"})
         assert node_memory() == 95
-    finally:
-        done(rm)
 
 
 def test_a_seed_rm_has_no_resize_and_is_told_so(module_stack):
     rm_id = "rm-resize-seed"
     b = seed
-    rm = SIRM(module_stack.si_address, rm_id, revision=SEED)
-    try:
-        rm.register(PLAIN)
-        rm.open()
-        rm.report(nodes=[b.node("n1", memory=100, vcore=None)], apps=[b.app("app1", queue="root.a")])
-        rm.asks(b.ask("k1", "app1", memory=40, vcore=None))
-        placed = rm.wait_allocated({"k1"})["k1"]
+    with registered(module_stack, rm_id, SEED, PLAIN) as rm:
+        placed = one_placed(rm, b, memory=40)
         again = b.allocation("k1", "n1", "app1", uuid=placed.UUID, memory=70, vcore=None)
         rm.nodes(b.node("n1", action=si_pb2.NodeInfo.UPDATE, memory=100, vcore=None, existing=[again]))
         found = wait_until(lambda: events(module_stack, rm_id, "AllocationResizeUnsupported"), 15,
                            "the NODE event saying the seed's SI has no resize")
         assert "the seed's SI has no in-place resize" in found[0]["message"]
         assert queue_memory(module_stack, rm_id, "root.a") == 40
-    finally:
-        done(rm)
 
 
 # -- §2 the recovery rule --------------------------------------------------------------------------
@@ -319,10 +296,7 @@ def test_a_forced_app_no_rule_places_goes_to_the_recovery_queue_for_today_s_rm(m
     rm_id = f"rm-recovery-{revision.name}"
     b = BUILDERS[revision.name]
     today = revision is V18  # a seed RM keeps 1.2: no recovery rule
-    rm = SIRM(module_stack.si_address, rm_id, revision=revision)
-    try:
-        rm.register(PLAIN, build_info={"si.revision": revision.name})  # declared: the switch is known at once
-        rm.open()
+    with registered(module_stack, rm_id, revision, PLAIN, build_info={"si.revision": revision.name}) as rm:  # declared: the switch is known at once
         forced = b.app("running-pod", queue="root.elsewhere", tags={"application.create.force": "true"})
         rm.apps(forced)
         answer = rm.wait_for("application", lambda r: r.accepted or r.rejected)
@@ -338,28 +312,18 @@ def test_a_forced_app_no_rule_places_goes_to_the_recovery_queue_for_today_s_rm(m
             assert "cannot create queue 'root.elsewhere' without placement rules" in answer.rejected[0].reason
             assert all(r["name"] != "recovery" for r in rules)
         assert dumped == rules
-    finally:
-        done(rm)
 
 
 # -- §2 reservations held by quota ------------------------------------------------------------------
 
-HELD = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - {name: a, resources: {max: {memory: %d}}}
-          - {name: b}
-"""
+HELD = queues_yaml(open_root("""
+- {name: a, resources: {max: {memory: %d}}}
+- {name: b}
+"""))
 
 
-def reserve_then_hold(rm: SIRM, b) -> None:
-    """b holds 60 of the node's 100; a's ask of 80 reserves the node; a's max then drops below it."""
-    rm.register(HELD % 200, build_info={"si.revision": rm.revision.name})
-    rm.open()
+def reserve(rm: SIRM, b) -> None:
+    """b holds 60 of the node's 100; a's ask of 80 reserves the node (after the 2 s delay)."""
     rm.report(nodes=[b.node("n1", memory=100, vcore=None)],
               apps=[b.app("other", queue="root.b"), b.app("app1", queue="root.a")])
     rm.asks(b.ask("o1", "other", memory=60, vcore=None))
@@ -372,12 +336,11 @@ def reservations(stack, rm_id: str) -> list:
 
 
 def test_a_reservation_held_by_quota_is_cancelled_after_the_wait_timeout_for_today_s_rm_only(module_stack):
-    today = SIRM(module_stack.si_address, "rm-held-v1.8", revision=V18)
-    seeds = SIRM(module_stack.si_address, "rm-held-seed", revision=SEED)
-    try:
+    with registered(module_stack, "rm-held-seed", SEED, HELD % 200, build_info={"si.revision": "seed"}) as seeds, \
+            registered(module_stack, "rm-held-v1.8", V18, HELD % 200, build_info={"si.revision": "v1.8"}) as today:
         for rm, b in ((seeds, seed), (today, v18)):
-            reserve_then_hold(rm, b)
-        for rm in (seeds, today):
+            reserve(rm, b)
+        for rm in (seeds, today):  # a's max drops below the reserved ask: the queue holds it
             wait_until(lambda: reservations(module_stack, rm.rm_id), 20, f"{rm.rm_id}'s ask reserving the node")
             rm.update_config(HELD % 50)
         cancelled = wait_until(lambda: events(module_stack, today.rm_id, "ReservationCancelled"), 20,
@@ -388,9 +351,6 @@ def test_a_reservation_held_by_quota_is_cancelled_after_the_wait_timeout_for_tod
         assert "the max of queue root.a held the ask" in rec["message"]
         assert reservations(module_stack, today.rm_id) == []
         assert reservations(module_stack, seeds.rm_id)  # the seed RM's (1.2) stays, made earlier
-    finally:
-        for rm in (today, seeds):
-            done(rm)
 
 
 # -- §2 events -------------------------------------------------------------------------------------
@@ -399,40 +359,27 @@ def test_a_reservation_held_by_quota_is_cancelled_after_the_wait_timeout_for_tod
 def test_an_app_added_while_a_stream_is_open_shows_on_the_stream(module_stack, revision):
     rm_id = f"rm-stream-{revision.name}"
     b = BUILDERS[revision.name]
-    rm = SIRM(module_stack.si_address, rm_id, revision=revision)
     stream = EventStreamClient(module_stack.rest_address)
     try:
         assert "InstanceUUID" in stream.line()
-        rm.register(PLAIN)
-        rm.open()
-        rm.report(apps=[b.app(f"streamed-{revision.name}", queue="root.a")])
-        rec = stream.until(lambda r: r.get("objectID") == f"streamed-{revision.name}" and r.get("reason") == "AppAdded")
+        with registered(module_stack, rm_id, revision, PLAIN) as rm:
+            rm.report(apps=[b.app(f"streamed-{revision.name}", queue="root.a")])
+            rec = stream.until(lambda r: r.get("objectID") == f"streamed-{revision.name}"
+                               and r.get("reason") == "AppAdded")
         assert (rec["type"], rec["eventChangeType"], rec["eventChangeDetail"]) == (2, 2, 203)
     finally:
         stream.close()
-        done(rm)
 
 
-QUOTA = """
-partitions:
-  - name: default
-    preemption: {quotapreemptionenabled: true}
-    queues:
-      - name: root
-        submitacl: '*'
-        queues:
-          - {name: a, resources: {max: {memory: %d}}, properties: {quota.preemption.delay: 1s}}
-"""
+QUOTA = queues_yaml(open_root("- {name: a, resources: {max: {memory: %d}}, properties: {quota.preemption.delay: 1s}}")
+                   + "    preemption: {quotapreemptionenabled: true}\n")
 
 
 @REVISIONS
 def test_the_quota_preemption_summary_carries_queue_preemption(module_stack, revision):
     rm_id = f"rm-quota-{revision.name}"
     b = BUILDERS[revision.name]
-    rm = SIRM(module_stack.si_address, rm_id, revision=revision)
-    try:
-        rm.register(QUOTA % 100)
-        rm.open()
+    with registered(module_stack, rm_id, revision, QUOTA % 100) as rm:
         rm.report(nodes=[b.node("n1", memory=100, vcore=None)], apps=[b.app("app1", queue="root.a")])
         rm.asks(*[b.ask(f"q{i}", "app1", memory=10, vcore=None) for i in range(10)])
         rm.wait_allocated({f"q{i}" for i in range(10)})
@@ -441,5 +388,3 @@ def test_the_quota_preemption_summary_carries_queue_preemption(module_stack, rev
         assert summary["message"].startswith("Quota Preemption results summary:")
         assert (summary["type"], summary["objectID"], summary["eventChangeType"], summary["eventChangeDetail"]) == \
             (4, "root.a", 1, 407)
-    finally:
-        done(rm)
