@@ -77,7 +77,8 @@ def test_events_carry_todays_record_fields(s) -> None:
     assert (node["type"], node["eventChangeType"], node["reason"]) == (3, 2, "NodeAdded")  # NODE, ADD
     running = next(e for e in events if e["objectID"] == "app1" and e.get("eventChangeDetail") == 206)
     assert running["type"] == 2 and running["eventChangeType"] == 1  # APP, SET, APP_RUNNING
-    rejected = next(e for e in events if e["objectID"] == "ghost")
+    added, rejected = (e for e in events if e["objectID"] == "ghost")  # recorded before placement, as YuniKorn
+    assert (added["eventChangeType"], added["eventChangeDetail"]) == (2, 203)  # ADD, APP_NEW
     assert rejected["eventChangeDetail"] == 202 and rejected["resource"] == {}  # APP_REJECT
     assert all("groupID" not in e and e["partition"] == "default" for e in events)
 
