@@ -1,4 +1,4 @@
-"""An event of the worker's ring as YuniKorn 1.10's REST shows it (``/ws/v1/events/batch`` and
+"""An event of the worker's ring as YuniKorn 1.9's REST shows it (``/ws/v1/events/batch`` and
 ``/ws/v1/events/stream``): the protobuf ``si.EventRecord`` of SI 1.8 in its Go JSON form.
 
 The core names what happened with a reason (``NodeAdded``, ``AppStateRunning``, ...) as the
@@ -19,13 +19,16 @@ __all__ = ["event_dao", "CHANGES", "CHANGE_TYPE", "CHANGE_DETAIL"]
 # si.EventRecord.ChangeType and .ChangeDetail (SI 1.8) used below
 CHANGE_TYPE = {"NONE": 0, "SET": 1, "ADD": 2, "REMOVE": 3}
 CHANGE_DETAIL = {
-    "DETAILS_NONE": 0, "REQUEST_CANCEL": 100, "REQUEST_TIMEOUT": 102, "APP_REJECT": 202,
-    "APP_ACCEPTED": 204, "APP_STARTING": 205, "APP_RUNNING": 206, "APP_COMPLETING": 207, "APP_COMPLETED": 208,
-    "APP_FAILING": 209, "APP_FAILED": 210, "APP_RESUMING": 211, "APP_EXPIRED": 212, "NODE_DECOMISSION": 300,
-    "NODE_SCHEDULABLE": 302, "QUEUE_CONFIG": 400, "ALLOC_PREEMPT": 501,
+    "DETAILS_NONE": 0, "REQUEST_CANCEL": 100, "REQUEST_TIMEOUT": 102, "APP_ALLOC": 200, "APP_REJECT": 202,
+    "APP_NEW": 203, "APP_ACCEPTED": 204, "APP_STARTING": 205, "APP_RUNNING": 206, "APP_COMPLETING": 207,
+    "APP_COMPLETED": 208, "APP_FAILING": 209, "APP_FAILED": 210, "APP_RESUMING": 211, "APP_EXPIRED": 212,
+    "NODE_DECOMISSION": 300, "NODE_SCHEDULABLE": 302, "NODE_RESERVATION": 306, "QUEUE_CONFIG": 400,
+    "QUEUE_PREEMPTION": 407,  # SI master (YuniKorn 1.9's core sends it; no SI tag has it yet)
+    "ALLOC_PREEMPT": 501,
 }
 # the core's reason -> (change type, change detail)
 CHANGES: dict[str, tuple[str, str]] = {
+    "AppAdded": ("ADD", "APP_NEW"),
     "ApplicationRejected": ("SET", "APP_REJECT"),
     "AppStateAccepted": ("SET", "APP_ACCEPTED"),
     "AppStateStarting": ("SET", "APP_STARTING"),  # Korral's seed state (reserved number since SI 1.6)
@@ -44,6 +47,9 @@ CHANGES: dict[str, tuple[str, str]] = {
     "QueueAdded": ("ADD", "DETAILS_NONE"),
     "QueueDraining": ("SET", "QUEUE_CONFIG"),
     "QueueRemoved": ("REMOVE", "DETAILS_NONE"),
+    "QuotaPreemption": ("SET", "QUEUE_PREEMPTION"),  # the quota preemption's results summary
+    "ReservationCancelled": ("REMOVE", "NODE_RESERVATION"),  # held by a queue or user limit too long
+    "AllocationResized": ("SET", "APP_ALLOC"),  # in-place resize
 }
 
 

@@ -33,8 +33,8 @@ import redis
 import zmq
 
 from common import addresses, registry, security, si_internal_pb2 as si
-from common.compat import parse_compat
 from common.config import load_config
+from common.config.durations import parse_duration_ns
 from common.config.errors import ConfigError
 from common.envelope import Envelope, Kind, dispatch, encode
 from common.gcpause import SteadyCollector, gc_paused
@@ -62,6 +62,7 @@ CYCLE_ALLOCATIONS = 1000
 # A loop that made no turn for this long is hung, not slow: the heartbeat thread stops so the
 # broker declares the worker dead. Far above the slowest honest turn (seconds), far below "never".
 STALL_SECONDS = 60.0
+RESERVATION_WAIT_TIMEOUT_NS = 60 * 60 * 1_000_000_000  # YuniKorn's reservationWaitTimeout (CoreSettings' default)
 
 _REQUEST_TYPES = {  # read with the internal model: a request of either SI revision
     Kind.SI_APPLICATION: (si.ApplicationRequest, "apply_application_request"),
@@ -93,6 +94,7 @@ class WorkerLoop:
         stall_seconds: float = STALL_SECONDS,
         health: HealthFile | None = None,
         ldap_secrets_dir: str = DEFAULT_SECRETS_DIR,
+        reservation_wait_timeout_ns: int = RESERVATION_WAIT_TIMEOUT_NS,
     ) -> None:
         if session_factory is None:
             from partition_worker.session import PartitionSession as session_factory  # noqa: N813
@@ -104,6 +106,7 @@ class WorkerLoop:
         self.curve = curve  # (own secret certificate, broker's public certificate)
         self.group_lookup = group_lookup  # groups of users whose ugi has none (usergroupresolver "")
         self.ldap_secrets_dir = ldap_secrets_dir  # usergroupresolver ldap: its settings, one file per key
+        self.reservation_wait_timeout_ns = reservation_wait_timeout_ns  # CoreSettings' (compatibility 1.9+)
         self.session_factory = session_factory
         self.owned: Owned | None = None
         self.running = True
@@ -301,15 +304,14 @@ class WorkerLoop:
         config = load_config(reg.config).partition(partition)
         if config is None:
             raise LookupError(f"the config of RM {rm_id} has no partition {partition}")
-        try:
-            compat = parse_compat(reg.extra_config)
-        except ValueError as exc:
-            raise ConfigError(f"RM {rm_id}: {exc}") from None
         session = self.session_factory(rm_id, partition, config,
                                        CoreSettings(group_lookup=self._group_lookup_for(config),
-                                                    stage_timer=time.perf_counter, compat=compat,
-                                                    cycle_allocation_limit=CYCLE_ALLOCATIONS),
+                                                    stage_timer=time.perf_counter,
+                                                    cycle_allocation_limit=CYCLE_ALLOCATIONS,
+                                                    reservation_wait_timeout_ns=self.reservation_wait_timeout_ns),
                                        created_ns=time.time_ns())
+        # the compatibility switch: explicit, or by the RM's build and SI revision (common.compat)
+        session.follow_rm(reg.extra_config, reg.build_info)
         return session, config.usergroupresolver.type
 
     def _on_release(self, env: Envelope) -> None:
@@ -385,10 +387,9 @@ class WorkerLoop:
             config = load_config(update.config).partition(o.partition)
             if config is None:
                 raise ConfigError(f"partition {o.partition} is not in the new config")
-            compat = None if update.extra_config is None else parse_compat(update.extra_config)
             resolver = config.usergroupresolver.type
             lookup = self._group_lookup_for(config) if resolver != o.resolver else None
-            o.session.update_config(config, time.time_ns(), compat)
+            o.session.update_config(config, time.time_ns(), update.extra_config)
             if resolver != o.resolver:  # checked before anything changed; the old one stays on error
                 o.session.core.set_group_lookup(lookup)
                 o.resolver = resolver
@@ -458,6 +459,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "one file per key (Host, Port, BaseDN, Filter, GroupAttr, ReturnAttr, BindUser, "
                              f"BindPassword, SSL, Insecure), as YuniKorn reads them [$KORRAL_LDAP_SECRETS_DIR, "
                              f"{DEFAULT_SECRETS_DIR}]")
+    parser.add_argument("--reservation-wait-timeout", default=os.environ.get("KORRAL_RESERVATION_WAIT_TIMEOUT", "60m"),
+                        metavar="DURATION",
+                        help="YuniKorn 1.9's reservation wait timeout: an RM on compatibility 1.9 or later has a "
+                             "reservation whose ask a queue max or a user/group limit holds cancelled twice this "
+                             "long after it was made, as YuniKorn computes it (Go duration, > 0) "
+                             "[$KORRAL_RESERVATION_WAIT_TIMEOUT, 60m]")
     parser.add_argument("--stall-seconds", type=float,
                         default=float(os.environ.get("KORRAL_WORKER_STALL_SECONDS", STALL_SECONDS)),
                         help="stop heartbeating when the loop has made no progress for this long, so a hung "
@@ -479,6 +486,15 @@ def run(args: argparse.Namespace) -> int:
     if args.stall_seconds <= 0:
         log.error("--stall-seconds must be positive, got %g", args.stall_seconds)
         return 2
+    try:
+        wait_ns = parse_duration_ns(args.reservation_wait_timeout)
+    except ValueError as exc:
+        wait_ns, why = 0, str(exc)
+    else:
+        why = "it must be positive"
+    if wait_ns <= 0:
+        log.error("--reservation-wait-timeout %r: %s", args.reservation_wait_timeout, why)
+        return 2
     if args.probe:
         if not args.health_file:
             print("korral worker --probe needs --health-file (or $KORRAL_WORKER_HEALTH_FILE)", file=sys.stderr)
@@ -494,7 +510,7 @@ def run(args: argparse.Namespace) -> int:
                       group_lookup=os_lookup if args.group_lookup == "os" else None,
                       stall_seconds=args.stall_seconds,
                       health=HealthFile(args.health_file) if args.health_file else None,
-                      ldap_secrets_dir=args.ldap_secrets_dir)
+                      ldap_secrets_dir=args.ldap_secrets_dir, reservation_wait_timeout_ns=wait_ns)
 
     def stop(signum, frame):  # noqa: ARG001
         loop.running = False

@@ -16,7 +16,10 @@ before any request that depends on it; asks arrive as rows of either revision
   ``AddAllocation``, confirmed back in ``AllocationResponse.new``. An unknown application, an
   empty, zero or negative resource, an unknown node are rejected with YuniKorn's reasons
   (``admitted``, which the asks of a v1.8 RM pass too); no ``allocationKey`` or
-  ``applicationID``: rejected naming what is missing;
+  ``applicationID``: rejected naming what is missing. The key of an allocation placed already
+  (same application, its node or none) with another size is an in-place resize (YuniKorn >= 1.6,
+  YUNIKORN-2367): ``ResizeAllocation``, which the core checks; with the same size it changes
+  nothing (an event says so);
 - the allocation stream's response besides new allocations (``allocation_rest``): a seed RM gets
   releases by UUID, released asks in ``releasedAsks`` and rejections in ``rejected``; a v1.8 RM
   releases by key (a placeholder's replacement named by key), a timed-out ask as a release of
@@ -104,7 +107,10 @@ def allocation_commands(core: "Partition", allocations: list[si.Allocation],
             resource: Resource | ValueError = resource_from_si(a.resourcePerAlloc)
         except ValueError as exc:
             resource = exc
-        if not admitted(core, key, app_id, a.nodeID, resource, now_ns):
+        verdict = admitted(core, key, app_id, a.nodeID, resource, now_ns)
+        if verdict is not True:
+            if verdict:  # an in-place resize
+                yield verdict, key
             continue
         assert isinstance(resource, Resource)
         yield C.AddAllocation(C.RecoveredAlloc(
@@ -113,26 +119,35 @@ def allocation_commands(core: "Partition", allocations: list[si.Allocation],
 
 
 def admitted(core: "Partition", key: str, app_id: str, node_id: str, resource: "Resource | ValueError",
-             now_ns: int) -> bool:
-    """Whether a (non-foreign) v1.8 allocation may be applied, as YuniKorn >= 1.6 decides it;
-    if not, its rejection (or, for a key already placed as it is, YuniKorn's no-op event) is
-    recorded. ``resource``: its size, or why it has none. A v1.8 RM's asks pass here too."""
+             now_ns: int) -> "bool | C.ResizeAllocation":
+    """Whether a (non-foreign) v1.8 allocation may be applied as new, as YuniKorn >= 1.6 decides
+    it: True; an update of an allocation placed already (same application, its node or none)
+    with another size: the ``ResizeAllocation`` to apply instead; otherwise False, with its
+    rejection (or, for a key placed as it is, a no-op event) recorded. ``resource``: its size,
+    or why it has none. A v1.8 RM's asks pass here too."""
+    placed = core.allocations.get(key) if key else None
+    if placed is not None and placed.app_id == app_id and node_id in ("", placed.node_id):
+        if isinstance(resource, ValueError):  # the core names the rest (empty, negative, no room)
+            core.outcomes.rejected_asks.append(AskRejected(app_id, key, (
+                f"resize of allocation {key} of application {app_id} on node {placed.node_id} refused: "
+                f"{resource}; it keeps {placed.resource}")))
+            return False
+        if resource != placed.resource:
+            return C.ResizeAllocation(app_id, placed.uuid, resource)
+        core.event(EventType.REQUEST, key, "AllocationUnchanged",
+                   f"allocation {key} of application {app_id} is placed already with this size: "
+                   "the update changes nothing", now_ns, group=app_id)
+        return False
     reason = _why_not(core, key, app_id, node_id, resource)
     if reason:
         core.outcomes.rejected_asks.append(AskRejected(app_id, key, reason))
         return False
-    placed = core.allocations.get(key)
     if placed is None:
         return True
     if placed.app_id != app_id:
         reason = f"allocation {key} of application {app_id}: the key is in use by application {placed.app_id}"
-    elif node_id and node_id != placed.node_id:
-        reason = f"allocation {key} is placed on node {placed.node_id}, not on node {node_id}"
     else:
-        core.event(EventType.REQUEST, key, "AllocationUnchanged",
-                   f"allocation {key} of application {app_id} is placed already: an update of a "
-                   "placed allocation changes nothing", now_ns, group=app_id)
-        return False
+        reason = f"allocation {key} is placed on node {placed.node_id}, not on node {node_id}"
     core.outcomes.rejected_asks.append(AskRejected(app_id, key, reason))
     return False
 

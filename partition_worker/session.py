@@ -16,7 +16,11 @@ core (``now_ns`` passed in, no I/O). Contract:
   allocations leave only as rows (``Outbox.new_allocations``: rmproxy writes their SI).
 - ``next_wakeup_ns()``: the earliest time ``step`` has work (None = only on input).
 - ``snapshot()``: a JSON-able dict of queues/apps/nodes/allocations (YuniKorn DAO names).
-- ``update_config(config, now_ns)``: raises ``ConfigError``; the old config then stays.
+- ``update_config(config, now_ns, extra_config)``: raises ``ConfigError``; the old config then
+  stays.
+- ``follow_rm(extra_config, build_info)``: the RM's registration chooses the compatibility
+  switch (``common.compat.choose``), with the SI revision once rmproxy tells it; raises
+  ``ConfigError`` naming the RM for an unknown ``korral.compatibility``.
 
 Outgoing ``partitionName`` fields carry the short partition name. What differs per SI
 revision (releases, v1.8 allocations that are not asks, the response besides new
@@ -31,10 +35,10 @@ import logging
 import uuid as _uuid
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from common import si_internal_pb2 as si, si_pb2
-from common.compat import Compat
+from common.compat import CompatChoice, choose
 from common.config.errors import ConfigError
 from common.constants import TAG_FOREIGN
 from common.config.model import PartitionConfig
@@ -113,6 +117,27 @@ class PartitionSession:
         self.events_total = 0
         self.created_ns = created_ns
         self.revision: Revision | None = None  # the RM's SI revision, None until rmproxy decides it
+        # what chooses the compatibility switch (follow_rm): the registration's extraConfig and
+        # buildInfo; None: the settings' switch stays (a session built without an RM: tests, benches)
+        self._registration: tuple[Mapping[str, str], Mapping[str, str]] | None = None
+        self.compatibility: CompatChoice | None = None  # the switch in effect, and where it came from
+
+    def follow_rm(self, extra_config: Mapping[str, str] | None, build_info: Mapping[str, str] | None) -> None:
+        """Choose the compatibility switch from the RM's registration (and its SI revision, once
+        told); ``ConfigError`` naming the RM when its ``korral.compatibility`` is unknown."""
+        self._follow(dict(extra_config or {}), dict(build_info or {}))
+
+    def _follow(self, extra_config: Mapping[str, str], build_info: Mapping[str, str]) -> None:
+        try:
+            choice = choose(extra_config, build_info, self.revision)
+        except ValueError as exc:
+            raise ConfigError([f"RM {self.rm_id}: {exc}"]) from None
+        self._registration = (extra_config, build_info)
+        if choice != self.compatibility:
+            log.info("partition [%s]%s: compatibility %s", self.rm_id, self.partition_name, choice.describe())
+            self.compatibility = choice
+            if choice.compat != self.core.settings.compat:
+                self.core.set_compat(choice.compat)
 
     def set_revision(self, revision: Revision) -> None:
         """The RM speaks ``revision`` (rmproxy tells it before any request that depends on it).
@@ -125,6 +150,8 @@ class PartitionSession:
             return
         self.revision = revision
         self.core.key_is_uuid = revision is Revision.V18
+        if self._registration is not None:  # the revision may choose the switch (common.compat)
+            self._follow(*self._registration)
 
     # ------------------------------------------------------------------ input
     def apply_allocation_rows(self, body: RequestRows, now_ns: int) -> None:
@@ -169,7 +196,10 @@ class PartitionSession:
                 log.warning("partition %s: skipped a malformed ask row %.200r: %s", self.partition_name, row, exc)
                 continue
             if v18:
-                if not si_revision.admitted(core, key, app_id, "", resource, now_ns):
+                verdict = si_revision.admitted(core, key, app_id, "", resource, now_ns)
+                if verdict is not True:
+                    if verdict:  # the key of a placed allocation with another size: a resize
+                        guard(verdict, request, key, now_ns)
                     continue
             elif type(resource) is ValueError:  # e.g. an empty resource name
                 rejected.append(AskRejected(app_id, key, f"invalid ask added to app {app_id}: ask {key}: {resource}"))
@@ -218,6 +248,23 @@ class PartitionSession:
                 for a in n.existingAllocations:  # pods of other schedulers on the node (core.foreign)
                     if TAG_FOREIGN in a.allocationTags:
                         self._foreign(a, n.nodeID, now_ns)
+                    elif n.action == _NodeInfo.UPDATE:
+                        self._not_resized(a, n.nodeID, now_ns)
+
+    def _not_resized(self, a: si.Allocation, node_id: str, now_ns: int) -> None:
+        """A seed RM's node UPDATE re-reporting one of its placed allocations: the seed's SI has
+        no in-place resize (existingAllocations count on CREATE only), so nothing changes; a
+        NODE event says so when the size differs, instead of leaving the RM's books to drift."""
+        placed = self.core.allocations.get(a.UUID or a.allocationKey)
+        try:
+            size = _res(a.resourcePerAlloc)
+        except ValueError:
+            size = None
+        if placed is not None and size is not None and size != placed.resource:
+            self.core.event(EventType.NODE, node_id, "AllocationResizeUnsupported", (
+                f"node {node_id}: UPDATE reports allocation {placed.key} of application {placed.app_id} "
+                f"as {size}, placed as {placed.resource}: the seed's SI has no in-place resize (SI v1.8 "
+                "has), nothing changed"), now_ns)
 
     def _foreign(self, a: si.Allocation, node_id: str, now_ns: int) -> None:
         try:
@@ -240,17 +287,27 @@ class PartitionSession:
             self.core.event(etype, object_id, "InternalError",
                             f"{type(cmd).__name__} for {object_id} failed: {exc}", now_ns)
 
-    def update_config(self, config: PartitionConfig, now_ns: int, compat: Compat | None = None) -> None:
-        """Apply a new config for this partition (and compatibility switch, ``None``: unchanged);
-        raises ConfigError and keeps the old one."""
+    def update_config(self, config: PartitionConfig, now_ns: int,
+                      extra_config: Mapping[str, str] | None = None) -> None:
+        """Apply a new config for this partition, and the RM's new ``extra_config`` (None:
+        unchanged), which may change the compatibility switch; raises ConfigError and keeps the
+        old ones."""
         if config.name != self.partition_name:
             raise ConfigError([f"config for partition {config.name} given to partition {self.partition_name}"])
         try:
-            self.core.update_config(config, now_ns, compat)
+            choice = None
+            if extra_config is not None and self._registration is not None:
+                choice = choose(extra_config, self._registration[1], self.revision)
+        except ValueError as exc:
+            raise ConfigError([f"RM {self.rm_id}: {exc}"]) from None
+        try:
+            self.core.update_config(config, now_ns, choice.compat if choice is not None else None)
         except ConfigError as exc:  # the core does not log; the worker's log says why
             log.warning("partition %s: new config rejected, the old one stays active: %s",
                         self.partition_name, exc)
             raise
+        if choice is not None:
+            self._follow(dict(extra_config or {}), self._registration[1])  # type: ignore[index]
 
     def stop(self, now_ns: int, message: str = "PartitionRemoved") -> None:
         """The partition was removed from the config: fail every app (``message`` is YuniKorn's

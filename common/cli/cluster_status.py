@@ -3,8 +3,9 @@
 Read from the broker directly (``--broker``, a read-only STATUS query over
 ZeroMQ, CURVE if configured) or from any rmproxy (``--rest-address``,
 ``GET /ws/v1/korral/stack``). Both give the broker's view: workers with their
-partition, epoch and heartbeat age; rmproxies with the RMs they hold and each
-RM's connection state; partitions and their owners.
+partition, epoch and heartbeat age; rmproxies with the RMs they hold, each RM's
+connection state and compatibility switch (the version in effect and where it came
+from); partitions and their owners.
 """
 
 from __future__ import annotations
@@ -65,6 +66,13 @@ def _age(value: Any) -> str:
     return f"{value:.1f}s" if isinstance(value, (int, float)) else "-"
 
 
+def _compatibility(c: Any) -> str:
+    """The RM's compatibility switch and where it came from (``common.compat.CompatChoice``)."""
+    if not isinstance(c, dict):
+        return "-"
+    return f"{c.get('version')} ({c.get('source')}: {c.get('detail')})"
+
+
 def format_cluster(doc: dict[str, Any]) -> str:
     age = doc.get("viewAgeMs")
     as_of = f"; as of the broker's message {age} ms ago" if isinstance(age, int) else ""
@@ -86,9 +94,9 @@ def format_cluster(doc: dict[str, Any]) -> str:
     rms = [(rm, info, p.get("name", "")) for p in proxies for rm, info in (p.get("rms") or {}).items()]
     lines.append(f" RMs: {len(rms)}")
     if rms:
-        lines += _table(("RM", "STATE", "PARTITIONS", "RMPROXY"),
-                        [(rm, info.get("state", "?"), ",".join(info.get("partitions") or []), proxy)
-                         for rm, info, proxy in rms])
+        lines += _table(("RM", "STATE", "PARTITIONS", "RMPROXY", "COMPATIBILITY"),
+                        [(rm, info.get("state", "?"), ",".join(info.get("partitions") or []), proxy,
+                          _compatibility(info.get("compatibility"))) for rm, info, proxy in rms])
     parts = doc.get("partitions") or []
     unowned = [p for p in parts if not p.get("worker")]
     lines.append(f" partitions: {len(parts)}" + (f", {len(unowned)} WITHOUT A WORKER" if unowned else ""))

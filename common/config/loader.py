@@ -323,7 +323,8 @@ class _Builder:
         raw_pre = self.mapping(part.get("preemption"), _PREEMPTION_KEYS, where, f"{path}.preemption")
         if raw_pre:
             preemption = PreemptionConfig(
-                enabled=self.boolean(raw_pre.get("enabled"), where, f"{path}.preemption.enabled"),
+                enabled=(None if raw_pre.get("enabled") is None
+                         else self.boolean(raw_pre.get("enabled"), where, f"{path}.preemption.enabled")),
                 quotapreemptionenabled=self.boolean(raw_pre.get("quotapreemptionenabled"), where,
                                                     f"{path}.preemption.quotapreemptionenabled"))
         raw_resolver = self.mapping(part.get("usergroupresolver"), _RESOLVER_KEYS, where, f"{path}.usergroupresolver")

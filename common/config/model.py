@@ -83,7 +83,8 @@ class NodeSortPolicyConfig:
 
 @dataclass(frozen=True, slots=True)
 class PreemptionConfig:
-    enabled: bool = False
+    # None: unset, YuniKorn's default of the RM's compatibility version (on since 1.4, off before)
+    enabled: bool | None = None
     quotapreemptionenabled: bool = False  # YuniKorn 1.8: enforce a lowered queue max
 
 

@@ -13,7 +13,7 @@ from common.resources import ZERO, Resource
 from .outcomes import Termination
 
 __all__ = ["AddApp", "RemoveApp", "AddAsk", "ReleaseAsk", "ReleaseAlloc", "RecoveredAlloc", "AddAllocation",
-           "AddNode", "UpdateNode", "DrainNode", "UndrainNode", "RemoveNode", "AddForeign",
+           "ResizeAllocation", "AddNode", "UpdateNode", "DrainNode", "UndrainNode", "RemoveNode", "AddForeign",
            "ReleaseForeign", "Command"]
 
 
@@ -91,6 +91,17 @@ class AddAllocation:
     replacing a pending ask of the same key, and confirmed to the RM as a new allocation."""
 
     alloc: RecoveredAlloc
+
+
+@dataclass(frozen=True, slots=True)
+class ResizeAllocation:
+    """The RM changed the size of a placed allocation in place (SI v1.8: the allocation again,
+    with its node and new resources; YuniKorn 1.6, YUNIKORN-2367, Kubernetes' in-place pod
+    resize). ``uuid``: the allocation's (a v1.8 RM's is its key)."""
+
+    app_id: str
+    uuid: str
+    resource: Resource
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ What it owns: every view of the core's objects (queue, application, ask, allocat
 reservation, partition summary, node utilisation, placement rules, user/group usage), built in
 one place so REST, ``korral status`` and ``PartitionSession.snapshot`` show the same thing; the
 views computed over the whole partition (health checks, metric gauges) are ``dao_totals``.
-Field names and types are YuniKorn 1.10's (``pkg/webservice/dao``); where YuniKorn omits an
+Field names and types are YuniKorn 1.9's (``pkg/webservice/dao``); where YuniKorn omits an
 empty field, Korral sends it (``null``, ``{}``, ``[]``, ``0``) so clients of every version find it
 (docs/yunikorn-compat.md), and the v1.2 fields YuniKorn dropped stay (each view says which).
 Who may use it: ``partition_worker.queries`` (REST queries: selection, paging, encoding)
@@ -24,6 +24,7 @@ from .app_state import RUNNING_STATES, AppState
 from .objects import INT32_MIN
 from .outcomes import SchedState
 from .preemption import parse_delay_ns
+from .queue import RECOVERY_QUEUE
 
 if TYPE_CHECKING:  # pragma: no cover
     from .application import Application
@@ -129,6 +130,9 @@ def ask_dao(a: "Ask", partition: str, placeholder_timeout_ms: int) -> dict:
     the last one told the RM it waits for cluster resources (FAILED), as YuniKorn's does."""
     log = [{"message": a.sched_reason, "lastOccurrence": a.sched_time_ns, "count": 1}] \
         if a.sched_reason else []
+    if a.preemption_log is not None:  # why queue preemption did not help (YuniKorn's text)
+        message, count, last = a.preemption_log
+        log.append({"message": message, "lastOccurrence": last, "count": count})
     return {
         "allocationKey": a.key, "allocationTags": dict(a.tags), "requestTime": a.create_time_ns,
         "resource": a.resource.as_dict(), "pendingCount": a.pending, "priority": str(a.priority),
@@ -368,11 +372,13 @@ def node_utilisation(p: "Partition") -> list[dict]:
 def placement_rules_dao(p: "Partition") -> list[dict]:
     """The rule chain in effect (YuniKorn's RuleDAO list). Without configured rules (or with a
     set that failed to build at creation) Korral places apps in the queue they name, which
-    existing leaf they name: YuniKorn's ``provided`` rule without ``create``."""
+    existing leaf they name: YuniKorn's ``provided`` rule without ``create``. From compatibility
+    1.4 the implicit ``recovery`` rule ends the chain, as YuniKorn lists it."""
     rules = p.placement.rules
-    if not rules:
-        return [{"name": "provided", "parameters": {"create": "false"}}]
-    return [_rule_dao(r) for r in rules]
+    out = [_rule_dao(r) for r in rules] if rules else [{"name": "provided", "parameters": {"create": "false"}}]
+    if p.settings.compat.recovery_rule:
+        out.append({"name": "recovery", "parameters": {"queue": RECOVERY_QUEUE}})
+    return out
 
 
 def _rule_dao(rule) -> dict:

@@ -14,8 +14,8 @@ the app (gang, state machine): the partition's ``allocate`` and ``release`` do t
 
 Who may use it: the partition and the parts below it (``lifecycle``, ``gang``,
 ``node_registry``) and the policies (``scheduler``, ``reservations``, ``preemption``), through
-``add_ask``, ``remove_ask``, ``allocate``, ``release``, ``book_recovered``, ``timed_out``,
-``reserve``, ``unreserve``, ``unreserve_ask``.
+``add_ask``, ``remove_ask``, ``allocate``, ``release``, ``book_recovered``, ``resize``,
+``timed_out``, ``reserve``, ``unreserve``, ``unreserve_ask``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from .objects import Allocation, Reservation
 from .outcomes import AllocationNew, AllocationReleased, SchedState, Termination
 
 if TYPE_CHECKING:  # pragma: no cover
+    from common.resources import Resource
+
     from .application import Application
     from .limits import LimitTracker
     from .node import Node, NodeCollection
@@ -131,6 +133,23 @@ class Ledger:
         self._nodes.update_allocated(node, r, 1)
         self.allocations[alloc.uuid] = alloc
         self.changes += 1
+
+    def resize(self, app: "Application", alloc: Allocation, node: "Node", new: "Resource") -> None:
+        """``alloc`` (of ``app`` on ``node``) is ``new`` in size from now on (in-place resize):
+        node, app, queues and user/group usage follow. The checks (room on the node) are the
+        caller's."""
+        old = alloc.resource
+        self._nodes.update_allocated(node, old, -1)
+        self._nodes.update_allocated(node, new, 1)
+        app.allocated = app.allocated.sub_checked(old, f"application {app.app_id} allocated")
+        app.add_allocated(new)
+        app.queue.sub_allocated(old)
+        app.queue.add_allocated(new)
+        if self._limits.active:
+            self._limits.on_alloc(app, new)
+            self._limits.on_release(app, old)
+        alloc.resource = new
+        self.changes += 1  # a shrink frees room
 
     def release(self, alloc: Allocation, term: Termination, message: str, now: int,
                 report: bool) -> "Application | None":

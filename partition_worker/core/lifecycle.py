@@ -37,6 +37,8 @@ from .placement_bridge import GroupLookupError, PlacementError
 from .queue import RECOVERY_QUEUE, Queue, QueueCreateError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from common.compat import Compat
+
     from .gang import Gangs
     from .ledger import Ledger
     from .limits import LimitTracker
@@ -123,6 +125,9 @@ class AppLifecycle:
         if not app_id:
             out.apps_rejected.append(AppRejected(app_id, "application ID must not be empty"))
             return
+        # YuniKorn records the new application before it places (or rejects) it
+        out.event(EventType.APP, app_id, "AppAdded", f"application {app_id} added for queue "
+                                                     f"{cmd.queue or '(none)'} by user {cmd.user or '(none)'}", now)
         if self._closed:
             self._reject(cmd, f"partition {self._full_name} is stopped cannot add a new application {app_id}", now)
             return
@@ -145,14 +150,13 @@ class AppLifecycle:
                 self._reject(cmd, f"user {cmd.user}: group resolution failed: {exc}", now)
                 return
         try:
-            queue, created = place_app(self._placement, self._queues, cmd, groups,
-                                       fallback=self._settings.compat.placement_fallback)
+            queue, created = place_app(self._placement, self._queues, cmd, groups, self._settings.compat)
         except PlacementRejected as r:
             if r.detail:
                 out.event(EventType.APP, cmd.app_id, "QueueCreationFailed", r.detail, now)
             self._reject(cmd, r.reason, now)
             return
-        if queue.path == FALLBACK_QUEUE:
+        if queue.path in (FALLBACK_QUEUE, RECOVERY_QUEUE):
             self.queue_changes += 1  # a rule may have made a queue before it failed
         report_queues_created(out, created, now)
         if cmd.placeholder_ask.strictly_greater_than_zero():
@@ -407,17 +411,24 @@ class AppLifecycle:
 
 
 def place_app(placement: "PlacementBridge", queues: "QueueTree", cmd: AddApp,
-              groups: tuple[str, ...], fallback: bool = False) -> tuple[Queue, list[str]]:
+              groups: tuple[str, ...], compat: Compat) -> tuple[Queue, list[str]]:
     """The leaf ``cmd``'s app goes to under ``placement``'s rules in ``queues`` (creating dynamic
     queues there when a rule says so), and the paths created; ``PlacementRejected`` with
-    YuniKorn's reason otherwise. ``fallback`` (compatibility 1.6+, YUNIKORN-2703): an app no rule
-    places goes to ``root.default`` if that queue exists and takes it (leaf, ACL, not draining);
-    it is never created. Used by ``AppLifecycle.add`` and by the config what-if (``whatif``) on a
-    shadow queue tree."""
+    YuniKorn's reason otherwise. After the rules, as YuniKorn's chain ends:
+
+    - the recovery rule (``compat`` 1.4+, YUNIKORN-1793): a forced app (``application.create.force``,
+      what an RM sends for work it already runs) goes to ``root.@recovery@`` (made when needed,
+      no ACL: the app runs already);
+    - the default queue (``compat`` 1.6+, YUNIKORN-2703): any other app goes to ``root.default``
+      if that queue exists and takes it (leaf, ACL, not draining); it is never created.
+
+    Used by ``AppLifecycle.add`` and by the config what-if (``whatif``) on a shadow queue tree."""
     try:
         return _place_by_rules(placement, queues, cmd, groups)
     except PlacementRejected:
-        q = queues.find(FALLBACK_QUEUE) if fallback else None
+        if compat.recovery_rule and _forced(cmd):
+            return queues.create_dynamic(RECOVERY_QUEUE, "", (), check_acl=False)
+        q = queues.find(FALLBACK_QUEUE) if compat.placement_fallback else None
         if q is None or not q.is_leaf or not q.accepts_new_work or not q.check_submit_access(cmd.user, groups):
             raise
         return q, []

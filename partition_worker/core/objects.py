@@ -41,6 +41,8 @@ class Ask:
     reserved_node: str = ""  # node this ask holds a reservation on ("" = none)
     preempt_after_ns: int = 0  # queue preemption: no new attempt before (rate limit)
     triggered_preemption: bool = False
+    # why queue preemption last refused to help (YuniKorn's allocation log: message, count, last time)
+    preemption_log: "tuple[str, int, int] | None" = None
 
     @property
     def sort_key(self) -> tuple[int, int, int]:
@@ -82,6 +84,9 @@ class Reservation:
     app_id: str
     ask_key: str
     created_ns: int
+    # the node was freed by preempting victims for this ask: until the ask is placed (or the
+    # reservation dropped) its resource counts against its queues' guarantees (preemption.py)
+    preempting: bool = False
 
     @property
     def node_key(self) -> str:  # YuniKorn's key on the node side

@@ -41,8 +41,8 @@ from common.resources import Resource
 from .app_state import AppEvent, AppState
 from .application import Application
 from .commands import (AddAllocation, AddApp, AddAsk, AddForeign, AddNode, DrainNode, RecoveredAlloc,
-                       ReleaseAlloc, ReleaseAsk, ReleaseForeign, RemoveApp, RemoveNode, UndrainNode,
-                       UpdateNode)
+                       ReleaseAlloc, ReleaseAsk, ReleaseForeign, RemoveApp, RemoveNode, ResizeAllocation,
+                       UndrainNode, UpdateNode)
 from .foreign import ForeignAllocations
 from .gang import T_PLACEHOLDER, Gangs, GangTimeout, REASON_RESERVATION_TIMEOUT
 from .ledger import T_ALLOC_TIMEOUT, Ledger
@@ -109,8 +109,8 @@ class Partition:
         self.foreign = ForeignAllocations(self.nodes, self.outcomes)  # other schedulers' pods (1.7)
         self.quota = QuotaPreemption(config.preemption.quotapreemptionenabled, self.queues,
                                      self.timers, self.outcomes, self.release)  # quota change (1.8)
-        self.preemption = Preemption(config.preemption.enabled, self.nodes, self.apps, self.ledger,
-                                     self.outcomes, self.settings, self.release)
+        self.preemption = Preemption(_preemption_on(config, self.settings.compat), self.nodes, self.apps,
+                                     self.ledger, self.outcomes, self.settings, self.release)
         self.scheduler = Scheduler(self.queues.root, self.nodes, self.apps, self.ledger, self.limits,
                                    self.gangs, self.outcomes, self.settings, self.preemption,
                                    self.allocate, self.replace_placeholder)
@@ -145,7 +145,8 @@ class Partition:
 
     @property
     def preemption_enabled(self) -> bool:
-        """The partition's ``preemption.enabled`` (queue preemption)."""
+        """Queue preemption: the partition's ``preemption.enabled``; unset, on from compatibility
+        1.4 (YuniKorn's default since then), off before."""
         return self.preemption.enabled
 
     @property
@@ -326,6 +327,45 @@ class Partition:
             self.release(alloc, Termination.STOPPED_BY_RM, "allocation remove as per RM request", now,
                          report=report)
 
+    def _resize(self, cmd: ResizeAllocation, now: int) -> None:
+        """The ``ResizeAllocation`` command (in-place resize, YuniKorn 1.6): the allocation's node,
+        app, queues and user/group usage take the new size. A growth its node has no room for
+        is refused (the kubelet's answer to such a resize, which YuniKorn's core leaves to it),
+        so is a size that is empty or negative, and a placeholder's: each rejection names the
+        allocation and the size it keeps. A queue it takes over its max arms quota preemption,
+        as recovery does (YuniKorn books a resize over a max "at any cost")."""
+        app = self.apps.get(cmd.app_id)
+        alloc = app.allocations.get(cmd.uuid) if app is not None else None
+        rejected = self.outcomes.rejected_asks
+        if alloc is None:
+            rejected.append(AskRejected(cmd.app_id, cmd.uuid, f"allocation {cmd.uuid} of application "
+                                                              f"{cmd.app_id} is not placed: nothing to resize"))
+            return
+        old, new = alloc.resource, cmd.resource
+        what = f"allocation {alloc.key} of application {app.app_id} on node {alloc.node_id}"
+        why = ("allocation contains no resources" if new.is_zero()
+               else "allocation contains negative resources" if new.has_negative()
+               else "a placeholder is not resized" if alloc.placeholder else "")
+        node = self.nodes.get(alloc.node_id)
+        if not why and node is not None:
+            av = node.available._v
+            short = {k: v - old.get(k) for k, v in new._v.items() if v - old.get(k) > max(av.get(k, 0), 0)}
+            if short:
+                why = (f"node {node.node_id} has no room to grow it by {Resource(short)} "
+                       f"(free: {node.available.prune()})")
+        if why:
+            message = f"resize of {what} to {new} refused: {why}; it keeps {old}"
+            rejected.append(AskRejected(app.app_id, alloc.key, message))
+            self.outcomes.event(EventType.REQUEST, alloc.key, "AllocationResizeRefused", message, now,
+                                group=app.app_id)
+            return
+        if new == old:
+            return
+        self.ledger.resize(app, alloc, node, new)
+        self.quota.recovered(app.queue, now)  # a queue it took over its max is armed
+        self.outcomes.event(EventType.REQUEST, alloc.key, "AllocationResized",
+                            f"{what} resized from {old} to {new}", now, group=app.app_id)
+
     # ================================================================ nodes
     def _add_node(self, cmd: AddNode, now: int) -> None:
         node = self.node_registry.add(cmd)
@@ -399,22 +439,30 @@ class Partition:
         self.check_config(config)
         policy = parse_node_sort_policy(config.nodesortpolicy.type)
         self.placement.update_rules(config.placementrules)
+        self.config = config
         if compat is not None:
-            self.settings.compat = compat
-            self.queues.stateaware_fifo = compat.stateaware_is_fifo
+            self.set_compat(compat)
         old_delays = {q.path: q.quota_preemption_delay_ns for q in self.queues}
         created, draining = self.queues.update(config.root)
         self.nodes.set_policy(policy, dict(config.nodesortpolicy.resourceweights))
         self.node_registry.follow_total()
-        self.config = config
         self.limits.configure(config, self.apps.values())
-        self.preemption.enabled = config.preemption.enabled
+        self.preemption.enabled = _preemption_on(config, self.settings.compat)
         self.quota.config_updated(config.preemption.quotapreemptionenabled, old_delays, now)
         report_queues_created(self.outcomes, created, now)
         for path in draining:
             self.outcomes.event(EventType.QUEUE, path, "QueueDraining",
                                 f"queue {path} removed from the config, draining", now)
         self._config_changes += 1
+
+    def set_compat(self, compat: Compat) -> None:
+        """Follow another compatibility switch from now on (the RM's extraConfig changed, or its
+        SI revision chose it): every behaviour reads it at its next decision; what the config
+        leaves to it (stateaware queues, ``preemption.enabled`` unset) follows at once."""
+        self.settings.compat = compat
+        self.queues.stateaware_fifo = compat.stateaware_is_fifo
+        self.preemption.enabled = _preemption_on(self.config, compat)
+        self._config_changes += 1  # a cycle may now act differently
 
     def set_group_lookup(self, group_lookup) -> None:
         """The partition's usergroupresolver changed (the worker built and checked the lookup)."""
@@ -443,6 +491,13 @@ class Partition:
             self._remove_node(RemoveNode(node_id), now)
 
 
+def _preemption_on(config: PartitionConfig, compat: Compat) -> bool:
+    """Queue preemption: ``preemption.enabled`` as configured; unset, YuniKorn's default of the
+    compatibility version (on since 1.4)."""
+    enabled = config.preemption.enabled
+    return compat.preemption_on_by_default if enabled is None else enabled
+
+
 def _ask_from(cmd: AddAsk, now: int, seq: int) -> Ask:
     tags = dict(cmd.tags)
     if tags:
@@ -467,6 +522,7 @@ _HANDLERS: dict[type, Callable[[Partition, object, int], None]] = {
     ReleaseAsk: Partition._release_ask,
     ReleaseAlloc: Partition._release_alloc,
     AddAllocation: Partition._place,
+    ResizeAllocation: Partition._resize,
     AddNode: Partition._add_node,
     UpdateNode: lambda p, cmd, now: p.node_registry.update(cmd, now),
     DrainNode: lambda p, cmd, now: p.node_registry.drain(cmd, now),

@@ -19,7 +19,12 @@ Queue preemption (partition ``preemption.enabled``): an ask with ``allowPreemptO
 fits no node, older than its leaf's ``preemption.delay`` (default 30 s; then retried at most
 once per delay, or next cycle when every node it could use was reserved by another
 preemptor), whose queue and every ancestor with a guarantee stay within the guarantee
-once it is placed (at least one guarantee on the path). Victims:
+once it is placed (at least one guarantee on the path), counting what is allocated there
+and every preemption in flight for it: the asks of its subtree holding a node their
+victims freed, not placed yet (``Reservation.preempting``), so several asks of one queue
+falling due together take no more than the guarantee (YuniKorn's
+``checkPreemptionQueueGuarantees``; a refusal is the ask's allocation log entry
+``Preemption queue guarantees check failed``). Victims:
 - only allocations whose ask allows it (``allowPreemptSelf`` and the ``allowPreemption``
   tag), no placeholders, no required-node allocations, effective priority (``priority.offset``
   / ``priority.policy: fence`` of the queue path applied) not above the preemptor's;
@@ -67,6 +72,7 @@ PREEMPTION_CANDIDATE_NODES = 1000  # nodes examined per attempt (bounded cost)
 # preemptors waited); a handful of feasible nodes gives the same choice on a uniform cluster.
 PREEMPTION_FEASIBLE_NODES = 16
 MSG_DAEMONSET = "preempting allocations to free up resources to run daemon set ask: {key}"
+MSG_GUARANTEE_CHECK = "Preemption queue guarantees check failed"  # YuniKorn's allocation log text
 _ALL_BUT_RESERVATION = tuple(s for s in CHAIN.stages if s is not RESERVATION)
 _UNITS = {"ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000, "h": 3_600_000_000_000}
 
@@ -198,7 +204,9 @@ class Preemption:
         preemptor about to be placed): that is retried next cycle, once the node is free."""
         leaf = app.queue
         ask.preempt_after_ns = now + max(delay, 1)  # rate limit: one attempt per delay
-        if not _within_guarantee(leaf, ask.resource):
+        if not _within_guarantee(leaf, ask.resource, self._in_flight(app, ask)):
+            count = ask.preemption_log[1] + 1 if ask.preemption_log else 1
+            ask.preemption_log = (MSG_GUARANTEE_CHECK, count, now)
             return False
         mine = set(leaf.chain())
         fence = None  # the outermost fenced queue of the path bounds where victims may be
@@ -242,6 +250,9 @@ class Preemption:
             self._ledger.unreserve_ask(app, ask)
         if node.reservation is None:
             self._ledger.reserve(app, ask, node, now)
+        held = app.reservations.get(ask.key)
+        if held is not None:
+            held.preempting = True  # in flight until placed: counts against the guarantees
         ask.triggered_preemption = True
         ask.preempt_after_ns = 0  # the next repeat may preempt at once; only failures wait
         self._outcomes.event(EventType.REQUEST, ask.key, "Preemption",
@@ -249,6 +260,24 @@ class Preemption:
                              f"of application {app.app_id} (queue {leaf.path} below its guarantee)", now,
                              group=app.app_id)
         return True
+
+    def _in_flight(self, app: "Application", ask: "Ask") -> dict["Queue", dict[str, int]]:
+        """Per queue, the resources of the preemptions in flight in its subtree: asks holding a
+        node their victims freed, not placed yet (``ask``'s own left out: it is the one being
+        judged). At most ``max_reservations`` reservations to read."""
+        out: dict["Queue", dict[str, int]] = {}
+        for res in self._ledger.reservations.values():
+            if not res.preempting or (res.ask_key == ask.key and res.app_id == app.app_id):
+                continue
+            owner = self._apps.get(res.app_id)
+            waiting = owner.asks.get(res.ask_key) if owner is not None else None
+            if waiting is None or waiting.pending <= 0:
+                continue
+            for x in owner.queue.chain():
+                acc = out.setdefault(x, {})
+                for k, v in waiting.resource._v.items():
+                    acc[k] = acc.get(k, 0) + v
+        return out
 
     def _victims_on(self, node: "Node", res: Resource, prio: int, mine: set,
                     fence: "Queue | None") -> tuple[list, int] | None:
@@ -305,9 +334,10 @@ def _size(r: Resource) -> int:
     return sum(r._v.values())
 
 
-def _within_guarantee(q: "Queue", res: Resource) -> bool:
+def _within_guarantee(q: "Queue", res: Resource, in_flight: Mapping["Queue", Mapping[str, int]]) -> bool:
     """Every queue of the path with a guarantee stays within it with ``res`` more (guaranteed
-    types only), and at least one has a guarantee."""
+    types only), counting its allocations and the preemptions in flight for it
+    (``in_flight``), and at least one has a guarantee."""
     any_g = False
     rv = res._v
     for x in q.chain():
@@ -316,9 +346,10 @@ def _within_guarantee(q: "Queue", res: Resource) -> bool:
             continue
         any_g = True
         gv, av = g._v, x.allocated._v
+        fv = in_flight.get(x, {})
         for k, v in rv.items():
             lim = gv.get(k)
-            if lim is not None and av.get(k, 0) + v > lim:
+            if lim is not None and av.get(k, 0) + fv.get(k, 0) + v > lim:
                 return False
     return any_g
 

@@ -97,7 +97,8 @@ class QuotaPreemption:
             self._arm(q, now, old_delays.get(q.path, q.quota_preemption_delay_ns))
 
     def recovered(self, leaf: "Queue", now: int) -> None:
-        """An allocation booked without a max check (recovery): arm the queues it took over."""
+        """An allocation booked or grown without a max check (recovery, an in-place resize):
+        arm the queues it took over."""
         if not self.enabled:
             return
         for q in leaf.chain():

@@ -58,7 +58,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .ledger import Ledger
     from .limits import Limit, LimitTracker
     from .node import Node, NodeCollection
-    from .objects import Allocation, Ask
+    from .objects import Allocation, Ask, Reservation
     from .outcomes import Outcomes
     from .preemption import Preemption
     from .settings import CoreSettings
@@ -151,6 +151,8 @@ class Scheduler:
                 continue
             hold = self.admit(app, ask.resource)
             if hold is not None and (hold.__class__ is tuple or hold.parent is not None):
+                if self._held_too_long(res, hold, c.now):
+                    continue  # cancelled: the ask is tried as any other, the node is free again
                 c.blocked.add(ask)
                 continue  # a user/group limit or a queue max holds it; the reservation stays
             if CHAIN.bind(ask, Purpose.ALLOCATE, apps).passes(node):
@@ -171,6 +173,22 @@ class Scheduler:
                 app.mark_exhausted()
             n += 1
         return n
+
+    def _held_too_long(self, res: "Reservation", hold: "tuple[Limit, str] | Queue", now: int) -> bool:
+        """A reservation whose ask a queue max or a user/group limit (``hold``) holds is cancelled
+        once YuniKorn's wait timeout has passed (compatibility 1.9+, YUNIKORN-3219: cancelled when
+        now - (created + timeout) > timeout, twice the timeout after it was made), with a NODE
+        event; True when it was."""
+        settings = self._settings
+        if not settings.compat.cancel_held_reservations \
+                or now - res.created_ns <= 2 * settings.reservation_wait_timeout_ns:
+            return False
+        self._ledger.unreserve(res)
+        held_by = f"a user/group limit of queue {hold[1]}" if hold.__class__ is tuple else f"the max of queue {hold.path}"
+        self._outcomes.event(EventType.NODE, res.node_id, "ReservationCancelled", (
+            f"reservation of node {res.node_id} for ask {res.ask_key} of application {res.app_id} cancelled: "
+            f"{held_by} held the ask past the reservation wait timeout"), now, group=res.ask_key)
+        return True
 
     # ------------------------------------------------------------------------------ queues
     def _try_queue(self, c: Cycle, q: Queue) -> "Allocation | None":

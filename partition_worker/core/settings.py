@@ -29,6 +29,10 @@ class CoreSettings:
     preemption_delay_ns: int = 30 * SECOND  # queue preemption.delay default (YuniKorn v1.3)
     reservation_delay_ns: int = 2 * SECOND  # an ask must be this old before it may reserve a node
     max_reservations: int = 256  # per partition; bounds the scan cost of reserving
+    # YuniKorn 1.9's reservationWaitTimeout (compatibility 1.9+): a reservation whose ask a queue
+    # max or a user/group limit holds is cancelled once older than twice this (YuniKorn's test:
+    # now - (created + timeout) > timeout)
+    reservation_wait_timeout_ns: int = 60 * MINUTE
     idle_cycle_interval_ns: int = SECOND  # cycle at this interval while asks are pending
     max_completed_apps: int = 10_000  # completed/failed/rejected apps kept for REST until expiry
     max_gone_apps: int = 10_000  # removed or expired apps remembered for `korral explain` (a few 100 B each)

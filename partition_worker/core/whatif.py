@@ -162,8 +162,7 @@ def _placement(p: "Partition", config: PartitionConfig, shadow: QueueTree) -> di
             continue
         cmd = AddApp(app.app_id, app.requested_queue, app.user, app.groups, dict(app.tags))
         try:
-            queue, _ = place_app(bridge, shadow, cmd, app.groups,
-                                 fallback=p.settings.compat.placement_fallback)
+            queue, _ = place_app(bridge, shadow, cmd, app.groups, p.settings.compat)
         except PlacementRejected as r:
             rejected.append({"applicationID": app.app_id, "user": app.user, "queue": app.queue.path,
                              "reason": r.reason + (f" ({r.detail})" if r.detail else "")})

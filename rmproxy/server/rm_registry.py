@@ -24,7 +24,6 @@ from typing import Any, Protocol
 import grpc
 
 from common import korral_pb2, registry, si_pb2
-from common.compat import Compat, compat_warnings, parse_compat
 from common.config import SchedulerConfig, config_checksum, load_config
 from common.config.errors import ConfigError
 from common.config.extra import check_extra_config
@@ -73,14 +72,14 @@ class RMListener(Protocol):
     def registered(self, rm_id: str) -> None: ...
 
 
-def _read_config(req: Any) -> tuple[SchedulerConfig, Compat]:
-    """The request's config and compatibility switch; ``ConfigError`` naming what is wrong
-    (queues.yaml, or every extraConfig key Korral reads with a value it cannot use)."""
+def _read_config(req: Any) -> SchedulerConfig:
+    """The request's config; ``ConfigError`` naming what is wrong (queues.yaml, or every
+    extraConfig key Korral reads with a value it cannot use, the compatibility switch too)."""
     config = load_config(req.config)
     errors = check_extra_config(req.extraConfig)
     if errors:
         raise ConfigError(errors)
-    return config, parse_compat(req.extraConfig)  # checked just above: cannot raise
+    return config
 
 
 def _keeping_operator_config(req: si_pb2.RegisterResourceManagerRequest, old: RMSession | None,
@@ -129,13 +128,13 @@ class RMRegistry:
         req = _keeping_operator_config(req, old, sent)
         try:
             declared = declared_revision(req.buildInfo)
-            config, compat = _read_config(req)
+            config = _read_config(req)
         except (ConfigError, ValueError) as exc:  # ValueError: an unknown si.revision
             kept = (f"; RM {req.rmID} keeps its current registration and partitions"
                     if old is not None else "")
             raise RegistrationError(grpc.StatusCode.INVALID_ARGUMENT,
                                     f"registration of RM failed: RM {req.rmID}: {exc}{kept}") from None
-        for warning in (*config.warnings, *compat_warnings(config, compat)):
+        for warning in config.warnings:
             log.warning("RM %s config: %s", req.rmID, warning)
         partitions = [p.name for p in config.partitions]
         reg = registry.Registration(
@@ -184,6 +183,7 @@ class RMRegistry:
                 f"{REGISTER_TIMEOUT:.0f}s{where}: {NO_WORKER_ADVICE}")
         log.info("registered RM %s with partitions %s, SI revision %s", req.rmID, partitions,
                  f"{declared} ({revision.DECLARED})" if declared else "to be decided by its messages")
+        rm.log_compatibility("at registration", config)
         for listener in self.listeners:
             listener.registered(req.rmID)
         return before
@@ -195,8 +195,10 @@ class RMRegistry:
             return None
 
     def rm_report(self) -> dict[str, dict]:
-        """This rmproxy's RMs as it holds them now: rmID -> {"state", "partitions"}."""
-        return {rm.rm_id: {"state": rm.state.value, "partitions": rm.partitions} for rm in self.rms.values()}
+        """This rmproxy's RMs as it holds them now: rmID -> {"state", "partitions",
+        "compatibility"} (the switch in effect and where it came from)."""
+        return {rm.rm_id: {"state": rm.state.value, "partitions": rm.partitions,
+                           "compatibility": rm.compatibility().as_dict()} for rm in self.rms.values()}
 
     # -- ownership, as the broker side tells it ---------------------------------------------
 
@@ -299,11 +301,11 @@ class RMRegistry:
         """
         rm = self.active_rm(req.rmID)
         try:
-            config, compat = _read_config(req)
+            config = _read_config(req)
         except ConfigError as exc:
             raise ConfigUpdateError(grpc.StatusCode.INVALID_ARGUMENT,
                                     f"update of configuration failed: RM {req.rmID}: {exc}") from None
-        for warning in (*config.warnings, *compat_warnings(config, compat)):
+        for warning in config.warnings:
             log.warning("RM %s config: %s", req.rmID, warning)
         names = [p.name for p in config.partitions]
         kept = [p for p in names if p in rm.partitions]
@@ -335,7 +337,10 @@ class RMRegistry:
         except Exception as exc:
             raise ConfigUpdateError(grpc.StatusCode.UNAVAILABLE,
                                     f"update of configuration failed: Redis unavailable: {exc}") from None
+        before = rm.compatibility()
         rm.registration = reg
+        if rm.compatibility() != before:
+            rm.log_compatibility(f"by the config update (was {before.describe()})", config)
         await asyncio.gather(*(self.ask_worker(rm, p, Kind.PARTITION_REMOVE, PartitionRemove()) for p in removed))
         for p in removed:
             rm.epochs.pop(p, None)

@@ -10,13 +10,19 @@ from __future__ import annotations
 import asyncio
 import collections
 import enum
+import logging
 import time
 from dataclasses import dataclass, field
 
+from common.compat import SEEDS, CompatChoice, choose, compat_warnings
+from common.config import SchedulerConfig, load_config
+from common.config.errors import ConfigError
 from common.registry import Registration
 from common.si_revision import Revision
 
 __all__ = ["RMSession", "RMState", "Close", "BUFFER_LIMIT", "HELD_LIMIT", "STREAM_KINDS"]
+
+log = logging.getLogger("korral.rmproxy")
 
 BUFFER_LIMIT = 10_000  # responses kept per stream kind while no stream is attached
 HELD_LIMIT = 10_000  # requests kept while their partition has no worker
@@ -72,6 +78,31 @@ class RMSession:
     revision: Revision | None = None
     revision_why: str = ""
     revision_told: dict[str, int] = field(default_factory=dict)
+
+    def compatibility(self) -> CompatChoice:
+        """The compatibility switch in effect for the RM (``common.compat.choose``): from its
+        registration's extraConfig and buildInfo and the SI revision it speaks."""
+        reg = self.registration
+        try:
+            return choose(reg.extra_config if reg else None, reg.build_info if reg else None, self.revision)
+        except ValueError as exc:  # refused at registration: only an old registration can hold it
+            return CompatChoice(SEEDS, "default", f"the registration's value is unusable: {exc}")
+
+    def log_compatibility(self, why: str, config: SchedulerConfig | None = None) -> CompatChoice:
+        """Log the switch in effect (``why``: what chose it now) and what it changes in the RM's
+        config (``config``, else the registration's) that its author should know."""
+        choice = self.compatibility()
+        log.info("RM %s: compatibility %s, %s", self.rm_id, choice.describe(), why)
+        for warning in choice.warnings:
+            log.warning("RM %s: %s", self.rm_id, warning)
+        if config is None and self.registration is not None:
+            try:
+                config = load_config(self.registration.config)
+            except ConfigError:
+                config = None  # (validated at registration)
+        for warning in compat_warnings(config, choice.compat) if config is not None else ():
+            log.warning("RM %s config: %s", self.rm_id, warning)
+        return choice
 
     def hold(self, stream: str, partition: str, request, deadline: float) -> None:
         self.held.append((deadline, stream, partition, request))

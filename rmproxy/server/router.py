@@ -56,6 +56,7 @@ class Router:
         Raises ``revision.RevisionError`` (nothing applied) when the RM's SI revision forbids it."""
         if revision.settle(rm, stream, req) is not None:
             log.info("RM %s speaks SI revision %s (%s)", rm.rm_id, rm.revision, rm.revision_why)
+            rm.log_compatibility(f"now that its SI revision is {rm.revision}")
             for partition, epoch in list(rm.epochs.items()):
                 self._tell_revision(rm, partition, epoch)
         _, splitter, _, _ = split.STREAMS[stream]

@@ -1,4 +1,4 @@
-"""Snapshot views carry YuniKorn 1.10's REST field names (``pkg/webservice/dao``), every one of
+"""Snapshot views carry YuniKorn 1.9's REST field names (``pkg/webservice/dao``), every one of
 them present (Korral does not omit empty fields), plus v1.2's fields YuniKorn dropped."""
 
 import json
@@ -13,7 +13,7 @@ from partition_worker.core.dao import (node_utilisation, partition_snapshot, pla
                                        queue_dao, utilisation_bucket)
 from tests.core.harness import SECOND, Harness, partition_config, q, res
 
-# YuniKorn 1.10's keys (dao/*.go), then the v1.2 keys Korral still sends
+# YuniKorn 1.9's keys (dao/*.go), then the v1.2 keys Korral still sends
 QUEUE_KEYS = {"queuename", "status", "partition", "pendingResource", "maxResource", "guaranteedResource",
               "allocatedResource", "preemptingResource", "headroom", "isLeaf", "isManaged", "properties",
               "parent", "template", "children", "childNames", "absUsedCapacity", "maxRunningApps",

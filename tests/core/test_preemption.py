@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from common.config.model import PreemptionConfig
 from common.constants import TAG_REQUIRED_NODE
+from partition_worker.core.commands import ReleaseAlloc, ReleaseAsk
 from partition_worker.core.outcomes import Termination
 from tests.core.harness import SECOND, Harness, partition_config, q
 
@@ -237,3 +238,107 @@ def test_a_reserved_ask_waits_for_the_preemption_delay_too():
     assert not _preempted(h)
     h.step(3 * SECOND)
     assert len(_preempted(h)) == 1
+
+
+# -- preemptions in flight count against the preemptor's guarantee ------------------------------
+# The issue's case: 10 nodes of memory 100, root.a guaranteed 600, root.b guaranteed 200 (both
+# preemption.delay 1s), b fills the cluster, a asks 8 x 100. YuniKorn preempts 6 (a reaches its
+# guarantee, its 7th and 8th asks wait); counting only what a has allocated took 8.
+
+def _guarantee_case(b_priorities=(0,) * 10, root=None) -> Harness:
+    root = root or q("root", q("a", guaranteed={"memory": 600}, props={"preemption.delay": "1s"}),
+                     q("b", guaranteed={"memory": 200}, props={"preemption.delay": "1s"}), submitacl="*")
+    h = Harness(config=replace(partition_config(root), preemption=PreemptionConfig(enabled=True)))
+    h.nodes(10, memory=100, vcore=100)
+    h.app("bapp", "root.b", "bob")
+    for i, prio in enumerate(b_priorities):
+        h.ask(f"b{i}", "bapp", memory=100, priority=prio)
+    h.step(1)
+    assert len(h.log.allocations) == 10
+    return h
+
+
+def _memory(h: Harness, path: str) -> int:
+    return h.p.queues.find(path).allocated.get("memory")
+
+
+def _confirm_late(h: Harness) -> None:
+    """The RM confirms every victim's release (as the k8s shim does once the pod is gone)."""
+    h.do(*[ReleaseAlloc(r.app_id, r.uuid, Termination.PREEMPTED_BY_SCHEDULER, "", r.allocation_key)
+           for r in _preempted(h)])
+
+
+def _asks_of(h: Harness, app: str, keys, queue: str = "root.a") -> None:
+    if app not in h.p.apps:
+        h.app(app, queue, "alice")
+    for key in keys:
+        h.ask(key, app, memory=100)
+
+
+def test_asks_falling_due_in_one_cycle_take_no_more_than_the_guarantee():
+    h = _guarantee_case()
+    _asks_of(h, "aapp", [f"a{i}" for i in range(8)])
+    h.step(SECOND)  # all eight due in this cycle
+    assert len(_preempted(h)) == 6
+    waiting = h.p.apps["aapp"].asks
+    assert sum(1 for a in waiting.values() if a.reserved_node) == 6  # in flight: nodes freed for them
+    refused = [k for k, a in waiting.items() if a.preemption_log]
+    assert len(refused) == 2 and all(waiting[k].preemption_log[0] == "Preemption queue guarantees check failed"
+                                     for k in refused)
+    h.step(1)
+    assert (_memory(h, "root.a"), _memory(h, "root.b")) == (600, 400)
+    _confirm_late(h)  # the victims' confirmations change nothing
+    for _ in range(3):
+        h.step(SECOND)  # the 7th and 8th retry once per delay and are refused again
+    assert len(_preempted(h)) == 6 and (_memory(h, "root.a"), _memory(h, "root.b")) == (600, 400)
+    assert all(waiting[k].pending == 1 and waiting[k].preemption_log[1] >= 2 for k in refused)
+
+
+def test_asks_falling_due_across_cycles_count_what_was_placed_and_what_is_in_flight():
+    h = _guarantee_case()
+    _asks_of(h, "aapp", [f"a{i}" for i in range(4)])
+    h.step(SECOND // 2)
+    _asks_of(h, "aapp", [f"a{i}" for i in range(4, 8)])  # due half a second later
+    h.step(SECOND // 2)
+    assert len(_preempted(h)) == 4  # the first four, in flight until the next cycle places them
+    h.step(SECOND // 2)  # places the four, then the next four fall due
+    assert _memory(h, "root.a") == 400 and len(_preempted(h)) == 6
+    h.step(1)
+    _confirm_late(h)
+    h.step(2 * SECOND)
+    assert len(_preempted(h)) == 6 and (_memory(h, "root.a"), _memory(h, "root.b")) == (600, 400)
+
+
+def test_in_flight_preemptions_of_sibling_queues_count_against_their_parents_guarantee():
+    root = q("root", q("p", q("a1", props={"preemption.delay": "1s"}), q("a2", props={"preemption.delay": "1s"}),
+                       guaranteed={"memory": 600}, parent=True),
+             q("b", guaranteed={"memory": 200}), submitacl="*")
+    h = _guarantee_case(root=root)
+    _asks_of(h, "one", [f"x{i}" for i in range(4)], "root.p.a1")
+    _asks_of(h, "two", [f"y{i}" for i in range(4)], "root.p.a2")
+    h.step(SECOND)
+    h.step(1)
+    assert len(_preempted(h)) == 6 and _memory(h, "root.p") == 600 and _memory(h, "root.b") == 400
+
+
+def test_an_in_flight_ask_the_rm_withdraws_frees_its_share_and_nothing_more_is_taken():
+    h = _guarantee_case()
+    _asks_of(h, "aapp", [f"a{i}" for i in range(8)])
+    h.step(SECOND)
+    in_flight = sorted(k for k, a in h.p.apps["aapp"].asks.items() if a.reserved_node)
+    h.do(ReleaseAsk("aapp", in_flight[0]), ReleaseAsk("aapp", in_flight[1]))  # before they are placed
+    h.step(1)  # the two waiting asks take the room freed for the withdrawn ones: no new victims
+    assert len(_preempted(h)) == 6 and _memory(h, "root.a") == 600
+    h.step(2 * SECOND)
+    assert len(_preempted(h)) == 6 and _memory(h, "root.b") == 400
+
+
+def test_only_victims_of_a_priority_not_above_the_asks_are_taken():
+    h = _guarantee_case(b_priorities=(0, 10) * 5)
+    _asks_of(h, "aapp", [f"a{i}" for i in range(8)])
+    h.step(SECOND)
+    h.step(1)
+    preempted = _preempted(h)
+    assert len(preempted) == 5 and {h.p.apps["bapp"].asks.get(r.allocation_key) for r in preempted} == {None}
+    assert all(int(r.allocation_key[1:]) % 2 == 0 for r in preempted)  # the priority-0 ones
+    assert (_memory(h, "root.a"), _memory(h, "root.b")) == (500, 500)

@@ -1,4 +1,4 @@
-"""YuniKorn 1.8-1.10 semantics on the pure core (docs/yunikorn-compat.md, "Scheduling semantics"):
+"""YuniKorn 1.8-1.9 semantics on the pure core (docs/yunikorn-compat.md, "Scheduling semantics"):
 unschedulable-ask backoff, foreign allocations, app usage and summary, and the compatibility
 switch's behaviours, each tested both ways where the seeds and today differ."""
 
@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from common.compat import Compat, parse_compat
+from common.compat import NEWEST, Compat
 from common.config.model import PlacementRuleConfig, PreemptionConfig
 from partition_worker.core.app_usage import summary_line
 from partition_worker.core.commands import AddForeign, ReleaseForeign, RemoveApp, ReleaseAlloc
@@ -16,7 +16,7 @@ from partition_worker.core.outcomes import Termination
 from partition_worker.core.settings import CoreSettings
 from tests.core.harness import SECOND, Harness, partition_config, q, res
 
-TODAY = Compat((1, 10))
+TODAY = Compat(NEWEST)
 
 
 def _h(root=None, compat: Compat | None = None, rules=(), preemption: bool = False) -> Harness:
@@ -24,19 +24,6 @@ def _h(root=None, compat: Compat | None = None, rules=(), preemption: bool = Fal
     if preemption:
         cfg = replace(cfg, preemption=PreemptionConfig(enabled=True))
     return Harness(config=cfg, settings=CoreSettings(compat=compat or Compat()))
-
-
-# ------------------------------------------------------------------------------ the switch
-@pytest.mark.parametrize("raw, want", [(None, "1.2"), ("", "1.2"), ("1.2", "1.2"), (" 1.10 ", "1.10"), ("1.8", "1.8")])
-def test_the_switch_reads_yunikorn_versions(raw, want):
-    extra = {} if raw is None else {"korral.compatibility": raw}
-    assert parse_compat(extra).text == want
-
-
-@pytest.mark.parametrize("raw", ["1.11", "2.0", "latest", "1.5"])
-def test_an_unknown_switch_value_names_the_key_and_the_values(raw):
-    with pytest.raises(ValueError, match=r"extraConfig korral.compatibility: unknown value .* use one of 1.2, 1.6"):
-        parse_compat({"korral.compatibility": raw})
 
 
 # ------------------------------------------------------------------------------ backoff

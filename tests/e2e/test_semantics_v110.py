@@ -1,4 +1,4 @@
-"""YuniKorn 1.8-1.10 semantics through a real stack (``korral up``): the compatibility switch
+"""YuniKorn 1.8-1.9 semantics through a real stack (``korral up``): the compatibility switch
 (both ways), quota-change preemption after a config update, foreign allocations, the app
 summary log line, the unchanged-checksum reload, and bad input refused naming the key."""
 
@@ -50,7 +50,7 @@ def allocations(rm: SIRM, n: int, timeout: float = 15) -> list:
     return rm.collect("allocation", "new", n, timeout)
 
 
-@pytest.mark.parametrize("compat, placed", [("", False), ("1.10", True)])
+@pytest.mark.parametrize("compat, placed", [("", False), ("1.9", True)])
 def test_placement_fallback_follows_the_switch(module_stack, compat, placed):
     rm = SIRM(module_stack.si_address, f"rm-fallback-{compat or 'seeds'}")
     try:

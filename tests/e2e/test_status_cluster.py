@@ -35,7 +35,11 @@ def test_status_shows_workers_partitions_and_rms_from_any_entry_point(stack):
             owners = [w for w in doc["workers"] if w["partition"] == "rm-status/default"]
             assert len(owners) == 1 and owners[0]["epoch"] >= 1 and owners[0]["heartbeatAge"] < 3
             assert len(doc["workers"]) == 2  # one owner, one spare
-            assert rms["rm-status"] == {"state": "Running", "partitions": ["default"]}
+            shown = rms["rm-status"]
+            assert {k: shown[k] for k in ("state", "partitions")} == {"state": "Running", "partitions": ["default"]}
+            # no message only one SI revision has yet: the seeds' switch, saying why
+            assert {k: shown["compatibility"][k] for k in ("version", "source")} == {"version": "1.2",
+                                                                                     "source": "default"}
             assert {"rmID": "rm-status", "partition": "default", "worker": owners[0]["name"],
                     "epoch": owners[0]["epoch"], "loaded": True, "lastEpoch": owners[0]["epoch"],
                     "state": "owned"} in doc["partitions"]

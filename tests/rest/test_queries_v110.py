@@ -1,4 +1,4 @@
-"""The worker-side answers added for YuniKorn 1.10's paths (``partition_worker.queries``) on a real
+"""The worker-side answers added for YuniKorn 1.9's paths (``partition_worker.queries``) on a real
 PartitionSession: applications by state, events by id, node utilisation, placement rules."""
 
 from __future__ import annotations
@@ -77,7 +77,8 @@ def test_events_carry_todays_record_fields(s) -> None:
     assert (node["type"], node["eventChangeType"], node["reason"]) == (3, 2, "NodeAdded")  # NODE, ADD
     running = next(e for e in events if e["objectID"] == "app1" and e.get("eventChangeDetail") == 206)
     assert running["type"] == 2 and running["eventChangeType"] == 1  # APP, SET, APP_RUNNING
-    rejected = next(e for e in events if e["objectID"] == "ghost")
+    added, rejected = (e for e in events if e["objectID"] == "ghost")  # recorded before placement, as YuniKorn
+    assert (added["eventChangeType"], added["eventChangeDetail"]) == (2, 203)  # ADD, APP_NEW
     assert rejected["eventChangeDetail"] == 202 and rejected["resource"] == {}  # APP_REJECT
     assert all("groupID" not in e and e["partition"] == "default" for e in events)
 

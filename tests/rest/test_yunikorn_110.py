@@ -1,4 +1,4 @@
-"""YuniKorn 1.10's REST paths, shapes and response rules through a real stack (``korral up``):
+"""YuniKorn 1.9's REST paths, shapes and response rules through a real stack (``korral up``):
 node utilisations, applications by state, placement rules, the queue's subtree, today's DAO
 fields, gzip, the ``/debug`` paths, and the event stream (docs/yunikorn-compat.md)."""
 

@@ -76,7 +76,7 @@ class _Store:
         self.text = text
 
     def load(self, rm_id: str):
-        return SimpleNamespace(config=self.text, extra_config={})
+        return SimpleNamespace(config=self.text, extra_config={}, build_info={})
 
 
 def test_the_worker_switches_to_ldap_and_keeps_the_old_resolver_when_ldap_is_unusable(slapd, tmp_path):

@@ -15,7 +15,7 @@ CONFIG = "partitions:\n  - name: default\n    queues:\n      - name: root\n"
 
 class _Store:
     def load(self, rm_id: str):
-        return SimpleNamespace(config=CONFIG, extra_config={"korral.compatibility": "1.10"})
+        return SimpleNamespace(config=CONFIG, extra_config={"korral.compatibility": "1.8"}, build_info={})
 
 
 def test_the_session_starts_at_the_worker_clock_with_the_os_group_lookup() -> None:
@@ -27,4 +27,4 @@ def test_the_session_starts_at_the_worker_clock_with_the_os_group_lookup() -> No
     assert before <= session.core.state_time_ns <= time.time_ns()
     assert session.core.settings.group_lookup is os_lookup
     assert session.core.settings.stage_timer is not None
-    assert session.core.settings.compat.text == "1.10"  # the RM's extraConfig switch
+    assert session.core.settings.compat.text == "1.8"  # the RM's extraConfig switch

@@ -1,7 +1,7 @@
 """rmproxy's REST server: YuniKorn's REST API, Korral's own views, Prometheus metrics and the
 dashboard, on one aiohttp app (``build_app``, run by ``rmproxy.server.main``).
 
-- every ``/ws/v1`` path of YuniKorn v1.2 (/work/shared/REST_API.md) and those added up to 1.10
+- every ``/ws/v1`` path of YuniKorn v1.2 (/work/shared/REST_API.md) and those added up to 1.9
   (docs/yunikorn-compat.md), aggregated over all partitions of the stack by querying their
   workers through the broker (``cluster.ClusterReader``); events batched and streamed
   (``events``); the state dump and the stack under ``/debug`` (``state``, ``debug``);

@@ -1,5 +1,5 @@
 """``/ws/v1/events/batch`` and ``/ws/v1/events/stream``: the events of every partition, in YuniKorn
-1.10's record shape (``partition_worker.events``).
+1.9's record shape (``partition_worker.events``).
 
 Events are produced by each partition's core and kept by its worker in a ring (ids 0, 1, 2, ...
 per partition session). A batch asks each worker for a slice of its ring. A stream on any

@@ -81,7 +81,8 @@ class KorralApi:
             "broker": self.broker.connected,
             "cluster": self.broker.cluster(),
             "rms": [{"rmID": rm.rm_id, "state": rm.state.value, "partitions": rm.partitions,
-                     "epochs": rm.epochs} for rm in self.reader.rms.values()],
+                     "epochs": rm.epochs, "compatibility": rm.compatibility().as_dict()}
+                    for rm in self.reader.rms.values()],
         })
 
     async def processes(self, request: web.Request) -> web.Response:
@@ -94,14 +95,16 @@ class KorralApi:
         held = {rm.rm_id: rm for rm in self.reader.rms.values()}
         rms = [{"rmID": rm.rm_id, "state": rm.state.value, "proxy": me.name, "partitions": rm.partitions,
                 "epochs": rm.epochs, "streams": sorted(rm.streams), "subscribers": len(rm.subscribers),
-                "droppedResponses": rm.dropped_responses} for rm in held.values()]
+                "droppedResponses": rm.dropped_responses, "compatibility": rm.compatibility().as_dict()}
+               for rm in held.values()]
         remote = self.reader.remote_rms()
         targets = self.reader.targets()
         for rm_id in sorted(({t.rm_id for t in targets} | set(remote)) - set(held)):
             holder, info = remote.get(rm_id, (None, {}))
             rms.append({"rmID": rm_id, "state": info.get("state", "Unknown"), "proxy": holder,
                         "partitions": info.get("partitions") or [t.partition for t in targets if t.rm_id == rm_id],
-                        "epochs": {}, "streams": [], "subscribers": 0, "droppedResponses": 0})
+                        "epochs": {}, "streams": [], "subscribers": 0, "droppedResponses": 0,
+                        "compatibility": info.get("compatibility")})
         return {
             "time": time.time_ns(),
             "rmproxy": {"name": me.name, "pid": os.getpid(), "brokerConnected": broker.connected,

@@ -2,7 +2,7 @@
 between two cycles of its worker) plus the RMs' registrations and their own dumps, the health
 checks, the history and the stack (docs/rest.md).
 
-``GET /debug/fullstatedump`` answers YuniKorn 1.10's lower-camel keys (``timestamp``,
+``GET /debug/fullstatedump`` answers YuniKorn 1.9's lower-camel keys (``timestamp``,
 ``partitions``, ...); the v1.2 path ``GET /ws/v1/fullstatedump`` answers the same document with
 v1.2's capitalised keys (``Timestamp``, ``Partitions``, ..., ``RMDiagnostics``), which its
 clients (``korral dump`` among them) read.
@@ -64,7 +64,7 @@ class StateApi:
         return await _poll_rm_dumps(store, asked, RM_DUMP_WAIT)
 
     async def dump(self, request: web.Request) -> web.StreamResponse:
-        """YuniKorn 1.10's dump (``/debug/fullstatedump``)."""
+        """YuniKorn 1.9's dump (``/debug/fullstatedump``)."""
         return await self._answer(request, lambda doc: doc)
 
     async def dump_v12(self, request: web.Request) -> web.StreamResponse:

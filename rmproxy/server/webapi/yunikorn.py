@@ -1,5 +1,5 @@
 """Handlers of YuniKorn's ``/ws/v1`` read paths: v1.2's (/work/shared/REST_API.md) and those
-added up to 1.10 (``applications/{state}``, ``placementrules``, ``scheduler/node-utilizations``;
+added up to 1.9 (``applications/{state}``, ``placementrules``, ``scheduler/node-utilizations``;
 docs/yunikorn-compat.md). Events are ``events``, the dump ``state``.
 
 Each handler asks the owning workers through ``ClusterReader`` and reshapes nothing the
