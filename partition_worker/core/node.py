@@ -57,6 +57,9 @@ class Node:
     labels: dict[str, str] | None = None
     # foreign allocations here (key -> foreign.ForeignAllocation), counted in ``occupied``
     foreign: dict[str, object] = field(default_factory=dict)
+    # ``open_for_asks`` as of the last time the collection looked at the node's state (add,
+    # refresh, update): an allocation does not change it, so the hot path reads this
+    open: bool = True
 
     def recompute_available(self) -> None:
         self.available = self.capacity.sub(self.occupied).sub(self.allocated)
@@ -121,6 +124,7 @@ class NodeCollection:
         self.order = []
         self.full = {}
         for node in self.nodes.values():
+            node.open = open_for_asks(node)
             node.sort_key = (self._score(node), node.node_id)
             if self._is_full(node):
                 self.full[node.node_id] = node
@@ -142,10 +146,11 @@ class NodeCollection:
         return score
 
     def _is_full(self, node: Node) -> bool:
-        """Set aside: not ``open_for_asks`` (drained, not ready or reserved: the feasibility
-        chain rejects it for every ask without a reservation), or a weighted type used up
-        (the chain's resources stage rejects every ask that requests every weighted type)."""
-        if not open_for_asks(node):
+        """Set aside: not ``open_for_asks`` (a pre-filtering check of the feasibility chain,
+        e.g. drained, not ready or reserved, rejects it for every ask without a reservation;
+        cached in ``Node.open``), or a weighted type used up (the chain's resources check
+        rejects every ask that requests every weighted type)."""
+        if not node.open:
             return True
         avail = node.available._v
         for k in self._wkeys:
@@ -172,6 +177,7 @@ class NodeCollection:
 
     def add(self, node: Node) -> None:
         node.recompute_available()
+        node.open = open_for_asks(node)
         node.sort_key = (self._score(node), node.node_id)
         self.nodes[node.node_id] = node
         if self._is_full(node):
@@ -215,11 +221,13 @@ class NodeCollection:
 
     def refresh(self, node: Node) -> None:
         """Re-place ``node`` after its drain/ready/reservation state changed."""
+        node.open = open_for_asks(node)
         self._replace(node)
 
     def update(self, node: Node) -> None:
-        """Re-place ``node`` after its capacity/occupied/allocated changed."""
+        """Re-place ``node`` after its capacity/occupied/allocated or attributes changed."""
         node.recompute_available()
+        node.open = open_for_asks(node)
         self._replace(node)
 
     def update_allocated(self, node: Node, delta: Resource, sign: int) -> None:

@@ -3,14 +3,15 @@
 What it owns: walking the node order (policy order, set-aside nodes excluded) and the
 per-cycle memo of sizes that fitted no node. Who may use it: ``scheduler`` and
 ``reservations`` (the reserved-asks pass). The predicates are the one chain of
-``feasibility``; this module only decides where to look and in which order.
+``feasibility`` (``Chain.walker``: the checks the node order has not pre-filtered by); this
+module only decides where to look and in which order.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .feasibility import CHAIN, RESOURCES, SELECTOR, Purpose, open_for_asks
+from .feasibility import CHAIN, Purpose, is_plain, open_for_asks
 
 if TYPE_CHECKING:  # pragma: no cover
     from common.resources import Resource
@@ -45,9 +46,9 @@ def find_node(c, ask: "Ask") -> "Node | None":
     reservation there, that reservation is cancelled (YuniKorn v1.2). Other asks walk
     ``NodeCollection.order``, which holds only nodes ``open_for_asks`` (an ask's own reserved
     node is not among them: the reserved pass tries it before calling this), checking the
-    resources and selector stages inline; the nodes set aside for a used-up weighted type are
-    looked at only by an ask that leaves such a type at zero. A plain ask at least as large
-    as one that already fitted no node this cycle is not tried again."""
+    checks that do not pre-filter (``Chain.walker``); the nodes set aside for a used-up
+    weighted type are looked at only by an ask that leaves such a type at zero. A plain ask at
+    least as large as one that already fitted no node this cycle is not tried again."""
     p = c.p
     nodes = p.nodes
     res = ask.resource
@@ -59,19 +60,18 @@ def find_node(c, ask: "Ask") -> "Node | None":
         if held is not None and (held.app_id, held.ask_key) != (ask.app_id, ask.key):
             p.ledger.unreserve(held)  # an ordinary ask's reservation yields to a daemon-set ask
         return node
-    plain = not ask.selector
+    plain = is_plain(ask)
     if plain and c.failed_shapes and known_to_fail(c.failed_shapes, res):
         return None
-    rv = res._v
-    has_room, matches = RESOURCES.has_room, SELECTOR.matches
+    passes = CHAIN.walker(ask, p.apps).in_order
     byid = nodes.nodes
     for key in nodes.order:
         node = byid[key[1]]
-        if has_room(rv, node) and (plain or matches(node, ask)):
+        if passes(node):
             return node
     if nodes.full and nodes.needs_full_scan(res):  # rare: e.g. a best-effort ask
         for node in nodes.full_in_order():
-            if open_for_asks(node) and has_room(rv, node) and (plain or matches(node, ask)):
+            if open_for_asks(node) and passes(node):
                 return node
     if plain:
         remember_failure(c.failed_shapes, res)

@@ -62,7 +62,7 @@ PREEMPTION_CANDIDATE_NODES = 1000  # nodes examined per attempt (bounded cost)
 # preemptors waited); a handful of feasible nodes gives the same choice on a uniform cluster.
 PREEMPTION_FEASIBLE_NODES = 16
 MSG_DAEMONSET = "preempting allocations to free up resources to run daemon set ask: {key}"
-_ALL_BUT_RESERVATION = tuple(s for s in CHAIN.stages if s is not RESERVATION)
+_ALL_BUT_RESERVATION = tuple(c for c in CHAIN.checks if c is not RESERVATION)
 _UNITS = {"ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000, "h": 3_600_000_000_000}
 
 

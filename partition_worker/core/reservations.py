@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .app_state import AppState
-from .feasibility import CHAIN, RESOURCES, Purpose
+from .feasibility import CHAIN, RESOURCES, Purpose, is_plain
 from .node_choice import find_node, known_to_fail, remember_failure
 from .preemption import budgeted_queue_preemption, try_required_node_preemption
 
@@ -47,7 +47,7 @@ def maybe_reserve(c, app: "Application", ask: "Ask") -> int:
     if ask.reserved_node or c.now - ask.create_time_ns < p.settings.reservation_delay_ns:
         return NOT_RESERVED
     res = ask.resource
-    chain = CHAIN.bind(ask, Purpose.RESERVE, p.apps)
+    chain = CHAIN.bind(ask, Purpose.RESERVE, p.apps, nodes=p.nodes)
     if ask.required_node:
         node = p.nodes.get(ask.required_node)
         if node is None:
@@ -62,7 +62,7 @@ def maybe_reserve(c, app: "Application", ask: "Ask") -> int:
             return NO_NODE  # its node cannot hold it even empty
         p.ledger.reserve(app, ask, node, c.now)
         return RESERVED
-    plain = not ask.selector
+    plain = is_plain(ask)
     if plain and c.unreservable and known_to_fail(c.unreservable, res):
         return NO_NODE
     best, best_score = None, 0.0

@@ -38,6 +38,7 @@ from common.resources import Resource
 from .app_state import AppState
 from .backoff import start_backoff
 from .fair_share import fair_share
+from .feasibility import is_plain
 from .limits import describe as describe_limit
 from .outcomes import EventType, SchedState
 from .node_choice import find_node
@@ -459,7 +460,7 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
                     blocked.add(ask)
                 i += 1
                 continue
-        plain = not ask.selector and not ask.required_node
+        plain = is_plain(ask)
         if plain and last_res is not None and res == last_res:
             blocker = last_blocker
         else:

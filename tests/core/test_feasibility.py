@@ -38,10 +38,10 @@ def _node(node_id="n1", cap=(100, 10), used=(0, 0), occupied=(0, 0), schedulable
     return n
 
 
-def _ask(key="k", app_id="app1", memory=10, required="", selector=()) -> Ask:
+def _ask(key="k", app_id="app1", memory=10, required="", selector=(), reserved="") -> Ask:
     return Ask(key=key, app_id=app_id, resource=Resource({"memory": memory, "vcore": 1}),
                max_allocations=1, pending=1, priority=0, create_time_ns=0, seq=1,
-               required_node=required, selector=tuple(selector))
+               required_node=required, selector=tuple(selector), reserved_node=reserved)
 
 
 def _apps(**asks_by_app: list[Ask]) -> dict[str, Application]:
@@ -66,7 +66,7 @@ REJECTION_CASES = [
     ("node not ready", _node(ready=False), _ask(), A, {}, Rejection("ready", "node not ready", True)),
     ("node reserved by another ask", _node(reserved_by=("other", "held")), _ask(), A, ORDINARY_HOLDER,
      Rejection("reservation", "node reserved by another ask", True)),
-    ("node reserved by the ask itself", _node(reserved_by=("app1", "k")), _ask(), A, {}, None),
+    ("node reserved by the ask itself", _node(reserved_by=("app1", "k")), _ask(reserved="n1"), A, {}, None),
     ("daemon set ask takes an ordinary reservation", _node(reserved_by=("other", "held")),
      _ask(required="n1"), A, ORDINARY_HOLDER, None),
     ("daemon set ask does not take another daemon set's reservation",
@@ -103,8 +103,8 @@ def test_each_stage_rejects_with_its_reason_and_says_whether_waiting_helps(node,
     assert CHAIN.first_rejection(node, ask, purpose, apps) == expected
 
 
-def test_the_chain_runs_cheap_stages_first_and_resources_last() -> None:
-    assert [s.name for s in CHAIN.stages] == ["schedulable", "ready", "reservation", "required-node",
+def test_the_chain_runs_cheap_checks_first_and_resources_last() -> None:
+    assert [c.name for c in CHAIN.checks] == ["schedulable", "ready", "reservation", "required-node",
                                               "selector", "resources"]
     assert NO_ROOM_NOW.retry_can_help and not NEVER_FITS.retry_can_help
     assert RESOURCES.rejection is NO_ROOM_NOW
@@ -112,13 +112,14 @@ def test_the_chain_runs_cheap_stages_first_and_resources_last() -> None:
 
 def test_a_bound_chain_keeps_only_the_stages_that_can_reject_the_ask() -> None:
     plain = CHAIN.bind(_ask(), A, {})
-    assert len(plain.stages) == 4  # schedulable, ready, reservation, resources
+    assert [b.check for b in plain.checks] == [SCHEDULABLE, READY, RESERVATION, RESOURCES]
     fancy = CHAIN.bind(_ask(required="n1", selector=ZONE_A), A, {})
-    assert len(fancy.stages) == 6
-    assert len(CHAIN.bind(_ask(), A, {}, skip=(READY, SELECTOR)).stages) == 3
+    assert len(fancy.checks) == 6
+    assert len(CHAIN.bind(_ask(), A, {}, skip=(READY, SELECTOR)).checks) == 3
 
 
-def test_open_for_asks_is_the_node_state_stages_for_an_ask_without_reservation() -> None:
+def test_open_for_asks_is_the_prefiltering_checks_for_an_ask_without_reservation() -> None:
+    assert CHAIN.prefilters == (SCHEDULABLE, READY, RESERVATION)
     for node in (_node(), _node(schedulable=False), _node(ready=False),
                  _node(reserved_by=("other", "held"))):
         state_only = CHAIN.bind(_ask(), A, ORDINARY_HOLDER, skip=(RESOURCES,))

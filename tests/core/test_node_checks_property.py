@@ -1,0 +1,115 @@
+"""The pre-filtered path and the full chain agree (core/feasibility.py, core/node_choice.py).
+
+``find_node`` walks only the nodes the node order kept (``open_for_asks``, cached per node by
+``NodeCollection``) and evaluates the checks that do not pre-filter (``Chain.walker``);
+reservations scan with the collection's cached verdict (``BoundChain`` collapse). Whatever the
+nodes and asks, each must say what the whole chain says.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from common.resources import Resource
+from partition_worker.core.application import Application
+from partition_worker.core.feasibility import CHAIN, Purpose, open_for_asks
+from partition_worker.core.node import Node, NodeCollection
+from partition_worker.core.node_choice import find_node
+from partition_worker.core.objects import Ask, Reservation
+from partition_worker.core.queue import Queue
+
+ZONES = ("a", "b")
+
+
+@st.composite
+def node_specs(draw):
+    return dict(
+        cap=(draw(st.integers(0, 100)), draw(st.integers(0, 10))),
+        used=(draw(st.integers(0, 100)), draw(st.integers(0, 10))),
+        schedulable=draw(st.booleans()), ready=draw(st.booleans()),
+        zone=draw(st.sampled_from(ZONES + (None,))),
+        reserved_by=draw(st.sampled_from([None, ("other", "held"), ("other", "ds"), ("app1", "k")])))
+
+
+@st.composite
+def ask_specs(draw, n_nodes: int):
+    return dict(
+        memory=draw(st.integers(0, 60)), vcore=draw(st.integers(0, 3)),
+        zone=draw(st.sampled_from(ZONES + (None,))),
+        required=draw(st.sampled_from([""] + [f"n{i}" for i in range(n_nodes)])))
+
+
+def _collection(specs, policy="fair") -> NodeCollection:
+    from common.config.policies import parse_node_sort_policy
+    nodes = NodeCollection(parse_node_sort_policy(policy))
+    for i, spec in enumerate(specs):
+        attrs = {"zone": spec["zone"]} if spec["zone"] else {}
+        n = Node(node_id=f"n{i}", attributes=attrs,
+                 capacity=Resource({"memory": spec["cap"][0], "vcore": spec["cap"][1]}),
+                 allocated=Resource({"memory": spec["used"][0], "vcore": spec["used"][1]}),
+                 schedulable=spec["schedulable"], ready=spec["ready"])
+        if spec["reserved_by"]:
+            n.reservation = Reservation(n.node_id, *spec["reserved_by"], 0)
+        nodes.add(n)
+    return nodes
+
+
+def _apps() -> dict[str, Application]:
+    leaf = Queue(name="a", path="root.a", parent=None, is_leaf=True)
+    apps = {}
+    for app_id, key, required in (("other", "held", ""), ("other", "ds", "n0"), ("app1", "k", "")):
+        app = apps.setdefault(app_id, Application(app_id=app_id, queue=leaf, user="u", groups=(),
+                                                   tags={}, submission_time_ns=0, seq=0))
+        app.asks[key] = Ask(key, app_id, Resource({"memory": 1}), 1, 1, 0, 0, 0, required_node=required)
+    return apps
+
+
+def _ask(spec, nodes: NodeCollection, key="new") -> Ask:
+    return Ask(key, "app1", Resource({"memory": spec["memory"], "vcore": spec["vcore"]}), 1, 1, 0, 0, 0,
+               required_node=spec["required"], selector=(("zone", spec["zone"]),) if spec["zone"] else ())
+
+
+CASES = st.lists(node_specs(), min_size=1, max_size=12).flatmap(
+    lambda nodes: st.tuples(st.just(nodes), st.lists(ask_specs(len(nodes)), min_size=1, max_size=6),
+                            st.sampled_from(["fair", "binpacking"])))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(CASES)
+def test_the_prefiltered_walk_and_the_cached_verdicts_agree_with_the_whole_chain(case) -> None:
+    node_specs_, ask_specs_, policy = case
+    nodes = _collection(node_specs_, policy)
+    apps = _apps()
+    for spec in ask_specs_:
+        ask = _ask(spec, nodes)
+        for purpose in Purpose:
+            chain = CHAIN.bind(ask, purpose, apps)
+            cached = CHAIN.bind(ask, purpose, apps, nodes=nodes)
+            for node in nodes.nodes.values():
+                full = chain.passes(node)
+                assert (chain.first_rejection(node) is None) is full
+                assert cached.passes(node) is full, (purpose, node)
+                for check in CHAIN.prefilters:  # open for every ask: passes for this one
+                    bound = check.bind(ask, purpose, apps)
+                    assert not check.open(node) or bound is None or bound.passes(node)
+        assert all(node.open is open_for_asks(node) for node in nodes.nodes.values())
+        if ask.required_node:
+            continue
+        walker = CHAIN.walker(ask, apps)
+        allocate = CHAIN.bind(ask, Purpose.ALLOCATE, apps)
+        for node in nodes.nodes.values():
+            assert (node.open and walker.in_order(node)) is allocate.passes(node)
+        # find_node takes the first node in policy order the whole chain passes
+        fitting = sorted((n for n in nodes.nodes.values() if allocate.passes(n)), key=lambda n: n.sort_key)
+        cycle = SimpleNamespace(p=SimpleNamespace(nodes=nodes, apps=apps, ledger=None), failed_shapes=[])
+        got = find_node(cycle, ask)
+        in_order = [n for n in fitting if n.node_id not in nodes.full]
+        if in_order:
+            assert got is in_order[0]
+        elif fitting and nodes.needs_full_scan(ask.resource):
+            assert got is fitting[0]
+        else:
+            assert got is None
