@@ -7,19 +7,28 @@ Who may use it: the policies (``scheduler`` through ``node_choice.find_node``,
 while it can hold the ask), ``node`` (the node order leaves out the nodes the pre-filtering
 checks reject) and ``diagnosis`` (``korral explain``), so none of them can disagree.
 
-The checks, in ``CHAIN`` order (cheap first); the first that rejects names the reason:
+The checks, in ``CHAIN`` order (cheap first); the first that rejects names the reason. The
+reasons are kube-scheduler's where it has one (the k8s shim shows them in the pod's
+``PodScheduled=False`` condition):
 
-| check | rejects when | reason (``korral explain``) | waiting can help | pre-filters the order |
+| check | rejects when | reason | waiting can help | pre-filters |
 |---|---|---|---|---|
-| ``schedulable`` | the node is drained | node drained | yes (undrain) | yes |
-| ``ready`` | the node is not ready | node not ready | yes | yes |
-| ``reservation`` | another ask holds the node reserved (a required-node ask may take an ordinary ask's reservation, see ``ReservationCheck``) | node reserved by another ask | yes | yes |
-| ``required-node`` | the ask names another node (``yunikorn.apache.org/requiredNode``) | not the required node | no | |
-| ``selector`` | a ``korral.io/node-selector/<attr>`` tag does not match | node selector does not match | no | |
-| ``resources`` | the ask does not fit the room the purpose asks for | insufficient free resources | yes while capacity − occupied holds it, else no | |
+| ``unsupported`` | the ask is tagged ``korral.io/unsupported-constraints`` (every node) | unsupported constraint: <names> | no | |
+| ``schedulable`` | the node is drained (cordoned) | node(s) were unschedulable | yes | yes |
+| ``ready`` | the node is not ready | node(s) were not ready | yes | yes |
+| ``reservation`` | another ask holds the node reserved (a required-node ask may take an ordinary ask's reservation, see ``ReservationCheck``) | node(s) were reserved for another ask | yes | yes |
+| ``required-node`` | the ask names another node (``yunikorn.apache.org/requiredNode``) | node(s) didn't match the requested node name | no | |
+| ``taints`` | a NoSchedule / NoExecute taint the ask does not tolerate | node(s) had untolerated taint {key: value} | no | yes, widenable |
+| ``selector`` | a ``korral.io/node-selector/<label>`` tag does not match | node(s) didn't match Pod's node affinity/selector | no | |
+| ``node-affinity`` | the required node affinity does not match | node(s) didn't match Pod's node affinity/selector | no | |
+| ``host-ports`` | a wanted host port is in use there | node(s) didn't have free ports for the requested pod ports | yes | |
+| ``resources`` | the ask does not fit the room the purpose asks for | Insufficient <resource> | yes while capacity − occupied holds it, else no | |
 
-A check is a ``Check``: ``bind(ask, purpose, apps) -> Bound | None`` (None: it cannot reject
-this ask, so it costs the ask nothing), and the ``Bound`` check has ``passes(node)`` and
+A bad tag value (not JSON, wrong shape) makes its check reject every node with a reason naming
+the tag and what is wrong; waiting cannot help.
+
+A check is a ``Check``: ``bind(ask, purpose, apps, nodes) -> Bound | None`` (None: it cannot
+reject this ask, so it costs the ask nothing), and the ``Bound`` check has ``passes(node)`` and
 ``rejection(node)``. Adding a check is one class and one line in ``CHAIN``.
 
 The ``purpose`` says which room counts: ``ALLOCATE`` needs it free now (capacity − occupied −
@@ -27,23 +36,30 @@ allocated); ``RESERVE`` (reservations, preemption) needs the node to hold the as
 allocations end (capacity − occupied).
 
 Pre-filtering: a check with ``prefilter`` has ``open(node)``, true when the node passes it for
-every ask (its ``passes`` for any ask holds wherever ``open`` does). ``NodeCollection`` keeps
-the nodes that are not ``open_for_asks`` (every pre-filtering check open) out of its order, so
-``find_node`` walks only nodes that pass those checks and evaluates the rest
-(``Chain.walker``). An ask's own reserved node is the reserved pass's; a required-node ask
-looks at its node only.
+every ask (its ``passes`` for any ask holds wherever ``open`` does; it binds None only when it
+is open for every node). ``NodeCollection`` keeps the nodes that are not ``open_for_asks`` out
+of its order, so ``find_node`` walks only nodes that pass those checks and evaluates the rest
+(``Chain.walker``). A ``widenable`` pre-filtering check (taints) is one some asks pass where it
+is not open (they tolerate the taint): nodes only it rejects are kept in ``NodeCollection.wide``
+and such asks walk both lists in policy order (``Bound.widens``). An ask's own reserved node is
+the reserved pass's; a required-node ask looks at its node only.
 
 Speed: a bound chain is a tuple of bound checks whose ``passes`` are plain closures over the
-ask's values, and-ed together (``all_of``). A plain ask (no selector, no required node) binds
-only the checks that apply to every ask.
+ask's values, and-ed together (``all_of``). A plain ask (``is_plain``) binds only the checks
+that apply to every ask, and its walker is made once per size.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from functools import lru_cache
 from operator import attrgetter
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Hashable, Mapping
+
+from common.constants import NODE_TAINTS, TAG_HOST_PORTS, TAG_NODE_AFFINITY, TAG_TOLERATIONS
+
+from .node_terms import Taint, first_untolerated
 
 if TYPE_CHECKING:  # pragma: no cover
     from .application import Application
@@ -51,12 +67,16 @@ if TYPE_CHECKING:  # pragma: no cover
     from .objects import Ask, Reservation
 
 __all__ = ["Purpose", "Rejection", "Check", "Bound", "BoundChain", "Chain", "Walker", "CHAIN",
-           "SCHEDULABLE", "READY", "RESERVATION", "REQUIRED_NODE", "SELECTOR", "RESOURCES",
-           "open_for_asks", "is_plain", "all_of", "NO_ROOM_NOW", "NEVER_FITS"]
+           "UNSUPPORTED", "SCHEDULABLE", "READY", "RESERVATION", "REQUIRED_NODE", "TAINTS",
+           "SELECTOR", "NODE_AFFINITY", "HOST_PORTS", "RESOURCES", "open_for_asks", "gate",
+           "is_plain", "signature", "all_of", "insufficient", "OPEN", "WIDE", "CLOSED",
+           "AFFINITY_REASON"]
 
 Predicate = Callable[["Node"], bool]
-PLAIN_WALKERS = 256  # plain asks' walkers kept, by size (cleared when full)
 Apps = Mapping[str, "Application"]
+PLAIN_WALKERS = 256  # plain asks' walkers kept, by size (cleared when full)
+OPEN, WIDE, CLOSED = 0, 1, 2  # gate(node): open for every ask / only for asks that widen / for none
+AFFINITY_REASON = "node(s) didn't match Pod's node affinity/selector"  # kube-scheduler's
 
 
 class Purpose(Enum):
@@ -78,25 +98,52 @@ class Rejection:
     retry_can_help: bool
 
 
-def is_plain(ask: "Ask") -> bool:
-    """The ask carries nothing a node could reject it for besides the checks every ask gets
-    (no selector, no required node): plain asks of one size fare the same on every node."""
-    return not ask.selector and not ask.required_node
+def is_plain(ask: "Ask", nodes: "NodeCollection | None" = None) -> bool:
+    """The ask carries nothing a node could reject it for besides the checks every ask gets:
+    no selector, no required node, no node terms, or only tolerations that tolerate none of
+    the taints on ``nodes`` (without ``nodes``: any tolerations count). Plain asks of one size
+    fare the same on every node."""
+    if ask.selector or ask.required_node:
+        return False
+    c = ask.constraints
+    if c is None:
+        return True
+    if c.affinity is not None or c.ports or c.unsupported or c.errors or nodes is None:
+        return False
+    return not nodes.taints or not nodes.any_tolerated(c)
+
+
+def signature(ask: "Ask", nodes: "NodeCollection | None" = None) -> Hashable:
+    """Asks with equal signatures and sizes fare the same on every node (None: plain). Pods of
+    one workload share their ``Constraints`` object, hence their signature."""
+    if is_plain(ask, nodes):
+        return None
+    return (ask.selector, ask.required_node, ask.constraints)
+
+
+def _never(node: "Node") -> bool:
+    return False
 
 
 class Bound:
     """One check bound to one ask: ``passes(node)``, and ``rejection(node)`` for a node it
-    does not pass (``why`` gives it when it depends on the node). ``ordinary``: a
-    pre-filtering check that passes exactly the nodes it is ``open`` for."""
+    does not pass (``why`` gives it when it depends on the node).
 
-    __slots__ = ("check", "passes", "why", "ordinary")
+    ``ordinary``: a pre-filtering check that passes exactly the nodes it is ``open`` for;
+    ``widens``: a widenable one that passes some nodes it is not open for; ``everywhere``: the
+    ask is rejected by every node (``everywhere``'s check says why, e.g. a bad tag value)."""
+
+    __slots__ = ("check", "passes", "why", "ordinary", "widens", "everywhere")
 
     def __init__(self, check: "Check", passes: Predicate,
-                 why: Callable[["Node"], Rejection] | None = None, ordinary: bool = False) -> None:
+                 why: Callable[["Node"], Rejection] | None = None, *, ordinary: bool = False,
+                 widens: bool = False, everywhere: bool = False) -> None:
         self.check = check
         self.passes = passes
         self.why = why
         self.ordinary = ordinary
+        self.widens = widens
+        self.everywhere = everywhere
 
     def rejection(self, node: "Node") -> Rejection:
         return self.check.rejection if self.why is None else self.why(node)
@@ -105,17 +152,26 @@ class Bound:
         return f"<bound {self.check.name}>"
 
 
+def rejects_everywhere(check: "Check", reason: str) -> Bound:
+    """A bound check that no node passes, for ``reason`` (waiting cannot help)."""
+    rejection = Rejection(check.name, reason, False)
+    return Bound(check, _never, lambda node: rejection, everywhere=True)
+
+
 class Check:
     """One named node check (see the module doc). ``rejection`` is its usual rejection;
-    ``prefilter``: the node order may leave out the nodes ``open`` says no to; ``for_plain``:
-    it may reject a plain ask (``is_plain``), else ``bind`` is not even asked for one."""
+    ``prefilter``: the node order may leave out the nodes ``open`` says no to; ``widenable``:
+    (pre-filtering) some asks pass nodes it is not open for; ``for_plain``: it may reject a
+    plain ask (``is_plain``), else ``bind`` is not even asked for one."""
 
     name = ""
     rejection: Rejection
     prefilter = False
+    widenable = False
     for_plain = True
 
-    def bind(self, ask: "Ask", purpose: Purpose, apps: Apps) -> Bound | None:
+    def bind(self, ask: "Ask", purpose: Purpose, apps: Apps,
+             nodes: "NodeCollection | None") -> Bound | None:
         raise NotImplementedError
 
     def open(self, node: "Node") -> bool:
@@ -126,6 +182,24 @@ class Check:
         return f"<check {self.name}>"
 
 
+class UnsupportedCheck(Check):
+    """An ask whose pod has constraints the core does not evaluate (required inter-pod
+    (anti-)affinity, topology spread with DoNotSchedule, ...: the RM names them in
+    ``korral.io/unsupported-constraints``) is never placed blindly: every node rejects it."""
+
+    name = "unsupported"
+    rejection = Rejection("unsupported", "unsupported constraint", False)
+    for_plain = False
+
+    def bind(self, ask, purpose, apps, nodes):
+        c = ask.constraints
+        if c is None or not c.unsupported:
+            return None
+        names = c.unsupported
+        return rejects_everywhere(self, f"unsupported constraint{'s' if len(names) > 1 else ''}: "
+                                        f"{', '.join(names)}")
+
+
 class _NodeStateCheck(Check):
     """A check on the node's own state, the same for every ask."""
 
@@ -134,15 +208,15 @@ class _NodeStateCheck(Check):
     def __init__(self) -> None:
         self._bound = Bound(self, self.open, ordinary=True)
 
-    def bind(self, ask, purpose, apps):
+    def bind(self, ask, purpose, apps, nodes):
         return self._bound
 
 
 class SchedulableCheck(_NodeStateCheck):
-    """A drained node (DRAIN_NODE, a cordoned k8s node) takes no new work."""
+    """A drained node (DRAIN_NODE; the k8s shim drains a cordoned node) takes no new work."""
 
     name = "schedulable"
-    rejection = Rejection("schedulable", "node drained", True)
+    rejection = Rejection("schedulable", "node(s) were unschedulable", True)
 
     @staticmethod
     def open(node: "Node") -> bool:
@@ -153,7 +227,7 @@ class ReadyCheck(_NodeStateCheck):
     """A node whose ``ready`` attribute says false takes no new work until it is ready."""
 
     name = "ready"
-    rejection = Rejection("ready", "node not ready", True)
+    rejection = Rejection("ready", "node(s) were not ready", True)
 
     @staticmethod
     def open(node: "Node") -> bool:
@@ -167,7 +241,7 @@ class ReservationCheck(Check):
     (``RESERVE``) never from an ask of its own application."""
 
     name = "reservation"
-    rejection = Rejection("reservation", "node reserved by another ask", True)
+    rejection = Rejection("reservation", "node(s) were reserved for another ask", True)
     prefilter = True
 
     def __init__(self) -> None:
@@ -177,11 +251,12 @@ class ReservationCheck(Check):
     def open(node: "Node") -> bool:
         return node.reservation is None
 
-    def bind(self, ask, purpose, apps):
+    def bind(self, ask, purpose, apps, nodes):
         app_id, key = ask.app_id, ask.key
         if not ask.required_node:
             if not ask.reserved_node:
                 return self._ordinary
+
             def passes(node: "Node") -> bool:
                 r = node.reservation
                 return r is None or (r.ask_key == key and r.app_id == app_id)
@@ -207,25 +282,74 @@ class RequiredNodeCheck(Check):
     """An ask tagged ``yunikorn.apache.org/requiredNode`` (a daemon set pod) goes to that node."""
 
     name = "required-node"
-    rejection = Rejection("required-node", "not the required node", False)
+    rejection = Rejection("required-node", "node(s) didn't match the requested node name", False)
     for_plain = False
 
-    def bind(self, ask, purpose, apps):
+    def bind(self, ask, purpose, apps, nodes):
         want = ask.required_node
         if not want:
             return None
         return Bound(self, lambda node: node.node_id == want)
 
 
+@lru_cache(maxsize=1024)
+def _untolerated(taint: Taint) -> Rejection:
+    if taint.invalid:
+        return Rejection("taints", f"node(s) had unreadable taints ({NODE_TAINTS})", False)
+    return Rejection("taints", f"node(s) had untolerated taint {taint.describe()}", False)
+
+
+def _first_taint(node: "Node") -> Rejection:
+    return _untolerated(node.taints[0])
+
+
+class TaintCheck(Check):
+    """kube-scheduler's TaintToleration filter: every NoSchedule and NoExecute taint of the node
+    (attribute ``korral.io/taints``) must be tolerated by the ask (tag ``korral.io/tolerations``;
+    ``node_terms.Toleration.tolerates``); PreferNoSchedule is ignored. The reason names the
+    node's first untolerated taint. Free while no node has such a taint; an ask whose
+    tolerations tolerate none of the taints present is checked like one without any."""
+
+    name = "taints"
+    rejection = Rejection("taints", "node(s) had untolerated taint", False)
+    prefilter = True
+    widenable = True
+
+    def __init__(self) -> None:
+        self._ordinary = Bound(self, self.open, _first_taint, ordinary=True)
+
+    @staticmethod
+    def open(node: "Node") -> bool:
+        return not node.taints
+
+    def bind(self, ask, purpose, apps, nodes):
+        c = ask.constraints
+        if c is not None and c.errors and c.error(TAG_TOLERATIONS):
+            return rejects_everywhere(self, f"invalid {c.error(TAG_TOLERATIONS)}")
+        if nodes is not None and not nodes.taints:
+            return None  # open for every node
+        if c is None or not c.tolerations or (nodes is not None and not nodes.any_tolerated(c)):
+            return self._ordinary
+        tolerations = c.tolerations
+
+        def passes(node: "Node") -> bool:
+            taints = node.taints
+            return not taints or first_untolerated(taints, tolerations) is None
+
+        def why(node: "Node") -> Rejection:
+            return _untolerated(first_untolerated(node.taints, tolerations))  # type: ignore[arg-type]
+        return Bound(self, passes, why, widens=True)
+
+
 class SelectorCheck(Check):
-    """Every ``korral.io/node-selector/<attr>`` tag of the ask matches the node's attribute
-    (or its k8s label, see ``Node.attribute``)."""
+    """Every ``korral.io/node-selector/<label>`` tag of the ask (a pod's spec.nodeSelector)
+    matches the node's attribute, or its k8s label (``Node.attribute``)."""
 
     name = "selector"
-    rejection = Rejection("selector", "node selector does not match", False)
+    rejection = Rejection("selector", AFFINITY_REASON, False)
     for_plain = False
 
-    def bind(self, ask, purpose, apps):
+    def bind(self, ask, purpose, apps, nodes):
         selector = ask.selector
         if not selector:
             return None
@@ -238,16 +362,70 @@ class SelectorCheck(Check):
         return Bound(self, passes)
 
 
-NO_ROOM_NOW = Rejection("resources", "insufficient free resources", retry_can_help=True)
-NEVER_FITS = Rejection("resources", "insufficient free resources", retry_can_help=False)
+class NodeAffinityCheck(Check):
+    """kube-scheduler's required node affinity (tag ``korral.io/node-affinity``, a NodeSelector):
+    terms ORed, expressions ANDed, operators In, NotIn, Exists, DoesNotExist, Gt, Lt over the
+    node's labels (``Node.label_map``), matchFields on ``metadata.name`` (the node ID). A term
+    Kubernetes would not accept matches nothing; the reason then says what is wrong with it."""
+
+    name = "node-affinity"
+    rejection = Rejection("node-affinity", AFFINITY_REASON, False)
+    for_plain = False
+
+    def bind(self, ask, purpose, apps, nodes):
+        c = ask.constraints
+        if c is None:
+            return None
+        if c.errors and c.error(TAG_NODE_AFFINITY):
+            return rejects_everywhere(self, f"{AFFINITY_REASON} (invalid {c.error(TAG_NODE_AFFINITY)})")
+        affinity = c.affinity
+        if affinity is None:
+            return None
+        matches = affinity.matches
+        rejection = self.rejection if not affinity.error else \
+            Rejection(self.name, f"{AFFINITY_REASON} (invalid tag {TAG_NODE_AFFINITY}: {affinity.error})", False)
+        return Bound(self, lambda node: matches(node.label_map(), node.node_id), lambda node: rejection)
+
+
+class HostPortsCheck(Check):
+    """kube-scheduler's NodePorts filter: no wanted host port (tag ``korral.io/host-ports``)
+    conflicts with one in use on the node by an allocation or a foreign allocation
+    (``node_terms.PortsInUse``: same protocol and port, on the same IP or 0.0.0.0 on either
+    side). Waiting can help: the port is free once that allocation ends."""
+
+    name = "host-ports"
+    rejection = Rejection("host-ports", "node(s) didn't have free ports for the requested pod ports", True)
+    for_plain = False
+
+    def bind(self, ask, purpose, apps, nodes):
+        c = ask.constraints
+        if c is None:
+            return None
+        if c.errors and c.error(TAG_HOST_PORTS):
+            return rejects_everywhere(self, f"invalid {c.error(TAG_HOST_PORTS)}")
+        wanted = c.ports
+        if not wanted:
+            return None
+
+        def passes(node: "Node") -> bool:
+            used = node.ports
+            return used is None or not used.conflicts(wanted)
+        return Bound(self, passes)
+
+
+@lru_cache(maxsize=1024)
+def insufficient(resource: str, retry_can_help: bool) -> Rejection:
+    """kube-scheduler's ``Insufficient <resource>``."""
+    return Rejection("resources", f"Insufficient {resource}", retry_can_help)
 
 
 class ResourcesCheck(Check):
     """The ask fits the node's free room (``ALLOCATE``) or capacity − occupied (``RESERVE``).
-    A node whose capacity − occupied cannot hold it rejects with ``NEVER_FITS``."""
+    The reason names the first resource of the ask that does not fit; waiting can help only
+    while capacity − occupied holds the ask."""
 
     name = "resources"
-    rejection = NO_ROOM_NOW
+    rejection = Rejection("resources", "Insufficient resources", True)
 
     @staticmethod
     def has_room(rv: dict, node: "Node") -> bool:
@@ -268,9 +446,20 @@ class ResourcesCheck(Check):
                 return False
         return True
 
-    def bind(self, ask, purpose, apps):
+    @staticmethod
+    def why(rv: dict, node: "Node") -> Rejection:
+        cap, occ = node.capacity._v, node.occupied._v
+        for k, v in rv.items():
+            if v > 0 and v > cap.get(k, 0) - occ.get(k, 0):
+                return insufficient(k, False)
+        av = node.available._v
+        for k, v in rv.items():
+            if v > av.get(k, 0):
+                return insufficient(k, True)
+        return ResourcesCheck.rejection
+
+    def bind(self, ask, purpose, apps, nodes):
         rv = ask.resource._v
-        can_hold = self.can_hold
         if purpose is Purpose.RESERVE:
             def passes(node: "Node") -> bool:  # can_hold, inlined: reservation scans
                 cap, occ = node.capacity._v, node.occupied._v
@@ -285,7 +474,8 @@ class ResourcesCheck(Check):
                     if v > av.get(k, 0):
                         return False
                 return True
-        return Bound(self, passes, lambda node: NO_ROOM_NOW if can_hold(rv, node) else NEVER_FITS)
+        why = self.why
+        return Bound(self, passes, lambda node: why(rv, node))
 
 
 def _always(node: "Node") -> bool:
@@ -324,21 +514,25 @@ _node_open = attrgetter("open")
 
 class BoundChain:
     """The checks of a chain that can reject one ask, bound to it (``Chain.bind``):
-    ``passes(node) -> bool`` and ``first_rejection(node) -> Rejection | None``.
+    ``passes(node) -> bool``, ``first_rejection(node) -> Rejection | None``, and
+    ``everywhere``: the rejection every node gives (None: the nodes decide).
 
-    ``collapse``: the chain holds every pre-filtering check, each ``ordinary``, and its nodes
-    are a ``NodeCollection``'s: ``passes`` then reads the collection's verdict on them
-    (``Node.open``, kept by the collection whenever a node's state changes) in one step."""
+    ``collapse``: the chain holds every pre-filtering check, each ``ordinary`` (or not bound:
+    open everywhere), and its nodes are a ``NodeCollection``'s: ``passes`` then reads the
+    collection's verdict on them (``Node.open``, kept whenever a node's state changes) in one
+    step instead of asking each of those checks."""
 
-    __slots__ = ("checks", "passes")
+    __slots__ = ("checks", "passes", "everywhere")
 
     def __init__(self, checks: tuple[Bound, ...], collapse: bool = False) -> None:
         self.checks = checks
-        if collapse:
-            preds = [_node_open] + [b.passes for b in checks if not b.check.prefilter]
+        self.everywhere = next((b.rejection(None) for b in checks if b.everywhere), None)  # type: ignore[arg-type]
+        if self.everywhere is not None:
+            self.passes: Predicate = _never
+        elif collapse:
+            self.passes = all_of([_node_open] + [b.passes for b in checks if not b.check.prefilter])
         else:
-            preds = [b.passes for b in checks]
-        self.passes = all_of(preds)
+            self.passes = all_of([b.passes for b in checks])
 
     def first_rejection(self, node: "Node") -> Rejection | None:
         for b in self.checks:
@@ -348,14 +542,20 @@ class BoundChain:
 
 
 class Walker:
-    """``find_node``'s view of an ask (``Chain.walker``): ``in_order(node)`` is the bound
-    chain without the pre-filtering checks, for the nodes of ``NodeCollection.order`` (they
-    pass those already)."""
+    """``find_node``'s view of an ask (``Chain.walker``). ``never``: every node rejects it.
+    ``in_order(node)``: the bound chain without the pre-filtering checks, for the nodes of
+    ``NodeCollection.order`` (they pass those already). ``widens``: the ask also passes some
+    nodes in ``NodeCollection.wide``; walk both in policy order with ``passes`` (the whole
+    chain)."""
 
-    __slots__ = ("in_order",)
+    __slots__ = ("in_order", "passes", "widens", "never")
 
-    def __init__(self, in_order: Predicate) -> None:
+    def __init__(self, in_order: Predicate, passes: Predicate | None = None, widens: bool = False,
+                 never: Rejection | None = None) -> None:
         self.in_order = in_order
+        self.passes = passes
+        self.widens = widens
+        self.never = never
 
 
 class Chain:
@@ -370,50 +570,52 @@ class Chain:
         self.checks = checks
         self.prefilters = tuple(c for c in checks if c.prefilter)
         self._plain = tuple(c for c in checks if c.for_plain)
-        self._walk = tuple(c for c in checks if not c.prefilter)
         # the checks a plain ask's walker binds: they must depend on the ask's size only
-        self._plain_walk = tuple(c for c in self._walk if c.for_plain)
+        self._plain_walk = tuple(c for c in checks if c.for_plain and not c.prefilter)
         self._plain_walkers: dict[object, Walker] = {}  # ask size -> walker
 
-    def bind(self, ask: "Ask", purpose: Purpose, apps: Apps,
-             skip: tuple[Check, ...] = (), nodes: "NodeCollection | None" = None) -> BoundChain:
+    def bind(self, ask: "Ask", purpose: Purpose, apps: Apps, skip: tuple[Check, ...] = (),
+             nodes: "NodeCollection | None" = None) -> BoundChain:
         """The chain for ``ask``: the checks that can reject it, in order, minus ``skip``.
         ``apps`` resolves the holder of a reservation (``ReservationCheck``); ``nodes``: the
-        collection the nodes to check belong to (its cached verdicts may be used)."""
+        collection the nodes to check belong to (what is on them, e.g. their taints, says which
+        checks can reject; its cached verdicts may be used)."""
         bound = []
-        ordinary = 0
-        for check in self._plain if is_plain(ask) else self.checks:
+        collapse = nodes is not None
+        for check in self._plain if is_plain(ask, nodes) else self.checks:
             if skip and check in skip:
+                collapse = collapse and not check.prefilter
                 continue
-            b = check.bind(ask, purpose, apps)
+            b = check.bind(ask, purpose, apps, nodes)
             if b is not None:
                 bound.append(b)
-                ordinary += b.ordinary
-        collapse = nodes is not None and ordinary == len(self.prefilters)
+                if check.prefilter and not b.ordinary:
+                    collapse = False
         return BoundChain(tuple(bound), collapse)
 
-    def walker(self, ask: "Ask", apps: Apps) -> Walker:
+    def walker(self, ask: "Ask", apps: Apps, nodes: "NodeCollection | None" = None) -> Walker:
         """The ``ALLOCATE`` chain for walking ``NodeCollection.order`` (see ``Walker``). A
         plain ask's walker depends on its size only (``is_plain``), so it is made once per
         size and kept (bounded): the allocation hot path binds nothing."""
-        if not is_plain(ask):
-            return self._make_walker(ask, apps, self._walk)
-        cache = self._plain_walkers
-        walker = cache.get(ask.resource)
-        if walker is None:
-            if len(cache) >= PLAIN_WALKERS:
-                cache.clear()
-            walker = cache[ask.resource] = self._make_walker(ask, apps, self._plain_walk)
-        return walker
-
-    @staticmethod
-    def _make_walker(ask: "Ask", apps: Apps, checks: tuple[Check, ...]) -> Walker:
-        preds = []
-        for check in checks:
-            b = check.bind(ask, Purpose.ALLOCATE, apps)
-            if b is not None:
-                preds.append(b.passes)
-        return Walker(all_of(preds))
+        if is_plain(ask, nodes):
+            cache = self._plain_walkers
+            walker = cache.get(ask.resource)
+            if walker is None:
+                if len(cache) >= PLAIN_WALKERS:
+                    cache.clear()
+                preds = []
+                for check in self._plain_walk:
+                    b = check.bind(ask, Purpose.ALLOCATE, apps, nodes)
+                    if b is not None:
+                        preds.append(b.passes)
+                walker = cache[ask.resource] = Walker(all_of(preds))
+            return walker
+        chain = self.bind(ask, Purpose.ALLOCATE, apps, nodes=nodes)
+        if chain.everywhere is not None:
+            return Walker(_never, _never, False, chain.everywhere)
+        widens = any(b.widens for b in chain.checks)
+        return Walker(all_of([b.passes for b in chain.checks if not b.check.prefilter]),
+                      chain.passes if widens else None, widens)
 
     def first_rejection(self, node: "Node", ask: "Ask", purpose: Purpose, apps: Apps) -> Rejection | None:
         """One node, one ask: the first check that rejects, or None (binds the chain each call;
@@ -421,19 +623,34 @@ class Chain:
         return self.bind(ask, purpose, apps).first_rejection(node)
 
 
+UNSUPPORTED = UnsupportedCheck()
 SCHEDULABLE = SchedulableCheck()
 READY = ReadyCheck()
 RESERVATION = ReservationCheck()
 REQUIRED_NODE = RequiredNodeCheck()
+TAINTS = TaintCheck()
 SELECTOR = SelectorCheck()
+NODE_AFFINITY = NodeAffinityCheck()
+HOST_PORTS = HostPortsCheck()
 RESOURCES = ResourcesCheck()
 
-CHAIN = Chain((SCHEDULABLE, READY, RESERVATION, REQUIRED_NODE, SELECTOR, RESOURCES))
+CHAIN = Chain((UNSUPPORTED, SCHEDULABLE, READY, RESERVATION, REQUIRED_NODE, TAINTS, SELECTOR,
+               NODE_AFFINITY, HOST_PORTS, RESOURCES))
 
-_OPEN = all_of([c.open for c in CHAIN.prefilters])
+
+def gate(node: "Node") -> int:
+    """What the pre-filtering checks say about the node: ``OPEN`` (it passes each for every
+    ask), ``WIDE`` (only widenable ones reject it: some asks may pass) or ``CLOSED``."""
+    verdict = OPEN
+    for check in CHAIN.prefilters:
+        if not check.open(node):
+            if not check.widenable:
+                return CLOSED
+            verdict = WIDE
+    return verdict
 
 
 def open_for_asks(node: "Node") -> bool:
     """The node passes every pre-filtering check for every ask (``Check.open``):
     ``NodeCollection`` keeps only such nodes in its order."""
-    return _OPEN(node)
+    return gate(node) == OPEN

@@ -212,8 +212,8 @@ def try_queue_preemption(p, app: "Application", ask: "Ask", now: int, delay: int
     res = ask.resource
     # the chain without its reservation stage first: a node reserved by another ask (a
     # preemptor about to be placed) that could otherwise hold the ask is counted apart
-    could_hold = CHAIN.bind(ask, Purpose.RESERVE, p.apps, skip=(RESERVATION,)).passes
-    not_reserved = CHAIN.bind(ask, Purpose.RESERVE, p.apps, skip=_ALL_BUT_RESERVATION).passes
+    could_hold = CHAIN.bind(ask, Purpose.RESERVE, p.apps, skip=(RESERVATION,), nodes=p.nodes).passes
+    not_reserved = CHAIN.bind(ask, Purpose.RESERVE, p.apps, skip=_ALL_BUT_RESERVATION, nodes=p.nodes).passes
     for node in p.nodes.nodes.values():
         if not could_hold(node):
             continue

@@ -37,6 +37,7 @@ from common.resources import Resource
 
 from .app_state import AppState
 from .backoff import start_backoff
+from .diagnosis import why_unplaced
 from .fair_share import fair_share
 from .feasibility import is_plain
 from .limits import describe as describe_limit
@@ -82,8 +83,8 @@ class _Cycle:
         self.ask_cursor: dict[object, int] = {}
         self.fifo: dict[object, list] = {}
         self.fifo_cursor: dict[object, int] = {}
-        self.failed_shapes: list[Resource] = []
-        self.unreservable: list[Resource] = []
+        self.failed_shapes: dict[object, list[Resource]] = {}  # node_choice.known_to_fail
+        self.unreservable: dict[object, list[Resource]] = {}
         self.qprio: dict[object, int] = {}
         self.qkey: dict[object, tuple] = {}  # queue -> (allocated it was computed for, key)
         self.event_budget = MAX_REQUEST_EVENTS_PER_CYCLE
@@ -460,7 +461,7 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
                     blocked.add(ask)
                 i += 1
                 continue
-        plain = is_plain(ask)
+        plain = is_plain(ask, p.nodes)
         if plain and last_res is not None and res == last_res:
             blocker = last_blocker
         else:
@@ -508,8 +509,9 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
                 verdict = NOT_RESERVED
             if verdict != RESERVED:
                 unschedulable += not ask.required_node
-                if ask.sched_state is not SchedState.FAILED or ask.sched_reason != WAITING_FOR_CLUSTER:
-                    p.sched_state(ask, SchedState.FAILED, WAITING_FOR_CLUSTER)
+                if ask.sched_state is not SchedState.FAILED:  # an ask with node terms: name the checks
+                    why = WAITING_FOR_CLUSTER if plain else why_unplaced(p, ask) or WAITING_FOR_CLUSTER
+                    p.sched_state(ask, SchedState.FAILED, why)
         if i == cursor:
             cursor += 1
         else:
