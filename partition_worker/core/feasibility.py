@@ -200,38 +200,21 @@ class UnsupportedCheck(Check):
                                         f"{', '.join(names)}")
 
 
-class _NodeStateCheck(Check):
-    """A check on the node's own state, the same for every ask."""
+class NodeStateCheck(Check):
+    """A flag of the node's own state, the same for every ask: ``schedulable`` (a drained node,
+    DRAIN_NODE, takes no new work; the k8s shim drains a cordoned node) and ``ready`` (a node
+    whose ``ready`` attribute says false takes none until it is ready). Waiting can help."""
 
     prefilter = True
 
-    def __init__(self) -> None:
+    def __init__(self, name: str, reason: str, flag: str) -> None:
+        self.name = name
+        self.rejection = Rejection(name, reason, True)
+        self.open = attrgetter(flag)  # type: ignore[method-assign]
         self._bound = Bound(self, self.open, ordinary=True)
 
     def bind(self, ask, purpose, apps, nodes):
         return self._bound
-
-
-class SchedulableCheck(_NodeStateCheck):
-    """A drained node (DRAIN_NODE; the k8s shim drains a cordoned node) takes no new work."""
-
-    name = "schedulable"
-    rejection = Rejection("schedulable", "node(s) were unschedulable", True)
-
-    @staticmethod
-    def open(node: "Node") -> bool:
-        return node.schedulable
-
-
-class ReadyCheck(_NodeStateCheck):
-    """A node whose ``ready`` attribute says false takes no new work until it is ready."""
-
-    name = "ready"
-    rejection = Rejection("ready", "node(s) were not ready", True)
-
-    @staticmethod
-    def open(node: "Node") -> bool:
-        return node.ready
 
 
 class ReservationCheck(Check):
@@ -428,15 +411,6 @@ class ResourcesCheck(Check):
     rejection = Rejection("resources", "Insufficient resources", True)
 
     @staticmethod
-    def has_room(rv: dict, node: "Node") -> bool:
-        """``rv`` (a Resource's values) fits the node's free room now."""
-        av = node.available._v
-        for k, v in rv.items():
-            if v > av.get(k, 0):
-                return False
-        return True
-
-    @staticmethod
     def can_hold(rv: dict, node: "Node") -> bool:
         """``rv`` fits the node's capacity − occupied (YuniKorn's FitIn: a negative room counts
         as 0): the node can take it once its allocations end."""
@@ -468,7 +442,7 @@ class ResourcesCheck(Check):
                         return False
                 return True
         else:
-            def passes(node: "Node") -> bool:  # has_room, inlined: the allocation hot path
+            def passes(node: "Node") -> bool:  # fits the free room now: the allocation hot path
                 av = node.available._v
                 for k, v in rv.items():
                     if v > av.get(k, 0):
@@ -624,8 +598,8 @@ class Chain:
 
 
 UNSUPPORTED = UnsupportedCheck()
-SCHEDULABLE = SchedulableCheck()
-READY = ReadyCheck()
+SCHEDULABLE = NodeStateCheck("schedulable", "node(s) were unschedulable", "schedulable")
+READY = NodeStateCheck("ready", "node(s) were not ready", "ready")
 RESERVATION = ReservationCheck()
 REQUIRED_NODE = RequiredNodeCheck()
 TAINTS = TaintCheck()

@@ -9,20 +9,12 @@ import json
 
 import pytest
 
+from common.config.default import DEFAULT_CONFIG_TEXT
 from common.resources import Resource
 from tests.core.harness import Harness, harness_from_yaml
 
 QUOTA, GUARANTEED, MAX_APPS = "namespace.resourcequota", "namespace.resourceguaranteed", "namespace.resourcemaxapps"
-CONFIG = """
-partitions:
-  - name: default
-    placementrules:
-      - name: tag
-        value: namespace
-        create: true
-    queues:
-      - name: root
-        submitacl: '*'
+CONFIG = DEFAULT_CONFIG_TEXT + """\
         queues:
           - name: managed
 """

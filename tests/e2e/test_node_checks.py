@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+from common.config.default import DEFAULT_CONFIG_TEXT
 from common.constants import (NODE_LABELS, NODE_TAINTS, TAG_HOST_PORTS, TAG_NODE_AFFINITY,
                               TAG_NODE_SELECTOR_PREFIX, TAG_TOLERATIONS, TAG_UNSUPPORTED_CONSTRAINTS)
 from common.netutil import http_get_json
@@ -15,14 +16,6 @@ from tests.conftest import wait_until
 from tests.e2e.sirm import SIRM
 from tests.si_builders import allocation, app, ask, node
 
-CONFIG = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: '*'
-        queues: [{name: default}]
-"""
 DEFAULT_TOLERATIONS = [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
                        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}]
 GPU_TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
@@ -59,7 +52,7 @@ def test_allocations_land_only_where_every_check_passes_and_explain_names_the_ch
              _node("sick", {"pool": "general", "zone": "a"}, ready="false")]
     rm = SIRM(module_stack.si_address, "rm-node-checks")
     try:
-        rm.register(CONFIG)
+        rm.register(DEFAULT_CONFIG_TEXT)  # apps in root.<namespace>
         rm.open()
         rm.report(nodes=nodes, apps=(app("k8s-app"),))
         gpu_only = json.dumps({"nodeSelectorTerms": [{"matchExpressions": [
