@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .feasibility import CHAIN, Purpose, Rejection
+from .feasibility import CHAIN, Purpose, Rejection, signature
 from .limits import describe
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,16 +54,21 @@ def unavailable_message(total: int, reasons: dict[str, int], everywhere: Rejecti
     return f"0/{total} nodes are available: {', '.join(sorted(f'{n} {r}' for r, n in reasons.items()))}."
 
 
-def why_unplaced(p: "Partition", ask: "Ask") -> str | None:
+def why_unplaced(p: "Partition", ask: "Ask", memo: dict | None = None) -> str | None:
     """The reason an ask no node takes now is FAILED for, naming the checks that rejected the
     nodes (``unavailable_message``); None when no node is known or some node would take it
     (the caller says it waits for cluster resources). O(nodes): the scheduler asks once per
-    ask that starts waiting, and only for an ask that is not plain."""
+    ask that starts waiting, only for an ask that is not plain, and keeps the answer for the
+    cycle in ``memo`` by signature and size (the pods of one workload are told once)."""
+    key = (signature(ask, p.nodes), ask.resource)
+    if memo is not None and key in memo:
+        return memo[key]
     checks, reasons, everywhere = _tally(p, ask)
     total = len(p.nodes)
-    if not total or checks.get(FITS):
-        return None
-    return unavailable_message(total, reasons, everywhere)
+    why = None if not total or checks.get(FITS) else unavailable_message(total, reasons, everywhere)
+    if memo is not None:
+        memo[key] = why
+    return why
 
 
 def explain(p: "Partition", app: "Application", ask: "Ask") -> dict:

@@ -116,8 +116,8 @@ def is_plain(ask: "Ask", nodes: "NodeCollection | None" = None) -> bool:
 def signature(ask: "Ask", nodes: "NodeCollection | None" = None) -> Hashable:
     """Asks with equal signatures and sizes fare the same on every node (None: plain). Pods of
     one workload share their ``Constraints`` object, hence their signature."""
-    if is_plain(ask, nodes):
-        return None
+    if not ask.selector and not ask.required_node and (ask.constraints is None or is_plain(ask, nodes)):
+        return None  # (the common case inline: the allocation hot path)
     return (ask.selector, ask.required_node, ask.constraints)
 
 
@@ -567,11 +567,12 @@ class Chain:
                     collapse = False
         return BoundChain(tuple(bound), collapse)
 
-    def walker(self, ask: "Ask", apps: Apps, nodes: "NodeCollection | None" = None) -> Walker:
+    def walker(self, ask: "Ask", apps: Apps, nodes: "NodeCollection | None" = None,
+               plain: bool | None = None) -> Walker:
         """The ``ALLOCATE`` chain for walking ``NodeCollection.order`` (see ``Walker``). A
-        plain ask's walker depends on its size only (``is_plain``), so it is made once per
-        size and kept (bounded): the allocation hot path binds nothing."""
-        if is_plain(ask, nodes):
+        plain ask's walker depends on its size only (``is_plain``; ``plain``: the caller knows),
+        so it is made once per size and kept (bounded): the allocation hot path binds nothing."""
+        if plain if plain is not None else is_plain(ask, nodes):
             cache = self._plain_walkers
             walker = cache.get(ask.resource)
             if walker is None:

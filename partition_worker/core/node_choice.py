@@ -73,7 +73,7 @@ def find_node(c, ask: "Ask") -> "Node | None":
     failed = c.failed_shapes
     if failed and known_to_fail(failed, sig, res):
         return None
-    walker = CHAIN.walker(ask, p.apps, nodes)
+    walker = CHAIN.walker(ask, p.apps, nodes, sig is None)
     if walker.never is not None:
         return None
     byid = nodes.nodes

@@ -73,7 +73,8 @@ class _Cycle:
                  "failed_shapes", "unreservable", "qprio", "qkey", "event_budget",
                  "no_reserve", "visited", "fair", "sa_version",
                  "sa_cands", "sa_cursor", "sa_admitted", "prio_count",
-                 "kids", "preempt_budget", "timer", "stages", "node_calls", "node_timed", "fair_share")
+                 "kids", "preempt_budget", "timer", "stages", "node_calls", "node_timed", "fair_share",
+                 "why_unplaced")
 
     def __init__(self, p: "Partition", now: int) -> None:
         self.p = p
@@ -85,6 +86,7 @@ class _Cycle:
         self.fifo_cursor: dict[object, int] = {}
         self.failed_shapes: dict[object, list[Resource]] = {}  # node_choice.known_to_fail
         self.unreservable: dict[object, list[Resource]] = {}
+        self.why_unplaced: dict[object, str | None] = {}  # diagnosis.why_unplaced, per signature and size
         self.qprio: dict[object, int] = {}
         self.qkey: dict[object, tuple] = {}  # queue -> (allocated it was computed for, key)
         self.event_budget = MAX_REQUEST_EVENTS_PER_CYCLE
@@ -510,7 +512,7 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
             if verdict != RESERVED:
                 unschedulable += not ask.required_node
                 if ask.sched_state is not SchedState.FAILED:  # an ask with node terms: name the checks
-                    why = WAITING_FOR_CLUSTER if plain else why_unplaced(p, ask) or WAITING_FOR_CLUSTER
+                    why = WAITING_FOR_CLUSTER if plain else why_unplaced(p, ask, c.why_unplaced) or WAITING_FOR_CLUSTER
                     p.sched_state(ask, SchedState.FAILED, why)
         if i == cursor:
             cursor += 1

@@ -418,6 +418,21 @@ def test_the_failed_reason_of_an_ask_with_node_terms_names_the_checks() -> None:
     assert [(s.state.value, s.reason) for s in states] == [("FAILED", asks["unsupported"].sched_reason)]
 
 
+def test_the_pods_of_one_workload_that_start_waiting_together_are_explained_once(monkeypatch) -> None:
+    from partition_worker.core import diagnosis
+    h = _tainted_cluster()
+    tags = _affinity({"matchExpressions": [_expr("pool", "In", "batch")]})
+    for i in range(50):
+        h.ask(f"job-{i}", "app1", memory=10, vcore=1, tags=dict(tags))
+    tallies = []
+    tally = diagnosis._tally
+    monkeypatch.setattr(diagnosis, "_tally", lambda p, ask: tallies.append(ask.key) or tally(p, ask))
+    h.step()
+    assert tallies == ["job-0"]
+    reasons = {a.sched_reason for a in h.p.apps["app1"].asks.values()}
+    assert len(reasons) == 1 and reasons.pop().startswith("0/4 nodes are available: ")
+
+
 def test_a_tolerating_ask_walks_the_tainted_nodes_in_policy_order() -> None:
     h = _k8s_harness()
     h.node("busy", memory=100, vcore=10)
