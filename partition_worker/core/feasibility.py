@@ -535,7 +535,7 @@ class Walker:
 class Chain:
     """An ordered tuple of checks (``CHAIN`` is the core's one chain)."""
 
-    __slots__ = ("checks", "prefilters", "_plain", "_walk", "_plain_walk", "_plain_walkers")
+    __slots__ = ("checks", "prefilters", "_plain", "_plain_walk", "_plain_walkers")
 
     def __init__(self, checks: tuple[Check, ...]) -> None:
         names = [c.name for c in checks]
