@@ -45,7 +45,8 @@ def _ask_tags() -> list[dict[str, str]]:
     return [gpu] * 2 + [zonal] * 3 + [selector] * 2 + [port] + [base] * 12
 
 
-def _run(nodes: int, asks: int, policy: str, terms: bool) -> tuple[float, float, int]:
+def _run(nodes: int, asks: int, policy: str, terms: bool):
+    """(wall seconds, CPU seconds, cycles, the partition) of one run."""
     from common.bench_scenario import node_size, partition_config
     from common.constants import NODE_LABELS, NODE_TAINTS
     from common.resources import Resource
@@ -83,13 +84,13 @@ def _run(nodes: int, asks: int, policy: str, terms: bool) -> tuple[float, float,
         if n == 0 and allocated < asks:
             raise RuntimeError(f"bench stalled: {allocated} of {asks} allocated after {cycles} cycles "
                                f"({'with' if terms else 'without'} node terms)")
-    return time.perf_counter() - t0, time.process_time() - c0, cycles
+    return time.perf_counter() - t0, time.process_time() - c0, cycles, p
 
 
 def node_terms_row(nodes: int, asks: int, policy: str = "fair") -> dict:
     """One row: the scenario with node terms and without, in this process."""
-    secs, cpu, cycles = _run(nodes, asks, policy, terms=True)
-    plain_secs, plain_cpu, _ = _run(nodes, asks, policy, terms=False)
+    secs, cpu, cycles, _ = _run(nodes, asks, policy, terms=True)
+    plain_secs, plain_cpu, _, _ = _run(nodes, asks, policy, terms=False)
     return {"nodes": nodes, "asks": asks, "policy": policy, "cycles": cycles,
             "seconds": round(secs, 4), "allocations_per_second": round(asks / secs, 1),
             "allocations_per_cpu_second": round(asks / cpu, 1) if cpu > 0 else None,
