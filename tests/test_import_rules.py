@@ -36,13 +36,19 @@ ALLOWED: dict[str, set[str]] = {
     "rmproxy.sim": {"common", "rmproxy.client"},
     "rmproxy.k8s": {"common", "rmproxy.client"},
     "rmproxy.bench": {"common", "common.cli", "rmproxy.client"},
+    "rmproxy.k8s.fake": {"common"},  # the fake API server: never the shim it is a test bed for
 }
 SUBAREAS = {"common": ("cli",), "partition_worker": ("core", "placement"),
             "rmproxy": ("server", "client", "sim", "bench", "k8s")}
 
 
+NESTED = {"rmproxy.k8s": ("fake",)}
+
+
 def area(module: str) -> str:
     parts = module.split(".")
+    if len(parts) > 2 and parts[2] in NESTED.get(f"{parts[0]}.{parts[1]}", ()):
+        return ".".join(parts[:3])
     if len(parts) > 1 and parts[1] in SUBAREAS.get(parts[0], ()):
         return f"{parts[0]}.{parts[1]}"
     return parts[0]

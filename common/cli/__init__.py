@@ -35,6 +35,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "apps": ("common.cli.restcli", "list applications (REST client)"),
     "nodes": ("common.cli.restcli", "list nodes (REST client)"),
     "explain": ("common.cli.explain", "why an application's asks wait (REST client)"),
+    "k8s-fake": ("rmproxy.k8s.fake.main", "run a fake Kubernetes API server with fake nodes (try the shim "
+                                          "and kubectl without a cluster)"),
     "config": ("common.cli.config", "an RM's queues.yaml on a running stack: get, apply (--dry-run), diff, "
                                     "history, rollback (rmproxy's admin endpoint)"),
 }

@@ -1,0 +1,124 @@
+"""``korral k8s-fake``: run a fake Kubernetes API server with fake nodes, to try the shim (and
+kubectl) without a cluster. It writes a kubeconfig that points at it."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import secrets
+import signal
+import sys
+
+from rmproxy.k8s.fake.cluster import ClusterOptions, FakeCluster, NodeTemplate, write_kubeconfig
+
+__all__ = ["configure", "run", "parse_labels_flag", "parse_taints_flag"]
+
+log = logging.getLogger("korral.k8s.fake")
+
+
+def parse_labels_flag(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, eq, value = part.partition("=")
+        if not eq or not key:
+            raise argparse.ArgumentTypeError(f"--node-labels: {part!r} is not KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def parse_taints_flag(text: str) -> list[dict[str, str]]:
+    """``key=value:Effect`` or ``key:Effect``, comma separated."""
+    out: list[dict[str, str]] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        left, colon, effect = part.rpartition(":")
+        if not colon or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute") or not left:
+            raise argparse.ArgumentTypeError(f"--node-taints: {part!r} is not KEY[=VALUE]:EFFECT with EFFECT one of "
+                                             "NoSchedule, PreferNoSchedule, NoExecute")
+        key, _, value = left.partition("=")
+        taint = {"key": key, "effect": effect}
+        if value:
+            taint["value"] = value
+        out.append(taint)
+    return out
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, colon, port = text.rpartition(":")
+    if not colon or not port.isdigit() or not host:
+        raise argparse.ArgumentTypeError(f"--address: {text!r} is not HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--address", type=_address, default=("127.0.0.1", 6443), metavar="HOST:PORT",
+                        help="where to serve the API (default 127.0.0.1:6443; port 0 picks a free one)")
+    parser.add_argument("--kubeconfig-out", metavar="FILE",
+                        help="write a kubeconfig for this server (kubectl and the shim read it)")
+    parser.add_argument("--token", help="bearer token every request must carry (default: a random one; "
+                                        "'none' turns authentication off)")
+    parser.add_argument("--nodes", type=int, default=3, metavar="N", help="fake nodes to create (default 3)")
+    parser.add_argument("--node-name-pattern", default="fake-node-{i}", metavar="PATTERN",
+                        help="node names; {i} is the node's number from 0 (default fake-node-{i})")
+    parser.add_argument("--node-cpu", default="32", help="each node's cpu capacity (default 32)")
+    parser.add_argument("--node-memory", default="128Gi", help="each node's memory capacity (default 128Gi)")
+    parser.add_argument("--node-pods", default="110", help="each node's pod capacity (default 110)")
+    parser.add_argument("--node-labels", type=parse_labels_flag, default={}, metavar="K=V,...",
+                        help="labels on every fake node (besides kubernetes.io/hostname, os and arch)")
+    parser.add_argument("--node-taints", type=parse_taints_flag, default=[], metavar="K[=V]:EFFECT,...",
+                        help="taints on every fake node")
+    parser.add_argument("--pod-start-seconds", type=float, default=0.0, metavar="S",
+                        help="how long the fake kubelet takes to start a bound pod (default 0)")
+    parser.add_argument("--no-kubelet", action="store_true",
+                        help="run no fake kubelet: bound pods stay Pending and graceful deletions wait")
+    parser.add_argument("--history", type=int, default=10_000, metavar="N",
+                        help="writes kept per resource for watches and exact lists; older resourceVersions "
+                             "answer 410 Expired (default 10000)")
+    parser.add_argument("--bookmark-interval", type=float, default=60.0, metavar="S",
+                        help="seconds between watch BOOKMARKs when a watch asks for them (default 60, as a real "
+                             "server)")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+
+
+def options_from(args: argparse.Namespace) -> ClusterOptions:
+    token = args.token if args.token is not None else secrets.token_urlsafe(24)
+    return ClusterOptions(
+        token=None if token == "none" else token, history=args.history, bookmark_interval=args.bookmark_interval,
+        kubelet=not args.no_kubelet, pod_start_seconds=args.pod_start_seconds,
+        nodes=NodeTemplate(count=args.nodes, name_pattern=args.node_name_pattern, cpu=args.node_cpu,
+                           memory=args.node_memory, pods=args.node_pods, labels=args.node_labels,
+                           taints=args.node_taints))
+
+
+async def serve(args: argparse.Namespace) -> int:
+    cluster = FakeCluster(options_from(args))
+    host, port = args.address
+    url = await cluster.start(host, port)
+    if args.kubeconfig_out:
+        write_kubeconfig(args.kubeconfig_out, cluster.kubeconfig())
+    print(f"fake Kubernetes API at {url} ({cluster.options.nodes.count} nodes)"
+          + (f"; kubeconfig: {args.kubeconfig_out}" if args.kubeconfig_out else ""), flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await cluster.stop()
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.nodes < 0:
+        print("korral k8s-fake: --nodes must be 0 or more", file=sys.stderr)
+        return 2
+    try:
+        args.node_name_pattern.format(i=0)
+    except (KeyError, IndexError, ValueError):
+        print(f"korral k8s-fake: --node-name-pattern {args.node_name_pattern!r} may only use {{i}}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(serve(args))
+    except OSError as exc:
+        print(f"korral k8s-fake: cannot serve on {args.address[0]}:{args.address[1]}: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,493 @@
+"""The HTTP front of the fake API server: an aiohttp app that routes Kubernetes REST paths to
+:class:`~rmproxy.k8s.fake.api.Api`, checks the bearer token, negotiates media types, encodes
+lists from stored bytes and streams watches.
+
+Routing is one catch-all handler so that every answer a real server gives for a bad path or verb
+(JSON 404 for an unknown resource, plain-text 404 outside the API, 405 for a verb a resource
+does not serve) comes from one place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import yaml
+from aiohttp import web
+
+from rmproxy.k8s.fake import discovery
+from rmproxy.k8s.fake.api import PATCH_TYPES, Api, DeleteOptions
+from rmproxy.k8s.fake.errors import ApiError, status_body
+from rmproxy.k8s.fake.kinds import Kind
+from rmproxy.k8s.fake.selectors import SelectorError, parse_fields, parse_labels
+from rmproxy.k8s.fake.store import Event, Filter
+
+__all__ = ["FakeApiServer", "ServerOptions"]
+
+log = logging.getLogger("korral.k8s.fake")
+JSON = "application/json"
+YAML = "application/yaml"
+
+
+@dataclass(slots=True)
+class ServerOptions:
+    token: str | None = None  # bearer token every request must carry; None: no authentication
+    bookmark_interval: float = 60.0  # seconds between BOOKMARKs on a watch without timeoutSeconds
+    watch_timeout: float = 1800.0  # a watch without timeoutSeconds ends after 1-2x this
+    address: str = "127.0.0.1:6443"  # what /api reports as the server address
+
+
+def _dumps(obj: Any) -> bytes:
+    return orjson.dumps(obj)
+
+
+def _bool_param(value: str | None) -> bool:
+    """Kubernetes' rule for ?watch=: false only for '0' and 'false' in any case (file 20)."""
+    return value is not None and value.lower() not in ("0", "false")
+
+
+def _int_param(query: Any, name: str) -> int | None:
+    value = query.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ApiError.bad_request(f'strconv.ParseInt: parsing "{value}": invalid syntax') from None
+
+
+class _Plain404(Exception):
+    """A path outside the API: answered in plain text like Go's mux."""
+
+
+@dataclass(slots=True)
+class _Route:
+    kind: Kind | None
+    namespace: str | None
+    name: str | None
+    subresource: str
+    watch: bool
+    bindings: bool = False  # POST /api/v1/namespaces/NS/bindings
+
+
+class FakeApiServer:
+    """The aiohttp application around one :class:`Api`."""
+
+    def __init__(self, api: Api, options: ServerOptions | None = None):
+        self.api = api
+        self.options = options or ServerOptions()
+        self.served = discovery.served_group_versions(api.kinds)
+        self.app = web.Application(client_max_size=64 * 1024 * 1024)
+        self.app.router.add_route("*", "/{tail:.*}", self.handle)
+        self.app.on_shutdown.append(self._on_shutdown)
+        self._stopping: asyncio.Future | None = None
+        self.rng = random.Random()
+
+    async def _on_shutdown(self, app: web.Application) -> None:
+        stopping = self.stopping()
+        if not stopping.done():
+            stopping.set_result(None)  # open watches end their streams
+
+    def stopping(self) -> asyncio.Future:
+        if self._stopping is None:
+            self._stopping = asyncio.get_running_loop().create_future()
+        return self._stopping
+
+    # -- the front door ----------------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        try:
+            if self.options.token is not None:
+                if request.headers.get("Authorization", "") != f"Bearer {self.options.token}":
+                    raise ApiError.unauthorized()
+            media = self._accept(request)
+            return await self._dispatch(request, media)
+        except _Plain404:
+            return web.Response(status=404, text="404 page not found\n", content_type="text/plain", charset="utf-8")
+        except ApiError as exc:
+            return self._error(exc)
+        except Exception:  # noqa: BLE001 - a bug must answer a Status, not drop the connection
+            log.exception("fake API server: %s %s failed", request.method, request.path_qs)
+            return self._error(ApiError(500, "InternalError", "an error on the server has prevented the request "
+                                        "from succeeding", {}))
+
+    def _error(self, exc: ApiError) -> web.Response:
+        return web.Response(status=exc.code, body=_dumps(exc.body()), content_type=JSON)
+
+    @staticmethod
+    def _accept(request: web.Request) -> str:
+        header = request.headers.get("Accept", "")
+        if not header.strip():
+            return JSON
+        for part in header.split(","):
+            media, _, params = part.strip().partition(";")
+            media = media.strip().lower()
+            if "as=" in params.replace(" ", ""):
+                continue  # Table and discovery variants: not served, a plainer choice follows
+            if media in (JSON, "application/*", "*/*", "application/json-patch+json"):
+                return JSON
+            if media == YAML:
+                return YAML
+        raise ApiError(406, "NotAcceptable", "406: Not Acceptable", {})
+
+    def _answer(self, body: Any, media: str, status: int = 200) -> web.Response:
+        if media == YAML:
+            text = yaml.safe_dump(body, sort_keys=True, default_flow_style=False, allow_unicode=True)
+            return web.Response(status=status, text=text, content_type=YAML)
+        return web.Response(status=status, body=_dumps(body), content_type=JSON)
+
+    def _raw(self, raw: bytes, media: str, status: int = 200) -> web.Response:
+        if media == YAML:
+            return self._answer(orjson.loads(raw), media, status)
+        return web.Response(status=status, body=raw, content_type=JSON)
+
+    # -- routing -------------------------------------------------------------------------------
+
+    async def _dispatch(self, request: web.Request, media: str) -> web.StreamResponse:
+        path = request.path
+        method = request.method
+        parts = [p for p in path.split("/") if p]
+        if path in ("/healthz", "/livez", "/readyz"):
+            return web.Response(text="ok", content_type="text/plain")
+        if path == "/version":
+            if method != "GET":
+                raise ApiError.method_not_allowed()
+            return self._answer(discovery.VERSION, media)
+        if not parts or parts[0] not in ("api", "apis"):
+            raise _Plain404()
+        if parts == ["api"]:
+            return self._answer(discovery.api_versions(self.options.address), media)
+        if parts == ["apis"]:
+            return self._answer(discovery.group_list(self.api.kinds), media)
+        if parts[0] == "api":
+            if parts[1] != "v1":
+                raise _Plain404()
+            gv, rest = "v1", parts[2:]
+        else:
+            if len(parts) == 2:
+                if not any(k.group == parts[1] for k in self.api.kinds):
+                    raise _Plain404()
+                return self._answer({"kind": "APIGroup", "apiVersion": "v1", **discovery.group(parts[1])}, media)
+            gv, rest = f"{parts[1]}/{parts[2]}", parts[3:]
+            if gv not in self.served:
+                raise _Plain404()
+        if not rest:
+            return self._answer(discovery.resource_list(self.api.kinds, gv), media)
+        route = self._route(gv, rest)
+        return await self._serve(request, media, route)
+
+    def _route(self, gv: str, rest: list[str]) -> _Route:
+        watch = False
+        if rest[0] == "watch":
+            watch, rest = True, rest[1:]
+            if not rest:
+                raise ApiError.unknown_resource()
+        namespace = None
+        if rest[0] == "namespaces" and len(rest) >= 3 and gv == "v1" and rest[2] in ("status", "finalize") \
+                and len(rest) == 3:
+            return _Route(self.api.kind(gv, "namespaces"), None, rest[1], rest[2], watch)
+        if rest[0] == "namespaces" and len(rest) >= 3:
+            namespace, rest = rest[1], rest[2:]
+        if gv == "v1" and rest[0] == "bindings" and namespace is not None and len(rest) == 1:
+            return _Route(None, namespace, None, "", False, bindings=True)
+        kind = self.api.by_path.get((gv, rest[0]))
+        if kind is None or len(rest) > 3 or (namespace is not None and not kind.namespaced):
+            raise ApiError.unknown_resource()
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else ""
+        if sub and sub not in kind.subresources:
+            raise ApiError.unknown_resource()
+        if kind.namespaced and name is not None and namespace is None:
+            raise ApiError.unknown_resource()
+        return _Route(kind, namespace, name, sub, watch)
+
+    async def _body(self, request: web.Request, kind_name: str, patch: bool = False) -> tuple[Any, str]:
+        ctype = request.headers.get("Content-Type", JSON).split(";")[0].strip().lower()
+        raw = await request.read()
+        if patch:
+            ptype = PATCH_TYPES.get(ctype)
+            if ptype is None or ptype == "apply":
+                raise ApiError(415, "UnsupportedMediaType", "415: Unsupported Media Type", {})
+        elif ctype not in (JSON, YAML, "application/json-patch+json"):
+            raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted "
+                           "media types include: application/json, application/yaml, "
+                           "application/vnd.kubernetes.protobuf")
+        else:
+            ptype = ""
+        if not raw.strip():
+            raise ApiError.bad_request(f"the object provided is unrecognized (must be of type {kind_name}): "
+                                       "couldn't get version/kind; json parse error: unexpected end of JSON input "
+                                       "(<empty>)")
+        try:
+            body = yaml.safe_load(raw) if ctype == YAML else orjson.loads(raw)
+        except (orjson.JSONDecodeError, yaml.YAMLError):
+            snippet = raw[:30].decode("utf-8", "replace")
+            raise ApiError.bad_request(f"the object provided is unrecognized (must be of type {kind_name}): "
+                                       "couldn't get version/kind; json parse error: unexpected end of JSON input "
+                                       f"({snippet} ...)") from None
+        return body, ptype
+
+    @staticmethod
+    def _manager(request: web.Request) -> str:
+        manager = request.query.get("fieldManager")
+        if manager:
+            return manager
+        agent = request.headers.get("User-Agent", "")
+        return agent.split("/")[0].split(" ")[0] or "unknown"
+
+    async def _serve(self, request: web.Request, media: str, route: _Route) -> web.StreamResponse:
+        method, api, kind, q = request.method, self.api, route.kind, request.query
+        if route.bindings:
+            if method != "POST":
+                raise ApiError.method_not_allowed()
+            body, _ = await self._body(request, "Binding")
+            name = (body.get("metadata") or {}).get("name", "") if isinstance(body, dict) else ""
+            return self._answer(api.bind(route.namespace or "", name, body), media, 201)
+        assert kind is not None
+        ns = route.namespace or ""
+        if route.name is None:  # a collection
+            if method == "GET":
+                if route.watch or _bool_param(q.get("watch")):
+                    return await self._watch(request, kind, route.namespace)
+                return await self._list(request, media, kind, route.namespace)
+            if method == "POST" and not route.watch:
+                if kind.namespaced and route.namespace is None:
+                    raise ApiError.method_not_allowed()
+                body, _ = await self._body(request, kind.kind)
+                obj = api.create(kind, ns, body, self._manager(request))
+                return self._answer(api.full(kind, obj), media, 201)
+            if method == "DELETE" and not route.watch:
+                return await self._delete_collection(request, media, kind, route.namespace)
+            raise ApiError.method_not_allowed()
+        name, sub = route.name, route.subresource
+        if route.watch:
+            if method != "GET":
+                raise ApiError.method_not_allowed()
+            return await self._watch(request, kind, route.namespace, name)
+        verbs = kind.subresources.get(sub, ()) if sub else ("get", "update", "patch", "delete")
+        verb = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete", "POST": "create"}.get(method)
+        if verb not in verbs:
+            raise ApiError.method_not_allowed()
+        if sub == "binding":
+            body, _ = await self._body(request, "Binding")
+            return self._answer(api.bind(ns, name, body), media, 201)
+        if sub == "eviction":
+            body, _ = await self._body(request, "Eviction")
+            return self._answer(api.evict(ns, name, body), media, 201)
+        if sub in ("log", "exec", "attach", "proxy"):
+            raise ApiError(400, "BadRequest", f"the fake cluster runs no containers: {kind.plural}/{sub} is not "
+                           "served")
+        status_sub = sub if sub in ("status", "finalize") else ""
+        if method == "GET":
+            entry = api.entry(kind, ns, name)
+            return self._raw(kind.prefix() + api.view_raw(kind, entry.raw)[1:], media)
+        if method == "PUT":
+            body, _ = await self._body(request, kind.kind)
+            if sub == "finalize":
+                obj = self._finalize(kind, name, body)
+            else:
+                obj = api.update(kind, ns, name, body, status_sub, self._manager(request))
+            return self._answer(api.full(kind, obj), media)
+        if method == "PATCH":
+            body, ptype = await self._body(request, kind.kind, patch=True)
+            obj = api.patch(kind, ns, name, ptype, body, status_sub, self._manager(request))
+            return self._answer(api.full(kind, obj), media)
+        # DELETE
+        options = await self._delete_options(request)
+        body, is_object = api.delete(kind, ns, name, options)
+        return self._answer(api.full(kind, body) if is_object else body, media)
+
+    def _finalize(self, kind: Kind, name: str, body: Any) -> dict[str, Any]:
+        """PUT namespaces/NAME/finalize: the namespace controller's last step."""
+        entry = self.api.entry(kind, "", name)
+        obj = entry.decode()
+        obj.setdefault("spec", {})["finalizers"] = ((body or {}).get("spec") or {}).get("finalizers") or []
+        if not obj["spec"]["finalizers"]:
+            obj["spec"].pop("finalizers")
+        self.api.store.write(self.api.bucket_name(kind), name, obj)
+        self.api._maybe_finish_deletion(kind, obj)
+        return obj
+
+    async def _delete_options(self, request: web.Request) -> DeleteOptions:
+        q = request.query
+        options = DeleteOptions(grace_period=_int_param(q, "gracePeriodSeconds"),
+                                propagation=q.get("propagationPolicy"))
+        raw = await request.read()
+        if raw.strip():
+            try:
+                body = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                raise ApiError.bad_request("the object provided is unrecognized (must be of type DeleteOptions): "
+                                           "couldn't get version/kind; json parse error") from None
+            if isinstance(body, dict):
+                if body.get("gracePeriodSeconds") is not None:
+                    options.grace_period = int(body["gracePeriodSeconds"])
+                if body.get("propagationPolicy"):
+                    options.propagation = body["propagationPolicy"]
+                if body.get("orphanDependents") is True and not options.propagation:
+                    options.propagation = "Orphan"
+                pre = body.get("preconditions") or {}
+                options.uid = pre.get("uid")
+                options.resource_version = pre.get("resourceVersion")
+        if options.propagation not in (None, "Orphan", "Background", "Foreground"):
+            raise ApiError.invalid("DeleteOptions", "", [("FieldValueNotSupported", "propagationPolicy",
+                                   f'Unsupported value: "{options.propagation}": supported values: "Foreground", '
+                                   '"Background", "Orphan", "nil"')])
+        return options
+
+    # -- lists -------------------------------------------------------------------------------
+
+    def _selectors(self, request: web.Request, kind: Kind) -> tuple[Any, Any]:
+        try:
+            labels = parse_labels(request.query.get("labelSelector"))
+            fields = parse_fields(request.query.get("fieldSelector"), kind.supports_field)
+        except SelectorError as exc:
+            raise ApiError.bad_request(str(exc)) from None
+        translate = getattr(kind, "translate_field", None)
+        if translate and not fields.empty:
+            fields.terms = tuple((translate(f), eq, v) for f, eq, v in fields.terms)
+        return labels, fields
+
+    async def _list(self, request: web.Request, media: str, kind: Kind, namespace: str | None) -> web.Response:
+        q = request.query
+        labels, fields = self._selectors(request, kind)
+        limit = _int_param(q, "limit")
+        _int_param(q, "timeoutSeconds")
+        result = await self.api.list(kind, namespace, labels, fields, q.get("resourceVersion"),
+                                     q.get("resourceVersionMatch"), limit, q.get("continue"))
+        meta: dict[str, Any] = {"resourceVersion": str(result.rv)}
+        if result.continue_token:
+            meta["continue"] = result.continue_token
+            if result.remaining is not None:
+                meta["remainingItemCount"] = result.remaining
+        if getattr(kind, "to_view", None):
+            items = [self.api.view_raw(kind, e.raw) for e in result.entries]
+        else:
+            items = [e.raw for e in result.entries]
+        head = b'{"kind":"%sList","apiVersion":"%s","metadata":' % (kind.kind.encode(), kind.api_version.encode())
+        body = head + _dumps(meta) + b',"items":[' + b",".join(items) + b"]}"
+        return self._raw(body, media)
+
+    async def _delete_collection(self, request: web.Request, media: str, kind: Kind,
+                                 namespace: str | None) -> web.Response:
+        labels, fields = self._selectors(request, kind)
+        options = await self._delete_options(request)
+        result = await self.api.list(kind, namespace, labels, fields, None, None, None, None)
+        deleted = []
+        for entry in result.entries:
+            try:
+                body, is_object = self.api.delete(kind, entry.namespace, entry.name, options)
+            except ApiError as exc:
+                if exc.code == 404:
+                    continue
+                raise
+            deleted.append(body if is_object else entry.decode())
+        return self._answer({"kind": f"{kind.kind}List", "apiVersion": kind.api_version,
+                             "metadata": {"resourceVersion": str(self.api.store.rv)},
+                             "items": [self.api.view(kind, o) for o in deleted]}, media)
+
+    # -- watches -----------------------------------------------------------------------------
+
+    async def _watch(self, request: web.Request, kind: Kind, namespace: str | None,
+                     name: str | None = None) -> web.StreamResponse:
+        q = request.query
+        labels, fields = self._selectors(request, kind)
+        if name is not None:
+            fields = parse_fields(f"metadata.name={name}", kind.supports_field)
+        timeout = _int_param(q, "timeoutSeconds")
+        rv_text = q.get("resourceVersion")
+        start_rv: int | None = None
+        if rv_text not in (None, "", "0"):
+            try:
+                start_rv = int(rv_text)
+            except ValueError:
+                raise ApiError.internal(f'resourceVersion: Invalid value: "{rv_text}": strconv.ParseUint: parsing '
+                                        f'"{rv_text}": invalid syntax') from None
+        bookmarks = _bool_param(q.get("allowWatchBookmarks")) if "allowWatchBookmarks" in q else False
+        flt = Filter(namespace, None if labels.empty else labels, None if fields.empty else fields)
+        bucket = self.api.store.buckets[self.api.bucket_name(kind)]
+        resp = web.StreamResponse(status=200, headers={"Content-Type": JSON})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        deadline = started + (timeout if timeout is not None and timeout > 0
+                              else self.options.watch_timeout * (1 + self.rng.random()))
+        prefix = kind.prefix()
+        view = getattr(kind, "to_view", None)
+
+        def body_of(raw: bytes) -> bytes:
+            return prefix + (self.api.view_raw(kind, raw) if view else raw)[1:]
+
+        try:
+            if start_rv is None:
+                start_rv = self.api.store.rv
+                index = bucket.end()
+                lines = [b'{"type":"ADDED","object":' + body_of(e.raw) + b"}\n"
+                         for e in bucket.items.values() if flt.matches(e)]
+                if lines:
+                    await resp.write(b"".join(lines))
+            elif start_rv < bucket.compacted_rv:
+                await self._expired(resp, start_rv, bucket.compacted_rv + 1)
+                return resp
+            else:
+                index = bucket.index_after(start_rv)
+            if timeout is not None and timeout > 0:
+                marks = [deadline - 2.2, deadline - 1.0]
+            else:
+                marks = []
+            next_mark = marks.pop(0) if marks else started + self.options.bookmark_interval
+            stopping = self.stopping()
+            while True:
+                if index < bucket.offset:  # this watcher fell behind the kept history
+                    await self._expired(resp, start_rv, bucket.compacted_rv + 1)
+                    return resp
+                events = bucket.events_from(index)
+                index = bucket.end()
+                if events:
+                    out = [line for ev in events if ev.rv > start_rv
+                           for line in (self._line(ev, flt, body_of),) if line is not None]
+                    if out:
+                        await resp.write(b"".join(out))
+                now = loop.time()
+                if now >= deadline:
+                    break
+                if bookmarks and now >= next_mark:
+                    if bucket.last_rv > start_rv:
+                        mark = _dumps({"type": "BOOKMARK", "object": kind.bookmark(bucket.last_rv)})
+                        await resp.write(mark + b"\n")
+                    next_mark = marks.pop(0) if marks else now + self.options.bookmark_interval
+                if request.transport is None or request.transport.is_closing() or stopping.done():
+                    break
+                wake = min(deadline, next_mark if bookmarks else deadline, now + 1.0) - now
+                changed = bucket.changed()
+                if index == bucket.end():
+                    await asyncio.wait([changed, stopping], timeout=max(wake, 0.0),
+                                       return_when=asyncio.FIRST_COMPLETED)
+            await resp.write_eof()
+        except (ConnectionResetError, asyncio.CancelledError):
+            raise
+        return resp
+
+    @staticmethod
+    def _line(ev: Event, flt: Filter, body_of: Any) -> bytes | None:
+        if ev.type == "DELETED":
+            return b'{"type":"DELETED","object":' + body_of(ev.new.raw) + b"}\n" if flt.matches(ev.new) else None
+        now_in = flt.matches(ev.new)
+        was_in = ev.prev is not None and flt.matches(ev.prev)
+        if now_in:
+            kind = "MODIFIED" if was_in else "ADDED"
+            return b'{"type":"%s","object":' % kind.encode() + body_of(ev.new.raw) + b"}\n"
+        if was_in:  # left the selector: DELETED with the state it had (file 16)
+            return b'{"type":"DELETED","object":' + body_of(ev.prev_at_rv()) + b"}\n"
+        return None
+
+    @staticmethod
+    async def _expired(resp: web.StreamResponse, rv: int, oldest: int) -> None:
+        body = status_body(410, "Expired", f"too old resource version: {rv} ({oldest})")
+        await resp.write(_dumps({"type": "ERROR", "object": body}) + b"\n")
+        await resp.write_eof()
