@@ -53,7 +53,7 @@ __all__ = ["Shim", "ShimSettings", "Claim"]
 log = logging.getLogger(__name__)
 
 _STATE = si_pb2.UpdateContainerSchedulingStateRequest
-_ALLOC_KINDS = ("alloc", "release")
+_NODE_EVENTS = ("NodeAdded", "NodeRemoved")  # YuniKorn's shim posts a node's addition and removal only
 
 
 @dataclass(frozen=True, slots=True)
@@ -633,10 +633,8 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                 task = self.tasks.get(record.objectID)
                 if task is not None:
                     self._event(task.spec, NORMAL, "Informational", record.message)
-            elif record.type == si_pb2.EventRecord.NODE and record.objectID in self.nodes and (
-                    (record.eventChangeType == si_pb2.EventRecord.ADD
-                     and record.eventChangeDetail == si_pb2.EventRecord.DETAILS_NONE)
-                    or record.eventChangeDetail == si_pb2.EventRecord.NODE_DECOMISSION):
+            elif record.type == si_pb2.EventRecord.NODE and record.reason in _NODE_EVENTS \
+                    and record.objectID in self.nodes:
                 self.events.post(Regarding("Node", record.objectID), NORMAL, "Informational", record.message)
 
     # ------------------------------------------------------------------ recovery and dump
