@@ -276,17 +276,17 @@ class Api:
                    limit: int | None, continue_token: str | None) -> ListResult:
         bucket = self.store.buckets[self.bucket_name(kind)]
         if match and not resource_version:
-            raise ApiError.invalid("ListOptions.meta.k8s.io", "", [
+            raise ApiError.invalid("ListOptions", "", [
                 ("FieldValueForbidden", "resourceVersionMatch",
-                 "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided")])
+                 "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided")], "meta.k8s.io")
         if match == "Exact" and resource_version == "0":
-            raise ApiError.invalid("ListOptions.meta.k8s.io", "", [
+            raise ApiError.invalid("ListOptions", "", [
                 ("FieldValueForbidden", "resourceVersionMatch",
-                 'Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0"')])
+                 'Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0"')], "meta.k8s.io")
         if match not in (None, "", "Exact", "NotOlderThan"):
-            raise ApiError.invalid("ListOptions.meta.k8s.io", "", [
+            raise ApiError.invalid("ListOptions", "", [
                 ("FieldValueNotSupported", "resourceVersionMatch",
-                 f'Unsupported value: "{match}": supported values: "Exact", "NotOlderThan", ""')])
+                 f'Unsupported value: "{match}": supported values: "Exact", "NotOlderThan", ""')], "meta.k8s.io")
         rv = None
         if resource_version:
             try:
@@ -451,12 +451,12 @@ class Api:
         if options.uid is not None and options.uid != meta.get("uid"):
             raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {label} "{name}": the UID in the '
                            f"precondition ({options.uid}) does not match the UID in record ({meta.get('uid')}). "
-                           "The object might have been deleted and then recreated", kind.resource.details(name))
+                           "The object might have been deleted and then recreated", {"name": name, "kind": kind.kind})
         if options.resource_version is not None and options.resource_version != str(entry.rv):
             raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {label} "{name}": the '
                            f"ResourceVersion in the precondition ({options.resource_version}) does not match the "
                            f"ResourceVersion in record ({entry.rv}). The object might have been modified",
-                           kind.resource.details(name))
+                           {"name": name, "kind": kind.kind})
         is_pod = isinstance(kind, Pods)
         grace = grace_period(obj, options.grace_period) if is_pod else 0
         finalizers = list(meta.get("finalizers") or [])
@@ -588,6 +588,9 @@ _SPEC_ORDER = ("volumes", "initContainers", "containers", "ephemeralContainers",
 
 
 def _ordered_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    for key in ("labels", "annotations", "ownerReferences", "finalizers"):
+        if key in meta and not meta[key]:
+            del meta[key]  # Go's omitempty: an empty map or list is not stored
     out = {k: meta[k] for k in _META_ORDER if k in meta}
     out.update((k, v) for k, v in meta.items() if k not in out)
     return out

@@ -76,7 +76,7 @@ class ApiError(Exception):
                                        "latest version and try again")
 
     @classmethod
-    def invalid(cls, kind: str, name: str, causes: list[tuple[str, str, str]]) -> "ApiError":
+    def invalid(cls, kind: str, name: str, causes: list[tuple[str, str, str]], group: str = "") -> "ApiError":
         """causes: (reason, field, message) triples, e.g. ("FieldValueRequired", "spec.containers",
         "Required value")."""
         parts = [f"{f}: {m}" for _, f, m in causes]
@@ -84,7 +84,10 @@ class ApiError(Exception):
         details: dict[str, Any] = {}
         if name:
             details["name"] = name
+        if group:
+            details["group"] = group
         details["kind"] = kind
+        kind = f"{kind}.{group}" if group else kind
         details["causes"] = [{"reason": r, "message": m, "field": f} for r, f, m in causes]
         return cls(422, "Invalid", f'{kind} "{name}" is invalid: {joined}', details)
 

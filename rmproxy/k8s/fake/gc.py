@@ -42,18 +42,35 @@ class GarbageCollector:
         self.pending: set[tuple[str, str, str]] = set()  # (action, bucket, key) queued for the loop
         self._queue: asyncio.Queue | None = None
         self._task: asyncio.Task | None = None
+        self._running: asyncio.Event | None = None  # created in start(), on the loop
+        self.busy = False
         for bucket in self.kinds:
             for entry in api.store.entries(bucket):
                 self._index(bucket, entry.key, entry.uid, entry.decode())
             api.store.listen(bucket, self._make_listener(bucket))
 
     def start(self) -> None:
+        self._running = asyncio.Event()
+        self._running.set()
         self._queue = asyncio.Queue()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="k8s-fake-gc")
         for owner_uid in list(self.dependents):
             if owner_uid not in self.where:
                 for dep in list(self.dependents.get(owner_uid, ())):
                     self._enqueue("orphaned", *dep)
+
+    def pause(self) -> None:
+        """Hold the collector's work (tests that need the moment before it acts)."""
+        assert self._running is not None
+        self._running.clear()
+
+    def resume(self) -> None:
+        assert self._running is not None
+        self._running.set()
+
+    def idle(self) -> bool:
+        """Nothing queued and nothing being done."""
+        return not self.busy and (self._queue is None or self._queue.empty())
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -128,7 +145,11 @@ class GarbageCollector:
         for item in list(self.pending):
             self._queue.put_nowait(item)
         while True:
+            self.busy = False
             action, bucket, key = await self._queue.get()
+            self.busy = True
+            assert self._running is not None
+            await self._running.wait()
             self.pending.discard((action, bucket, key))
             try:
                 if action == "orphaned":

@@ -24,7 +24,7 @@ from rmproxy.k8s.fake.api import PATCH_TYPES, Api, DeleteOptions
 from rmproxy.k8s.fake.errors import ApiError, status_body
 from rmproxy.k8s.fake.kinds import Kind
 from rmproxy.k8s.fake.selectors import SelectorError, parse_fields, parse_labels
-from rmproxy.k8s.fake.store import Event, Filter
+from rmproxy.k8s.fake.store import Event, Filter, WatchQueue
 
 __all__ = ["FakeApiServer", "ServerOptions"]
 
@@ -423,31 +423,29 @@ class FakeApiServer:
         def body_of(raw: bytes) -> bytes:
             return prefix + (self.api.view_raw(kind, raw) if view else raw)[1:]
 
+        queue = WatchQueue()
         try:
             if start_rv is None:
                 start_rv = self.api.store.rv
-                index = bucket.end()
-                lines = [b'{"type":"ADDED","object":' + body_of(e.raw) + b"}\n"
-                         for e in bucket.items.values() if flt.matches(e)]
+                current = [e for e in bucket.items.values() if flt.matches(e)]
+                bucket.watchers.add(queue)
+                lines = [b'{"type":"ADDED","object":' + body_of(e.raw) + b"}\n" for e in current]
                 if lines:
                     await resp.write(b"".join(lines))
             elif start_rv < bucket.compacted_rv:
                 await self._expired(resp, start_rv, bucket.compacted_rv + 1)
                 return resp
             else:
-                index = bucket.index_after(start_rv)
-            if timeout is not None and timeout > 0:
-                marks = [deadline - 2.2, deadline - 1.0]
-            else:
-                marks = []
+                queue.events = bucket.events_from(bucket.index_after(start_rv))
+                bucket.watchers.add(queue)
+            marks = [deadline - 2.2, deadline - 1.0] if timeout is not None and timeout > 0 else []
             next_mark = marks.pop(0) if marks else started + self.options.bookmark_interval
             stopping = self.stopping()
             while True:
-                if index < bucket.offset:  # this watcher fell behind the kept history
+                if queue.overflowed:  # this watcher fell too far behind
                     await self._expired(resp, start_rv, bucket.compacted_rv + 1)
                     return resp
-                events = bucket.events_from(index)
-                index = bucket.end()
+                events = queue.take()
                 if events:
                     out = [line for ev in events if ev.rv > start_rv
                            for line in (self._line(ev, flt, body_of),) if line is not None]
@@ -464,13 +462,13 @@ class FakeApiServer:
                 if request.transport is None or request.transport.is_closing() or stopping.done():
                     break
                 wake = min(deadline, next_mark if bookmarks else deadline, now + 1.0) - now
-                changed = bucket.changed()
-                if index == bucket.end():
-                    await asyncio.wait([changed, stopping], timeout=max(wake, 0.0),
-                                       return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait([queue.wake(), stopping], timeout=max(wake, 0.0),
+                                   return_when=asyncio.FIRST_COMPLETED)
             await resp.write_eof()
-        except (ConnectionResetError, asyncio.CancelledError):
-            raise
+        except ConnectionResetError:
+            pass  # the client went away
+        finally:
+            bucket.watchers.discard(queue)
         return resp
 
     @staticmethod

@@ -21,7 +21,7 @@ import orjson
 
 from rmproxy.k8s.fake.selectors import FieldSelector, LabelSelector
 
-__all__ = ["Entry", "Event", "Bucket", "Store", "Filter"]
+__all__ = ["Entry", "Event", "Bucket", "Store", "Filter", "WatchQueue"]
 
 
 @dataclass(slots=True)
@@ -78,6 +78,41 @@ class Filter:
         return True
 
 
+class WatchQueue:
+    """The events one open watch has not sent yet. Filled at write time, so a watch never depends
+    on the history window while it keeps up; one that falls ``limit`` events behind is ended
+    (as a real server closes a watcher whose buffer is full)."""
+
+    __slots__ = ("events", "limit", "overflowed", "_wake")
+
+    def __init__(self, limit: int = 1_000_000):
+        self.events: list[Event] = []
+        self.limit = limit
+        self.overflowed = False
+        self._wake: asyncio.Future | None = None
+
+    def push(self, event: Event) -> None:
+        if self.overflowed:
+            return
+        self.events.append(event)
+        if len(self.events) > self.limit:
+            self.overflowed = True
+            self.events.clear()
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
+    def take(self) -> list[Event]:
+        out, self.events = self.events, []
+        return out
+
+    def wake(self) -> asyncio.Future:
+        if self._wake is None or self._wake.done():
+            self._wake = asyncio.get_running_loop().create_future()
+            if self.events or self.overflowed:
+                self._wake.set_result(None)
+        return self._wake
+
+
 class Bucket:
     """The objects of one resource and their recent history."""
 
@@ -91,7 +126,7 @@ class Bucket:
         self.extract = extract
         self.last_rv = 0  # the newest write to this resource
         self._sorted: list[str] | None = None
-        self._changed: asyncio.Future | None = None
+        self.watchers: set[WatchQueue] = set()
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -130,12 +165,6 @@ class Bucket:
                 items[ev.key] = ev.prev
         return items
 
-    def changed(self) -> asyncio.Future:
-        """A future resolved at the next write to this bucket."""
-        if self._changed is None or self._changed.done():
-            self._changed = asyncio.get_running_loop().create_future()
-        return self._changed
-
     # -- writing -----------------------------------------------------------------------------
 
     def record(self, event: Event) -> None:
@@ -149,8 +178,8 @@ class Bucket:
         self.events.append(event)
         if len(self.events) > self.history + max(16, self.history // 4):
             self.trim(len(self.events) - self.history)
-        if self._changed is not None and not self._changed.done():
-            self._changed.set_result(None)
+        for watcher in self.watchers:
+            watcher.push(event)
 
     def trim(self, count: int) -> None:
         count = min(count, len(self.events))
