@@ -137,6 +137,9 @@ def setup_file(prefix: str, api: Api, tr: Translator) -> None:
     elif prefix in ("18", "19"):
         list_namespace_state(api, tr, only="list")
         ns("watch")
+        if prefix == "19":
+            tr.rv[184] = api.store.buckets["pods"].last_rv  # file 12 listed this state at 184
+            recreate(api, tr, recorded("18", 1)["response"]["body"])  # then file 18 created l-new
     elif prefix in ("21", "23"):
         ns("bind")
     elif prefix in ("22", "24", "25"):

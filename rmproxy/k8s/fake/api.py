@@ -321,7 +321,13 @@ class Api:
         if rv == 0 and not continue_token:
             limit = None  # served from the watch cache: limit ignored (file 12)
         items = bucket.items if snapshot_rv is None or snapshot_rv == self.store.rv else bucket.snapshot(snapshot_rv)
-        list_rv = snapshot_rv if snapshot_rv is not None else self.store.rv
+        if snapshot_rv is not None:
+            list_rv = snapshot_rv
+        elif rv is not None and not continue_token:
+            # served from the watch cache: the newest version this resource has seen (files 14, 42)
+            list_rv = max(bucket.last_rv, rv)
+        else:
+            list_rv = self.store.rv
         keys = sorted(items) if items is not bucket.items else bucket.sorted_keys()
         prefix = f"{namespace}/" if namespace and kind.namespaced else ""
         if prefix:

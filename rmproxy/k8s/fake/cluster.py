@@ -5,8 +5,12 @@ itself, nodes with a fake kubelet, and the garbage collector. Tests start one in
 from __future__ import annotations
 
 import asyncio
+import base64
+import ipaddress
 import os
 import socket
+import ssl
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +50,7 @@ class ClusterOptions:
     kubelet: bool = True
     garbage_collector: bool = True
     pod_start_seconds: float = 0.0  # bound pod -> Running
+    tls: tuple[str, str] | None = None  # (certificate, key) files: serve HTTPS
 
 
 class FakeCluster:
@@ -67,7 +72,9 @@ class FakeCluster:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        scheme = "https" if self.options.tls else "http"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{scheme}://{host}:{self.port}"
 
     def _bootstrap(self) -> None:
         """What a new kube-apiserver creates for itself (files 08, 42)."""
@@ -101,7 +108,11 @@ class FakeCluster:
         self.server.options.address = f"{host}:{port}"
         self.runner = web.AppRunner(self.server.app, access_log=None, shutdown_timeout=2.0)
         await self.runner.setup()
-        site = web.TCPSite(self.runner, host, port, reuse_address=True)
+        context = None
+        if self.options.tls:
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(*self.options.tls)
+        site = web.TCPSite(self.runner, host, port, reuse_address=True, ssl_context=context)
         await site.start()
         for controller in self.controllers:
             controller.start()
@@ -116,8 +127,11 @@ class FakeCluster:
 
     def kubeconfig(self, user: str = "korral") -> dict[str, Any]:
         user_entry: dict[str, Any] = {"token": self.options.token} if self.options.token else {}
+        cluster: dict[str, Any] = {"server": self.url}
+        if self.options.tls:
+            cluster["certificate-authority-data"] = base64.b64encode(Path(self.options.tls[0]).read_bytes()).decode()
         return {"apiVersion": "v1", "kind": "Config", "current-context": "korral-fake",
-                "clusters": [{"name": "korral-fake", "cluster": {"server": self.url}}],
+                "clusters": [{"name": "korral-fake", "cluster": cluster}],
                 "users": [{"name": user, "user": user_entry}],
                 "contexts": [{"name": "korral-fake", "context": {"cluster": "korral-fake", "user": user,
                                                                   "namespace": "default"}}],
@@ -139,8 +153,8 @@ def node_object(template: NodeTemplate, i: int) -> dict[str, Any]:
             "metadata": {"name": name, "labels": labels, "annotations": {FAKE_KUBELET: "true"}},
             "spec": spec,
             "status": {"capacity": capacity, "allocatable": dict(capacity),
-                       "addresses": [{"type": "InternalIP", "address": f"172.{16 + i // 65536 % 16}."
-                                                                        f"{i // 256 % 256}.{i % 256}"},
+                       "addresses": [{"type": "InternalIP",
+                                      "address": str(ipaddress.ip_address("172.16.0.1") + i % (1 << 20))},
                                      {"type": "Hostname", "address": name}],
                        "nodeInfo": {"machineID": f"fake-{i}", "systemUUID": f"fake-{i}", "bootID": f"fake-{i}",
                                     "kernelVersion": "5.15.0-fake", "osImage": "Korral fake node",

@@ -111,7 +111,7 @@ class GarbageCollector:
                     if owner in self.where:
                         self._enqueue("owner", *self.where[owner])
                 self._index(bucket, entry.key, entry.uid, None)
-                for dep in list(self.dependents.get(entry.uid, ())):
+                for dep in sorted(self.dependents.get(entry.uid, ())):
                     self._enqueue("orphaned", *dep)
                 return
             self.where[entry.uid] = ref
@@ -183,7 +183,7 @@ class GarbageCollector:
         obj = entry.decode()
         fin = obj["metadata"].get("finalizers") or []
         kind = self.kinds[bucket]
-        deps = [d for d in self.dependents.get(entry.uid, ()) if self.api.store.get(*d) is not None]
+        deps = sorted(d for d in self.dependents.get(entry.uid, ()) if self.api.store.get(*d) is not None)
         if "orphan" in fin:
             for dep_bucket, dep_key in deps:
                 self._drop_reference(dep_bucket, dep_key, entry.uid)

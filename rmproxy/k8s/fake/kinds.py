@@ -86,6 +86,11 @@ class Kind:
     def supports_field(self, field: str) -> bool:
         return field in ("metadata.name", "metadata.namespace") or field in self.extra_fields
 
+    top_level: tuple[str, ...] = ()  # the object's top-level fields, for strict decoding (empty: not checked)
+
+    def top_level_fields(self) -> set[str]:
+        return {"apiVersion", "kind", "metadata", *self.top_level} if self.top_level else set()
+
     def fields(self, obj: dict[str, Any]) -> dict[str, str]:
         return _metadata_fields(obj)
 
@@ -147,6 +152,7 @@ class Kind:
 
 
 class Namespaces(Kind):
+    top_level = ("spec", "status")
     plural, kind, namespaced, short_names = "namespaces", "Namespace", False, ("ns",)
     verbs = ("create", "delete", "get", "list", "patch", "update", "watch")
     subresources = {"finalize": ("update",), "status": ("get", "patch", "update")}
@@ -182,6 +188,7 @@ class Namespaces(Kind):
 
 
 class Nodes(Kind):
+    top_level = ("spec", "status")
     plural, kind, namespaced, short_names = "nodes", "Node", False, ("no",)
     subresources = {"status": ("get", "patch", "update"), "proxy": ("create", "delete", "get", "patch", "update")}
     storage_hash = "XwShjMxG9Fs="
@@ -237,6 +244,7 @@ _CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 
 
 class ConfigMaps(Kind):
+    top_level = ("data", "binaryData", "immutable")
     plural, kind, short_names = "configmaps", "ConfigMap", ("cm",)
     storage_hash = "qFsyl6wFWjQ="
 
@@ -271,6 +279,7 @@ def check_base64(obj: dict[str, Any]) -> str | None:
 
 
 class PriorityClasses(Kind):
+    top_level = ("value", "globalDefault", "description", "preemptionPolicy")
     plural, kind, group, short_names = "priorityclasses", "PriorityClass", "scheduling.k8s.io", ("pc",)
     namespaced = False
     storage_hash = "1QwjyaZjj3Y="
@@ -329,6 +338,7 @@ class StorageClasses(Kind):
 
 
 class PersistentVolumeClaims(Kind):
+    top_level = ("spec", "status")
     plural, kind, short_names = "persistentvolumeclaims", "PersistentVolumeClaim", ("pvc",)
     subresources = {"status": ("get", "patch", "update")}
     storage_hash = "QWTyNDq0dC4="
@@ -349,6 +359,7 @@ class PersistentVolumeClaims(Kind):
 
 
 class PersistentVolumes(Kind):
+    top_level = ("spec", "status")
     plural, kind, namespaced, short_names = "persistentvolumes", "PersistentVolume", False, ("pv",)
     subresources = {"status": ("get", "patch", "update")}
     storage_hash = "HN/zwEC+JgM="

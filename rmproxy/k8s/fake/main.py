@@ -9,8 +9,11 @@ import logging
 import secrets
 import signal
 import sys
+import tempfile
+from pathlib import Path
 
 from rmproxy.k8s.fake.cluster import ClusterOptions, FakeCluster, NodeTemplate, write_kubeconfig
+from rmproxy.k8s.fake.tls import TlsError, self_signed
 
 __all__ = ["configure", "run", "parse_labels_flag", "parse_taints_flag"]
 
@@ -57,6 +60,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="write a kubeconfig for this server (kubectl and the shim read it)")
     parser.add_argument("--token", help="bearer token every request must carry (default: a random one; "
                                         "'none' turns authentication off)")
+    parser.add_argument("--no-tls", action="store_true",
+                        help="serve plain HTTP (kubectl then sends no token: use it with --token none)")
+    parser.add_argument("--tls-cert", metavar="FILE", help="serving certificate (default: a self-signed one "
+                                                            "made with openssl, written to --state-dir)")
+    parser.add_argument("--tls-key", metavar="FILE", help="the --tls-cert's private key")
+    parser.add_argument("--state-dir", metavar="DIR", help="where to keep the self-signed certificate (default: "
+                                                           "a temporary directory removed on exit)")
     parser.add_argument("--nodes", type=int, default=3, metavar="N", help="fake nodes to create (default 3)")
     parser.add_argument("--node-name-pattern", default="fake-node-{i}", metavar="PATTERN",
                         help="node names; {i} is the node's number from 0 (default fake-node-{i})")
@@ -90,8 +100,10 @@ def options_from(args: argparse.Namespace) -> ClusterOptions:
                            taints=args.node_taints))
 
 
-async def serve(args: argparse.Namespace) -> int:
-    cluster = FakeCluster(options_from(args))
+async def serve(args: argparse.Namespace, tls: tuple[str, str] | None) -> int:
+    options = options_from(args)
+    options.tls = tls
+    cluster = FakeCluster(options)
     host, port = args.address
     url = await cluster.start(host, port)
     if args.kubeconfig_out:
@@ -117,8 +129,26 @@ def run(args: argparse.Namespace) -> int:
     except (KeyError, IndexError, ValueError):
         print(f"korral k8s-fake: --node-name-pattern {args.node_name_pattern!r} may only use {{i}}", file=sys.stderr)
         return 2
+    if bool(args.tls_cert) != bool(args.tls_key):
+        print("korral k8s-fake: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="korral-k8s-fake-") as tmp:
+        tls: tuple[str, str] | None = None
+        if args.tls_cert:
+            tls = (args.tls_cert, args.tls_key)
+        elif not args.no_tls:
+            try:
+                cert, key = self_signed(Path(args.state_dir or tmp), args.address[0])
+            except TlsError as exc:
+                print(f"korral k8s-fake: {exc}", file=sys.stderr)
+                return 1
+            tls = (str(cert), str(key))
+        return _serve(args, tls)
+
+
+def _serve(args: argparse.Namespace, tls: tuple[str, str] | None) -> int:
     try:
-        return asyncio.run(serve(args))
+        return asyncio.run(serve(args, tls))
     except OSError as exc:
         print(f"korral k8s-fake: cannot serve on {args.address[0]}:{args.address[1]}: {exc}", file=sys.stderr)
         return 1

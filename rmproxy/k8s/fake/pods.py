@@ -90,6 +90,7 @@ def _toleration_repr(t: dict[str, Any]) -> str:
 
 
 class Pods(Kind):
+    top_level = ("spec", "status")
     plural, kind, short_names, categories = "pods", "Pod", ("po",), ("all",)
     subresources = {"attach": ("create", "get"), "binding": ("create",), "eviction": ("create",),
                     "exec": ("create", "get"), "log": ("get",), "status": ("get", "patch", "update")}
@@ -222,6 +223,11 @@ class Pods(Kind):
                 cond.setdefault("lastProbeTime", None)
                 cond.setdefault("lastTransitionTime", None)
             status.setdefault("phase", old.get("status", {}).get("phase", "Pending"))
+            for key in ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses"):
+                for cs in status.get(key) or []:  # what Go prints for a status's zero values
+                    for field, zero in (("state", {}), ("lastState", {}), ("ready", False), ("restartCount", 0),
+                                        ("image", ""), ("imageID", "")):
+                        cs.setdefault(field, zero)
             if "qosClass" in (old.get("status") or {}):
                 status.setdefault("qosClass", old["status"]["qosClass"])
             new["metadata"]["ownerReferences"] = old["metadata"].get("ownerReferences")

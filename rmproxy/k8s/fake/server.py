@@ -19,7 +19,8 @@ import orjson
 import yaml
 from aiohttp import web
 
-from rmproxy.k8s.fake import discovery
+from rmproxy.k8s.fake import discovery, openapi
+from rmproxy.k8s.fake.tables import table, wants_table
 from rmproxy.k8s.fake.api import PATCH_TYPES, Api, DeleteOptions
 from rmproxy.k8s.fake.errors import ApiError, status_body
 from rmproxy.k8s.fake.kinds import Kind
@@ -30,6 +31,9 @@ __all__ = ["FakeApiServer", "ServerOptions"]
 
 log = logging.getLogger("korral.k8s.fake")
 JSON = "application/json"
+OBJECT_META = {"name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
+               "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations",
+               "ownerReferences", "finalizers", "managedFields", "clusterName"}
 YAML = "application/yaml"
 
 
@@ -104,6 +108,8 @@ class FakeApiServer:
             if self.options.token is not None:
                 if request.headers.get("Authorization", "") != f"Bearer {self.options.token}":
                     raise ApiError.unauthorized()
+            if request.path.startswith("/openapi/"):
+                return self._openapi(request)
             media = self._accept(request)
             return await self._dispatch(request, media)
         except _Plain404:
@@ -114,6 +120,18 @@ class FakeApiServer:
             log.exception("fake API server: %s %s failed", request.method, request.path_qs)
             return self._error(ApiError(500, "InternalError", "an error on the server has prevented the request "
                                         "from succeeding", {}))
+
+    def _openapi(self, request: web.Request) -> web.Response:
+        path = request.path.rstrip("/")
+        if path == "/openapi/v3":
+            return web.Response(body=_dumps(openapi.root(self.api.kinds)), content_type=JSON)
+        if path.startswith("/openapi/v3/"):
+            rest = path[len("/openapi/v3/"):]
+            for gv in self.served:
+                if openapi.path_of(gv) == rest:
+                    return web.Response(body=_dumps(openapi.group_version_doc(self.api.kinds, gv)),
+                                        content_type=JSON)
+        raise _Plain404()
 
     def _error(self, exc: ApiError) -> web.Response:
         return web.Response(status=exc.code, body=_dumps(exc.body()), content_type=JSON)
@@ -258,6 +276,7 @@ class FakeApiServer:
                 if kind.namespaced and route.namespace is None:
                     raise ApiError.method_not_allowed()
                 body, _ = await self._body(request, kind.kind)
+                self._strict(request, kind, body)
                 obj = api.create(kind, ns, body, self._manager(request))
                 return self._answer(api.full(kind, obj), media, 201)
             if method == "DELETE" and not route.watch:
@@ -284,9 +303,13 @@ class FakeApiServer:
         status_sub = sub if sub in ("status", "finalize") else ""
         if method == "GET":
             entry = api.entry(kind, ns, name)
+            if wants_table(request.headers.get("Accept", "")):
+                return self._answer(table(kind.plural, [api.view(kind, entry.decode())], str(entry.rv),
+                                          api.clock()), media)
             return self._raw(kind.prefix() + api.view_raw(kind, entry.raw)[1:], media)
         if method == "PUT":
             body, _ = await self._body(request, kind.kind)
+            self._strict(request, kind, body)
             if sub == "finalize":
                 obj = self._finalize(kind, name, body)
             else:
@@ -300,6 +323,20 @@ class FakeApiServer:
         options = await self._delete_options(request)
         body, is_object = api.delete(kind, ns, name, options)
         return self._answer(api.full(kind, body) if is_object else body, media)
+
+    @staticmethod
+    def _strict(request: web.Request, kind: Kind, body: Any) -> None:
+        """``fieldValidation=Strict`` (kubectl's default): unknown fields of the object's top level
+        and metadata are a 400, as a real server's strict decoder says."""
+        if request.query.get("fieldValidation") != "Strict" or not isinstance(body, dict):
+            return
+        unknown = [f'unknown field "{k}"' for k in body if k not in kind.top_level_fields()] if \
+            kind.top_level_fields() else []
+        meta = body.get("metadata")
+        if isinstance(meta, dict):
+            unknown += [f'unknown field "metadata.{k}"' for k in meta if k not in OBJECT_META]
+        if unknown:
+            raise ApiError.bad_request(f"strict decoding error: {', '.join(unknown)}")
 
     def _finalize(self, kind: Kind, name: str, body: Any) -> dict[str, Any]:
         """PUT namespaces/NAME/finalize: the namespace controller's last step."""
@@ -359,6 +396,10 @@ class FakeApiServer:
         _int_param(q, "timeoutSeconds")
         result = await self.api.list(kind, namespace, labels, fields, q.get("resourceVersion"),
                                      q.get("resourceVersionMatch"), limit, q.get("continue"))
+        if wants_table(request.headers.get("Accept", "")):
+            objects = [self.api.view(kind, e.decode()) for e in result.entries]
+            return self._answer(table(kind.plural, objects, str(result.rv), self.api.clock(), result.continue_token),
+                                media)
         meta: dict[str, Any] = {"resourceVersion": str(result.rv)}
         if result.continue_token:
             meta["continue"] = result.continue_token
@@ -420,7 +461,13 @@ class FakeApiServer:
         prefix = kind.prefix()
         view = getattr(kind, "to_view", None)
 
+        as_table = wants_table(request.headers.get("Accept", ""))
+
         def body_of(raw: bytes) -> bytes:
+            if as_table:  # kubectl get -w: each event's object is a one-row Table
+                obj = self.api.view(kind, orjson.loads(raw))
+                return _dumps(table(kind.plural, [obj], obj["metadata"].get("resourceVersion", ""),
+                                    self.api.clock()))
             return prefix + (self.api.view_raw(kind, raw) if view else raw)[1:]
 
         queue = WatchQueue()
