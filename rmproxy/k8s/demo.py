@@ -14,8 +14,9 @@ shim's end-to-end tests.
 
 from __future__ import annotations
 
+import base64
 import json
-import os
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -25,8 +26,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Kube", "node", "pod", "controller_pods", "namespace", "configmap", "NODES", "workload", "main",
-           "QUEUES"]
+import yaml
+
+__all__ = ["Kube", "node", "pod", "create_owner", "controller_pods", "namespace", "configmap", "NODES", "workload",
+           "WORKLOAD_NAMESPACES", "main", "QUEUES"]
 
 FAKE_KUBELET = "korral.io/fake-kubelet"
 RUN_SECONDS = "korral.io/fake-run-seconds"
@@ -52,9 +55,20 @@ QUEUES = """partitions:
 class Kube:
     """A small synchronous JSON client of the API server (for the demo and the tests)."""
 
-    def __init__(self, url: str, token: str = "") -> None:
+    def __init__(self, url: str, token: str = "", ca_data: bytes | None = None) -> None:
         self.url = url.rstrip("/")
         self.token = token
+        self.context = ssl.create_default_context(cadata=ca_data.decode()) if ca_data else None
+
+    @classmethod
+    def from_kubeconfig(cls, path: Path) -> "Kube":
+        """The server, token and CA of a kubeconfig's current context (as ``korral k8s-fake`` writes it)."""
+        doc = yaml.safe_load(path.read_text())
+        ctx = next(c["context"] for c in doc["contexts"] if c["name"] == doc["current-context"])
+        cluster = next(c["cluster"] for c in doc["clusters"] if c["name"] == ctx["cluster"])
+        user = next((u["user"] for u in doc.get("users") or [] if u["name"] == ctx.get("user")), {}) or {}
+        ca = cluster.get("certificate-authority-data")
+        return cls(cluster["server"], user.get("token", ""), base64.b64decode(ca) if ca else None)
 
     def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
         data = json.dumps(body).encode() if body is not None else None
@@ -65,7 +79,7 @@ class Kube:
             headers["Authorization"] = f"Bearer {self.token}"
         req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
+            with urllib.request.urlopen(req, timeout=10, context=self.context) as resp:
                 raw = resp.read()
         except urllib.error.HTTPError as exc:
             raise RuntimeError(f"{method} {path}: HTTP {exc.code}: {exc.read()[:500].decode(errors='replace')}") from None
@@ -117,26 +131,40 @@ def pod(name: str, namespace: str, cpu: str, memory: str, *, labels: dict | None
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": body}
 
 
-def owner(kind: str, name: str, api_version: str = "apps/v1") -> dict:
-    return {"apiVersion": api_version, "kind": kind, "name": name, "uid": f"{kind.lower()}-{name}-uid",
+_OWNER_API = {"ReplicaSet": ("apps/v1", "replicasets"), "DaemonSet": ("apps/v1", "daemonsets"),
+              "Job": ("batch/v1", "jobs")}
+
+
+def create_owner(kube: Kube, kind: str, name: str, namespace_: str) -> dict:
+    """Create the controller object (ReplicaSet, Job, DaemonSet) its pods name as their owner (the
+    garbage collector deletes pods whose owner does not exist) and return that owner reference."""
+    api_version, plural = _OWNER_API[kind]
+    prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    body = {"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "namespace": namespace_},
+            "spec": {"selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}]}}}}
+    created = kube.create(f"{prefix}/namespaces/{namespace_}/{plural}", body)
+    return {"apiVersion": api_version, "kind": kind, "name": name, "uid": created["metadata"]["uid"],
             "controller": True, "blockOwnerDeletion": True}
 
 
-def controller_pods(kind: str, name: str, namespace: str, count: int, cpu: str, memory: str, *,
+def controller_pods(kube: Kube, kind: str, name: str, namespace_: str, count: int, cpu: str, memory: str, *,
                     nodes: list[str] | None = None, **kw: Any) -> list[dict]:
-    """The pods a Deployment (through its ReplicaSet), a Job or a DaemonSet would create: owner
-    references, the controller's labels, and for a DaemonSet one pod per node pinned there with a
-    ``metadata.name`` field affinity, tolerating every taint, as the DaemonSet controller does."""
+    """The pods a Deployment (through its ReplicaSet), a Job or a DaemonSet would create, after
+    creating that controller object: owner references, the controller's labels, and for a
+    DaemonSet one pod per node pinned there with a ``metadata.name`` field affinity, tolerating
+    every taint, as the DaemonSet controller does."""
     labels = {"app": name, **kw.pop("labels", {})}
     if kind == "Deployment":
-        ref, restart = owner("ReplicaSet", f"{name}-7d4b9c"), "Always"
+        ref, restart = create_owner(kube, "ReplicaSet", f"{name}-7d4b9c", namespace_), "Always"
         names = [f"{name}-7d4b9c-{i:05x}" for i in range(count)]
     elif kind == "Job":
-        ref, restart = owner("Job", name, "batch/v1"), "Never"
+        ref, restart = create_owner(kube, "Job", name, namespace_), "Never"
         labels["job-name"] = name
         names = [f"{name}-{i:05x}" for i in range(count)]
     elif kind == "DaemonSet":
-        ref, restart = owner("DaemonSet", name), "Always"
+        ref, restart = create_owner(kube, "DaemonSet", name, namespace_), "Always"
         names = [f"{name}-{n}" for n in nodes or []]
     else:
         raise ValueError(f"unknown controller kind {kind}")
@@ -148,7 +176,7 @@ def controller_pods(kind: str, name: str, namespace: str, count: int, cpu: str, 
                 "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In",
                                                         "values": [nodes[i]]}]}]}}}
             extra["tolerations"] = [{"operator": "Exists"}]
-        pods.append(pod(pod_name, namespace, cpu, memory, labels=labels, owner=ref, restartPolicy=restart, **extra))
+        pods.append(pod(pod_name, namespace_, cpu, memory, labels=labels, owner=ref, restartPolicy=restart, **extra))
     return pods
 
 
@@ -169,20 +197,23 @@ NODES = [
 ]
 
 
-def workload() -> tuple[list[dict], list[dict]]:
-    """(namespaces, pods) of the demo: what each expects is in its labels' ``demo`` value."""
-    namespaces = [namespace("shop"), namespace("analytics"), namespace("team", {
-        "yunikorn.apache.org/namespace.quota": '{"cpu": "1", "memory": "2Gi"}'})]
+WORKLOAD_NAMESPACES = [namespace("shop"), namespace("analytics"), namespace("team", {
+    "yunikorn.apache.org/namespace.quota": '{"cpu": "1", "memory": "2Gi"}'})]
+
+
+def workload(kube: Kube) -> list[dict]:
+    """The demo's pods (their namespaces, ``WORKLOAD_NAMESPACES`` and kube-system, must exist;
+    their controller objects are created here)."""
     zone_b = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["b"]}]}]}}}
     pods = []
-    pods += controller_pods("Deployment", "web", "shop", 3, "500m", "512Mi", nodeSelector={"disk": "ssd"},
+    pods += controller_pods(kube, "Deployment", "web", "shop", 3, "500m", "512Mi", nodeSelector={"disk": "ssd"},
                             labels={"applicationId": "shop-web"})
-    pods += controller_pods("Deployment", "api", "shop", 3, "250m", "256Mi", host_port=8080,
+    pods += controller_pods(kube, "Deployment", "api", "shop", 3, "250m", "256Mi", host_port=8080,
                             labels={"applicationId": "shop-api"})
-    pods += controller_pods("Job", "etl", "analytics", 4, "500m", "1Gi", affinity=zone_b, run_seconds=3,
+    pods += controller_pods(kube, "Job", "etl", "analytics", 4, "500m", "1Gi", affinity=zone_b, run_seconds=3,
                             labels={"yunikorn.apache.org/app-id": "etl-1", "yunikorn.apache.org/queue": "root.batch"})
-    pods += controller_pods("DaemonSet", "agent", "kube-system", len(NODES), "100m", "64Mi",
+    pods += controller_pods(kube, "DaemonSet", "agent", "kube-system", len(NODES), "100m", "64Mi",
                             nodes=[n["metadata"]["name"] for n in NODES])
     pods.append(pod("trainer", "analytics", "4", "8Gi", labels={"applicationId": "training"},
                     nodeSelector={"accelerator": "gpu"},
@@ -190,8 +221,8 @@ def workload() -> tuple[list[dict], list[dict]]:
     pods += [pod(f"notebook-{i}", "team", "400m", "512Mi", labels={"applicationId": f"notebook-{i}"}) for i in range(3)]
     pods.append(pod("too-big", "analytics", "64", "1Gi", labels={"applicationId": "too-big"}))
     pods.append(pod("coredns", "kube-system", "500m", "256Mi", scheduler="default-scheduler", node_name="node-small",
-                    owner=owner("ReplicaSet", "coredns-5d78c")))
-    return namespaces, pods
+                    owner=create_owner(kube, "ReplicaSet", "coredns-5d78c", "kube-system")))
+    return pods
 
 
 # ---------------------------------------------------------------------- the demo run
@@ -260,10 +291,11 @@ def main() -> int:
     try:
         kubeconfig = workdir / "kubeconfig"
         fake = subprocess.Popen([sys.executable, "-m", "common.cli", "k8s-fake", "--address", f"127.0.0.1:{api_port}",
-                                 "--kubeconfig-out", str(kubeconfig), "--nodes", "0", "--token", "none"],
+                                 "--kubeconfig-out", str(kubeconfig), "--nodes", "0", "--state-dir", str(workdir)],
                                 stdout=open(workdir / "fake.log", "w"), stderr=subprocess.STDOUT)
-        kube = Kube(f"http://127.0.0.1:{api_port}")
-        _wait(lambda: kubeconfig.exists() and kube.get("/version"), 30, "the fake API server")
+        _wait(lambda: kubeconfig.exists(), 30, "the fake API server's kubeconfig")
+        kube = Kube.from_kubeconfig(kubeconfig)
+        _wait(lambda: kube.get("/version"), 30, "the fake API server")
         print(f"fake API server at {kube.url} (kubeconfig {kubeconfig}: kubectl --kubeconfig {kubeconfig} get pods -A)")
         kube.create("/api/v1/namespaces", namespace("yunikorn"))
         kube.create("/api/v1/namespaces/yunikorn/configmaps", configmap("yunikorn-configs", "yunikorn",
@@ -275,12 +307,12 @@ def main() -> int:
                                  "--rest-address", f"127.0.0.1:{rest_port}"],
                                 stdout=open(workdir / "shim.log", "w"), stderr=subprocess.STDOUT)
         print(f"shim started (log {workdir / 'shim.log'})")
-        namespaces, pods = workload()
-        for ns in namespaces:
+        for ns in WORKLOAD_NAMESPACES:
             kube.create("/api/v1/namespaces", ns)
+        pods = workload(kube)
         for p in pods:
             kube.create(f"/api/v1/namespaces/{p['metadata']['namespace']}/pods", p)
-        print(f"created {len(pods)} pods in {len(namespaces) + 1} namespaces; waiting for them to settle")
+        print(f"created {len(pods)} pods in {len(WORKLOAD_NAMESPACES) + 1} namespaces; waiting for them to settle")
 
         def settled():
             items = [p for p in kube.pods() if p["spec"].get("schedulerName") == "yunikorn"]

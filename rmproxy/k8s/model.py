@@ -46,6 +46,7 @@ class Hold(enum.Enum):
 
 
 class AppState(enum.Enum):
+    NAMESPACE = "Namespace"  # waiting to read its namespace's annotations (its tags) before it is added
     NEW = "New"  # AddApplication sent, no verdict yet
     ACCEPTED = "Accepted"
 

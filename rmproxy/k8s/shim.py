@@ -44,7 +44,7 @@ from rmproxy.k8s.conditions import SKIPPED, UNSCHEDULABLE, Explainer, condition_
 from rmproxy.k8s.events import NORMAL, WARNING, EventRecorder, Regarding
 from rmproxy.k8s.kubeclient import ApiError, KubeClient, pod_path
 from rmproxy.k8s.model import App, AppState, Foreign, Hold, NodeEntry, NodePhase, Task, Where
-from rmproxy.k8s.namespaces import NamespaceInfo
+from rmproxy.k8s.namespaces import NamespaceInfo, read_namespace
 from rmproxy.k8s.nodes import NodeState
 from rmproxy.k8s.pods import PodState, Problem
 
@@ -99,6 +99,7 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         self._out: list[tuple[str, Any]] = []
         self._flush_scheduled = False
         self._background: set[asyncio.Task] = set()
+        self._reading_namespaces: set[str] = set()
 
     # ------------------------------------------------------------------ sending
     def _queue(self, kind: str, message: Any) -> None:
@@ -190,21 +191,51 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         log.warning("pod %s: %s", spec.alias, problem)
 
     def _app_for(self, task: Task) -> App:
+        """The task's application, added to the core when new. Its tags come from its namespace's
+        annotations: a namespace the informer has not shown yet is read first (the namespace's
+        watch may lag behind the pods')."""
         spec = task.spec
         app = self.apps.get(spec.app_id)
-        if app is None:
-            ns = self.namespaces.get(spec.namespace)
-            for problem in ns.problems if ns else ():
-                self._event(spec, WARNING, "Scheduling",
-                            f"namespace {spec.namespace}: {problem} (for application {spec.app_id})")
-            app = self.apps[spec.app_id] = App(spec.app_id, spec.namespace, spec.queue, spec.user, spec.groups,
-                                               model.app_tags(spec, ns.tags if ns else {}), originator=spec.uid,
-                                               created=spec.created)
+        if app is not None:
             app.tasks.add(task.uid)
-            self._queue("app", model.add_application(app, force=bool(task.node)))
-        else:
-            app.tasks.add(task.uid)
+            return app
+        app = self.apps[spec.app_id] = App(spec.app_id, spec.namespace, spec.queue, spec.user, spec.groups, {},
+                                           state=AppState.NAMESPACE, originator=spec.uid, created=spec.created)
+        app.tasks.add(task.uid)
+        if spec.namespace in self.namespaces:
+            self._submit_app(app)
+        elif spec.namespace not in self._reading_namespaces:
+            self._reading_namespaces.add(spec.namespace)
+            self._spawn(self._read_namespace(spec.namespace))
         return app
+
+    async def _read_namespace(self, name: str) -> None:
+        try:
+            info = read_namespace(await self.client.get(f"/api/v1/namespaces/{name}"))
+        except ApiError as exc:
+            log.warning("namespace %s not read (%s): its applications are added without its annotations", name, exc)
+            info = NamespaceInfo(name, {})
+        self._reading_namespaces.discard(name)
+        if name not in self.namespaces:
+            self.namespace_changed(None, info)
+        self._submit_waiting_apps(name)
+
+    def _submit_waiting_apps(self, namespace: str) -> None:
+        for app in list(self.apps.values()):
+            if app.state is AppState.NAMESPACE and app.namespace == namespace:
+                self._submit_app(app)
+
+    def _submit_app(self, app: App) -> None:
+        ns = self.namespaces.get(app.namespace) or NamespaceInfo(app.namespace, {})
+        first = self.tasks.get(app.originator) or next((self.tasks[t] for t in app.tasks if t in self.tasks), None)
+        if first is not None:
+            app.tags = model.app_tags(first.spec, ns.tags)
+            for problem in ns.problems:
+                self._event(first.spec, WARNING, "Scheduling",
+                            f"namespace {app.namespace}: {problem} (for application {app.app_id})")
+        app.state = AppState.NEW
+        force = any(self.tasks[t].node for t in app.tasks if t in self.tasks)
+        self._queue("app", model.add_application(app, force))
 
     def _allow_self(self, task: Task) -> bool:
         spec = task.spec
@@ -342,6 +373,8 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             self.namespaces.pop(old.name, None)
         else:
             self.namespaces[new.name] = new
+            if old is None:
+                self._submit_waiting_apps(new.name)
 
     def priority_class_changed(self, old: tuple[str, bool] | None, new: tuple[str, bool] | None) -> None:
         if new is None:
@@ -656,6 +689,8 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             if pod.reported:
                 snapshot.allocations.append(model.foreign_allocation(pod))
         for app in self.apps.values():
+            if app.state is AppState.NAMESPACE:
+                continue  # not added yet: it is when its namespace is read
             tasks = [self.tasks[t] for t in app.tasks if t in self.tasks]
             snapshot.applications.append(model.add_application(app, force=any(t.node for t in tasks)))
             for task in tasks:

@@ -52,11 +52,19 @@ class FakeKube:
         self.patches: list[tuple[str, dict]] = []
         self.deletes: list[str] = []
         self.refuse: dict[str, ApiError] = {}  # node -> the error binding there answers
+        self.namespace_reads: list[str] = []
+        self.namespace_annotations: dict[str, str] = {}
 
     async def bind(self, namespace, name, uid, node):
         self.binds.append((name, node))
         if node in self.refuse:
             raise self.refuse[node]
+
+    async def get(self, path):
+        assert path.startswith("/api/v1/namespaces/"), path
+        name = path.rsplit("/", 1)[1]
+        self.namespace_reads.append(name)
+        return {"metadata": {"name": name, "annotations": self.namespace_annotations}}
 
     async def patch_status(self, namespace, name, patch):
         self.patches.append((name, patch))
@@ -148,8 +156,8 @@ def sent(items, kind):
 
 
 async def turn():
-    await asyncio.sleep(0)
-    await asyncio.sleep(0)
+    for _ in range(4):  # a namespace read, then the flush
+        await asyncio.sleep(0)
 
 
 def run(coro):
@@ -183,6 +191,19 @@ def test_asks_wait_for_the_applications_verdict_and_carry_the_pod_and_namespace(
         assert ask.resourcePerAlloc.resources["pods"].value == 1 and ask.originator
         assert ask.preemptionPolicy.allowPreemptSelf and ask.preemptionPolicy.allowPreemptOther
         assert ("p1", "Scheduling", "ns/p1 is queued and waiting for allocation") in w.notes()
+    run(main())
+
+
+def test_an_application_whose_namespace_the_informer_has_not_shown_reads_it_first():
+    async def main():
+        w = World()
+        w.kube.namespace_annotations = {"yunikorn.apache.org/namespace.maxApps": "2"}
+        w.pod(raw_pod("p1"))
+        w.pod(raw_pod("p2", app="app-2"))
+        await turn()
+        apps = sent(w.api.take(), "apps")
+        assert w.kube.namespace_reads == ["ns"]  # once for the namespace
+        assert [(a.applicationID, a.tags["namespace.resourcemaxapps"]) for a in apps] == [("app-1", "2"), ("app-2", "2")]
     run(main())
 
 
