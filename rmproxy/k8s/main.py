@@ -8,8 +8,10 @@ rmID ``service.clusterId``) and replay the cluster: applications, nodes drained,
 running as placed allocations, the others as asks; nodes open once their pods are counted.
 Then follow the cluster until SIGTERM or SIGINT.
 
-Exit status: 0 after a signal, 1 when Korral refuses a re-registration (the client failed), 2 for
-a start-up error (no Kubernetes connection, a configmap or config Korral refuses, bad flags).
+A configmap that cannot be read, or a config Korral refuses at registration, is reported (log and
+a ``ConfigRejected`` event) and the shim waits for the configmaps to change, scheduling nothing
+meanwhile. Exit status: 0 after a signal, 1 when Korral refuses a re-registration later (the
+client failed), 2 for a start-up error (no Kubernetes connection, bad flags).
 """
 
 from __future__ import annotations
@@ -135,12 +137,9 @@ class _Runner:
                                     self.reloader.changed, name="configmaps")
         if not await self._synced([configmaps], tasks, stop):
             return 0
-        try:
-            loaded = self.reloader.initial()
-        except ConfigMapError as exc:
-            log.error("k8s-shim: the configmaps cannot be used: %s", exc)
-            await asyncio.sleep(0.5)  # let the event go out
-            return 2
+        loaded = await self._usable_config(stop)
+        if loaded is None:
+            return 0
         conf = loaded.conf
         rules = PodRules(args.scheduler_name, conf.generate_unique_app_ids)
         self.explainer = Explainer(args.rest_address, conf.cluster_id) if args.rest_address else None
@@ -170,9 +169,14 @@ class _Runner:
             return 0
         log.info("k8s-shim: cluster read: %d nodes, %d pods of ours, %d foreign pods, %d applications",
                  len(shim.nodes), len(shim.tasks), len(shim.foreign), len(shim.apps))
-        status = await self._register(loaded, stop)
-        if status is not None:
-            return status
+        while not await self._register(loaded, stop):  # Korral refused the config: wait for another
+            if not await self._changed(stop):
+                return 0
+            loaded = await self._usable_config(stop)
+            if loaded is None:
+                return 0
+        if stop.is_set():
+            return 0
         self.reloader.api = self.api
         shim.flush()
         if self.reloader.configmaps and not loaded.same_for_korral(self.reloader.loaded):
@@ -192,7 +196,28 @@ class _Runner:
             return None
         return grpc.secure_channel(self.args.si_address, self.credentials, options=channel_options())
 
-    async def _register(self, loaded, stop: asyncio.Event) -> int | None:
+    async def _changed(self, stop: asyncio.Event) -> bool:
+        """Wait for the configmaps to change; False when stopped first."""
+        changed = asyncio.ensure_future(self.reloader.changed_event.wait())
+        stopped = asyncio.ensure_future(stop.wait())
+        await asyncio.wait([changed, stopped], return_when=asyncio.FIRST_COMPLETED)
+        changed.cancel()
+        stopped.cancel()
+        return not stop.is_set()
+
+    async def _usable_config(self, stop: asyncio.Event):
+        """The configmaps' configuration, waiting for a change while they cannot be read."""
+        while True:
+            try:
+                return self.reloader.initial()
+            except ConfigMapError as exc:
+                log.error("k8s-shim: the configmaps cannot be used (%s); waiting for them to change", exc)
+            if not await self._changed(stop):
+                return None
+
+    async def _register(self, loaded, stop: asyncio.Event) -> bool:
+        """Register with Korral, retrying while it cannot be reached; False when Korral refuses the
+        configuration (an event and the log say why), True when registered or stopped."""
         conf = loaded.conf
         backoff = Backoff(base=0.2, cap=5.0)
         attempt = 0
@@ -206,14 +231,11 @@ class _Runner:
             try:
                 await api.register_resource_manager_async(request, self.shim)
                 log.info("k8s-shim: registered as RM %s with Korral at %s", conf.cluster_id, self.args.si_address)
-                return None
+                return True
             except SchedulerError as exc:
                 if exc.code is grpc.StatusCode.INVALID_ARGUMENT:
-                    self.reloader._refused(f"Korral refused the registration: {exc.details}",
-                                           "the shim cannot start with it")
-                    log.error("k8s-shim: Korral refused the registration: %s", exc.details)
-                    await asyncio.sleep(0.5)  # let the event go out
-                    return 2
+                    self.reloader.refused_at_start(exc.details)
+                    return False
                 delay = backoff.delay(attempt)
                 attempt += 1
                 log.warning("k8s-shim: cannot register with Korral at %s (%s); retrying in %.1fs",
@@ -222,7 +244,7 @@ class _Runner:
                     await asyncio.wait_for(stop.wait(), delay)
                 except asyncio.TimeoutError:
                     pass
-        return 0
+        return True
 
     async def close(self) -> None:
         if self.shim is not None:

@@ -37,6 +37,7 @@ class Reloader:
         self.reloads = self.refusals = 0
         self._pending = False
         self._last_changed = CONFIGS_NAME
+        self.changed_event = asyncio.Event()  # set at every change of the configmaps (start-up waits on it)
 
     # ------------------------------------------------------------------ the informer's side
     def decode(self, raw: dict, old) -> dict | None:
@@ -53,6 +54,7 @@ class Reloader:
         else:
             self.configmaps[name] = new
         self._last_changed = name
+        self.changed_event.set()
         if self.api is not None and not self._pending:
             self._pending = True
             asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.reload()))
@@ -62,12 +64,16 @@ class Reloader:
         return [self.configmaps.get(DEFAULTS_NAME), self.configmaps.get(CONFIGS_NAME)]
 
     def initial(self) -> Loaded:
-        """The configuration to register with; ``ConfigMapError`` (also posted as an event)."""
+        """The configuration to register with (a second call keeps the first one's non-reloadable
+        settings); ``ConfigMapError``, also posted as an event."""
+        self.changed_event.clear()
         try:
-            loaded, _ = load(self.current())
+            loaded, warnings = load(self.current(), self.loaded.conf if self.loaded else None)
         except ConfigMapError as exc:
-            self._refused(str(exc), "the shim cannot start with it")
+            self._refused(str(exc), "nothing is scheduled until it is fixed")
             raise
+        for warning in warnings:
+            log.warning("configmap %s/%s: %s", self.namespace, self._last_changed, warning)
         self.loaded = loaded
         return loaded
 
@@ -77,6 +83,10 @@ class Reloader:
         cm = self.configmaps.get(self._last_changed) or {"metadata": {"uid": ""}}
         self.events.post(Regarding("ConfigMap", self._last_changed, self.namespace, cm["metadata"].get("uid", "")),
                          WARNING, "ConfigRejected", f"configuration not applied: {why}; {outcome}")
+
+    def refused_at_start(self, details: str) -> None:
+        self._refused(f"Korral refused the registration: {details}",
+                      "nothing is scheduled until the configmaps change")
 
     async def reload(self) -> None:
         self._pending = False
