@@ -39,7 +39,7 @@ from rmproxy.k8s.pods import TERMINATED, PodRules, decoder
 from rmproxy.k8s.reloader import Reloader
 from rmproxy.k8s.shim import Claim, Shim, ShimSettings
 
-__all__ = ["configure", "run"]
+__all__ = ["configure", "run", "watched"]
 
 log = logging.getLogger("rmproxy.k8s")
 VERSION = "korral-k8s-shim/0.1"
@@ -116,8 +116,9 @@ class _Runner:
         self.api: SchedulerAPI | None = None
         self.explainer: Explainer | None = None
 
-    def _informer(self, path: str, decode, on_change, *, query=None, key=name_key, name: str) -> Informer:
-        return Informer(self.client, path, decode, on_change, query=query, key=key, name=name)
+    def _informer(self, name: str, decode, on_change, *, query=None, key=name_key) -> Informer:
+        return Informer(self.client, watched(self.namespace)[name], decode, on_change, query=query, key=key,
+                        name=name)
 
     async def _synced(self, informers: list[Informer], tasks: list[asyncio.Task], stop: asyncio.Event) -> bool:
         for inf in informers:
@@ -133,8 +134,7 @@ class _Runner:
 
     async def run(self, stop: asyncio.Event, tasks: list[asyncio.Task]) -> int:
         args = self.args
-        configmaps = self._informer(f"/api/v1/namespaces/{self.namespace}/configmaps", self.reloader.decode,
-                                    self.reloader.changed, name="configmaps")
+        configmaps = self._informer("configmaps", self.reloader.decode, self.reloader.changed)
         if not await self._synced([configmaps], tasks, stop):
             return 0
         loaded = await self._usable_config(stop)
@@ -149,20 +149,17 @@ class _Runner:
         ours = decoder(rules, keep=lambda node, phase, is_ours: is_ours and phase not in TERMINATED)
         others = decoder(rules, keep=lambda node, phase, is_ours: bool(node) and not is_ours and phase not in TERMINATED)
         informers = [
-            self._informer("/api/v1/namespaces", lambda raw, old: read_namespace(raw), shim.namespace_changed,
-                           name="namespaces"),
-            self._informer("/apis/scheduling.k8s.io/v1/priorityclasses",
-                           lambda raw, old: (raw["metadata"]["name"], read_priority_class(raw)),
-                           shim.priority_class_changed, name="priorityclasses"),
-            self._informer("/apis/storage.k8s.io/v1/storageclasses",
+            self._informer("namespaces", lambda raw, old: read_namespace(raw), shim.namespace_changed),
+            self._informer("priorityclasses", lambda raw, old: (raw["metadata"]["name"], read_priority_class(raw)),
+                           shim.priority_class_changed),
+            self._informer("storageclasses",
                            lambda raw, old: (raw["metadata"]["name"], raw.get("volumeBindingMode") or "Immediate"),
-                           shim.storage_class_changed, name="storageclasses"),
-            self._informer("/api/v1/persistentvolumeclaims", _claim, shim.claim_changed, name="persistentvolumeclaims"),
-            self._informer("/api/v1/nodes", lambda raw, old: read_node(raw, conf.instance_type_label),
-                           shim.node_changed, name="nodes"),
-            self._informer("/api/v1/pods", ours, shim.pod_changed, key=_uid, name="pods",
+                           shim.storage_class_changed),
+            self._informer("persistentvolumeclaims", _claim, shim.claim_changed),
+            self._informer("nodes", lambda raw, old: read_node(raw, conf.instance_type_label), shim.node_changed),
+            self._informer("pods", ours, shim.pod_changed, key=_uid,
                            query={"fieldSelector": f"spec.schedulerName={args.scheduler_name}"}),
-            self._informer("/api/v1/pods", others, shim.foreign_changed, key=_uid, name="foreign pods",
+            self._informer("foreign pods", others, shim.foreign_changed, key=_uid,
                            query={"fieldSelector": f"spec.schedulerName!={args.scheduler_name},spec.nodeName!="}),
         ]
         if not await self._synced(informers, tasks, stop):
@@ -253,6 +250,16 @@ class _Runner:
             await self.api.close_async()
         if self.explainer is not None:
             await self.explainer.close()
+
+
+def watched(namespace: str) -> dict[str, str]:
+    """What the shim lists and watches: informer name -> API path (the RBAC of deploy/kubernetes/k8s-shim
+    grants list and watch on exactly these)."""
+    return {"configmaps": f"/api/v1/namespaces/{namespace}/configmaps", "namespaces": "/api/v1/namespaces",
+            "priorityclasses": "/apis/scheduling.k8s.io/v1/priorityclasses",
+            "storageclasses": "/apis/storage.k8s.io/v1/storageclasses",
+            "persistentvolumeclaims": "/api/v1/persistentvolumeclaims", "nodes": "/api/v1/nodes",
+            "pods": "/api/v1/pods", "foreign pods": "/api/v1/pods"}
 
 
 def _uid(raw: dict) -> str:
