@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import signal
 import ssl
 import subprocess
 import sys
@@ -278,6 +279,7 @@ def _report(kube: Kube) -> None:
 
 
 def main() -> int:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop what was started, as on Ctrl-C
     workdir = Path(tempfile.mkdtemp(prefix="korral-demo-k8s-"))
     si_port, rest_port, api_port = _free_ports(3)
     state = workdir / "state"
