@@ -62,12 +62,12 @@ class Recorder:
             self.changes.append(("update", new[0]))
 
 
-def run(scenario) -> None:
+def run(scenario, recorder: type[Recorder] = Recorder) -> None:
     async def main():
         async with Scripted() as server:
             client = KubeClient(KubeConfig(server=server.url))
             await client.start()
-            rec = Recorder()
+            rec = recorder()
             informer = Informer(client, PODS, rec.decode, rec.on_change, name="pods", watch_seconds=5)
             task = asyncio.create_task(informer.run())
             try:
@@ -169,21 +169,7 @@ def test_objects_the_decoder_drops_are_gone_for_the_handler():
         await wait_until_async(lambda: len(rec.changes) == 2, 10, "the drop")
         hold.set()
         assert rec.changes == [("add", "a"), ("delete", "a")] and not informer.store
-
-    async def main():
-        async with Scripted() as server:
-            client = KubeClient(KubeConfig(server=server.url))
-            await client.start()
-            rec = Dropping()
-            informer = Informer(client, PODS, rec.decode, rec.on_change, watch_seconds=5)
-            task = asyncio.create_task(informer.run())
-            try:
-                await asyncio.wait_for(scenario(server, informer, rec), 20)
-            finally:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-                await client.close()
-    asyncio.run(main())
+    run(scenario, Dropping)
 
 
 @pytest.mark.skipif(WIRE_DIR is None, reason="the recordings of a real kube-apiserver (shared/k8s-wire) are not here")
