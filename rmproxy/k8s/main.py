@@ -143,8 +143,7 @@ class _Runner:
         conf = loaded.conf
         rules = PodRules(args.scheduler_name, conf.generate_unique_app_ids)
         self.explainer = Explainer(args.rest_address, conf.cluster_id) if args.rest_address else None
-        shim = self.shim = Shim(self.client, ShimSettings(args.scheduler_name, self.namespace,
-                                                          args.best_effort_constraints),
+        shim = self.shim = Shim(self.client, ShimSettings(args.scheduler_name, args.best_effort_constraints),
                                 conf.cluster_id, self.events, self.explainer)
         ours = decoder(rules, keep=lambda node, phase, is_ours: is_ours and phase not in TERMINATED)
         others = decoder(rules, keep=lambda node, phase, is_ours: bool(node) and not is_ours and phase not in TERMINATED)

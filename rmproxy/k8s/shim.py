@@ -59,7 +59,6 @@ _NODE_EVENTS = ("NodeAdded", "NodeRemoved")  # YuniKorn's shim posts a node's ad
 @dataclass(frozen=True, slots=True)
 class ShimSettings:
     scheduler_name: str = "yunikorn"
-    namespace: str = "default"
     best_effort_constraints: bool = False
     avoid_seconds: float = 60.0  # a node that refused a bind is excluded for the pod this long
     retry_cap: float = 60.0  # the longest wait before asking again after a refused bind
@@ -185,7 +184,8 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
     def _report_problem(self, spec, problem: Problem) -> None:
         if problem.blocking:
             self._event(spec, WARNING, "FailedScheduling",
-                        f"pod {spec.alias} cannot be scheduled: {problem} (fix the pod; it waits until then)")
+                        f"pod {spec.alias} cannot be scheduled: {problem} (it waits; a pod's spec cannot change: "
+                        "recreate it with the field fixed)")
         else:
             self._event(spec, WARNING, "Scheduling", f"pod {spec.alias}: {problem}")
         log.warning("pod %s: %s", spec.alias, problem)
@@ -428,7 +428,10 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             self._queue("node", nodemsg.create_drained(new))
             return
         before, entry.state = entry.state, new
-        if entry.phase is NodePhase.REJECTED:
+        if entry.phase is NodePhase.REJECTED:  # registered again with what changed
+            if new != before:
+                entry.phase = NodePhase.REGISTERING
+                self._queue("node", nodemsg.create_drained(new))
             return
         change = nodemsg.update(new, before)
         if change is not None:

@@ -18,7 +18,7 @@ from tests.deploy.compose import COMPOSE_FILE, DEPLOY, REPO, env_var_is_read
 
 DOCS = [REPO / "docs" / "operations.md", DEPLOY / "README.md", REPO / "docs" / "kubernetes.md",
         DEPLOY / "kubernetes" / "overlays" / "production" / "secrets" / "README.md"]
-COMMANDS = ["broker", "rmproxy", "worker", "keys", "status", "up", "down", "sim", "check-config", "queues", "apps",
+COMMANDS = ["broker", "rmproxy", "worker", "keys", "status", "up", "down", "sim", "k8s-shim", "check-config", "queues", "apps",
             "config"]
 OTHER_TOOLS = {"--build", "--scale", "--no-deps", "--restart",  # docker / docker compose
                "--bind", "--requirepass",  # redis-server
