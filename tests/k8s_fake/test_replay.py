@@ -150,22 +150,14 @@ def setup_file(prefix: str, api: Api, tr: Translator) -> None:
     elif prefix == "26":
         for item in recorded("26", 0)["response"]["body"]["items"]:
             recreate(api, tr, item)
-    elif prefix == "27":
-        seen = set()
-        for line in recorded("27", 0)["response"]["lines"]:
-            obj = copy.deepcopy(line["object"])
-            if obj["metadata"]["name"] not in seen:
-                seen.add(obj["metadata"]["name"])
-                recreate(api, tr, obj)
+    elif prefix in ("27", "29"):  # the pods as the watch first showed them (29: bound, status not yet written)
+        first = {}
+        for line in recorded(prefix, 0)["response"]["lines"]:
+            first.setdefault(line["object"]["metadata"]["name"], copy.deepcopy(line["object"]))
+        for obj in first.values():
+            recreate(api, tr, obj, keep_status=prefix == "27")
     elif prefix == "28":
         recreate(api, tr, recorded("28", 0)["response"]["body"])
-    elif prefix == "29":
-        seen = set()
-        for line in recorded("29", 0)["response"]["lines"]:
-            obj = copy.deepcopy(line["object"])
-            if obj["metadata"]["name"] not in seen:
-                seen.add(obj["metadata"]["name"])
-                recreate(api, tr, obj, keep_status=False)
     elif prefix in ("30", "31"):
         ns("gc")
     elif prefix == "32":

@@ -8,13 +8,12 @@ admission (403), status-subresource rules, then the store at the next resourceVe
 from __future__ import annotations
 
 import base64
-import copy
 import datetime as dt
 import random
-import string
 import time
 import uuid
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable
 
 import orjson
@@ -34,8 +33,13 @@ PATCH_TYPES = {"application/merge-patch+json": "merge", "application/strategic-m
                "application/json-patch+json": "json", "application/apply-patch+yaml": "apply"}
 
 
+@lru_cache(maxsize=256)  # one string per second of the clock
+def _format_second(second: int) -> str:
+    return dt.datetime.fromtimestamp(second, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def format_time(t: float) -> str:
-    return dt.datetime.fromtimestamp(int(t), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _format_second(int(t))
 
 
 def parse_time(text: str) -> float:
@@ -75,17 +79,16 @@ def _read_token(token: str) -> tuple[int, str]:
     return rv, start.rstrip("\x00")
 
 
-def _fields_v1(value: Any, field: str = "") -> Any:
-    """A managedFields fieldsV1 tree for ``value`` (maps by key, merge-key lists by their key)."""
+def _fields_v1(value: Any, field: str = "", depth: int = 4) -> Any:
+    """A managedFields fieldsV1 tree for ``value`` (maps by key, merge-key lists by their key),
+    ``depth`` levels deep: enough to say which fields a manager set, cheap on a hot path."""
     from rmproxy.k8s.fake.patch import MERGE_KEYS
 
+    if depth <= 0:
+        return {}
     if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            out[f"f:{k}"] = _fields_v1(v, k)
-        if out and field:
-            out = {".": {}, **out}
-        return out
+        out = {"f:" + k: _fields_v1(v, k, depth - 1) for k, v in value.items()}
+        return {".": {}, **out} if out and field else out
     if isinstance(value, list) and field in MERGE_KEYS:
         key = MERGE_KEYS[field]
         out = {}
@@ -94,7 +97,7 @@ def _fields_v1(value: Any, field: str = "") -> Any:
                 ident = {key: item[key]}
                 if field == "ports":
                     ident["protocol"] = item.get("protocol", "TCP")
-                out["k:" + orjson.dumps(ident).decode()] = {".": {}, **_fields_v1(item)}
+                out["k:" + orjson.dumps(ident).decode()] = {".": {}, **_fields_v1(item, "", depth - 1)}
         return out
     return {}
 
@@ -109,7 +112,6 @@ class Api:
         self.rng = rng or random.Random()
         self.kinds = kinds_mod.all_kinds()
         self.by_path = {(k.group_version, k.plural): k for k in self.kinds}
-        self.by_kind = {(k.api_version, k.kind): k for k in self.kinds if not getattr(k, "view_of", None)}
         for k in self.kinds:
             self.store.bucket(self.bucket_name(k), k.fields)
         self.default_priority: str | None = None
@@ -118,7 +120,7 @@ class Api:
 
     @staticmethod
     def bucket_name(kind: Kind) -> str:
-        view = getattr(kind, "view_of", None)
+        view = kind.view_of
         return view or (f"{kind.group}/{kind.plural}" if kind.group else kind.plural)
 
     def kind(self, group_version: str, plural: str) -> Kind:
@@ -150,11 +152,11 @@ class Api:
         return None
 
     def view(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
-        to_view = getattr(kind, "to_view", None)
+        to_view = kind.to_view
         return to_view(obj) if to_view else obj
 
     def view_raw(self, kind: Kind, raw: bytes) -> bytes:
-        to_view = getattr(kind, "to_view", None)
+        to_view = kind.to_view
         return orjson.dumps(to_view(orjson.loads(raw))) if to_view else raw
 
     def full(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
@@ -197,7 +199,7 @@ class Api:
                                        "message": f"namespace {namespace} is being terminated",
                                        "field": "metadata.namespace"}])
 
-    def _decode_body(self, kind: Kind, body: Any, namespace: str) -> dict[str, Any]:
+    def _decode_body(self, kind: Kind, body: Any, namespace: str, fresh: bool = False) -> dict[str, Any]:
         """What the server's decoder checks: the kind and apiVersion, the namespace."""
         if not isinstance(body, dict):
             raise ApiError.bad_request(f"the object provided is unrecognized (must be of type {kind.kind}): "
@@ -212,7 +214,9 @@ class Api:
                                        f'{kind.kind}: no kind "{kind.kind}" is registered for version '
                                        f'"{body_version}" in scheme "k8s.io/kubernetes/pkg/api/legacyscheme/'
                                        'scheme.go:30"')
-        obj = copy.deepcopy({k: v for k, v in body.items() if k not in ("kind", "apiVersion")})
+        obj = {k: v for k, v in body.items() if k not in ("kind", "apiVersion")}
+        if not fresh:  # the caller keeps its body: work on a copy
+            obj = orjson.loads(orjson.dumps(obj))
         meta = obj.get("metadata")
         if meta is None:
             meta = obj["metadata"] = {}
@@ -226,7 +230,7 @@ class Api:
             meta["namespace"] = namespace
         else:
             meta.pop("namespace", None)
-        to_storage = getattr(kind, "to_storage", None)
+        to_storage = kind.to_storage
         if to_storage:
             obj = to_storage(obj)
         if check_base64(obj) is not None:
@@ -403,7 +407,8 @@ class Api:
             raise ApiError.invalid(kind.kind, "", [("FieldValueInvalid", "patch",
                                                     f'Invalid value: "{orjson.dumps(patched).decode()}": '
                                                     "illegal base64 data")])
-        new = self._decode_body(kind, {"kind": kind.kind, "apiVersion": kind.api_version, **patched}, namespace)
+        new = self._decode_body(kind, {"kind": kind.kind, "apiVersion": kind.api_version, **patched}, namespace,
+                                fresh=True)
         new["metadata"]["name"] = name
         return self._store_update(kind, old, new, subresource, manager, patch)
 
@@ -418,7 +423,9 @@ class Api:
                 meta.pop(key, None)
         new = kind.prepare_update(old, new, subresource)
         meta = new["metadata"]
-        self._invalid(kind, new, kind.validate(new, old, self) + kind.validate_update(old, new, subresource))
+        # a status write keeps the stored spec and metadata name: only its own rules apply
+        causes = kind.validate(new, old, self) if subresource != "status" else []
+        self._invalid(kind, new, causes + kind.validate_update(old, new, subresource))
         if kind.has_generation and subresource == "" and _spec_of(new) != _spec_of(old):
             meta["generation"] = old_meta.get("generation", 1) + 1
         if (meta.get("finalizers") == []):
@@ -487,7 +494,7 @@ class Api:
             self._write(kind, obj, delete=True)
             return success_status(details={**kind.resource.details(name), "uid": meta.get("uid", "")}), False
         meta["deletionTimestamp"] = format_time(self.clock() + grace)
-        if getattr(kind, "grace_on_delete", True):
+        if kind.grace_on_delete:
             meta["deletionGracePeriodSeconds"] = grace
         if finalizers:
             meta["finalizers"] = finalizers

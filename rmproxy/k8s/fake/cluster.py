@@ -4,7 +4,6 @@ itself, nodes with a fake kubelet, and the garbage collector. Tests start one in
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import ipaddress
 import os

@@ -139,9 +139,6 @@ class Events(CoreEvents):
                     "regarding.apiVersion", "regarding.resourceVersion", "regarding.fieldPath", "reason",
                     "reportingController", "type")
 
-    def supports_field(self, field: str) -> bool:
-        return super().supports_field(field)
-
     def translate_field(self, field: str) -> str:
         if field.startswith("regarding."):
             return "involvedObject." + field.split(".", 1)[1]

@@ -34,7 +34,7 @@ class GarbageCollector:
         self.api = api
         self.kinds: dict[str, Kind] = {}
         for kind in api.kinds:
-            if not getattr(kind, "view_of", None):
+            if not kind.view_of:
                 self.kinds[api.bucket_name(kind)] = kind
         self.where: dict[str, tuple[str, str]] = {}  # uid -> (bucket, key)
         self.dependents: dict[str, set[tuple[str, str]]] = {}  # owner uid -> {(bucket, key)}

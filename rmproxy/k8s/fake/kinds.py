@@ -12,12 +12,12 @@ import binascii
 import re
 from typing import TYPE_CHECKING, Any, Callable
 
-from rmproxy.k8s.fake.errors import ApiError, Resource
+from rmproxy.k8s.fake.errors import Resource
 
 if TYPE_CHECKING:  # pragma: no cover
     from rmproxy.k8s.fake.api import Api
 
-__all__ = ["Kind", "KINDS", "by_path", "dns_subdomain_causes", "Causes"]
+__all__ = ["Kind", "all_kinds", "dns_subdomain_causes", "dns_label_causes", "check_base64", "Causes"]
 
 Causes = list[tuple[str, str, str]]  # (reason, field, message)
 
@@ -66,6 +66,10 @@ class Kind:
     has_generation = False  # metadata.generation starts at 1 and grows when anything but status/metadata changes
     returns_object_on_delete = False  # DELETE answers the object rather than a Status
     extra_fields: tuple[str, ...] = ()  # field selectors besides metadata.name/namespace
+    grace_on_delete = True  # a DELETE that waits records deletionGracePeriodSeconds
+    view_of: str | None = None  # another version of a resource stored elsewhere (events.k8s.io/v1)
+    to_view: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # stored form -> this version
+    to_storage: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # this version -> stored form
     name_check: Callable[[str, str], Causes] = staticmethod(dns_subdomain_causes)
 
     def __init__(self) -> None:
@@ -85,6 +89,10 @@ class Kind:
 
     def supports_field(self, field: str) -> bool:
         return field in ("metadata.name", "metadata.namespace") or field in self.extra_fields
+
+    def translate_field(self, field: str) -> str:
+        """The stored form's name for a field selector of this version (identity but for views)."""
+        return field
 
     top_level: tuple[str, ...] = ()  # the object's top-level fields, for strict decoding (empty: not checked)
 
@@ -337,47 +345,43 @@ class StorageClasses(Kind):
         return causes
 
 
-class PersistentVolumeClaims(Kind):
+class _InUseProtected(Kind):
+    """A claim or a volume: created Pending with the StorageObjectInUseProtection admission
+    plugin's finalizer (file 43), so its DELETE leaves it Terminating until a controller lets go."""
+
     top_level = ("spec", "status")
-    plural, kind, short_names = "persistentvolumeclaims", "PersistentVolumeClaim", ("pvc",)
     subresources = {"status": ("get", "patch", "update")}
-    storage_hash = "QWTyNDq0dC4="
     has_status = True
     returns_object_on_delete = True
-
-    def default(self, obj: dict[str, Any], api: "Api") -> None:
-        obj.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
+    protection = ""
 
     def admit_create(self, obj: dict[str, Any], api: "Api") -> None:
-        # StorageObjectInUseProtection (file 43)
         fin = obj["metadata"].setdefault("finalizers", [])
-        if "kubernetes.io/pvc-protection" not in fin:
-            fin.append("kubernetes.io/pvc-protection")
+        if self.protection not in fin:
+            fin.append(self.protection)
 
     def prepare_create(self, obj: dict[str, Any], api: "Api") -> None:
         obj["status"] = {"phase": "Pending"}
 
 
-class PersistentVolumes(Kind):
-    top_level = ("spec", "status")
+class PersistentVolumeClaims(_InUseProtected):
+    plural, kind, short_names = "persistentvolumeclaims", "PersistentVolumeClaim", ("pvc",)
+    storage_hash = "QWTyNDq0dC4="
+    protection = "kubernetes.io/pvc-protection"
+
+    def default(self, obj: dict[str, Any], api: "Api") -> None:
+        obj.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
+
+
+class PersistentVolumes(_InUseProtected):
     plural, kind, namespaced, short_names = "persistentvolumes", "PersistentVolume", False, ("pv",)
-    subresources = {"status": ("get", "patch", "update")}
     storage_hash = "HN/zwEC+JgM="
-    has_status = True
-    returns_object_on_delete = True
+    protection = "kubernetes.io/pv-protection"
 
     def default(self, obj: dict[str, Any], api: "Api") -> None:
         spec = obj.setdefault("spec", {})
         spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
         spec.setdefault("volumeMode", "Filesystem")
-
-    def admit_create(self, obj: dict[str, Any], api: "Api") -> None:
-        fin = obj["metadata"].setdefault("finalizers", [])
-        if "kubernetes.io/pv-protection" not in fin:
-            fin.append("kubernetes.io/pv-protection")
-
-    def prepare_create(self, obj: dict[str, Any], api: "Api") -> None:
-        obj["status"] = {"phase": "Pending"}
 
 
 def _plain(plural: str, kind: str, group: str = "", namespaced: bool = True, short: tuple[str, ...] = (),
@@ -423,11 +427,3 @@ def all_kinds() -> list[Kind]:
                storage_hash="6BGBu0kpHtk=", status=True, generation=True),
     ]
     return [cls() for cls in classes]
-
-
-KINDS: list[Kind] = []
-
-
-def by_path() -> dict[tuple[str, str], Kind]:
-    """(group/version, plural) -> Kind."""
-    return {(k.group_version, k.plural): k for k in KINDS}

@@ -38,14 +38,15 @@ TERMINATE_SECONDS = "korral.io/fake-terminate-seconds"
 MANAGER = "korral-fake-kubelet"
 
 
-def _seconds(annotations: dict[str, str], key: str) -> float | None:
-    value = annotations.get(key)
+def _seconds(pod: dict[str, Any], key: str) -> float | None:
+    value = (pod["metadata"].get("annotations") or {}).get(key)
     if value is None:
         return None
     try:
         seconds = float(value)
     except ValueError:
-        log.warning("fake kubelet: annotation %s=%r is not a number of seconds; ignored", key, value)
+        log.warning("fake kubelet: pod %s/%s: annotation %s=%r is not a number of seconds; ignored",
+                    pod["metadata"].get("namespace"), pod["metadata"].get("name"), key, value)
         return None
     return max(seconds, 0.0)
 
@@ -202,7 +203,7 @@ class FakeKubelet:
         self._schedule_exit(key, pod)
 
     def _schedule_exit(self, key: str, pod: dict[str, Any]) -> None:
-        run = _seconds(pod["metadata"].get("annotations") or {}, RUN_SECONDS)
+        run = _seconds(pod, RUN_SECONDS)
         if run is not None:
             self._schedule(key, run, self._exit)
 
@@ -263,7 +264,7 @@ class FakeKubelet:
         meta = pod["metadata"]
         if not meta.get("deletionTimestamp"):
             return
-        wait = _seconds(meta.get("annotations") or {}, TERMINATE_SECONDS) or 0.0
+        wait = _seconds(pod, TERMINATE_SECONDS) or 0.0
         grace = meta.get("deletionGracePeriodSeconds", 0)
         wait = min(wait, grace)
         if wait > 0 and self.state.get(key) != "killing":

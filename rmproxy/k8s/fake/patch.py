@@ -254,7 +254,7 @@ def _smp_list(field: str, original: Any, patch: list) -> list:
         return _strip(patch)
     if any(p.get("$patch") == "replace" for p in patch):
         return [_strip(p) for p in patch if p.get("$patch") != "replace"]
-    merged = [copy.deepcopy(x) for x in original]
+    merged = list(original)  # items are replaced, never changed in place
     patched: list[Any] = []
     for item in patch:
         if key not in item:

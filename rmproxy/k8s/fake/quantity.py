@@ -9,6 +9,7 @@ validation error (422).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from decimal import Decimal, ROUND_CEILING, localcontext
 
 __all__ = ["QuantityError", "parse", "canonical", "QUANTITY_PATTERN"]
@@ -47,14 +48,24 @@ def _split(text: str) -> tuple[Decimal, str]:
     return value, fmt
 
 
+@lru_cache(maxsize=4096)  # a cluster's quantities repeat: "100m", "64Mi", ...
+def _parse_cached(text: str) -> Decimal:
+    return _split(text)[0]
+
+
 def parse(text: str | int | float) -> Decimal:
     """The quantity's value (``QuantityError`` when it does not parse)."""
-    return _split(str(text))[0]
+    return _parse_cached(str(text))
 
 
 def canonical(text: str | int | float) -> str:
     """The string the API server stores for this quantity."""
-    value, fmt = _split(str(text))
+    return _canonical(str(text))
+
+
+@lru_cache(maxsize=4096)
+def _canonical(text: str) -> str:
+    value, fmt = _split(text)
     with localcontext() as ctx:
         ctx.prec = 60
         sign = "-" if value < 0 else ""

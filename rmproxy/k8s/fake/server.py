@@ -27,10 +27,11 @@ from rmproxy.k8s.fake.kinds import Kind
 from rmproxy.k8s.fake.selectors import SelectorError, parse_fields, parse_labels
 from rmproxy.k8s.fake.store import Event, Filter, WatchQueue
 
-__all__ = ["FakeApiServer", "ServerOptions"]
+__all__ = ["FakeApiServer", "ServerOptions", "COMPACT_PATH"]
 
 log = logging.getLogger("korral.k8s.fake")
 JSON = "application/json"
+COMPACT_PATH = "/korral-fake/compact"  # POST: forget the history now (an operator's and tests' hook)
 OBJECT_META = {"name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
                "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations",
                "ownerReferences", "finalizers", "managedFields", "clusterName"}
@@ -47,6 +48,22 @@ class ServerOptions:
 
 def _dumps(obj: Any) -> bytes:
     return orjson.dumps(obj)
+
+
+class _YamlDumper(yaml.SafeDumper):
+    """YAML as the Go server prints it: multi-line strings as literal blocks, strings that would
+    read as another type double-quoted."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    if "\n" in text:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|")
+    if dumper.resolve(yaml.ScalarNode, text, (True, False)) != "tag:yaml.org,2002:str":
+        return dumper.represent_scalar("tag:yaml.org,2002:str", text, style='"')
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text)
+
+
+_YamlDumper.add_representer(str, _represent_str)
 
 
 def _bool_param(value: str | None) -> bool:
@@ -154,7 +171,7 @@ class FakeApiServer:
 
     def _answer(self, body: Any, media: str, status: int = 200) -> web.Response:
         if media == YAML:
-            text = yaml.safe_dump(body, sort_keys=True, default_flow_style=False, allow_unicode=True)
+            text = yaml.dump(body, Dumper=_YamlDumper, sort_keys=True, default_flow_style=False, allow_unicode=True)
             return web.Response(status=status, text=text, content_type=YAML)
         return web.Response(status=status, body=_dumps(body), content_type=JSON)
 
@@ -171,6 +188,14 @@ class FakeApiServer:
         parts = [p for p in path.split("/") if p]
         if path in ("/healthz", "/livez", "/readyz"):
             return web.Response(text="ok", content_type="text/plain")
+        if path == COMPACT_PATH:
+            if method != "POST":
+                raise ApiError.method_not_allowed()
+            resource = request.query.get("resource")
+            if resource is not None and resource not in self.api.store.buckets:
+                raise ApiError.bad_request(f"no resource {resource!r} to compact; one of "
+                                           f"{', '.join(sorted(self.api.store.buckets))}")
+            return self._answer({"compactedTo": str(self.api.store.compact(resource))}, media)
         if path == "/version":
             if method != "GET":
                 raise ApiError.method_not_allowed()
@@ -384,9 +409,8 @@ class FakeApiServer:
             fields = parse_fields(request.query.get("fieldSelector"), kind.supports_field)
         except SelectorError as exc:
             raise ApiError.bad_request(str(exc)) from None
-        translate = getattr(kind, "translate_field", None)
-        if translate and not fields.empty:
-            fields.terms = tuple((translate(f), eq, v) for f, eq, v in fields.terms)
+        if kind.view_of and not fields.empty:
+            fields.terms = tuple((kind.translate_field(f), eq, v) for f, eq, v in fields.terms)
         return labels, fields
 
     async def _list(self, request: web.Request, media: str, kind: Kind, namespace: str | None) -> web.Response:
@@ -405,7 +429,7 @@ class FakeApiServer:
             meta["continue"] = result.continue_token
             if result.remaining is not None:
                 meta["remainingItemCount"] = result.remaining
-        if getattr(kind, "to_view", None):
+        if kind.to_view:
             items = [self.api.view_raw(kind, e.raw) for e in result.entries]
         else:
             items = [e.raw for e in result.entries]
@@ -459,7 +483,7 @@ class FakeApiServer:
         deadline = started + (timeout if timeout is not None and timeout > 0
                               else self.options.watch_timeout * (1 + self.rng.random()))
         prefix = kind.prefix()
-        view = getattr(kind, "to_view", None)
+        view = kind.to_view
 
         as_table = wants_table(request.headers.get("Accept", ""))
 

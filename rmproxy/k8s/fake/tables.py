@@ -5,7 +5,6 @@ prints for pods and nodes (priority 1 columns are the ``-o wide`` ones) and NAME
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any, Callable
 
 from rmproxy.k8s.fake.api import parse_time
