@@ -175,8 +175,8 @@ class _Runner:
             return 0
         self.reloader.api = self.api
         shim.flush()
-        if self.reloader.configmaps and not loaded.same_for_korral(self.reloader.loaded):
-            await self.reloader.reload()  # changed while we registered
+        if self.reloader.changed_event.is_set():
+            await self.reloader.reload()  # the configmaps changed while we registered
         while not stop.is_set():
             try:
                 await asyncio.wait_for(stop.wait(), 1.0)

@@ -38,6 +38,7 @@ class Reloader:
         self._pending = False
         self._last_changed = CONFIGS_NAME
         self.changed_event = asyncio.Event()  # set at every change of the configmaps (start-up waits on it)
+        self._task: asyncio.Task | None = None
 
     # ------------------------------------------------------------------ the informer's side
     def decode(self, raw: dict, old) -> dict | None:
@@ -57,7 +58,7 @@ class Reloader:
         self.changed_event.set()
         if self.api is not None and not self._pending:
             self._pending = True
-            asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.reload()))
+            self._task = asyncio.get_running_loop().create_task(self.reload())  # kept: the loop holds tasks weakly
 
     # ------------------------------------------------------------------ loading
     def current(self) -> list[dict | None]:
