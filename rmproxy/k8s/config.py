@@ -25,6 +25,8 @@ import re
 import zlib
 from dataclasses import dataclass, fields, replace
 
+from common.config.durations import parse_duration_ns
+
 __all__ = ["ShimConf", "ConfigMapError", "Loaded", "flatten", "parse", "load", "keep_non_reloadable",
            "NON_RELOADABLE", "DEFAULTS_NAME", "CONFIGS_NAME"]
 
@@ -84,28 +86,13 @@ KEYS: dict[str, tuple[str, str]] = {
 # YuniKorn's handleNonReloadableConfig: every setting but enableConfigHotRefresh
 NON_RELOADABLE = tuple(k for k in KEYS if k != "service.enableConfigHotRefresh")
 
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 _GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
 _GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
 
 
 def go_duration(text: str) -> float:
     """Seconds of a Go duration (``300ms``, ``1h30m``, ``-2s``, ``0``)."""
-    s = text.strip()
-    sign = -1.0 if s.startswith("-") else 1.0
-    s = s.lstrip("+-")
-    if s == "0":
-        return 0.0
-    pos, total = 0, 0.0
-    for m in _DURATION_PART.finditer(s):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-        pos = m.end()
-    if pos != len(s) or not s:
-        raise ValueError(f"{text!r} is not a duration (e.g. 30s, 5m, 1h30m)")
-    return sign * total
+    return parse_duration_ns(text) / 1e9
 
 
 def _convert(kind: str, text: str):
