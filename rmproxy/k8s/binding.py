@@ -1,8 +1,11 @@
 """Binding pods to the nodes the scheduler chose, with retries, and what each answer means.
 
 ``Binder.bind(job)`` posts ``pods/{name}/binding`` (with the pod's uid, so a pod recreated under
-the same name is never bound) in the background, at most ``concurrency`` at a time, and reports
-one ``Outcome`` per job through ``on_outcome``:
+the same name is never bound) in the background, at most ``concurrency`` requests at a time, and
+reports one ``Outcome`` per job through ``on_outcome``. The job's unbound WaitForFirstConsumer
+claims (placed with ``--best-effort-constraints``) first get the node in the annotation
+``volume.kubernetes.io/selected-node``, as kube-scheduler's volume binding gives it, so that their
+provisioner makes the volume where the pod goes; a claim that cannot be annotated refuses the job.
 
 - ``BOUND``: 201 (the body is a ``Status``, not a Binding), or a 409 saying the pod is already
   on that very node (an earlier attempt whose answer was lost);
@@ -49,6 +52,7 @@ class BindJob:
     name: str
     node: str
     attempt: int  # the task's allocation this bind belongs to: a result for an older one is stale
+    claims: tuple[str, ...] = ()  # unbound WaitForFirstConsumer claims to give the node first
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,36 +100,47 @@ class Binder:
     async def _bind(self, job: BindJob) -> None:
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self.deadline
-        tries = 0
         self.in_flight += 1
         try:
-            while True:
-                tries += 1
-                try:
-                    async with self._slots:
-                        await self.client.bind(job.namespace, job.name, job.uid, job.node)
-                    result = Result(job, Outcome.BOUND, tries=tries)
-                except ApiError as exc:
-                    result = classify(job, exc)
-                    if result is None:
-                        delay = exc.retry_after or self.backoff.delay(tries - 1)
-                        if loop.time() + delay > give_up:
-                            result = Result(job, Outcome.REFUSED, tries=tries,
-                                            error=f"{exc} (still failing after {tries} tries in {self.deadline:g}s)")
-                        else:
-                            log.info("bind of %s/%s to %s: %s; retrying in %.2fs", job.namespace, job.name,
-                                     job.node, exc, delay)
-                            await asyncio.sleep(delay)
-                            continue
-                    else:
-                        result = Result(job, result.outcome, result.node, result.error, tries)
-                break
+            result = None
+            for claim in job.claims:  # as kube-scheduler's volume binding: the provisioner follows the node
+                result = await self._retrying(job, give_up, f"claim {claim}",
+                                              lambda c=claim: self.client.select_node(job.namespace, c, job.node))
+                if result.outcome is not Outcome.BOUND:
+                    result = Result(job, Outcome.REFUSED, error=f"persistentvolumeclaim {claim}: {result.error}",
+                                    tries=result.tries)
+                    break
+            else:
+                result = await self._retrying(job, give_up, "bind",
+                                              lambda: self.client.bind(job.namespace, job.name, job.uid, job.node))
         finally:
             self.in_flight -= 1
         try:
             self.on_outcome(result)
         except Exception:
             log.exception("handling the bind outcome of %s/%s failed", job.namespace, job.name)
+
+    async def _retrying(self, job: BindJob, give_up: float, what: str, call) -> Result:
+        """``call`` until it succeeds (BOUND), fails for good, or transient errors pass the deadline."""
+        loop = asyncio.get_running_loop()
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                async with self._slots:
+                    await call()
+                return Result(job, Outcome.BOUND, tries=tries)
+            except ApiError as exc:
+                result = classify(job, exc)
+                if result is not None:
+                    return Result(job, result.outcome, result.node, result.error, tries)
+                delay = exc.retry_after or self.backoff.delay(tries - 1)
+                if loop.time() + delay > give_up:
+                    return Result(job, Outcome.REFUSED, tries=tries,
+                                  error=f"{exc} (still failing after {tries} tries in {self.deadline:g}s)")
+                log.info("%s of %s/%s to %s: %s; retrying in %.2fs", what, job.namespace, job.name, job.node, exc,
+                         delay)
+                await asyncio.sleep(delay)
 
     async def close(self) -> None:
         for task in list(self._tasks):

@@ -11,7 +11,7 @@ or with status 0 when the server could not be reached. The calls:
   not decoded as a Binding; the binding names the pod's uid, so a pod recreated under the same
   name is never bound by mistake (409);
 - ``patch_status`` (strategic merge of a pod's status), ``create_event`` (events.k8s.io/v1),
-  ``delete``.
+  ``delete``, ``select_node`` (a WaitForFirstConsumer claim's node annotation).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ MERGE = "application/merge-patch+json"
 REQUEST_TIMEOUT = 30.0
 WATCH_READ_SLACK = 30.0  # a watch may stay quiet up to its timeoutSeconds; then this much longer
 USER_AGENT = "korral-k8s-shim/0.1"
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
 
 
 class ApiError(Exception):
@@ -179,6 +180,12 @@ class KubeClient:
     async def patch_status(self, namespace: str, name: str, patch: dict) -> Any:
         return await self.request("PATCH", pod_path(namespace, name, "status"), body=patch,
                                   content_type=STRATEGIC_MERGE)
+
+    async def select_node(self, namespace: str, claim: str, node: str) -> Any:
+        """Give a WaitForFirstConsumer claim its node (``volume.kubernetes.io/selected-node``)."""
+        return await self.request(
+            "PATCH", f"/api/v1/namespaces/{quote(namespace, safe='')}/persistentvolumeclaims/{quote(claim, safe='')}",
+            body={"metadata": {"annotations": {SELECTED_NODE: node}}}, content_type=MERGE)
 
     async def delete(self, path: str, body: dict | None = None) -> Any:
         return await self.request("DELETE", path, body=body)

@@ -548,7 +548,20 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         self.node_pods.setdefault(task.node, set()).add(task.uid)
         spec = task.spec
         self._event(spec, NORMAL, "Scheduled", f"Successfully assigned {spec.alias} to node {task.node}")
-        self.binder.bind(BindJob(task.uid, spec.namespace, spec.name, task.node, task.attempt))
+        self.binder.bind(BindJob(task.uid, spec.namespace, spec.name, task.node, task.attempt,
+                                 self._claims_to_place(task)))
+
+    def _claims_to_place(self, task: Task) -> tuple[str, ...]:
+        """Unbound WaitForFirstConsumer claims (asked for with --best-effort-constraints): they get
+        the node before the binding."""
+        spec = task.spec
+        out = []
+        for name in spec.claims:
+            claim = self.claims.get(f"{spec.namespace}/{name}")
+            if claim is not None and not claim.bound and \
+                    self.storage_classes.get(claim.storage_class) == "WaitForFirstConsumer":
+                out.append(name)
+        return tuple(out)
 
     def _bind_outcome(self, result: Result) -> None:
         job = result.job

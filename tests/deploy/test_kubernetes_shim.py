@@ -33,6 +33,7 @@ CALLS = {
     "delete": ("", "pods", "delete"),  # preemption victims
     "create_event": ("events.k8s.io", "events", "create"),
     "get": ("", "namespaces", "get"),  # a namespace read before its watch shows it
+    "select_node": ("", "persistentvolumeclaims", "patch"),  # best effort: a WaitForFirstConsumer claim's node
 }
 
 

@@ -53,6 +53,7 @@ class FakeKube:
         self.deletes: list[str] = []
         self.refuse: dict[str, ApiError] = {}  # node -> the error binding there answers
         self.namespace_reads: list[str] = []
+        self.selected: list[tuple[str, str]] = []
         self.namespace_annotations: dict[str, str] = {}
 
     async def bind(self, namespace, name, uid, node):
@@ -68,6 +69,9 @@ class FakeKube:
 
     async def patch_status(self, namespace, name, patch):
         self.patches.append((name, patch))
+
+    async def select_node(self, namespace, claim, node):
+        self.selected.append((claim, node))
 
     async def delete(self, path, body=None):
         self.deletes.append(path)
@@ -403,6 +407,23 @@ def test_a_claim_that_appears_bound_lets_the_pod_be_asked_for_plainly():
         await turn()
         [ask] = sent(w.api.take(), "allocations")
         assert TAG_UNSUPPORTED_CONSTRAINTS not in ask.allocationTags
+    run(main())
+
+
+def test_best_effort_places_a_wait_for_first_consumer_claim_on_the_pods_node():
+    async def main():
+        w = World(best_effort_constraints=True)
+        await registered_node(w)
+        w.shim.storage_class_changed(None, ("local", "WaitForFirstConsumer"))
+        w.shim.claim_changed(None, ("ns/data", Claim(bound=False, storage_class="local", deleting=False)))
+        w.pod(raw_pod("p", volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]))
+        await w.accept_apps("app-1")
+        await turn()
+        [ask] = sent(w.api.take(), "allocations")
+        assert TAG_UNSUPPORTED_CONSTRAINTS not in ask.allocationTags
+        await w.allocate("uid-p", "n1")
+        await wait_until_async(lambda: w.shim.tasks["uid-p"].bound, 5, "the bind")
+        assert w.kube.selected == [("data", "n1")] and w.kube.binds == [("p", "n1")]
     run(main())
 
 
