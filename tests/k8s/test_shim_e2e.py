@@ -65,7 +65,8 @@ def test_a_mixed_workload_is_bound_once_within_allocatable_and_what_waits_says_w
     by_name = {name(p): p for p in ours(kube)}
     big = condition(by_name["analytics/too-big"])
     assert (big["status"], big["reason"]) == ("False", "Unschedulable")
-    assert big["message"].startswith("0/4 nodes are available: 4 insufficient free resources.")
+    assert big["message"].startswith("0/4 nodes are available: ")  # then why, check by check
+    assert "nsufficient" in big["message"]
     quota = condition(by_name["team/notebook-2"])
     assert quota["reason"] == "SchedulingSkipped" and "root.team" in quota["message"]
     events = pod_events(kube)
@@ -84,7 +85,9 @@ def test_a_mixed_workload_is_bound_once_within_allocatable_and_what_waits_says_w
     assert len(placed) >= len(running)
     assert [f["allocationKey"] for f in korral["node-small"]["foreignAllocations"]] == \
         [p["metadata"]["uid"] for p in kube.pods("kube-system") if p["metadata"]["name"] == "coredns"]
-    problems = [p for p in placement_problems(kube) if "requested >" in p]
+    problems = placement_problems(kube)
+    if not _core_evaluates_node_checks():  # then only Korral's own accounting can be checked
+        problems = [p for p in problems if "requested >" in p]
     assert not problems, problems
 
     # a configmap reload adds a queue; a pod asking for it is placed there
@@ -160,6 +163,11 @@ def test_pods_land_only_where_kubernetes_filters_allow(shim_cluster):
              for i in range(3)]  # two nodes without the taint: the third waits
     pods += [pod(f"zone-b-{i}", "batch", "100m", "64Mi", labels={"applicationId": "zb"}, affinity=zone_b)
              for i in range(2)]
+    spread = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"app": "spread"}}}]
+    kube.create("/api/v1/namespaces/batch/pods", pod("spread", "batch", "100m", "64Mi",
+                                                     labels={"applicationId": "spread", "app": "spread"},
+                                                     topologySpreadConstraints=spread))
     pods.append(pod("gpu", "batch", "1", "64Mi", labels={"applicationId": "gpu"},
                     tolerations=[{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}],
                     nodeSelector={"topology.kubernetes.io/zone": "a"}))
@@ -168,7 +176,13 @@ def test_pods_land_only_where_kubernetes_filters_allow(shim_cluster):
     wait_until(lambda: len([p for p in ours(kube) if p["spec"].get("nodeName")]) >= len(pods) - 1, 60,
                "every pod but one of the host-port ones bound", c.logs)
     assert not placement_problems(kube), placement_problems(kube)
-    waiting = [p for p in ours(kube) if not p["spec"].get("nodeName")]
+    waiting = [p for p in ours(kube) if not p["spec"].get("nodeName") and p["metadata"]["name"] != "spread"]
     assert [p["metadata"]["name"].startswith("port-") for p in waiting] == [True]
     wait_until(lambda: condition(kube.get(f"/api/v1/namespaces/web/pods/{waiting[0]['metadata']['name']}")), 30,
                "the waiting pod's condition", c.logs)
+    # a constraint Korral does not evaluate keeps its pod pending, saying which
+    spread_pod = wait_until(lambda: (p := kube.get("/api/v1/namespaces/batch/pods/spread")) and condition(p) and p, 30,
+                            "the spread pod's condition", c.logs)
+    assert not spread_pod["spec"].get("nodeName")
+    assert "topology spread constraint (DoNotSchedule) on topology.kubernetes.io/zone" in condition(spread_pod)["message"]
+    assert "FailedScheduling" in pod_events(kube)["batch/spread"]
