@@ -94,7 +94,7 @@ class Ledger:
             q = q.parent
         app.allocations[alloc.uuid] = alloc
         node.allocations[alloc.uuid] = alloc
-        self._nodes.update_allocated(node, r, 1)
+        self._nodes.update_allocated(node, r, 1, alloc.tags)
         if self._limits.active:
             self._limits.on_alloc(app, r)
         self.allocations[alloc.uuid] = alloc
@@ -121,7 +121,7 @@ class Ledger:
         app.queue.add_allocated(r)
         self._limits.on_alloc(app, r)
         node.allocations[alloc.uuid] = alloc
-        self._nodes.update_allocated(node, r, 1)
+        self._nodes.update_allocated(node, r, 1, alloc.tags)
         self.allocations[alloc.uuid] = alloc
 
     def release(self, alloc: Allocation, term: Termination, message: str, now: int,
@@ -134,7 +134,7 @@ class Ledger:
         r = alloc.resource
         node = self._nodes.get(alloc.node_id)
         if node is not None and node.allocations.pop(alloc.uuid, None) is not None:
-            self._nodes.update_allocated(node, r, -1)
+            self._nodes.update_allocated(node, r, -1, alloc.tags)
         app = p.apps.get(alloc.app_id)
         if app is not None and app.allocations.pop(alloc.uuid, None) is not None:
             app.allocated = app.allocated.sub_checked(r, f"application {app.app_id} allocated")

@@ -13,11 +13,9 @@ YuniKorn's (YUNIKORN_BEHAVIOUR.md 1.1 S4-S7).
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Callable
 
-from common.constants import APP_TAG_CREATE_FORCE, APP_TAG_NAMESPACE_RESOURCE_QUOTA
-from common.resources import Resource
+from common.constants import APP_TAG_CREATE_FORCE
 
 from .app_history import AppHistory, GoneApp
 from .app_state import RUNNING_STATES, AppEvent, AppState, IllegalTransition, next_state
@@ -25,6 +23,7 @@ from .app_usage import summarise
 from .application import Application
 from .commands import AddApp, RemoveApp
 from .gang import MSG_APP_COMPLETE, gang_style
+from .namespace_tags import apply_namespace_tags
 from .outcomes import AppAccepted, AppRejected, AppStateChanged, EventType, Termination
 from .placement_bridge import GroupLookupError, PlacementError
 from .queue import RECOVERY_QUEUE, ObjectState, Queue, QueueCreateError
@@ -35,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .queue import QueueTree
     from .timers import Timers
 
-__all__ = ["AppLifecycle", "PlacementRejected", "place_app", "parse_quota", "T_STARTING", "T_COMPLETING",
+__all__ = ["AppLifecycle", "PlacementRejected", "place_app", "T_STARTING", "T_COMPLETING",
            "T_EXPIRE"]
 
 T_STARTING, T_COMPLETING, T_EXPIRE = "starting", "completing", "expire"
@@ -115,6 +114,7 @@ class AppLifecycle:
         if queue.path == FALLBACK_QUEUE:
             p.queues_dirty = True  # a rule may have made a queue before it failed
         p.queues_created(created, now)
+        _apply_namespace_quota(p, queue, cmd, now)  # before the gang check, as YuniKorn
         if cmd.placeholder_ask.strictly_greater_than_zero():
             if queue.sort_policy.value == "fair":
                 self._reject(cmd, f"queue {queue.path} cannot run application {app_id} with task group request: unsupported sort type", now)
@@ -123,8 +123,6 @@ class AppLifecycle:
             if not cmd.placeholder_ask.fits_in_max_undef(qmax):
                 self._reject(cmd, f"queue {queue.path} cannot fit application {app_id}: task group request {cmd.placeholder_ask} larger than max queue allocation {qmax}", now)
                 return
-        if queue.dynamic and APP_TAG_NAMESPACE_RESOURCE_QUOTA in cmd.tags:
-            _apply_namespace_quota(queue, cmd.tags[APP_TAG_NAMESPACE_RESOURCE_QUOTA])
         ph_timeout_ns = p.gangs.timeout_ns(cmd, now)
         if existing is not None:  # adopt an app first seen through recovered allocations
             self._move(existing, queue)
@@ -424,30 +422,9 @@ _ENTRY: dict[AppState, Callable[[AppLifecycle, Application, int], None]] = {
 }
 
 
-def _apply_namespace_quota(queue: Queue, raw: str) -> None:
-    """App tag ``namespace.resourcequota`` (JSON si.Resource, ``{"resources": {"memory":
-    {"value": 1}}}``; a plain ``{"memory": 1}`` map is accepted too) sets the max of a
-    dynamic leaf when strictly > 0. Unparsable values are ignored, as YuniKorn does."""
-    quota = parse_quota(raw)
-    if quota is not None and quota.strictly_greater_than_zero():
-        queue.max = quota
-
-
-def parse_quota(raw: str) -> Resource | None:
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    items = data.get("resources", data)
-    if not isinstance(items, dict):
-        return None
-    values: dict[str, int] = {}
-    for name, v in items.items():
-        if isinstance(v, dict):
-            v = v.get("value")
-        if isinstance(v, bool) or not isinstance(v, int):
-            return None
-        values[str(name)] = v
-    return Resource(values) if values else None
+def _apply_namespace_quota(p: "Partition", queue: Queue, cmd: AddApp, now: int) -> None:
+    """The namespace tags of the app (quota, guaranteed, max apps) on its dynamic leaf, as
+    YuniKorn does (``namespace_tags``); a value that is ignored is named in an APP event."""
+    def report(tag: str, message: str) -> None:
+        p.event(EventType.APP, cmd.app_id, "InvalidNamespaceTag", message, now)
+    apply_namespace_tags(queue, cmd.app_id, cmd.tags, report)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping
 
-from common.constants import CREATION_TIME, NODE_READY_ATTRIBUTE
+from common.constants import CREATION_TIME
 from common.resources import ZERO, Resource
 
 from .app_state import AppEvent, AppState
@@ -20,12 +20,14 @@ from .commands import AddAllocation, AddNode, DrainNode, RecoveredAlloc, RemoveN
 from .feasibility import CHAIN, READY, SCHEDULABLE, Purpose
 from .foreign import foreign_total
 from .node import Node, parse_ready
+from .node_terms import host_ports_of
 from .objects import Allocation
 from .outcomes import AllocationNew, AskRejected, EventType, NodeAccepted, NodeRejected, Termination
 from .queue import ObjectState
 
 if TYPE_CHECKING:  # pragma: no cover
     from .application import Application
+    from .node import NodeCollection
     from .objects import Ask
     from .partition import Partition
 
@@ -77,6 +79,7 @@ class NodeRegistry:
             return
         node = Node(node_id=nid, attributes=dict(cmd.attributes), capacity=cmd.capacity,
                     occupied=cmd.occupied, ready=parse_ready(cmd.attributes), schedulable=cmd.schedulable)
+        self._unreadable(node, node.apply_attributes(), now)
         p.nodes.add(node)
         self._total_changed(added=node.capacity)
         for ra in cmd.existing:
@@ -148,6 +151,10 @@ class NodeRegistry:
                            queue_path=app.queue.path, tags=dict(ra.tags), task_group=ra.task_group,
                            placeholder=ra.placeholder, recovered=True)
         p.ledger.book_recovered(app, node, alloc)
+        bad_ports = host_ports_of(alloc.tags)[1]
+        if bad_ports:  # booked all the same: it runs; its ports are not known
+            p.event(EventType.NODE, node.node_id, "InvalidAllocationTag",
+                    f"allocation {alloc.key} on node {node.node_id}: {bad_ports}", now)
         p.quota.recovered(app.queue, now)  # no max check here: a lowered max may be exceeded
         if ra.placeholder:
             app.add_placeholder(alloc)
@@ -177,11 +184,9 @@ class NodeRegistry:
         if err:
             p.event(EventType.NODE, cmd.node_id, "InvalidNodeUpdate", f"UPDATE ignored: {err}", now)
             return
-        if cmd.attributes:
+        if cmd.attributes:  # readiness, labels, taints (Node.apply_attributes)
             node.attributes.update(cmd.attributes)
-            node.labels = None
-            if NODE_READY_ATTRIBUTE in cmd.attributes:
-                node.ready = parse_ready(node.attributes)
+            self._unreadable(node, node.apply_attributes(cmd.attributes), now)
         old_capacity = node.capacity
         if cmd.capacity is not None:
             node.capacity = cmd.capacity
@@ -194,9 +199,14 @@ class NodeRegistry:
         if res is not None:  # a shrunk or relabelled node may never take its reserved ask now
             app = p.apps.get(res.app_id)
             ask = app.asks.get(res.ask_key) if app is not None else None
-            if ask is None or _never_takes(node, ask, p.apps):
+            if ask is None or _never_takes(node, ask, p.apps, p.nodes):
                 p.ledger.unreserve(res)
         p.changed = True
+
+    def _unreadable(self, node: Node, errors: list[str], now: int) -> None:
+        """A NODE event for each attribute the node checks could not read."""
+        for err in errors:
+            self.p.event(EventType.NODE, node.node_id, "InvalidNodeAttribute", f"node {node.node_id}: {err}", now)
 
     def drain(self, cmd: DrainNode, now: int) -> None:
         """The ``DrainNode`` command: no new allocations there; its reservation is dropped."""
@@ -242,10 +252,11 @@ class NodeRegistry:
         p.event(EventType.NODE, node.node_id, "NodeRemoved", f"node {node.node_id} removed from partition {p.name}", now)
 
 
-def _never_takes(node: Node, ask: "Ask", apps: Mapping[str, "Application"]) -> bool:
+def _never_takes(node: Node, ask: "Ask", apps: Mapping[str, "Application"], nodes: "NodeCollection") -> bool:
     """The node rejects the ask it holds reserved for good (capacity − occupied too small, its
-    selector no longer matches). Drained or not ready passes by: the reservation stays."""
-    rejection = CHAIN.bind(ask, Purpose.RESERVE, apps, skip=(SCHEDULABLE, READY)).first_rejection(node)
+    selector or affinity no longer matches, an untolerated taint). Drained or not ready passes
+    by: the reservation stays."""
+    rejection = CHAIN.bind(ask, Purpose.RESERVE, apps, skip=(SCHEDULABLE, READY), nodes=nodes).first_rejection(node)
     return rejection is not None and not rejection.retry_can_help
 
 

@@ -41,6 +41,7 @@ from .lifecycle import AppLifecycle
 from .limits import LimitTracker
 from .node import NodeCollection, parse_node_sort_policy
 from .node_registry import NodeRegistry
+from .node_terms import constraints_of
 from .objects import Allocation, Ask, Reservation
 from .outcomes import (AskRejected, Event, EventType, Outcomes, SchedState, SchedulingState,
                        Termination)
@@ -306,13 +307,14 @@ def _ask_from(cmd: AddAsk, now: int, seq: int) -> Ask:
                                 if k.startswith(TAG_NODE_SELECTOR_PREFIX)))
         allow = tags.get(TAG_ALLOW_PREEMPTION, "true").strip().lower() not in ("false", "f", "0")
         required = tags.get(TAG_REQUIRED_NODE, "")
+        constraints = constraints_of(tags)
     else:
-        selector, allow, required = (), True, ""
+        selector, allow, required, constraints = (), True, "", None
     m = cmd.max_allocations
     # positional: keywords cost a third of the build (tests/core/test_objects.py pins the order)
     return Ask(cmd.key, cmd.app_id, cmd.resource, m, m if m > 0 else 0, cmd.priority, now, seq, tags,
                max(cmd.execution_timeout_ms, 0), cmd.placeholder, cmd.task_group, cmd.originator,
-               cmd.allow_preempt_self, cmd.allow_preempt_other, required, selector, allow)
+               cmd.allow_preempt_self, cmd.allow_preempt_other, required, selector, allow, constraints)
 
 
 # command type -> handler(partition, command, now) (STYLE #11: dispatch by table)

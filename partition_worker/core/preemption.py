@@ -62,7 +62,7 @@ PREEMPTION_CANDIDATE_NODES = 1000  # nodes examined per attempt (bounded cost)
 # preemptors waited); a handful of feasible nodes gives the same choice on a uniform cluster.
 PREEMPTION_FEASIBLE_NODES = 16
 MSG_DAEMONSET = "preempting allocations to free up resources to run daemon set ask: {key}"
-_ALL_BUT_RESERVATION = tuple(s for s in CHAIN.stages if s is not RESERVATION)
+_ALL_BUT_RESERVATION = tuple(c for c in CHAIN.checks if c is not RESERVATION)
 _UNITS = {"ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000, "h": 3_600_000_000_000}
 
 
@@ -212,8 +212,8 @@ def try_queue_preemption(p, app: "Application", ask: "Ask", now: int, delay: int
     res = ask.resource
     # the chain without its reservation stage first: a node reserved by another ask (a
     # preemptor about to be placed) that could otherwise hold the ask is counted apart
-    could_hold = CHAIN.bind(ask, Purpose.RESERVE, p.apps, skip=(RESERVATION,)).passes
-    not_reserved = CHAIN.bind(ask, Purpose.RESERVE, p.apps, skip=_ALL_BUT_RESERVATION).passes
+    could_hold = CHAIN.bind(ask, Purpose.RESERVE, p.apps, skip=(RESERVATION,), nodes=p.nodes).passes
+    not_reserved = CHAIN.bind(ask, Purpose.RESERVE, p.apps, skip=_ALL_BUT_RESERVATION, nodes=p.nodes).passes
     for node in p.nodes.nodes.values():
         if not could_hold(node):
             continue

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .app_state import AppState
-from .feasibility import CHAIN, RESOURCES, Purpose
+from .feasibility import CHAIN, RESOURCES, Purpose, signature
 from .node_choice import find_node, known_to_fail, remember_failure
 from .preemption import budgeted_queue_preemption, try_required_node_preemption
 
@@ -47,7 +47,9 @@ def maybe_reserve(c, app: "Application", ask: "Ask") -> int:
     if ask.reserved_node or c.now - ask.create_time_ns < p.settings.reservation_delay_ns:
         return NOT_RESERVED
     res = ask.resource
-    chain = CHAIN.bind(ask, Purpose.RESERVE, p.apps)
+    chain = CHAIN.bind(ask, Purpose.RESERVE, p.apps, nodes=p.nodes)
+    if chain.everywhere is not None:
+        return NO_NODE
     if ask.required_node:
         node = p.nodes.get(ask.required_node)
         if node is None:
@@ -62,8 +64,8 @@ def maybe_reserve(c, app: "Application", ask: "Ask") -> int:
             return NO_NODE  # its node cannot hold it even empty
         p.ledger.reserve(app, ask, node, c.now)
         return RESERVED
-    plain = not ask.selector
-    if plain and c.unreservable and known_to_fail(c.unreservable, res):
+    sig = signature(ask, p.nodes)
+    if c.unreservable and known_to_fail(c.unreservable, sig, res):
         return NO_NODE
     best, best_score = None, 0.0
     seen = 0
@@ -77,8 +79,7 @@ def maybe_reserve(c, app: "Application", ask: "Ask") -> int:
         if seen >= RESERVE_CANDIDATES:
             break  # bounded cost: the best of the first candidates is good enough
     if best is None:
-        if plain:
-            remember_failure(c.unreservable, res)
+        remember_failure(c.unreservable, sig, res)
         return NO_NODE
     p.ledger.reserve(app, ask, best, c.now)
     return RESERVED
@@ -105,7 +106,7 @@ def try_reserved(c) -> int:
         if blocker is not None and blocker.parent is not None:
             c.blocked.add(ask)
             continue  # a quota blocks it; the reservation stays until the queue has room
-        if CHAIN.bind(ask, Purpose.ALLOCATE, p.apps).passes(node):
+        if CHAIN.bind(ask, Purpose.ALLOCATE, p.apps, nodes=p.nodes).passes(node):
             target = node
         else:
             target = find_node(c, ask)

@@ -37,7 +37,9 @@ from common.resources import Resource
 
 from .app_state import AppState
 from .backoff import start_backoff
+from .diagnosis import why_unplaced
 from .fair_share import fair_share
+from .feasibility import is_plain
 from .limits import describe as describe_limit
 from .outcomes import EventType, SchedState
 from .node_choice import find_node
@@ -71,7 +73,8 @@ class _Cycle:
                  "failed_shapes", "unreservable", "qprio", "qkey", "event_budget",
                  "no_reserve", "visited", "fair", "sa_version",
                  "sa_cands", "sa_cursor", "sa_admitted", "prio_count",
-                 "kids", "preempt_budget", "timer", "stages", "node_calls", "node_timed", "fair_share")
+                 "kids", "preempt_budget", "timer", "stages", "node_calls", "node_timed", "fair_share",
+                 "why_unplaced")
 
     def __init__(self, p: "Partition", now: int) -> None:
         self.p = p
@@ -81,8 +84,9 @@ class _Cycle:
         self.ask_cursor: dict[object, int] = {}
         self.fifo: dict[object, list] = {}
         self.fifo_cursor: dict[object, int] = {}
-        self.failed_shapes: list[Resource] = []
-        self.unreservable: list[Resource] = []
+        self.failed_shapes: dict[object, list[Resource]] = {}  # node_choice.known_to_fail
+        self.unreservable: dict[object, list[Resource]] = {}
+        self.why_unplaced: dict[object, str | None] = {}  # diagnosis.why_unplaced, per signature and size
         self.qprio: dict[object, int] = {}
         self.qkey: dict[object, tuple] = {}  # queue -> (allocated it was computed for, key)
         self.event_budget = MAX_REQUEST_EVENTS_PER_CYCLE
@@ -459,7 +463,7 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
                     blocked.add(ask)
                 i += 1
                 continue
-        plain = not ask.selector and not ask.required_node
+        plain = is_plain(ask, p.nodes)
         if plain and last_res is not None and res == last_res:
             blocker = last_blocker
         else:
@@ -507,8 +511,9 @@ def _try_app(c: _Cycle, app: "Application") -> "Allocation | None":
                 verdict = NOT_RESERVED
             if verdict != RESERVED:
                 unschedulable += not ask.required_node
-                if ask.sched_state is not SchedState.FAILED or ask.sched_reason != WAITING_FOR_CLUSTER:
-                    p.sched_state(ask, SchedState.FAILED, WAITING_FOR_CLUSTER)
+                if ask.sched_state is not SchedState.FAILED:  # an ask with node terms: name the checks
+                    why = WAITING_FOR_CLUSTER if plain else why_unplaced(p, ask, c.why_unplaced) or WAITING_FOR_CLUSTER
+                    p.sched_state(ask, SchedState.FAILED, why)
         if i == cursor:
             cursor += 1
         else:
