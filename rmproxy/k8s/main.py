@@ -37,7 +37,8 @@ from rmproxy.k8s.namespaces import read_namespace, read_priority_class
 from rmproxy.k8s.nodes import read_node
 from rmproxy.k8s.pods import TERMINATED, PodRules, decoder
 from rmproxy.k8s.reloader import Reloader
-from rmproxy.k8s.shim import Claim, Shim, ShimSettings
+from rmproxy.k8s.shim import Shim, ShimSettings
+from rmproxy.k8s.volumes import Claim
 
 __all__ = ["configure", "run", "watched"]
 

@@ -22,7 +22,7 @@ from common.si_resource import fill_si_resource
 from rmproxy.k8s.nodes import NodeState
 from rmproxy.k8s.pods import PodSpec, PodState
 
-__all__ = ["Where", "Hold", "Task", "App", "AppState", "NodeEntry", "NodePhase", "Foreign", "ask", "placed",
+__all__ = ["Where", "Hold", "Task", "App", "AppState", "NodeEntry", "NodePhase", "Foreign", "ask", "placed", "books",
            "foreign_allocation", "release", "foreign_release", "add_application", "exclude_nodes",
            "TAG_CREATION_TIME_APP"]
 
@@ -197,3 +197,28 @@ def app_tags(spec: PodSpec, namespace_tags: dict[str, str]) -> dict[str, str]:
     if spec.image_pull_secrets:
         tags[APP_TAG_IMAGE_PULL_SECRETS] = ",".join(spec.image_pull_secrets)
     return tags
+
+
+def books(nodes: dict[str, NodeEntry], node_pods: dict[str, set[str]], tasks: dict[str, Task],
+          foreign: dict[str, Foreign], apps: dict[str, App]) -> dict:
+    """The books as the state dump shows them: each node with the pods assumed on it (ours placed
+    or bound there, and other schedulers'), tasks counted by where they are and why they wait,
+    applications."""
+    out_nodes = {}
+    for name, entry in nodes.items():
+        used: dict[str, int] = {}
+        for uid in node_pods.get(name, ()):
+            task, other = tasks.get(uid), foreign.get(uid)
+            spec = other.spec if other is not None else task.spec if task is not None and task.node == name else None
+            for k, v in (spec.resource.items() if spec is not None else ()):
+                used[k] = used.get(k, 0) + v
+        out_nodes[name] = {"phase": entry.phase.value, "enabled": entry.enabled, "awaiting": len(entry.awaiting),
+                           "cordoned": entry.state.unschedulable, "allocatable": entry.state.allocatable,
+                           "assumed": used}
+    counts: dict[str, int] = {}
+    for task in tasks.values():
+        key = task.where.value + (f"/{task.hold.name.lower()}" if task.hold is not Hold.NONE else "")
+        counts[key] = counts.get(key, 0) + 1
+    return {"nodes": out_nodes, "tasks": counts, "foreignPods": len(foreign),
+            "applications": {a.app_id: {"state": a.state.value, "queue": a.queue, "tasks": len(a.tasks)}
+                             for a in apps.values()}}

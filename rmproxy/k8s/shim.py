@@ -3,7 +3,8 @@
 ``Shim`` is an RM on ``rmproxy.client`` (SI v1.8). Informers feed it (``pod_changed``,
 ``foreign_changed``, ``node_changed``, ...); the scheduler's answers arrive through the client's
 callbacks, which run on the same loop, so the books (``rmproxy.k8s.model``) need no lock.
-Messages to the scheduler are queued and sent together at the end of the loop turn, in order.
+Messages to the scheduler go through an ``Outbox`` (sent together at the end of the loop turn, in
+order); volume claims are kept by ``Volumes``.
 
 What happens to a pod (YuniKorn's shim's contract):
 
@@ -36,8 +37,7 @@ from typing import Any
 import orjson
 
 from common import si_pb2, si_v18_pb2 as si
-from rmproxy.client import (ClientState, NotConnectedError, RecoverableState, RecoverySnapshot, ResourceManagerCallback,
-                            SchedulerAPI, StateDumpPlugin)
+from rmproxy.client import RecoverableState, RecoverySnapshot, ResourceManagerCallback, SchedulerAPI, StateDumpPlugin
 from rmproxy.k8s import model, nodes as nodemsg
 from rmproxy.k8s.binding import Binder, BindJob, Outcome, Result
 from rmproxy.k8s.conditions import SKIPPED, UNSCHEDULABLE, Explainer, condition_patch
@@ -46,9 +46,11 @@ from rmproxy.k8s.kubeclient import ApiError, KubeClient, pod_path
 from rmproxy.k8s.model import App, AppState, Foreign, Hold, NodeEntry, NodePhase, Task, Where
 from rmproxy.k8s.namespaces import NamespaceInfo, read_namespace
 from rmproxy.k8s.nodes import NodeState
+from rmproxy.k8s.outbox import Outbox
 from rmproxy.k8s.pods import PodState, Problem
+from rmproxy.k8s.volumes import Volumes
 
-__all__ = ["Shim", "ShimSettings", "Claim"]
+__all__ = ["Shim", "ShimSettings"]
 
 log = logging.getLogger(__name__)
 
@@ -65,13 +67,6 @@ class ShimSettings:
     bind_deadline: float = 60.0  # transient bind errors are retried this long
 
 
-@dataclass(frozen=True, slots=True)
-class Claim:
-    bound: bool
-    storage_class: str
-    deleting: bool
-
-
 def _pod_ref(spec) -> Regarding:
     return Regarding("Pod", spec.name, spec.namespace, spec.uid)
 
@@ -83,7 +78,7 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         self.events = events
         self.explainer = explainer
         self.clock = clock
-        self.api: SchedulerAPI | None = None
+        self.out = Outbox()
         self.binder = Binder(client, self._bind_outcome, deadline=settings.bind_deadline)
         self.apps: dict[str, App] = {}
         self.tasks: dict[str, Task] = {}
@@ -92,49 +87,24 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         self.node_pods: dict[str, set[str]] = {}  # node -> uids of our and foreign pods on it
         self.namespaces: dict[str, NamespaceInfo] = {}
         self.priority_classes: dict[str, bool] = {}
-        self.claims: dict[str, Claim] = {}  # "ns/name" -> claim
-        self.storage_classes: dict[str, str] = {}  # name -> volumeBindingMode
-        self.claim_users: dict[str, set[str]] = {}  # "ns/name" -> task uids
-        self._out: list[tuple[str, Any]] = []
-        self._flush_scheduled = False
+        self.volumes = Volumes()
         self._background: set[asyncio.Task] = set()
         self._reading_namespaces: set[str] = set()
 
     # ------------------------------------------------------------------ sending
+    @property
+    def api(self) -> SchedulerAPI | None:
+        return self.out.api
+
+    @api.setter
+    def api(self, api: SchedulerAPI | None) -> None:
+        self.out.api = api
+
     def _queue(self, kind: str, message: Any) -> None:
-        self._out.append((kind, message))
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self.flush)
+        self.out.put(kind, message)
 
     def flush(self) -> None:
-        """Send what the turn queued, in order, consecutive items of a kind in one request. Before
-        registration nothing goes: the registration's replay covers it."""
-        self._flush_scheduled = False
-        api = self.api
-        if api is None or api.state not in (ClientState.RUNNING, ClientState.RECOVERING) or not self._out:
-            return
-        out, self._out = self._out, []
-        i = 0
-        try:
-            while i < len(out):
-                kind = out[i][0]
-                j = i
-                while j < len(out) and out[j][0] == kind:
-                    j += 1
-                items = [m for _, m in out[i:j]]
-                if kind == "app":
-                    api.update_application(si.ApplicationRequest(new=items))
-                elif kind == "node":
-                    api.update_node(si.NodeRequest(nodes=items))
-                elif kind == "alloc":
-                    api.update_allocation(si.AllocationRequest(allocations=items))
-                else:
-                    api.update_allocation(si.AllocationRequest(
-                        releases=si.AllocationReleasesRequest(allocationsToRelease=items)))
-                i = j
-        except NotConnectedError as exc:
-            log.error("cannot reach the scheduler any more (%s): %d requests not sent", exc, len(out) - i)
+        self.out.flush()
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -175,8 +145,7 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         elif pod.gates:
             task.hold = Hold.GATES
             self._event(spec, NORMAL, "Scheduling", f"waiting for scheduling gates: {','.join(pod.gates)}")
-        for claim in spec.claims:
-            self.claim_users.setdefault(f"{spec.namespace}/{claim}", set()).add(pod.uid)
+        self.volumes.use(pod.uid, spec.namespace, spec.claims)
         self._set_constraints(task)
         self._app_for(task)
         self._sync(task)
@@ -282,8 +251,7 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             self._unplace(task)
         if task.node:
             self.node_pods.get(task.node, set()).discard(task.uid)
-        for claim in spec.claims:
-            self.claim_users.get(f"{spec.namespace}/{claim}", set()).discard(task.uid)
+        self.volumes.release(task.uid, spec.namespace, spec.claims)
         if task.bound:
             self._event(spec, NORMAL, "TaskCompleted", f"Task {spec.alias} is completed")
 
@@ -316,23 +284,12 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
 
     # ------------------------------------------------------------------ constraints (volumes too)
     def _set_constraints(self, task: Task) -> bool:
-        """Recompute what the ask carries as constraints Korral does not evaluate; True if changed."""
+        """Recompute what the ask carries as constraints Korral does not evaluate (or cannot meet
+        now: its volume claims); True if changed."""
         spec = task.spec
         best_effort = self.settings.best_effort_constraints
         found = [] if best_effort else list(spec.unsupported)
-        for name in spec.claims:
-            claim = self.claims.get(f"{spec.namespace}/{name}")
-            if claim is None:
-                found.append(f"persistentvolumeclaim {name} not found")
-            elif claim.deleting:
-                found.append(f"persistentvolumeclaim {name} is being deleted")
-            elif not claim.bound:
-                if self.storage_classes.get(claim.storage_class) == "WaitForFirstConsumer":
-                    if not best_effort:
-                        found.append(f"unbound WaitForFirstConsumer volume claim {name}")
-                else:
-                    found.append(f"unbound immediate persistentvolumeclaim {name}")
-        constraints = tuple(found)
+        constraints = tuple(found + self.volumes.waits(spec.namespace, spec.claims, best_effort))
         if constraints == task.constraints:
             return False
         task.constraints = constraints
@@ -343,9 +300,8 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                         "unevaluated constraints anyway)")
         return True
 
-    def _recheck_claims(self, key: str | None) -> None:
-        users = self.claim_users.get(key, set()) if key else {u for s in self.claim_users.values() for u in s}
-        for uid in list(users):
+    def _recheck(self, uids: set[str]) -> None:
+        for uid in uids:
             task = self.tasks.get(uid)
             if task is None or task.node or not self._set_constraints(task):
                 continue
@@ -353,20 +309,11 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                 task.where = Where.NOWHERE
             self._sync(task)
 
-    def claim_changed(self, old: tuple[str, Claim] | None, new: tuple[str, Claim] | None) -> None:
-        if new is None:
-            self.claims.pop(old[0], None)
-            self._recheck_claims(old[0])
-        else:
-            self.claims[new[0]] = new[1]
-            self._recheck_claims(new[0])
+    def claim_changed(self, old, new) -> None:
+        self._recheck(self.volumes.claim_changed(old, new))
 
-    def storage_class_changed(self, old: tuple[str, str] | None, new: tuple[str, str] | None) -> None:
-        if new is None:
-            self.storage_classes.pop(old[0], None)
-        else:
-            self.storage_classes[new[0]] = new[1]
-        self._recheck_claims(None)
+    def storage_class_changed(self, old, new) -> None:
+        self._recheck(self.volumes.storage_class_changed(old, new))
 
     def namespace_changed(self, old: NamespaceInfo | None, new: NamespaceInfo | None) -> None:
         if new is None:
@@ -549,19 +496,7 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         spec = task.spec
         self._event(spec, NORMAL, "Scheduled", f"Successfully assigned {spec.alias} to node {task.node}")
         self.binder.bind(BindJob(task.uid, spec.namespace, spec.name, task.node, task.attempt,
-                                 self._claims_to_place(task)))
-
-    def _claims_to_place(self, task: Task) -> tuple[str, ...]:
-        """Unbound WaitForFirstConsumer claims (asked for with --best-effort-constraints): they get
-        the node before the binding."""
-        spec = task.spec
-        out = []
-        for name in spec.claims:
-            claim = self.claims.get(f"{spec.namespace}/{name}")
-            if claim is not None and not claim.bound and \
-                    self.storage_classes.get(claim.storage_class) == "WaitForFirstConsumer":
-                out.append(name)
-        return tuple(out)
+                                 self.volumes.to_place(spec.namespace, spec.claims)))
 
     def _bind_outcome(self, result: Result) -> None:
         job = result.job
@@ -690,7 +625,7 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
     async def recoverable_state(self) -> RecoverySnapshot:
         """Everything the core must hold, for a (re-)registration's replay; nodes come back drained
         and open again once their running pods are confirmed."""
-        self._out.clear()  # covered by the snapshot
+        self.out.clear()  # covered by the snapshot
         snapshot = RecoverySnapshot()
         for entry in self.nodes.values():
             entry.enabled, entry.awaiting = False, set()
@@ -735,24 +670,7 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         return orjson.dumps(self.dump()).decode()
 
     def dump(self) -> dict:
-        """The shim's books: nodes with the pods assumed on them, applications, task counts."""
-        nodes = {}
-        for name, entry in self.nodes.items():
-            used: dict[str, int] = {}
-            for uid in self.node_pods.get(name, ()):
-                spec = self.tasks[uid].spec if uid in self.tasks else self.foreign[uid].spec if uid in self.foreign else None
-                if spec is not None and (uid in self.foreign or self.tasks[uid].node == name):
-                    for k, v in spec.resource.items():
-                        used[k] = used.get(k, 0) + v
-            nodes[name] = {"phase": entry.phase.value, "enabled": entry.enabled, "awaiting": len(entry.awaiting),
-                           "cordoned": entry.state.unschedulable, "allocatable": entry.state.allocatable,
-                           "assumed": used}
-        counts: dict[str, int] = {}
-        for task in self.tasks.values():
-            key = task.where.value + (f"/{task.hold.name.lower()}" if task.hold is not Hold.NONE else "")
-            counts[key] = counts.get(key, 0) + 1
-        return {"rmID": self.rm_id, "nodes": nodes, "tasks": counts, "foreignPods": len(self.foreign),
-                "applications": {a.app_id: {"state": a.state.value, "queue": a.queue, "tasks": len(a.tasks)}
-                                 for a in self.apps.values()},
+        """The shim's books (``model.books``) and its counters."""
+        return {"rmID": self.rm_id, **model.books(self.nodes, self.node_pods, self.tasks, self.foreign, self.apps),
                 "events": {"posted": self.events.posted, "dropped": self.events.dropped,
                            "refused": self.events.refused}, "bindsInFlight": self.binder.in_flight}

@@ -20,7 +20,8 @@ from rmproxy.k8s.kubeclient import ApiError
 from rmproxy.k8s.namespaces import read_namespace
 from rmproxy.k8s.nodes import read_node
 from rmproxy.k8s.pods import PodRules, decoder
-from rmproxy.k8s.shim import Claim, Shim, ShimSettings
+from rmproxy.k8s.shim import Shim, ShimSettings
+from rmproxy.k8s.volumes import Claim
 from tests.conftest import wait_until_async
 
 RULES = PodRules()
@@ -226,6 +227,9 @@ def test_an_allocation_is_bound_and_announced():
         assert ("p1", "Scheduled", "Successfully assigned ns/p1 to node n1") in notes
         assert ("p1", "PodBindSuccessful", "Pod ns/p1 is successfully bound to node n1") in notes
         w.pod(raw_pod("p1", node="n1", phase="Running"))  # the informer shows the binding
+        dump = json.loads(await w.shim.get_state_dump())
+        assert dump["nodes"]["n1"]["assumed"] == {"vcore": 100, "memory": 64 << 20, "pods": 1}
+        assert dump["tasks"] == {"placed": 1} and dump["applications"]["app-1"]["state"] == "Accepted"
         w.pod_gone("uid-p1")  # the pod ends
         await turn()
         [rel] = sent(w.api.take(), "releases")
