@@ -35,7 +35,7 @@ ALLOWED: dict[str, set[str]] = {
     "rmproxy.client": {"common"},
     "rmproxy.sim": {"common", "rmproxy.client"},
     "rmproxy.k8s": {"common", "rmproxy.client"},
-    "rmproxy.bench": {"common", "common.cli", "rmproxy.client"},
+    "rmproxy.bench": {"common", "common.cli", "rmproxy.client", "rmproxy.k8s"},
     "rmproxy.k8s.fake": {"common"},  # the fake API server: never the shim it is a test bed for
 }
 SUBAREAS = {"common": ("cli",), "partition_worker": ("core", "placement"),

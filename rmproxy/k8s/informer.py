@@ -18,6 +18,12 @@ The protocol, as client-go's reflector and as the recordings of a real kube-apis
 - ``410 Expired``, in-stream (an ERROR line holding a Status of code 410) or as the HTTP status,
   relists; any other ERROR line or a lost connection re-watches after a backoff.
 
+Watch lines of objects the store already holds (``MODIFIED``, ``DELETED``) can be read without
+decoding them whole: with a ``LiteWatch``, such a line is decoded into a small struct of the few
+fields that change (msgspec skips the rest unread: a pod's managedFields and spec are most of
+its bytes), and ``refresh(lite, old)`` makes the new kept value from it and the old one (or says
+``FULL``: decode this one whole). Every other line is decoded whole.
+
 ``synced`` is set after the first list was applied. ``relists`` counts lists after the first.
 """
 
@@ -26,12 +32,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
+
+import orjson
+
+import msgspec
 
 from rmproxy.client import Backoff
 from rmproxy.k8s.kubeclient import ApiError, KubeClient
 
-__all__ = ["Informer", "uid_key", "name_key"]
+__all__ = ["Informer", "LiteWatch", "uid_key", "name_key", "FULL"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -49,6 +60,24 @@ def name_key(raw: dict) -> str:
     return f"{ns}/{meta['name']}" if ns else meta["name"]
 
 
+FULL = object()  # a LiteWatch refresh's answer: decode this line whole
+
+_MODIFIED, _DELETED = b'{"type":"MODIFIED"', b'{"type":"DELETED"'
+
+
+@dataclass(frozen=True, slots=True)
+class LiteWatch(Generic[T]):
+    """How to read a watch line of a known object cheaply (see module doc). ``decoder`` decodes a
+    line into a struct with ``type`` and ``object``; ``key(object)`` is the store's key;
+    ``version(object)`` its resourceVersion; ``refresh(object, old)`` the new kept value, None
+    (drop it), or ``FULL``."""
+
+    decoder: msgspec.json.Decoder
+    key: Callable[[Any], str]
+    version: Callable[[Any], str]
+    refresh: Callable[[Any, T], Any]
+
+
 class _Relist(Exception):
     """The watch cannot go on from its resourceVersion: list again."""
 
@@ -57,13 +86,14 @@ class Informer(Generic[T]):
     def __init__(self, client: KubeClient, path: str, decode: Callable[[dict, T | None], T | None],
                  on_change: Callable[[T | None, T | None], None], *, query: dict[str, str] | None = None,
                  key: Callable[[dict], str] = uid_key, name: str = "", watch_seconds: int = 300,
-                 backoff: Backoff | None = None) -> None:
+                 backoff: Backoff | None = None, lite: LiteWatch | None = None) -> None:
         self.client, self.path, self.decode, self.on_change = client, path, decode, on_change
         self.query = dict(query or {})
         self.key = key
         self.name = name or path
         self.watch_seconds = watch_seconds
         self.backoff = backoff or Backoff(base=0.2, cap=10.0)
+        self.lite = lite
         self.store: dict[str, T] = {}
         self.resource_version = ""
         self.synced = asyncio.Event()
@@ -146,8 +176,15 @@ class Informer(Generic[T]):
         query = dict(self.query, resourceVersion=self.resource_version, allowWatchBookmarks="true")
         self.watches += 1
         try:
-            async for line in self.client.watch(self.path, query, timeout):
-                self._apply(line)
+            async for batch in self.client.watch_batches(self.path, query, timeout):
+                for line in batch:
+                    if self.lite is not None and self._apply_lite(line):
+                        continue
+                    try:
+                        event = orjson.loads(line)
+                    except orjson.JSONDecodeError as exc:
+                        raise ApiError("GET", self.path, 0, message=f"watch line is not JSON: {exc}") from None
+                    self._apply(event)
         except ApiError as exc:
             if exc.status == 410:
                 raise _Relist(f"HTTP 410 on watch from resourceVersion {self.resource_version}") from None
@@ -156,6 +193,44 @@ class Informer(Generic[T]):
                 await asyncio.sleep(self.backoff.delay(0))
                 return
             raise
+
+    def _apply_lite(self, line: bytes) -> bool:
+        """Apply a MODIFIED or DELETED line of a known object read lightly; False when the line
+        must be decoded whole."""
+        if line.startswith(_MODIFIED):
+            deleted = False
+        elif line.startswith(_DELETED):
+            deleted = True
+        else:
+            return False
+        lite = self.lite
+        try:
+            obj = lite.decoder.decode(line).object
+        except msgspec.DecodeError:
+            return False  # the whole decode says what is wrong
+        key = lite.key(obj)
+        old = self.store.get(key)
+        if old is None:
+            return False
+        if deleted:
+            new = None
+        else:
+            try:
+                new = lite.refresh(obj, old)
+            except Exception:
+                log.exception("informer %s: cannot read %s; kept the previous state", self.name, key)
+                return True
+            if new is FULL:
+                return False
+        rv = lite.version(obj)
+        if rv:
+            self.resource_version = rv
+        if new is None:
+            del self.store[key]
+        else:
+            self.store[key] = new
+        self._notify(old, new)
+        return True
 
     def _apply(self, line: dict) -> None:
         kind, obj = line.get("type"), line.get("object") or {}

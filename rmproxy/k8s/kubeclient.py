@@ -1,12 +1,14 @@
 """A thin async adapter over the Kubernetes REST API: the few calls the shim makes, raw JSON.
 
-Requests go over aiohttp; bodies are decoded with orjson into plain dicts (no typed models: a
-typed decode of a Pod costs more than the shim may spend on it). Errors arrive as ``ApiError``
-built from the server's ``Status`` body (``status``, ``reason``, ``message``, ``details.kind``),
-or with status 0 when the server could not be reached. The calls:
+Requests go over ``rmproxy.k8s.http`` (kept-alive HTTP/1.1 connections, one pre-assembled
+buffer per request); bodies are decoded with orjson into plain dicts (no typed models: a typed
+decode of a Pod costs more than the shim may spend on it), and the answers of the hot calls
+(binding, events, status patches) are not decoded at all unless they are errors. Errors arrive as
+``ApiError`` built from the server's ``Status`` body (``status``, ``reason``, ``message``,
+``details.kind``), or with status 0 when the server could not be reached. The calls:
 
-- ``get`` / ``list`` (one page) of any path; ``watch`` yields a watch's lines as dicts until the
-  server ends the stream;
+- ``get`` / ``list`` (one page) of any path; ``watch_batches`` yields a watch's lines as raw
+  bytes, in batches as they arrive, until the server ends the stream (``watch``: as dicts);
 - ``bind``: ``POST pods/{name}/binding``; a real server answers 201 with a ``Status``, which is
   not decoded as a Binding; the binding names the pod's uid, so a pod recreated under the same
   name is never bound by mistake (409);
@@ -16,14 +18,13 @@ or with status 0 when the server could not be reached. The calls:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any, AsyncIterator
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
-import aiohttp
 import orjson
 
+from rmproxy.k8s.http import HttpError, Pool
 from rmproxy.k8s.kubeconfig import KubeConfig
 
 __all__ = ["ApiError", "KubeClient", "JSON", "STRATEGIC_MERGE", "MERGE"]
@@ -86,23 +87,26 @@ def pod_path(namespace: str, name: str = "", sub: str = "") -> str:
     return f"{path}/{sub}" if sub else path
 
 
+def _target(path: str, query: dict[str, str] | None) -> str:
+    return f"{path}?{urlencode(query, quote_via=quote, safe='')}" if query else path
+
+
 class KubeClient:
     """One API server connection pool. ``start`` before use (on the running loop), ``close`` after."""
 
     def __init__(self, config: KubeConfig, *, connections: int = 64) -> None:
         self.config = config
         self._connections = connections
-        self._session: aiohttp.ClientSession | None = None
+        self.pool: Pool | None = None
 
     async def start(self) -> None:
-        connector = aiohttp.TCPConnector(limit=self._connections, ssl=self.config.ssl if self.config.ssl else False)
-        self._session = aiohttp.ClientSession(self.config.server, connector=connector,
-                                              headers={"User-Agent": USER_AGENT, "Accept": JSON})
+        self.pool = Pool(self.config.server, ssl=self.config.ssl, limit=self._connections,
+                         headers={"User-Agent": USER_AGENT, "Accept": JSON}, auth=self.config.auth_header)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self.pool is not None:
+            await self.pool.close()
+            self.pool = None
 
     async def __aenter__(self) -> "KubeClient":
         await self.start()
@@ -112,84 +116,80 @@ class KubeClient:
         await self.close()
 
     # ------------------------------------------------------------------ generic
-    def _headers(self, content_type: str | None = None) -> dict[str, str]:
-        headers = {}
-        auth = self.config.auth_header()
-        if auth:
-            headers["Authorization"] = auth
-        if content_type:
-            headers["Content-Type"] = content_type
-        return headers
+    async def send(self, method: str, path: str, data: bytes | None = None, content_type: str = JSON,
+                   timeout: float = REQUEST_TIMEOUT) -> bytes:
+        """The raw answer of a request that succeeded; ``ApiError`` otherwise."""
+        assert self.pool is not None, "KubeClient.start() first"
+        try:
+            resp = await self.pool.request(method, path, data, content_type if data is not None else "", timeout)
+        except HttpError as exc:
+            raise ApiError(method, path.split("?", 1)[0], 0, message=str(exc)) from None
+        if resp.status >= 400:
+            raise ApiError.from_response(method, path.split("?", 1)[0], resp.status, resp.body,
+                                         resp.headers.get("retry-after"))
+        return resp.body
 
     async def request(self, method: str, path: str, *, query: dict[str, str] | None = None,
                       body: Any = None, content_type: str = JSON, timeout: float = REQUEST_TIMEOUT) -> Any:
         """The decoded JSON answer of a request (None for an empty body); ``ApiError`` otherwise."""
-        assert self._session is not None, "KubeClient.start() first"
-        data = orjson.dumps(body) if body is not None else None
-        try:
-            async with self._session.request(
-                    method, path, params=query, data=data, headers=self._headers(content_type if data else None),
-                    timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-                raw = await resp.read()
-                if resp.status >= 400:
-                    raise ApiError.from_response(method, path, resp.status, raw, resp.headers.get("Retry-After"))
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-            raise ApiError(method, path, 0, message=str(exc) or type(exc).__name__) from None
+        raw = await self.send(method, _target(path, query), orjson.dumps(body) if body is not None else None,
+                              content_type, timeout)
         return orjson.loads(raw) if raw else None
 
     async def get(self, path: str, query: dict[str, str] | None = None) -> Any:
         return await self.request("GET", path, query=query)
 
-    async def watch(self, path: str, query: dict[str, str], timeout_seconds: int) -> AsyncIterator[dict]:
-        """The lines of a watch (``watch=true`` added) as dicts, until the server ends the stream.
-        An HTTP error raises ``ApiError`` (410 included); a connection lost midway ends the
-        iteration with ``ApiError`` status 0."""
-        assert self._session is not None, "KubeClient.start() first"
-        params = dict(query, watch="true", timeoutSeconds=str(timeout_seconds))
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=REQUEST_TIMEOUT,
-                                        sock_read=timeout_seconds + WATCH_READ_SLACK)
+    async def watch_batches(self, path: str, query: dict[str, str], timeout_seconds: int) -> AsyncIterator[list[bytes]]:
+        """The lines of a watch (``watch=true`` added) as raw bytes, in batches as they arrive,
+        until the server ends the stream. An HTTP error raises ``ApiError`` (410 included); a
+        connection lost midway ends the iteration with ``ApiError`` status 0."""
+        assert self.pool is not None, "KubeClient.start() first"
+        target = _target(path, dict(query, watch="true", timeoutSeconds=str(timeout_seconds)))
         try:
-            async with self._session.get(path, params=params, headers=self._headers(), timeout=timeout) as resp:
-                if resp.status >= 400:
-                    raise ApiError.from_response("GET", path, resp.status, await resp.read(),
-                                                 resp.headers.get("Retry-After"))
-                pending = b""
-                async for chunk in resp.content.iter_any():
-                    pending += chunk
-                    if b"\n" not in chunk:
-                        continue
-                    *lines, pending = pending.split(b"\n")
-                    for line in lines:
-                        if line.strip():
-                            yield orjson.loads(line)
-                if pending.strip():
-                    yield orjson.loads(pending)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-            raise ApiError("GET", path, 0, message=f"watch ended: {exc or type(exc).__name__}") from None
-        except orjson.JSONDecodeError as exc:
-            raise ApiError("GET", path, 0, message=f"watch line is not JSON: {exc}") from None
+            stream = await self.pool.stream(target, timeout_seconds + WATCH_READ_SLACK, REQUEST_TIMEOUT)
+        except HttpError as exc:
+            raise ApiError("GET", path, 0, message=f"watch ended: {exc}") from None
+        try:
+            if stream.status >= 400:
+                raise ApiError.from_response("GET", path, stream.status, await stream.read(),
+                                             stream.headers.get("retry-after"))
+            async for batch in stream.batches():
+                yield batch
+        except HttpError as exc:
+            raise ApiError("GET", path, 0, message=f"watch ended: {exc}") from None
+        finally:
+            stream.close()
+
+    async def watch(self, path: str, query: dict[str, str], timeout_seconds: int) -> AsyncIterator[dict]:
+        """``watch_batches`` as dicts, one per line."""
+        async for batch in self.watch_batches(path, query, timeout_seconds):
+            for line in batch:
+                try:
+                    yield orjson.loads(line)
+                except orjson.JSONDecodeError as exc:
+                    raise ApiError("GET", path, 0, message=f"watch line is not JSON: {exc}") from None
 
     # ------------------------------------------------------------------ the shim's calls
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
-        """Bind the pod (of this uid) to ``node``. A 201 ``Status`` is success."""
-        body = {"apiVersion": "v1", "kind": "Binding",
-                "metadata": {"name": name, "namespace": namespace, "uid": uid},
-                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
-        await self.request("POST", pod_path(namespace, name, "binding"), body=body)
+        """Bind the pod (of this uid) to ``node``. A 201 ``Status`` is success (not decoded)."""
+        body = orjson.dumps({"apiVersion": "v1", "kind": "Binding",
+                             "metadata": {"name": name, "namespace": namespace, "uid": uid},
+                             "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+        await self.send("POST", pod_path(namespace, name, "binding"), body)
 
-    async def patch_status(self, namespace: str, name: str, patch: dict) -> Any:
-        return await self.request("PATCH", pod_path(namespace, name, "status"), body=patch,
-                                  content_type=STRATEGIC_MERGE)
+    async def patch_status(self, namespace: str, name: str, patch: dict) -> None:
+        await self.send("PATCH", pod_path(namespace, name, "status"), orjson.dumps(patch), STRATEGIC_MERGE)
 
-    async def select_node(self, namespace: str, claim: str, node: str) -> Any:
+    async def select_node(self, namespace: str, claim: str, node: str) -> None:
         """Give a WaitForFirstConsumer claim its node (``volume.kubernetes.io/selected-node``)."""
-        return await self.request(
+        await self.send(
             "PATCH", f"/api/v1/namespaces/{quote(namespace, safe='')}/persistentvolumeclaims/{quote(claim, safe='')}",
-            body={"metadata": {"annotations": {SELECTED_NODE: node}}}, content_type=MERGE)
+            orjson.dumps({"metadata": {"annotations": {SELECTED_NODE: node}}}), MERGE)
 
     async def delete(self, path: str, body: dict | None = None) -> Any:
         return await self.request("DELETE", path, body=body)
 
-    async def create_event(self, namespace: str, event: dict) -> Any:
-        return await self.request("POST", f"/apis/events.k8s.io/v1/namespaces/{quote(namespace, safe='')}/events",
-                                  body=event)
+    async def create_event(self, namespace: str, event: dict | bytes) -> None:
+        """POST an event (a dict, or its JSON already encoded); the answer is not decoded."""
+        data = event if isinstance(event, bytes) else orjson.dumps(event)
+        await self.send("POST", f"/apis/events.k8s.io/v1/namespaces/{quote(namespace, safe='')}/events", data)

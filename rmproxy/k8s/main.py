@@ -35,7 +35,7 @@ from rmproxy.k8s.informer import Informer, name_key
 from rmproxy.k8s.kubeclient import KubeClient
 from rmproxy.k8s.namespaces import read_namespace, read_priority_class
 from rmproxy.k8s.nodes import read_node
-from rmproxy.k8s.pods import TERMINATED, PodRules, decoder
+from rmproxy.k8s.pods import TERMINATED, PodRules, decoder, lite_watch
 from rmproxy.k8s.reloader import Reloader
 from rmproxy.k8s.shim import Shim, ShimSettings
 from rmproxy.k8s.volumes import Claim
@@ -117,9 +117,9 @@ class _Runner:
         self.api: SchedulerAPI | None = None
         self.explainer: Explainer | None = None
 
-    def _informer(self, name: str, decode, on_change, *, query=None, key=name_key) -> Informer:
+    def _informer(self, name: str, decode, on_change, *, query=None, key=name_key, lite=None) -> Informer:
         return Informer(self.client, watched(self.namespace)[name], decode, on_change, query=query, key=key,
-                        name=name)
+                        name=name, lite=lite)
 
     async def _synced(self, informers: list[Informer], tasks: list[asyncio.Task], stop: asyncio.Event) -> bool:
         for inf in informers:
@@ -146,8 +146,6 @@ class _Runner:
         self.explainer = Explainer(args.rest_address, conf.cluster_id) if args.rest_address else None
         shim = self.shim = Shim(self.client, ShimSettings(args.scheduler_name, args.best_effort_constraints),
                                 conf.cluster_id, self.events, self.explainer)
-        ours = decoder(rules, keep=lambda node, phase, is_ours: is_ours and phase not in TERMINATED)
-        others = decoder(rules, keep=lambda node, phase, is_ours: bool(node) and not is_ours and phase not in TERMINATED)
         informers = [
             self._informer("namespaces", lambda raw, old: read_namespace(raw), shim.namespace_changed),
             self._informer("priorityclasses", lambda raw, old: (raw["metadata"]["name"], read_priority_class(raw)),
@@ -157,9 +155,11 @@ class _Runner:
                            shim.storage_class_changed),
             self._informer("persistentvolumeclaims", _claim, shim.claim_changed),
             self._informer("nodes", lambda raw, old: read_node(raw, conf.instance_type_label), shim.node_changed),
-            self._informer("pods", ours, shim.pod_changed, key=_uid,
+            self._informer("pods", decoder(rules, _keep_ours), shim.pod_changed, key=_uid,
+                           lite=lite_watch(rules, _keep_ours),
                            query={"fieldSelector": f"spec.schedulerName={args.scheduler_name}"}),
-            self._informer("foreign pods", others, shim.foreign_changed, key=_uid,
+            self._informer("foreign pods", decoder(rules, _keep_others), shim.foreign_changed, key=_uid,
+                           lite=lite_watch(rules, _keep_others),
                            query={"fieldSelector": f"spec.schedulerName!={args.scheduler_name},spec.nodeName!="}),
         ]
         if not await self._synced(informers, tasks, stop):
@@ -260,6 +260,15 @@ def watched(namespace: str) -> dict[str, str]:
             "storageclasses": "/apis/storage.k8s.io/v1/storageclasses",
             "persistentvolumeclaims": "/api/v1/persistentvolumeclaims", "nodes": "/api/v1/nodes",
             "pods": "/api/v1/pods", "foreign pods": "/api/v1/pods"}
+
+
+def _keep_ours(node: str, phase: str, ours: bool) -> bool:
+    return ours and phase not in TERMINATED
+
+
+def _keep_others(node: str, phase: str, ours: bool) -> bool:
+    """Another scheduler's pods that occupy a node."""
+    return bool(node) and not ours and phase not in TERMINATED
 
 
 def _uid(raw: dict) -> str:

@@ -19,14 +19,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
 
+import msgspec
 import orjson
 
 from common.constants import (DOMAIN_K8S, DOMAIN_YUNIKORN, GROUP_LABEL, TAG_HOST_PORTS, TAG_NAMESPACE,
                               TAG_NODE_AFFINITY, TAG_NODE_SELECTOR_PREFIX, TAG_POD_NAME, TAG_REQUIRED_NODE,
                               TAG_TOLERATIONS, CREATION_TIME)
 from rmproxy.k8s import quantity
+from rmproxy.k8s.informer import LiteWatch
 
-__all__ = ["PodRules", "PodSpec", "PodState", "Problem", "read_pod", "decoder", "app_identity", "pod_size",
+__all__ = ["PodRules", "PodSpec", "PodState", "Problem", "read_pod", "decoder", "refresher", "lite_watch", "LitePod",
+           "LiteEvent", "LITE_DECODER", "app_identity", "pod_size",
            "LABEL_APP_ID", "ANNOTATION_APP_ID", "LABEL_APPLICATION_ID", "LABEL_SPARK_APP", "LABEL_QUEUE",
            "ANNOTATION_QUEUE", "LABEL_QUEUE_SHORT", "ANNOTATION_USER_INFO", "LABEL_USER", "DEFAULT_USER",
            "ANNOTATION_ALLOW_PREEMPTION", "TERMINATED"]
@@ -428,6 +431,76 @@ def _conditions(status: dict) -> dict[str, tuple[str, str, str]]:
         if c.get("type") == "PodScheduled":
             out["PodScheduled"] = (c.get("status", ""), c.get("reason", ""), c.get("message", ""))
     return out
+
+
+# ---------------------------------------------------------------------- watch lines, decoded lightly
+class _Meta(msgspec.Struct):
+    uid: str = ""
+    resourceVersion: str = ""
+    deletionTimestamp: str | None = None
+
+
+class _Gate(msgspec.Struct):
+    name: str = ""
+
+
+class _Spec(msgspec.Struct):
+    nodeName: str | None = None
+    schedulerName: str | None = None
+    schedulingGates: list[_Gate] | None = None
+
+
+class _Condition(msgspec.Struct):
+    type: str = ""
+    status: str = ""
+    reason: str | None = None
+    message: str | None = None
+
+
+class _Status(msgspec.Struct):
+    phase: str | None = None
+    conditions: list[_Condition] | None = None
+
+
+class LitePod(msgspec.Struct):
+    """The fields of a pod that change once it is known; every other field is skipped unread."""
+
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    spec: _Spec = msgspec.field(default_factory=_Spec)
+    status: _Status = msgspec.field(default_factory=_Status)
+
+
+class LiteEvent(msgspec.Struct):
+    """A watch line with its object read as a ``LitePod``."""
+
+    type: str = ""
+    object: LitePod = msgspec.field(default_factory=LitePod)
+
+
+LITE_DECODER = msgspec.json.Decoder(LiteEvent)
+
+
+def refresher(rules: PodRules, keep: Callable[[str, str, bool], bool]) -> Callable[[LitePod, PodState], Any]:
+    """The informer's update of a known pod from a watch line's ``LitePod`` (a third of the cost
+    of decoding the line whole): the new ``PodState``, or None to drop it (as ``decoder`` would)."""
+    def refresh(lite: LitePod, old: PodState) -> Any:
+        spec, status = lite.spec, lite.status
+        node, phase = spec.nodeName or "", status.phase or ""
+        if not keep(node, phase, spec.schedulerName == rules.scheduler_name):
+            return None
+        gates = tuple(g.name for g in spec.schedulingGates) if spec.schedulingGates else ()
+        conditions = {}
+        for c in status.conditions or ():
+            if c.type == "PodScheduled":
+                conditions["PodScheduled"] = (c.status, c.reason or "", c.message or "")
+        return PodState(old.uid, node, phase, bool(lite.metadata.deletionTimestamp), gates, old.spec, conditions)
+    return refresh
+
+
+def lite_watch(rules: PodRules, keep: Callable[[str, str, bool], bool]) -> LiteWatch:
+    """The informer's light reading of a known pod's watch lines (``refresher``)."""
+    return LiteWatch(LITE_DECODER, lambda pod: pod.metadata.uid, lambda pod: pod.metadata.resourceVersion,
+                     refresher(rules, keep))
 
 
 def decoder(rules: PodRules, keep: Callable[[str, str, bool], bool]) -> Callable[[dict, PodState | None], PodState | None]:
