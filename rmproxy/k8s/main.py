@@ -66,10 +66,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="place pods whose constraints Korral does not evaluate (required inter-pod "
                              "(anti-)affinity, topology spread DoNotSchedule, unbound WaitForFirstConsumer volumes, "
                              "DRA claims) as if they had none, instead of keeping them pending")
+    parser.add_argument("--event-settle-seconds", type=_seconds, default=1.0, metavar="S",
+                        help="a pod's routine events wait this long and are folded when a later one says more: a pod "
+                             "placed and bound within S gets one event, Scheduled (default 1; 0 posts every event as "
+                             "YuniKorn's shim does)")
     parser.add_argument("--instance", default=os.environ.get("POD_NAME", ""),
                         help="reportingInstance of the shim's events [$POD_NAME, else the host name]")
     security.add_tls_client_flags(parser, "the shim")
     addresses.add_log_level(parser)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value <= 60:
+        raise argparse.ArgumentTypeError(f"{text!r}: between 0 and 60 seconds")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,7 +110,8 @@ async def _main(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     async with KubeClient(conn) as client:
         instance = args.instance or socket.gethostname()
-        events = EventRecorder(client, args.scheduler_name, f"{args.scheduler_name}-{instance}")
+        events = EventRecorder(client, args.scheduler_name, f"{args.scheduler_name}-{instance}",
+                               settle=args.event_settle_seconds)
         runner = _Runner(args, client, events, namespace, credentials)
         tasks = [asyncio.create_task(events.run(), name="events")]
         try:

@@ -111,8 +111,8 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    def _event(self, spec, type_: str, reason: str, note: str) -> None:
-        self.events.post(_pod_ref(spec), type_, reason, note)
+    def _event(self, spec, type_: str, reason: str, note: str, **fold) -> None:
+        self.events.post(_pod_ref(spec), type_, reason, note, **fold)
 
     # ------------------------------------------------------------------ our pods
     def pod_changed(self, old: PodState | None, new: PodState | None) -> None:
@@ -236,7 +236,8 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         task.where = Where.ASKED
         if not task.announced:
             task.announced = True
-            self._event(task.spec, NORMAL, "Scheduling", f"{task.spec.alias} is queued and waiting for allocation")
+            self._event(task.spec, NORMAL, "Scheduling", f"{task.spec.alias} is queued and waiting for allocation",
+                        hold=True)  # superseded by Scheduled when placed at once
 
     def _pod_gone(self, old: PodState) -> None:
         task = self.tasks.pop(old.uid, None)
@@ -494,7 +495,8 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         task.attempt += 1
         self.node_pods.setdefault(task.node, set()).add(task.uid)
         spec = task.spec
-        self._event(spec, NORMAL, "Scheduled", f"Successfully assigned {spec.alias} to node {task.node}")
+        self._event(spec, NORMAL, "Scheduled", f"Successfully assigned {spec.alias} to node {task.node}",
+                    hold=True, supersedes=("Scheduling",))
         self.binder.bind(BindJob(task.uid, spec.namespace, spec.name, task.node, task.attempt,
                                  self.volumes.to_place(spec.namespace, spec.claims)))
 
@@ -506,7 +508,8 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         spec = task.spec
         if result.outcome is Outcome.BOUND:
             task.bound = True
-            self._event(spec, NORMAL, "PodBindSuccessful", f"Pod {spec.alias} is successfully bound to node {job.node}")
+            self._event(spec, NORMAL, "PodBindSuccessful", f"Pod {spec.alias} is successfully bound to node {job.node}",
+                        fold_into=("Scheduled",))  # said by the Scheduled event still held
             return
         if result.outcome is Outcome.ELSEWHERE and result.node:
             self._seen_on_node(task, result.node)
@@ -672,5 +675,4 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
     def dump(self) -> dict:
         """The shim's books (``model.books``) and its counters."""
         return {"rmID": self.rm_id, **model.books(self.nodes, self.node_pods, self.tasks, self.foreign, self.apps),
-                "events": {"posted": self.events.posted, "dropped": self.events.dropped,
-                           "refused": self.events.refused}, "bindsInFlight": self.binder.in_flight}
+                "events": self.events.counters(), "bindsInFlight": self.binder.in_flight}

@@ -101,6 +101,7 @@ class World:
         self.api, self.kube = FakeAPI(), FakeKube()
         self.events = EventRecorder(self.kube, "yunikorn", "test", capacity=10_000)
         self.shim = Shim(self.kube, ShimSettings(retry_cap=0.05, avoid_seconds=60, **settings), "c1", self.events)
+        self.shim.out.interval = 0.0  # every turn's messages flushed at its end, as turn() expects
         self.shim.api = self.api
         self.pods: dict[str, object] = {}
         self.nodes: dict[str, object] = {}
