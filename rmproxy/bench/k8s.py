@@ -405,14 +405,22 @@ async def _measure(shape: Shape, code: Path, stack, workdir: Path, procs: _Proce
             sampling.cancel()
             await asyncio.gather(sampling, return_exceptions=True)
         rss = {name: _rss_mb(procs.procs[name].pid) for name in ("k8s-fake", "k8s-shim")}
-        return summarize(shape, books, samples, t0, creation, created, bound_all - t0, cpu0, cpu_end,
-                         load0, os.getloadavg()[0], rss, str(code))
+        result = summarize(shape, books, samples, t0, creation, created, bound_all - t0, cpu0, cpu_end,
+                           load0, os.getloadavg()[0], rss, str(code))
+        result["events_per_pod"] = round(await _events(pool) / created, 2) if created else None
+        return result
     finally:
         if watcher_task is not None:
             watcher_task.cancel()
             await asyncio.gather(watcher_task, return_exceptions=True)
         await pool.close()
         await rest.close()
+
+
+async def _events(pool: Pool) -> int:
+    """How many events the shim got into the API server about the benchmark's pods."""
+    page = await _json(pool, "GET", f"/apis/events.k8s.io/v1/namespaces/{NAMESPACE}/events?limit=1")
+    return len(page["items"]) + int((page.get("metadata") or {}).get("remainingItemCount") or 0)
 
 
 async def _warm_up(pool: Pool, shape: Shape, procs: _Processes) -> None:
@@ -544,13 +552,14 @@ def _line(r: dict) -> str:
     lat = r["latency_ms"]
     return (f"rate {r['shape']['rate']:>6,.0f}/s  created {r['creation_rate']:,.0f}/s  bound {r['bound_per_second']:,.0f}/s "
             f"({'sustained' if r['sustained'] else 'NOT sustained'}, backlog slope {r['backlog_slope_per_s']}/s)  "
-            f"create->bind p50 {lat['p50']} ms p99 {lat['p99']} ms  cpu s/1000 pods: {cpu_text}  "
+            f"create->bind p50 {lat['p50']} ms p99 {lat['p99']} ms  events/pod {r.get('events_per_pod')}  "
+            f"cpu s/1000 pods: {cpu_text}  "
             f"load {r['loadavg_1m'][0]:.1f}-{r['loadavg_1m'][1]:.1f}  [{r['code']}]")
 
 
 def _medians(results: list[dict]) -> dict:
     out: dict[str, Any] = {"runs": len(results)}
-    for key in HEADLINE + ("creation_rate",):
+    for key in HEADLINE + ("creation_rate", "events_per_pod"):
         values = [_get(r, key) for r in results if _get(r, key) is not None]
         out[key] = round(median(values), 2) if values else None
     cpu: dict[str, list[float]] = {}
