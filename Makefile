@@ -34,7 +34,7 @@ help:
 	@echo "make demo    set up, start the local stack, run the demo workload, print a summary, stop the stack"
 	@echo "make demo-k8s  set up; Korral scheduling a fake Kubernetes cluster through korral k8s-shim: where each pod went, why any waits"
 	@echo "make test    set up and run the tests (not the slow soaks or benchmarks)"
-	@echo "make bench   set up and run the benchmarks (korral bench compare, core --preemption, e2e, churn, recovery)"
+	@echo "make bench   set up and run the benchmarks (korral bench compare, core --preemption, e2e, churn, recovery, k8s)"
 	@echo "make soak    set up and run the slow soak tests (pytest -m slow)"
 	@echo "make setup   only the set-up: .venv, pip install -c constraints.txt -e '.[test]', redis-server,"
 	@echo "             slapd and chromium (as root; the LDAP and web UI tests skip without them)"
@@ -160,7 +160,7 @@ test: setup
 	@$(PY) -m pytest $(PYTEST_ARGS)
 
 # compare needs YuniKorn's benchmark beside the checkout (exit 2 without it: then bench core alone);
-# churn writes its JSON and PNG to .state/churn/
+# churn writes its JSON and PNG to .state/churn/, k8s to .state/k8s/
 bench: setup
 	@rc=0; $(KORRAL) bench compare || rc=$$?
 	if [ "$$rc" = 2 ]; then $(KORRAL) bench core; elif [ "$$rc" != 0 ]; then exit "$$rc"; fi
@@ -169,6 +169,7 @@ bench: setup
 	$(KORRAL) bench churn
 	$(KORRAL) bench churn --partitions 2
 	$(KORRAL) bench recovery
+	$(KORRAL) bench k8s --rate 500,1000
 
 # The busy loop is killed by its pid however this ends (all passed, a failed run, Ctrl-C), and
 # stops by itself if this shell dies without running its trap (it watches its parent).
