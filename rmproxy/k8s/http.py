@@ -101,12 +101,6 @@ class _Connection(asyncio.Protocol):
             self._timer.cancel()
             self._timer = None
 
-    def pause_writing(self) -> None:  # requests are small; nothing to hold back
-        pass
-
-    def resume_writing(self) -> None:
-        pass
-
     # -- requests ----------------------------------------------------------------------------
     def send(self, data: bytes, stream: "Stream | None", timeout: float | None) -> asyncio.Future:
         """Write one request; the future resolves with the ``Response`` (for a stream: with its
@@ -158,7 +152,7 @@ class _Connection(asyncio.Protocol):
                     break
                 self._read_head(bytes(buf[pos:end]))
                 pos = end + 4
-            elif state == _LENGTH:
+            elif state == _LENGTH or state == _CHUNK_DATA:
                 take = min(self._left, len(buf) - pos)
                 if take:
                     self._emit(buf[pos:pos + take])
@@ -166,7 +160,7 @@ class _Connection(asyncio.Protocol):
                     self._left -= take
                 if self._left:
                     break
-                self._state = _DONE
+                self._state = _DONE if state == _LENGTH else _CHUNK_CRLF
             elif state == _CHUNK_SIZE:
                 end = buf.find(b"\r\n", pos)
                 if end < 0:
@@ -178,15 +172,6 @@ class _Connection(asyncio.Protocol):
                     raise HttpError(f"bad chunk size {size_text[:20]!r}") from None
                 pos = end + 2
                 self._state = _CHUNK_DATA if self._left else _TRAILER
-            elif state == _CHUNK_DATA:
-                take = min(self._left, len(buf) - pos)
-                if take:
-                    self._emit(buf[pos:pos + take])
-                    pos += take
-                    self._left -= take
-                if self._left:
-                    break
-                self._state = _CHUNK_CRLF
             elif state == _CHUNK_CRLF:
                 if len(buf) - pos < 2:
                     break
