@@ -40,6 +40,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -601,6 +602,19 @@ def run(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, _interrupted)  # stopped from a script: clean up as for Ctrl-C
+    try:
+        return _runs(args, rates, trees, out)
+    except KeyboardInterrupt:
+        print("korral bench k8s: interrupted; everything it started is stopped", file=sys.stderr)
+        return 130
+
+
+def _interrupted(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _runs(args: argparse.Namespace, rates: list[float], trees: list[tuple[str, Path]], out: Path) -> int:
     results: dict[tuple[str, float], list[dict]] = {}
     for rate in rates:
         shape = Shape(nodes=args.nodes, pods=args.pods, rate=rate, duration=args.duration, apps=args.apps,
