@@ -33,11 +33,7 @@ import logging
 import time
 from dataclasses import dataclass
 from functools import lru_cache
-from urllib.parse import quote
-
-import orjson
-
-from rmproxy.k8s.kubeclient import MERGE, ApiError, KubeClient
+from rmproxy.k8s.kubeclient import ApiError, KubeClient
 
 __all__ = ["EventRecorder", "Regarding", "NORMAL", "WARNING", "REASONS", "ONCE", "micro_time"]
 
@@ -265,11 +261,8 @@ class EventRecorder:
                     await self._patch(series)
 
     async def _patch(self, series: _Series) -> None:
-        patch = {"series": {"count": series.count, "lastObservedTime": micro_time(series.last)}}
-        path = (f"/apis/events.k8s.io/v1/namespaces/{quote(series.namespace, safe='')}/events/"
-                f"{quote(series.name, safe='')}")
         try:
-            await self.client.send("PATCH", path, orjson.dumps(patch), MERGE)
+            await self.client.patch_event_series(series.namespace, series.name, series.count, micro_time(series.last))
             series.patched = series.count
         except ApiError as exc:
             log.info("event series %s (%d) not patched: %s", series.name, series.count, exc)

@@ -12,8 +12,9 @@ decode of a Pod costs more than the shim may spend on it), and the answers of th
 - ``bind``: ``POST pods/{name}/binding``; a real server answers 201 with a ``Status``, which is
   not decoded as a Binding; the binding names the pod's uid, so a pod recreated under the same
   name is never bound by mistake (409);
-- ``patch_status`` (strategic merge of a pod's status), ``create_event`` (events.k8s.io/v1),
-  ``delete``, ``select_node`` (a WaitForFirstConsumer claim's node annotation).
+- ``patch_status`` (strategic merge of a pod's status), ``create_event`` (events.k8s.io/v1) and
+  ``patch_event_series`` (an event series' count), ``delete``, ``select_node`` (a
+  WaitForFirstConsumer claim's node annotation).
 """
 
 from __future__ import annotations
@@ -188,6 +189,12 @@ class KubeClient:
 
     async def delete(self, path: str, body: dict | None = None) -> Any:
         return await self.request("DELETE", path, body=body)
+
+    async def patch_event_series(self, namespace: str, name: str, count: int, last_observed: str) -> None:
+        """Bring an event's ``series`` (count, lastObservedTime) up to date (merge patch)."""
+        await self.send("PATCH", f"/apis/events.k8s.io/v1/namespaces/{quote(namespace, safe='')}/events/"
+                        f"{quote(name, safe='')}",
+                        orjson.dumps({"series": {"count": count, "lastObservedTime": last_observed}}), MERGE)
 
     async def create_event(self, namespace: str, event: dict | bytes) -> None:
         """POST an event (a dict, or its JSON already encoded); the answer is not decoded."""
