@@ -2,7 +2,7 @@
 
 - ``common/`` is the library everyone shares: it imports nothing above it;
 - the processes (``broker``, ``rmproxy.server``, ``partition_worker``) do not import each other;
-- the RM side (``rmproxy.client``, ``rmproxy.sim``, ``rmproxy.bench``) does not import the
+- the RM side (``rmproxy.client``, ``rmproxy.sim``, ``rmproxy.bench``, ``rmproxy.k8s``) does not import the
   rmproxy server or a worker: it speaks to them over gRPC and REST like any RM;
 - the scheduling core and the placement rules import no process code (their purity, no I/O and
   no clock, is checked by tests/core/test_purity.py);
@@ -38,11 +38,12 @@ ALLOWED: dict[str, set[str]] = {
     "rmproxy.server": {"common"},
     "rmproxy.client": {"common"},
     "rmproxy.sim": {"common", "common.cli", "rmproxy.client"},  # korral sim finds a stack as the CLI does
-    "rmproxy.bench": {"common", "common.cli", "rmproxy.client"},
+    "rmproxy.k8s": {"common", "rmproxy.client"},
+    "rmproxy.bench": {"common", "common.cli", "rmproxy.client", "rmproxy.k8s"},
     "rmproxy.k8s.fake": {"common"},  # the fake API server: never the shim it is a test bed for
 }
 SUBAREAS = {"common": ("cli",), "partition_worker": ("core", "placement"),
-            "rmproxy": ("server", "client", "sim", "bench")}
+            "rmproxy": ("server", "client", "sim", "bench", "k8s")}
 
 
 NESTED = {"rmproxy.k8s": ("fake",)}
