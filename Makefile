@@ -28,12 +28,13 @@ STRESS_RUNS ?= 5
 STRESS_TESTS ?= tests/e2e tests/stack tests/client/test_client_stack.py tests/sim/test_sim_run.py \
   tests/rest tests/web tests/worker/test_liveness.py tests/deploy/test_supervisord.py tests/deploy/test_compose_run.py
 
-.PHONY: help setup redis-server slapd chromium netfilter demo test bench soak soak-net lock test-stress FORCE
+.PHONY: help setup redis-server slapd chromium netfilter demo demo-k8s test bench soak soak-net lock test-stress FORCE
 
 help:
 	@echo "make demo    set up, start the local stack, run the demo workload, print a summary, stop the stack"
+	@echo "make demo-k8s  set up; Korral scheduling a fake Kubernetes cluster through korral k8s-shim: where each pod went, why any waits"
 	@echo "make test    set up and run the tests (not the slow soaks or benchmarks)"
-	@echo "make bench   set up and run the benchmarks (korral bench compare, core --preemption, e2e, churn, recovery)"
+	@echo "make bench   set up and run the benchmarks (korral bench compare, core --preemption, e2e, churn, recovery, k8s)"
 	@echo "make soak    set up and run the slow soak tests (pytest -m slow)"
 	@echo "make soak-net  set up and run the network-fault soak alone: 100 faults between network-namespace"
 	@echo "             hosts under load (root; KORRAL_NETSOAK_FAULTS, KORRAL_NETSOAK_SEED, KORRAL_NETSOAK_REPORT)"
@@ -133,6 +134,11 @@ netfilter:
 	  echo "nftables is missing: the network-fault tests will skip (Debian: sudo apt-get install -y nftables iptables)" >&2
 	fi
 
+# Korral, the fake API server and the shim, each its own process; everything it starts is stopped by
+# the demo itself (also on failure, Ctrl-C or SIGTERM).
+demo-k8s: setup
+	$(PY) -m rmproxy.k8s.demo
+
 demo: setup
 	@mkdir -p "$(DEMO_DIR)"
 	read -r si rest < <($(PY) -c 'from common.netutil import free_ports; print(*free_ports(2))')
@@ -173,7 +179,7 @@ test: setup
 	@$(PY) -m pytest $(PYTEST_ARGS)
 
 # compare needs YuniKorn's benchmark beside the checkout (exit 2 without it: then bench core alone);
-# churn writes its JSON and PNG to .state/churn/
+# churn writes its JSON and PNG to .state/churn/, k8s to .state/k8s/
 bench: setup
 	@rc=0; $(KORRAL) bench compare || rc=$$?
 	if [ "$$rc" = 2 ]; then $(KORRAL) bench core; elif [ "$$rc" != 0 ]; then exit "$$rc"; fi
@@ -182,6 +188,7 @@ bench: setup
 	$(KORRAL) bench churn
 	$(KORRAL) bench churn --partitions 2
 	$(KORRAL) bench recovery
+	$(KORRAL) bench k8s --rate 500,1000
 
 # The busy loop is killed by its pid however this ends (all passed, a failed run, Ctrl-C), and
 # stops by itself if this shell dies without running its trap (it watches its parent).

@@ -49,6 +49,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="queue preemption on full clusters instead: 2,000 preemptors of a high-priority "
                              "queue against the nodes of --nodes (default 500 and 5000) filled by a low one "
                              "(partition_worker/bench_preemption.py)")
+    parser.add_argument("--node-terms", action="store_true",
+                        help="a Kubernetes-shaped cluster instead: tainted GPU pool and control-plane nodes, "
+                             "asks with tolerations, node affinity, nodeSelector and host ports, timed against "
+                             "the same asks without them (partition_worker/bench_node_terms.py)")
     parser.add_argument("--session", action="store_true",
                         help="drive the worker's session (PartitionSession: asks in as rows, nodes and apps as "
                              "SI protobuf, as rmproxy sends them) instead of the core commands")
@@ -78,6 +82,12 @@ def run(args: argparse.Namespace) -> int:
         for r in rows:
             print(json.dumps(r) if args.json else _preemption_line(r), flush=True)
         return 0 if all(r["victims_only_from_low"] and r["low_kept_its_guarantee"] for r in rows) else 1
+    if args.node_terms:
+        from partition_worker.bench_node_terms import node_terms_row
+        rows = [_in_subprocess(ctx, node_terms_row, n, args.asks, args.policy) for n in (args.nodes or [5000])]
+        for r in rows:
+            print(json.dumps(r) if args.json else _node_terms_line(r), flush=True)
+        return 0
     if args.memory:
         fn = memory_session_row if args.session else memory_row
         rows = [_in_subprocess(ctx, fn, MEMORY_NODES, MEMORY_ASKS, args.policy)]
@@ -298,6 +308,13 @@ def _print_table(rows: list[dict], memory: bool) -> None:
         if memory:
             line += f" {r['pending']:>8} {r['cycle_seconds']:>8.3f}"
         print(line, flush=True)
+
+
+def _node_terms_line(r: dict) -> str:
+    return (f"{r['nodes']:>6} nodes, {r['asks']} asks with node terms ({r['policy']}): "
+            f"{r['allocations_per_second']:.0f} allocations/s, {r['allocations_per_cpu_second']:.0f} per CPU second; "
+            f"the same asks without terms {r['plain_allocations_per_cpu_second']:.0f} per CPU second "
+            f"(CPU cost x{r['cost_ratio']})")
 
 
 def _preemption_line(r: dict) -> str:

@@ -378,7 +378,7 @@ class PartitionSession:
         ask = app.asks.get(allocation_key)
         if ask is None:
             raise LookupError(f"allocation ask {allocation_key} not found for application {app_id}")
-        return explain(self.core, app, ask)
+        return explain(self.core.nodes, self.core.apps, self.core.limits, app, ask)
 
     def snapshot(self) -> dict:
         """Plain JSON-able state with YuniKorn's REST field names (``core.dao``): ``partition``

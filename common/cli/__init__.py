@@ -27,6 +27,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "worker": ("partition_worker.main", "run a partition worker process"),
     "check-config": ("common.config.check", "validate a queues.yaml file offline"),
     "sim": ("rmproxy.sim", "run a simulated cluster (a hollow-node RM) against a stack"),
+    "k8s-shim": ("rmproxy.k8s.main", "schedule a Kubernetes cluster's pods (schedulerName yunikorn) with Korral"),
     "bench": ("common.cli.bench", "run a benchmark: core | e2e | recovery"),
     "keys": ("common.cli.keys", "generate CURVE key pairs for secured links"),
     "dump": ("common.cli.dump", "write the full state dump of a stack to a file"),

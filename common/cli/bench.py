@@ -1,4 +1,4 @@
-"""``korral bench core | e2e | recovery | backlog | churn | compare``: each lives with the code it measures."""
+"""``korral bench core | e2e | recovery | backlog | churn | k8s | compare``: each lives with the code it measures."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ BENCHES = {
                                          "unschedulable-ask backoff: idle worker CPU, latency of asks behind them"),
     "churn": ("rmproxy.bench.churn",
               "steady state through the stack: tasks arriving at fixed rates and ending; latency, backlog, CPU"),
+    "k8s": ("rmproxy.bench.k8s", "pods per second through the Kubernetes shim on the fake cluster: binding rate, "
+                                 "creation -> binding latency, CPU per 1,000 pods of each process"),
     "compare": ("partition_worker.bench_compare",
                 "YuniKorn's own core benchmark and `bench core`, interleaved: both rates and the ratios"),
 }

@@ -1,9 +1,10 @@
 """``korral explain APP [KEY]``: why an application's asks wait (a REST client).
 
 For each pending ask (or the one named): its scheduling state and reason, the queue whose
-headroom or the user/group limit that holds it, and how many nodes the node selection rejected
-at each stage (drained, not ready, reserved by another ask, not the required node, selector
-mismatch, insufficient free resources) or found fitting. Reads
+headroom or the user/group limit that holds it, and how many nodes each node check rejected,
+by reason (kube-scheduler's wording: unschedulable, not ready, reserved for another ask, the
+requested node name, untolerated taint, node affinity/selector, free ports, Insufficient
+<resource>, unsupported constraint) or found fitting. Reads
 ``/ws/v1/korral/partition/{p}/application/{app}/allocation/{key}/explain``.
 
 An application that no longer waits for anything (finished, removed by the RM, or expired from

@@ -4,9 +4,9 @@ What it owns: ``Cycle`` (the time, the books the node choice and the policies re
 ``nodes``, ``apps``, ``ledger``; what is done for the cycle: ``blocked``, ``visited``) and
 its memos: the order of queues (``QueueOrder``), of apps (``AppOrder``) and of asks
 (``AskOrder``), the sizes known to fit no node (``failed_shapes``, ``unreservable``, and an
-app attempt's ``SizeMemo``), the cycle's budgets (``Budgets``) and the stage clock
-(``StageClock``). ``CycleResult`` is what a
-cycle reports to the partition.
+app attempt's ``SizeMemo``), the FAILED reasons of asks with node terms (``why_unplaced``),
+the cycle's budgets (``Budgets``) and the stage clock (``StageClock``). ``CycleResult`` is
+what a cycle reports to the partition.
 
 Who may use it: the ``scheduler`` builds one per cycle and hands it to ``node_choice``,
 ``reservations`` and ``preemption``. Nothing here outlives the cycle; every memo rests on
@@ -15,7 +15,7 @@ Who may use it: the ``scheduler`` builds one per cycle and hands it to ``node_ch
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, NamedTuple
+from typing import TYPE_CHECKING, Callable, Hashable, NamedTuple
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Mapping
@@ -172,7 +172,8 @@ class Cycle:
     looked at."""
 
     __slots__ = ("now", "nodes", "apps", "ledger", "blocked", "visited", "queue_order", "app_order",
-                 "asks", "sizes", "failed_shapes", "unreservable", "budgets", "clock", "fair_share")
+                 "asks", "sizes", "failed_shapes", "unreservable", "why_unplaced", "budgets", "clock",
+                 "fair_share")
 
     def __init__(self, now: int, nodes: "NodeCollection", apps: "Mapping[str, Application]",
                  ledger: "Ledger", timer: Callable[[], float] | None, fair_share: bool) -> None:
@@ -186,8 +187,12 @@ class Cycle:
         self.app_order = AppOrder()
         self.asks = AskOrder()
         self.sizes = SizeMemo()  # the app attempt's (the scheduler clears it for each)
-        self.failed_shapes: list[Resource] = []  # sizes that fitted no node now (node_choice)
-        self.unreservable: list[Resource] = []  # sizes no node can ever hold (reservations)
+        # per signature (``feasibility.signature``; None: plain asks) the sizes that fitted no
+        # node now (node_choice) and that no node can ever hold (reservations)
+        self.failed_shapes: dict[Hashable, list[Resource]] = {}
+        self.unreservable: dict[Hashable, list[Resource]] = {}
+        # the FAILED reason of an ask with node terms, by signature and size (diagnosis.why_unplaced)
+        self.why_unplaced: dict[Hashable, str | None] = {}
         self.budgets = Budgets()
         self.clock = StageClock(timer) if timer is not None else None
         self.fair_share = fair_share  # compatibility 1.6+: the queue order of fair_share.py

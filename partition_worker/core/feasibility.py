@@ -1,56 +1,87 @@
-"""Node feasibility: the one chain of named checks that says whether a node can take an ask.
+"""Node feasibility: the one list of node checks that says whether a node can take an ask.
 
-What it owns: every node predicate of the core, written once (STYLE #8), and the typed
-reason a node turns an ask down, saying whether waiting can help (STYLE #9). Who may use
-it: the policies (``scheduler`` through ``find_node``, ``reservations``, ``preemption``),
-``node_registry`` (a shrunk node keeps a reservation only while it can hold the ask) and
-``diagnosis`` (``korral explain``), so explain cannot disagree with the scheduler.
+What it owns: every node predicate of the core, each a small class written once (STYLE #8),
+and the typed reason a node turns an ask down, saying whether waiting can help (STYLE #9).
+Who may use it: the policies (``scheduler`` through ``node_choice.find_node``,
+``reservations``, ``preemption``), ``node_registry`` (a changed node keeps a reservation only
+while it can hold the ask), ``node`` (the node order leaves out the nodes the pre-filtering
+checks reject) and ``diagnosis`` (``korral explain``), so none of them can disagree.
 
-The chain, cheap stages first; the first stage that rejects names the reason:
+The checks, in ``CHAIN`` order (cheap first); the first that rejects names the reason. The
+reasons are kube-scheduler's where it has one (the k8s shim shows them in the pod's
+``PodScheduled=False`` condition):
 
-| stage | rejects when | reason (``korral explain``) | waiting can help |
-|---|---|---|---|
-| ``schedulable`` | the node is drained | node drained | yes (undrain) |
-| ``ready`` | the node is not ready | node not ready | yes |
-| ``reservation`` | another ask holds the node reserved (a required-node ask may take an ordinary ask's reservation, see ``ReservationStage``) | node reserved by another ask | yes |
-| ``required-node`` | the ask names another node (``yunikorn.apache.org/requiredNode``) | not the required node | no |
-| ``selector`` | a ``korral.io/node-selector/<attr>`` tag does not match | node selector does not match | no |
-| ``resources`` | the ask does not fit the room the purpose asks for | insufficient free resources | yes while capacity − occupied holds it, else no |
+| check | rejects when | reason | waiting can help | pre-filters |
+|---|---|---|---|---|
+| ``unsupported`` | the ask is tagged ``korral.io/unsupported-constraints`` (every node) | unsupported constraint: <names> | no | |
+| ``schedulable`` | the node is drained (cordoned) | node(s) were unschedulable | yes | yes |
+| ``ready`` | the node is not ready | node(s) were not ready | yes | yes |
+| ``reservation`` | another ask holds the node reserved (a required-node ask may take an ordinary ask's reservation, see ``ReservationCheck``) | node(s) were reserved for another ask | yes | yes |
+| ``required-node`` | the ask names another node (``yunikorn.apache.org/requiredNode``) | node(s) didn't match the requested node name | no | |
+| ``taints`` | a NoSchedule / NoExecute taint the ask does not tolerate | node(s) had untolerated taint {key: value} | no | yes, widenable |
+| ``selector`` | a ``korral.io/node-selector/<label>`` tag does not match | node(s) didn't match Pod's node affinity/selector | no | |
+| ``node-affinity`` | the required node affinity does not match | node(s) didn't match Pod's node affinity/selector | no | |
+| ``host-ports`` | a wanted host port is in use there | node(s) didn't have free ports for the requested pod ports | yes | |
+| ``resources`` | the ask does not fit the room the purpose asks for | Insufficient <resource> | yes while capacity − occupied holds it, else no | |
 
-The ``purpose`` of a check says which room counts: ``ALLOCATE`` needs it free now
-(capacity − occupied − allocated); ``RESERVE`` (reservations, preemption) needs the node
-to hold the ask once its allocations end (capacity − occupied).
+A bad tag value (not JSON, wrong shape) makes its check reject every node with a reason naming
+the tag and what is wrong; waiting cannot help.
 
-Speed: each stage is written once, as a condition; ``Chain.bind(ask, purpose, apps)``
-compiles the conditions of the stages that can reject this ask (a plain ask has no selector
-or required-node check) into one function, so a scan over many nodes (reservation,
-preemption, explain) pays one call per node.
-The allocation fast path (``find_node``) walks ``NodeCollection.order``, which holds only
-nodes ``open_for_asks`` (the ``schedulable``, ``ready`` and ``reservation`` stages for an
-ask without a reservation; the collection sets the others aside), and checks the remaining
-stages through the same stage objects (``RESOURCES.has_room``, ``SELECTOR.matches``).
+A check is a ``Check``: ``bind(ask, purpose, apps, nodes) -> Bound | None`` (None: it cannot
+reject this ask, so it costs the ask nothing), and the ``Bound`` check has ``passes(node)`` and
+``rejection(node)``. Adding a check is one class and one line in ``CHAIN``.
+
+The ``purpose`` says which room counts: ``ALLOCATE`` needs it free now (capacity − occupied −
+allocated); ``RESERVE`` (reservations, preemption) needs the node to hold the ask once its
+allocations end (capacity − occupied).
+
+Pre-filtering: a check with ``prefilter`` has ``open(node)``, true when the node passes it for
+every ask (its ``passes`` for any ask holds wherever ``open`` does; it binds None only when it
+is open for every node). ``NodeCollection`` keeps the nodes that are not ``open_for_asks`` out
+of its order, so ``find_node`` walks only nodes that pass those checks and evaluates the rest
+(``Chain.walker``). A ``widenable`` pre-filtering check (taints) is one some asks pass where it
+is not open (they tolerate the taint): nodes only it rejects are kept in ``NodeCollection.wide``
+and such asks walk both lists in policy order (``Bound.widens``). An ask's own reserved node is
+the reserved pass's; a required-node ask looks at its node only.
+
+Speed: a bound chain is a tuple of bound checks whose ``passes`` are plain closures over the
+ask's values, and-ed together (``all_of``). A plain ask (``is_plain``) binds only the checks
+that apply to every ask, and its walker is made once per size.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from string import Formatter
-from typing import TYPE_CHECKING, Callable, Mapping
+from functools import lru_cache
+from operator import attrgetter
+from typing import TYPE_CHECKING, Callable, Hashable, Mapping
+
+from common.constants import NODE_TAINTS, TAG_HOST_PORTS, TAG_NODE_AFFINITY, TAG_TOLERATIONS
+
+from .node import CLOSED, OPEN, WIDE
+from .node_terms import Taint, first_untolerated
 
 if TYPE_CHECKING:  # pragma: no cover
     from .application import Application
-    from .node import Node
+    from .node import Node, NodeCollection
     from .objects import Ask, Reservation
 
-__all__ = ["Purpose", "Rejection", "Stage", "Chain", "BoundChain", "CHAIN", "SCHEDULABLE", "READY",
-           "RESERVATION", "REQUIRED_NODE", "SELECTOR", "RESOURCES", "open_for_asks",
-           "NO_ROOM_NOW", "NEVER_FITS"]
+__all__ = ["Purpose", "Rejection", "Check", "Bound", "BoundChain", "Chain", "Walker", "CHAIN",
+           "UNSUPPORTED", "SCHEDULABLE", "READY", "RESERVATION", "REQUIRED_NODE", "TAINTS",
+           "SELECTOR", "NODE_AFFINITY", "HOST_PORTS", "RESOURCES", "open_for_asks", "gate",
+           "is_plain", "signature", "all_of", "insufficient", "OPEN", "WIDE", "CLOSED",
+           "AFFINITY_REASON"]
+
+Predicate = Callable[["Node"], bool]
+Apps = Mapping[str, "Application"]
+PLAIN_WALKERS = 256  # plain asks' walkers kept, by size (cleared when full)
+AFFINITY_REASON = "node(s) didn't match Pod's node affinity/selector"  # kube-scheduler's
 
 
 class Purpose(Enum):
-    """Which room a node must have for the ask (the ``resources`` stage) and how a required-node
-    ask treats another ask's reservation (the ``reservation`` stage)."""
+    """Which room a node must have for the ask (the ``resources`` check) and how a required-node
+    ask treats another ask's reservation (the ``reservation`` check)."""
 
     ALLOCATE = "allocate"  # free now: capacity - occupied - allocated
     RESERVE = "reserve"  # once its allocations end: capacity - occupied (reservation, preemption)
@@ -58,52 +89,161 @@ class Purpose(Enum):
 
 @dataclass(frozen=True, slots=True)
 class Rejection:
-    """Why a node turned an ask down: the stage, the reason ``korral explain`` counts it under,
-    and whether waiting (allocations ending, a node coming back) can make the node take it."""
+    """Why a node turned an ask down: the check (``stage``), the reason ``korral explain``
+    counts it under, and whether waiting (allocations ending, a node coming back) can make the
+    node take it."""
 
     stage: str
     reason: str
     retry_can_help: bool
 
 
-Apps = Mapping[str, "Application"]
+def is_plain(ask: "Ask", nodes: "NodeCollection | None" = None) -> bool:
+    """The ask carries nothing a node could reject it for besides the checks every ask gets:
+    no selector, no required node, no node terms, or only tolerations that tolerate none of
+    the taints on ``nodes`` (without ``nodes``: any tolerations count). Plain asks of one size
+    fare the same on every node."""
+    if ask.selector or ask.required_node:
+        return False
+    c = ask.constraints
+    if c is None:
+        return True
+    if c.affinity is not None or c.ports or c.unsupported or c.errors or nodes is None:
+        return False
+    return not nodes.taints or not nodes.any_tolerated(c)
 
 
-class Stage:
-    """One named check. ``condition`` is a Python expression over ``node`` that holds when the
-    node passes; its ``{field}``s name the values ``bind`` gives for one ask (None from
-    ``bind``: the stage cannot reject that ask, so a bound chain leaves it out). ``why`` is the
-    rejection when the condition fails."""
+def signature(ask: "Ask", nodes: "NodeCollection | None" = None) -> Hashable:
+    """Asks with equal signatures and sizes fare the same on every node (None: plain). Pods of
+    one workload share their ``Constraints`` object, hence their signature."""
+    if not ask.selector and not ask.required_node and (ask.constraints is None or is_plain(ask, nodes)):
+        return None  # (the common case inline: the allocation hot path)
+    return (ask.selector, ask.required_node, ask.constraints)
 
-    __slots__ = ("name", "rejection", "condition")
 
-    def __init__(self, name: str, rejection: Rejection, condition: str) -> None:
-        self.name = name
-        self.rejection = rejection
-        self.condition = condition
+def _never(node: "Node") -> bool:
+    return False
 
-    def bind(self, ask: "Ask", purpose: Purpose, apps: Apps) -> dict[str, object] | None:
-        return {}
 
-    def why(self, node: "Node", values: dict[str, object]) -> Rejection:
-        return self.rejection
+class Bound:
+    """One check bound to one ask: ``passes(node)``, and ``rejection(node)`` for a node it
+    does not pass (``why`` gives it when it depends on the node).
+
+    ``ordinary``: a pre-filtering check that passes exactly the nodes it is ``open`` for;
+    ``widens``: a widenable one that passes some nodes it is not open for; ``everywhere``: the
+    ask is rejected by every node (``everywhere``'s check says why, e.g. a bad tag value)."""
+
+    __slots__ = ("check", "passes", "why", "ordinary", "widens", "everywhere")
+
+    def __init__(self, check: "Check", passes: Predicate,
+                 why: Callable[["Node"], Rejection] | None = None, *, ordinary: bool = False,
+                 widens: bool = False, everywhere: bool = False) -> None:
+        self.check = check
+        self.passes = passes
+        self.why = why
+        self.ordinary = ordinary
+        self.widens = widens
+        self.everywhere = everywhere
+
+    def rejection(self, node: "Node") -> Rejection:
+        return self.check.rejection if self.why is None else self.why(node)
 
     def __repr__(self) -> str:
-        return f"<stage {self.name}>"
+        return f"<bound {self.check.name}>"
 
 
-class ReservationStage(Stage):
+def rejects_everywhere(check: "Check", reason: str) -> Bound:
+    """A bound check that no node passes, for ``reason`` (waiting cannot help)."""
+    rejection = Rejection(check.name, reason, False)
+    return Bound(check, _never, lambda node: rejection, everywhere=True)
+
+
+class Check:
+    """One named node check (see the module doc). ``rejection`` is its usual rejection;
+    ``prefilter``: the node order may leave out the nodes ``open`` says no to; ``widenable``:
+    (pre-filtering) some asks pass nodes it is not open for; ``for_plain``: it may reject a
+    plain ask (``is_plain``), else ``bind`` is not even asked for one."""
+
+    name = ""
+    rejection: Rejection
+    prefilter = False
+    widenable = False
+    for_plain = True
+
+    def bind(self, ask: "Ask", purpose: Purpose, apps: Apps,
+             nodes: "NodeCollection | None") -> Bound | None:
+        raise NotImplementedError
+
+    def open(self, node: "Node") -> bool:
+        """(pre-filtering checks) The node passes this check for every ask."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<check {self.name}>"
+
+
+class UnsupportedCheck(Check):
+    """An ask whose pod has constraints the core does not evaluate (required inter-pod
+    (anti-)affinity, topology spread with DoNotSchedule, ...: the RM names them in
+    ``korral.io/unsupported-constraints``) is never placed blindly: every node rejects it."""
+
+    name = "unsupported"
+    rejection = Rejection("unsupported", "unsupported constraint", False)
+    for_plain = False
+
+    def bind(self, ask, purpose, apps, nodes):
+        c = ask.constraints
+        if c is None or not c.unsupported:
+            return None
+        names = c.unsupported
+        return rejects_everywhere(self, f"unsupported constraint{'s' if len(names) > 1 else ''}: "
+                                        f"{', '.join(names)}")
+
+
+class NodeStateCheck(Check):
+    """A flag of the node's own state, the same for every ask: ``schedulable`` (a drained node,
+    DRAIN_NODE, takes no new work; the k8s shim drains a cordoned node) and ``ready`` (a node
+    whose ``ready`` attribute says false takes none until it is ready). Waiting can help."""
+
+    prefilter = True
+
+    def __init__(self, name: str, reason: str, flag: str) -> None:
+        self.name = name
+        self.rejection = Rejection(name, reason, True)
+        self.open = attrgetter(flag)  # type: ignore[method-assign]
+        self._bound = Bound(self, self.open, ordinary=True)
+
+    def bind(self, ask, purpose, apps, nodes):
+        return self._bound
+
+
+class ReservationCheck(Check):
     """A node reserved by another ask takes no other ask. A required-node (daemon set) ask may
     take the node from an ordinary ask's reservation (YuniKorn v1.2; the caller cancels it once
     the whole chain passed), never from another required-node ask's, and when reserving
     (``RESERVE``) never from an ask of its own application."""
 
-    __slots__ = ()
+    name = "reservation"
+    rejection = Rejection("reservation", "node(s) were reserved for another ask", True)
+    prefilter = True
 
-    def bind(self, ask, purpose, apps):
+    def __init__(self) -> None:
+        self._ordinary = Bound(self, self.open, ordinary=True)  # an ask that holds no reservation
+
+    @staticmethod
+    def open(node: "Node") -> bool:
+        return node.reservation is None
+
+    def bind(self, ask, purpose, apps, nodes):
         app_id, key = ask.app_id, ask.key
         if not ask.required_node:
-            return {"may_use": lambda r: r.ask_key == key and r.app_id == app_id}
+            if not ask.reserved_node:
+                return self._ordinary
+
+            def passes(node: "Node") -> bool:
+                r = node.reservation
+                return r is None or (r.ask_key == key and r.app_id == app_id)
+            return Bound(self, passes)
         spare_own_app = purpose is Purpose.RESERVE
 
         def may_use(r: "Reservation") -> bool:
@@ -114,51 +254,161 @@ class ReservationStage(Stage):
             holder = apps.get(r.app_id)
             held = holder.asks.get(r.ask_key) if holder is not None else None
             return held is None or not held.required_node
-        return {"may_use": may_use}
+
+        def passes_required(node: "Node") -> bool:
+            r = node.reservation
+            return r is None or may_use(r)
+        return Bound(self, passes_required)
 
 
-class _RequiredNode(Stage):
-    __slots__ = ()
+class RequiredNodeCheck(Check):
+    """An ask tagged ``yunikorn.apache.org/requiredNode`` (a daemon set pod) goes to that node."""
 
-    def bind(self, ask, purpose, apps):
-        return {"want": ask.required_node} if ask.required_node else None
+    name = "required-node"
+    rejection = Rejection("required-node", "node(s) didn't match the requested node name", False)
+    for_plain = False
+
+    def bind(self, ask, purpose, apps, nodes):
+        want = ask.required_node
+        if not want:
+            return None
+        return Bound(self, lambda node: node.node_id == want)
 
 
-class SelectorStage(Stage):
-    """Every ``korral.io/node-selector/<attr>`` tag of the ask matches the node's attribute
-    (or its k8s label, see ``Node.attribute``)."""
+@lru_cache(maxsize=1024)
+def _untolerated(taint: Taint) -> Rejection:
+    if taint.invalid:
+        return Rejection("taints", f"node(s) had unreadable taints ({NODE_TAINTS})", False)
+    return Rejection("taints", f"node(s) had untolerated taint {taint.describe()}", False)
 
-    __slots__ = ()
+
+def _first_taint(node: "Node") -> Rejection:
+    return _untolerated(node.taints[0])
+
+
+class TaintCheck(Check):
+    """kube-scheduler's TaintToleration filter: every NoSchedule and NoExecute taint of the node
+    (attribute ``korral.io/taints``) must be tolerated by the ask (tag ``korral.io/tolerations``;
+    ``node_terms.Toleration.tolerates``); PreferNoSchedule is ignored. The reason names the
+    node's first untolerated taint. Free while no node has such a taint; an ask whose
+    tolerations tolerate none of the taints present is checked like one without any."""
+
+    name = "taints"
+    rejection = Rejection("taints", "node(s) had untolerated taint", False)
+    prefilter = True
+    widenable = True
+
+    def __init__(self) -> None:
+        self._ordinary = Bound(self, self.open, _first_taint, ordinary=True)
 
     @staticmethod
-    def matches(node: "Node", ask: "Ask") -> bool:
-        for attr, want in ask.selector:
-            if node.attribute(attr) != want:
-                return False
-        return True
+    def open(node: "Node") -> bool:
+        return not node.taints
 
-    def bind(self, ask, purpose, apps):
-        return {"matches": self.matches, "ask": ask} if ask.selector else None
+    def bind(self, ask, purpose, apps, nodes):
+        c = ask.constraints
+        if c is not None and c.errors and c.error(TAG_TOLERATIONS):
+            return rejects_everywhere(self, f"invalid {c.error(TAG_TOLERATIONS)}")
+        if nodes is not None and not nodes.taints:
+            return None  # open for every node
+        if c is None or not c.tolerations or (nodes is not None and not nodes.any_tolerated(c)):
+            return self._ordinary
+        tolerations = c.tolerations
+
+        def passes(node: "Node") -> bool:
+            taints = node.taints
+            return not taints or first_untolerated(taints, tolerations) is None
+
+        def why(node: "Node") -> Rejection:
+            return _untolerated(first_untolerated(node.taints, tolerations))  # type: ignore[arg-type]
+        return Bound(self, passes, why, widens=True)
 
 
-NO_ROOM_NOW = Rejection("resources", "insufficient free resources", retry_can_help=True)
-NEVER_FITS = Rejection("resources", "insufficient free resources", retry_can_help=False)
+class SelectorCheck(Check):
+    """Every ``korral.io/node-selector/<label>`` tag of the ask (a pod's spec.nodeSelector)
+    matches the node's attribute, or its k8s label (``Node.attribute``)."""
+
+    name = "selector"
+    rejection = Rejection("selector", AFFINITY_REASON, False)
+    for_plain = False
+
+    def bind(self, ask, purpose, apps, nodes):
+        selector = ask.selector
+        if not selector:
+            return None
+
+        def passes(node: "Node") -> bool:
+            for attr, want in selector:
+                if node.attribute(attr) != want:
+                    return False
+            return True
+        return Bound(self, passes)
 
 
-class ResourcesStage(Stage):
+class NodeAffinityCheck(Check):
+    """kube-scheduler's required node affinity (tag ``korral.io/node-affinity``, a NodeSelector):
+    terms ORed, expressions ANDed, operators In, NotIn, Exists, DoesNotExist, Gt, Lt over the
+    node's labels (``Node.label_map``), matchFields on ``metadata.name`` (the node ID). A term
+    Kubernetes would not accept matches nothing; the reason then says what is wrong with it."""
+
+    name = "node-affinity"
+    rejection = Rejection("node-affinity", AFFINITY_REASON, False)
+    for_plain = False
+
+    def bind(self, ask, purpose, apps, nodes):
+        c = ask.constraints
+        if c is None:
+            return None
+        if c.errors and c.error(TAG_NODE_AFFINITY):
+            return rejects_everywhere(self, f"{AFFINITY_REASON} (invalid {c.error(TAG_NODE_AFFINITY)})")
+        affinity = c.affinity
+        if affinity is None:
+            return None
+        matches = affinity.matches
+        rejection = self.rejection if not affinity.error else \
+            Rejection(self.name, f"{AFFINITY_REASON} (invalid tag {TAG_NODE_AFFINITY}: {affinity.error})", False)
+        return Bound(self, lambda node: matches(node.label_map(), node.node_id), lambda node: rejection)
+
+
+class HostPortsCheck(Check):
+    """kube-scheduler's NodePorts filter: no wanted host port (tag ``korral.io/host-ports``)
+    conflicts with one in use on the node by an allocation or a foreign allocation
+    (``node_terms.PortsInUse``: same protocol and port, on the same IP or 0.0.0.0 on either
+    side). Waiting can help: the port is free once that allocation ends."""
+
+    name = "host-ports"
+    rejection = Rejection("host-ports", "node(s) didn't have free ports for the requested pod ports", True)
+    for_plain = False
+
+    def bind(self, ask, purpose, apps, nodes):
+        c = ask.constraints
+        if c is None:
+            return None
+        if c.errors and c.error(TAG_HOST_PORTS):
+            return rejects_everywhere(self, f"invalid {c.error(TAG_HOST_PORTS)}")
+        wanted = c.ports
+        if not wanted:
+            return None
+
+        def passes(node: "Node") -> bool:
+            used = node.ports
+            return used is None or not used.conflicts(wanted)
+        return Bound(self, passes)
+
+
+@lru_cache(maxsize=1024)
+def insufficient(resource: str, retry_can_help: bool) -> Rejection:
+    """kube-scheduler's ``Insufficient <resource>``."""
+    return Rejection("resources", f"Insufficient {resource}", retry_can_help)
+
+
+class ResourcesCheck(Check):
     """The ask fits the node's free room (``ALLOCATE``) or capacity − occupied (``RESERVE``).
-    A node whose capacity − occupied cannot hold it rejects with ``NEVER_FITS``."""
+    The reason names the first resource of the ask that does not fit; waiting can help only
+    while capacity − occupied holds the ask."""
 
-    __slots__ = ()
-
-    @staticmethod
-    def has_room(rv: dict, node: "Node") -> bool:
-        """``rv`` (a Resource's values) fits the node's free room now."""
-        av = node.available._v
-        for k, v in rv.items():
-            if v > av.get(k, 0):
-                return False
-        return True
+    name = "resources"
+    rejection = Rejection("resources", "Insufficient resources", True)
 
     @staticmethod
     def can_hold(rv: dict, node: "Node") -> bool:
@@ -170,107 +420,212 @@ class ResourcesStage(Stage):
                 return False
         return True
 
-    def bind(self, ask, purpose, apps):
-        fits = self.can_hold if purpose is Purpose.RESERVE else self.has_room
-        return {"fits": fits, "rv": ask.resource._v}
+    @staticmethod
+    def why(rv: dict, node: "Node") -> Rejection:
+        cap, occ = node.capacity._v, node.occupied._v
+        for k, v in rv.items():
+            if v > 0 and v > cap.get(k, 0) - occ.get(k, 0):
+                return insufficient(k, False)
+        av = node.available._v
+        for k, v in rv.items():
+            if v > av.get(k, 0):
+                return insufficient(k, True)
+        return ResourcesCheck.rejection
 
-    def why(self, node, values):
-        return NO_ROOM_NOW if self.can_hold(values["rv"], node) else NEVER_FITS
+    def bind(self, ask, purpose, apps, nodes):
+        rv = ask.resource._v
+        if purpose is Purpose.RESERVE:
+            def passes(node: "Node") -> bool:  # can_hold, inlined: reservation scans
+                cap, occ = node.capacity._v, node.occupied._v
+                for k, v in rv.items():
+                    if v > 0 and v > cap.get(k, 0) - occ.get(k, 0):
+                        return False
+                return True
+        else:
+            def passes(node: "Node") -> bool:  # fits the free room now: the allocation hot path
+                av = node.available._v
+                for k, v in rv.items():
+                    if v > av.get(k, 0):
+                        return False
+                return True
+        why = self.why
+        return Bound(self, passes, lambda node: why(rv, node))
 
 
-SCHEDULABLE = Stage("schedulable", Rejection("schedulable", "node drained", True), "node.schedulable")
-READY = Stage("ready", Rejection("ready", "node not ready", True), "node.ready")
-RESERVATION = ReservationStage("reservation",
-                               Rejection("reservation", "node reserved by another ask", True),
-                               "node.reservation is None or {may_use}(node.reservation)")
-REQUIRED_NODE = _RequiredNode("required-node",
-                              Rejection("required-node", "not the required node", False),
-                              "node.node_id == {want}")
-SELECTOR = SelectorStage("selector", Rejection("selector", "node selector does not match", False),
-                         "{matches}(node, {ask})")
-RESOURCES = ResourcesStage("resources", NO_ROOM_NOW, "{fits}({rv}, node)")
+def _always(node: "Node") -> bool:
+    return True
 
 
-def open_for_asks(node: "Node") -> bool:
-    """The node passes ``schedulable``, ``ready`` and ``reservation`` for every ask that holds
-    no reservation: ``NodeCollection`` keeps only such nodes in its order (the fast path)."""
-    return node.schedulable and node.ready and node.reservation is None
+def all_of(predicates: list[Predicate]) -> Predicate:
+    """The conjunction of ``predicates`` in order, as one callable (short ones unrolled: a scan
+    over many nodes calls it once per node)."""
+    n = len(predicates)
+    if n == 0:
+        return _always
+    if n == 1:
+        return predicates[0]
+    if n == 2:
+        a, b = predicates
+        return lambda node: a(node) and b(node)
+    if n == 3:
+        a, b, c = predicates
+        return lambda node: a(node) and b(node) and c(node)
+    if n == 4:
+        a, b, c, d = predicates
+        return lambda node: a(node) and b(node) and c(node) and d(node)
+    rest = tuple(predicates)
+
+    def every(node: "Node") -> bool:
+        for p in rest:
+            if not p(node):
+                return False
+        return True
+    return every
+
+
+_node_open = attrgetter("open")
 
 
 class BoundChain:
-    """The stages of a chain that can reject one ask, bound to it (``Chain.bind``):
-    ``passes(node) -> bool`` and ``first_rejection(node) -> Rejection | None``."""
+    """The checks of a chain that can reject one ask, bound to it (``Chain.bind``):
+    ``passes(node) -> bool``, ``first_rejection(node) -> Rejection | None``, and
+    ``everywhere``: the rejection every node gives (None: the nodes decide).
 
-    __slots__ = ("stages", "passes", "first_rejection")
+    ``collapse``: the chain holds every pre-filtering check, each ``ordinary`` (or not bound:
+    open everywhere), and its nodes are a ``NodeCollection``'s: ``passes`` then reads the
+    collection's verdict on them (``Node.open``, kept whenever a node's state changes) in one
+    step instead of asking each of those checks."""
 
-    def __init__(self, stages: tuple[Stage, ...], passes: Callable[["Node"], bool],
-                 first_rejection: Callable[["Node"], "Rejection | None"]) -> None:
-        self.stages = stages
+    __slots__ = ("checks", "passes", "everywhere")
+
+    def __init__(self, checks: tuple[Bound, ...], collapse: bool = False) -> None:
+        self.checks = checks
+        self.everywhere = next((b.rejection(None) for b in checks if b.everywhere), None)  # type: ignore[arg-type]
+        if self.everywhere is not None:
+            self.passes: Predicate = _never
+        elif collapse:
+            self.passes = all_of([_node_open] + [b.passes for b in checks if not b.check.prefilter])
+        else:
+            self.passes = all_of([b.passes for b in checks])
+
+    def first_rejection(self, node: "Node") -> Rejection | None:
+        for b in self.checks:
+            if not b.passes(node):
+                return b.rejection(node)
+        return None
+
+
+class Walker:
+    """``find_node``'s view of an ask (``Chain.walker``). ``never``: every node rejects it.
+    ``in_order(node)``: the bound chain without the pre-filtering checks, for the nodes of
+    ``NodeCollection.order`` (they pass those already). ``widens``: the ask also passes some
+    nodes in ``NodeCollection.wide``; walk both in policy order with ``passes`` (the whole
+    chain)."""
+
+    __slots__ = ("in_order", "passes", "widens", "never")
+
+    def __init__(self, in_order: Predicate, passes: Predicate | None = None, widens: bool = False,
+                 never: Rejection | None = None) -> None:
+        self.in_order = in_order
         self.passes = passes
-        self.first_rejection = first_rejection
+        self.widens = widens
+        self.never = never
 
 
 class Chain:
-    """An ordered tuple of stages (``CHAIN`` is the core's one chain).
+    """An ordered tuple of checks (``CHAIN`` is the core's one chain)."""
 
-    ``bind`` compiles the conditions of the stages that can reject an ask into one function
-    (``passes``: their conjunction, in order; ``first_rejection``: the same conditions one by
-    one), built once per set of stages and cached: checking a node then costs one call, as the
-    hand-written predicates did, instead of one call per stage. The values of each ask are
-    bound as closure variables."""
+    __slots__ = ("checks", "prefilters", "_plain", "_plain_walk", "_plain_walkers")
 
-    __slots__ = ("stages", "_compiled")
+    def __init__(self, checks: tuple[Check, ...]) -> None:
+        names = [c.name for c in checks]
+        if len(set(names)) != len(names):
+            raise ValueError(f"node checks must have distinct names: {names}")
+        self.checks = checks
+        self.prefilters = tuple(c for c in checks if c.prefilter)
+        self._plain = tuple(c for c in checks if c.for_plain)
+        # the checks a plain ask's walker binds: they must depend on the ask's size only
+        self._plain_walk = tuple(c for c in checks if c.for_plain and not c.prefilter)
+        self._plain_walkers: dict[object, Walker] = {}  # ask size -> walker
 
-    def __init__(self, stages: tuple[Stage, ...]) -> None:
-        self.stages = stages
-        self._compiled: dict[tuple[int, ...], Callable] = {}
-
-    def bind(self, ask: "Ask", purpose: Purpose, apps: Apps,
-             skip: tuple[Stage, ...] = ()) -> BoundChain:
-        """The chain for ``ask``: only the stages that can reject it, in order, minus ``skip``.
-        ``apps`` resolves the holder of a reservation (``ReservationStage``)."""
-        used: list[int] = []
-        values: list[dict] = []
-        for i, stage in enumerate(self.stages):
-            if stage in skip:
+    def bind(self, ask: "Ask", purpose: Purpose, apps: Apps, skip: tuple[Check, ...] = (),
+             nodes: "NodeCollection | None" = None) -> BoundChain:
+        """The chain for ``ask``: the checks that can reject it, in order, minus ``skip``.
+        ``apps`` resolves the holder of a reservation (``ReservationCheck``); ``nodes``: the
+        collection the nodes to check belong to (what is on them, e.g. their taints, says which
+        checks can reject; its cached verdicts may be used)."""
+        bound = []
+        collapse = nodes is not None
+        for check in self._plain if is_plain(ask, nodes) else self.checks:
+            if skip and check in skip:
+                collapse = collapse and not check.prefilter
                 continue
-            v = stage.bind(ask, purpose, apps)
-            if v is not None:
-                used.append(i)
-                values.append(v)
-        key = tuple(used)
-        make = self._compiled.get(key)
-        if make is None:
-            make = self._compiled[key] = self._compile(key)
-        passes, first_rejection = make(self.stages, values)
-        return BoundChain(tuple(self.stages[i] for i in key), passes, first_rejection)
+            b = check.bind(ask, purpose, apps, nodes)
+            if b is not None:
+                bound.append(b)
+                if check.prefilter and not b.ordinary:
+                    collapse = False
+        return BoundChain(tuple(bound), collapse)
+
+    def walker(self, ask: "Ask", apps: Apps, nodes: "NodeCollection | None" = None,
+               plain: bool | None = None) -> Walker:
+        """The ``ALLOCATE`` chain for walking ``NodeCollection.order`` (see ``Walker``). A
+        plain ask's walker depends on its size only (``is_plain``; ``plain``: the caller knows),
+        so it is made once per size and kept (bounded): the allocation hot path binds nothing."""
+        if plain if plain is not None else is_plain(ask, nodes):
+            cache = self._plain_walkers
+            walker = cache.get(ask.resource)
+            if walker is None:
+                if len(cache) >= PLAIN_WALKERS:
+                    cache.clear()
+                preds = []
+                for check in self._plain_walk:
+                    b = check.bind(ask, Purpose.ALLOCATE, apps, nodes)
+                    if b is not None:
+                        preds.append(b.passes)
+                walker = cache[ask.resource] = Walker(all_of(preds))
+            return walker
+        chain = self.bind(ask, Purpose.ALLOCATE, apps, nodes=nodes)
+        if chain.everywhere is not None:
+            return Walker(_never, _never, False, chain.everywhere)
+        widens = any(b.widens for b in chain.checks)
+        return Walker(all_of([b.passes for b in chain.checks if not b.check.prefilter]),
+                      chain.passes if widens else None, widens)
 
     def first_rejection(self, node: "Node", ask: "Ask", purpose: Purpose, apps: Apps) -> Rejection | None:
-        """One node, one ask: the first stage that rejects, or None (binds the chain each call;
+        """One node, one ask: the first check that rejects, or None (binds the chain each call;
         bind once with ``bind`` to check many nodes)."""
         return self.bind(ask, purpose, apps).first_rejection(node)
 
-    def _compile(self, key: tuple[int, ...]) -> Callable:
-        """``make(stages, values) -> (passes, first_rejection)`` for the stages at indexes ``key``,
-        compiled from their conditions (``values[j]`` holds the bound values of the j-th)."""
-        setup: list[str] = []
-        conditions: list[str] = []
-        for j, i in enumerate(key):
-            stage = self.stages[i]
-            fields = sorted({f for _, f, _, _ in Formatter().parse(stage.condition) if f})
-            setup += [f"    s{i}_{f} = values[{j}][{f!r}]" for f in fields]
-            setup.append(f"    why{i}, values{i} = stages[{i}].why, values[{j}]")
-            conditions.append(stage.condition.format(**{f: f"s{i}_{f}" for f in fields}))
-        src = ["def make(stages, values):", *setup,
-               "    def passes(node):",
-               "        return " + (" and ".join(f"({c})" for c in conditions) or "True"),
-               "    def first_rejection(node):"]
-        for i, c in zip(key, conditions):
-            src += [f"        if not ({c}):", f"            return why{i}(node, values{i})"]
-        src += ["        return None", "    return passes, first_rejection"]
-        namespace: dict = {}
-        exec(compile("\n".join(src), f"<feasibility chain {key}>", "exec"), namespace)
-        return namespace["make"]
+
+UNSUPPORTED = UnsupportedCheck()
+SCHEDULABLE = NodeStateCheck("schedulable", "node(s) were unschedulable", "schedulable")
+READY = NodeStateCheck("ready", "node(s) were not ready", "ready")
+RESERVATION = ReservationCheck()
+REQUIRED_NODE = RequiredNodeCheck()
+TAINTS = TaintCheck()
+SELECTOR = SelectorCheck()
+NODE_AFFINITY = NodeAffinityCheck()
+HOST_PORTS = HostPortsCheck()
+RESOURCES = ResourcesCheck()
+
+CHAIN = Chain((UNSUPPORTED, SCHEDULABLE, READY, RESERVATION, REQUIRED_NODE, TAINTS, SELECTOR,
+               NODE_AFFINITY, HOST_PORTS, RESOURCES))
 
 
-CHAIN = Chain((SCHEDULABLE, READY, RESERVATION, REQUIRED_NODE, SELECTOR, RESOURCES))
+def gate(node: "Node") -> int:
+    """What the pre-filtering checks say about the node: ``OPEN`` (it passes each for every
+    ask), ``WIDE`` (only widenable ones reject it: some asks may pass) or ``CLOSED``."""
+    verdict = OPEN
+    for check in CHAIN.prefilters:
+        if not check.open(node):
+            if not check.widenable:
+                return CLOSED
+            verdict = WIDE
+    return verdict
+
+
+def open_for_asks(node: "Node") -> bool:
+    """The node passes every pre-filtering check for every ask (``Check.open``):
+    ``NodeCollection`` keeps only such nodes in its order."""
+    return gate(node) == OPEN

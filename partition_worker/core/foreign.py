@@ -93,6 +93,10 @@ class ForeignAllocations:
         self.by_key[cmd.key] = fa
         node.foreign[cmd.key] = fa
         node.occupied = node.occupied.add(fa.resource)
+        bad_ports = self._nodes.track_ports(node, fa.tags, 1)
+        if bad_ports:  # its ports are not known: a pod that wants them may still be placed there
+            self._outcomes.event(EventType.NODE, cmd.node_id, "ForeignTagIllegal",
+                                 f"foreign allocation {cmd.key} on node {cmd.node_id}: {bad_ports}", now)
         self._nodes.update(node)
         self.changes += 1
 
@@ -113,4 +117,5 @@ class ForeignAllocations:
         node = self._nodes.get(fa.node_id)
         if node is not None and node.foreign.pop(fa.key, None) is not None:
             node.occupied = node.occupied.sub_eliminate_negative(fa.resource)
+            self._nodes.track_ports(node, fa.tags, -1)
             self._nodes.update(node)

@@ -107,7 +107,7 @@ class Ledger:
         app.queue.pending_placed(r)
         app.allocations[alloc.uuid] = alloc
         node.allocations[alloc.uuid] = alloc
-        self._nodes.update_allocated(node, r, 1)
+        self._nodes.update_allocated(node, r, 1, alloc.tags)
         if self._limits.active:
             self._limits.on_alloc(app, r)
         self.allocations[alloc.uuid] = alloc
@@ -130,7 +130,7 @@ class Ledger:
         app.queue.add_allocated(r)
         self._limits.on_alloc(app, r)
         node.allocations[alloc.uuid] = alloc
-        self._nodes.update_allocated(node, r, 1)
+        self._nodes.update_allocated(node, r, 1, alloc.tags)
         self.allocations[alloc.uuid] = alloc
         self.changes += 1
 
@@ -161,7 +161,7 @@ class Ledger:
         r = alloc.resource
         node = self._nodes.get(alloc.node_id)
         if node is not None and node.allocations.pop(alloc.uuid, None) is not None:
-            self._nodes.update_allocated(node, r, -1)
+            self._nodes.update_allocated(node, r, -1, alloc.tags)
         app = self._apps.get(alloc.app_id)
         if app is not None and app.allocations.pop(alloc.uuid, None) is not None:
             app.allocated = app.allocated.sub_checked(r, f"application {app.app_id} allocated")

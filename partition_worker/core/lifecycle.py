@@ -20,11 +20,9 @@ that moves an app on, partition stop), through ``add``, ``remove``, ``adopt_reco
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from common.constants import APP_TAG_CREATE_FORCE, APP_TAG_NAMESPACE_RESOURCE_QUOTA
-from common.resources import Resource
+from common.constants import APP_TAG_CREATE_FORCE
 
 from .app_history import AppHistory, GoneApp
 from .app_state import RUNNING_STATES, AppEvent, AppState, IllegalTransition, next_state
@@ -32,6 +30,7 @@ from .app_usage import summarise
 from .application import Application
 from .commands import AddApp, RemoveApp
 from .gang import MSG_APP_COMPLETE, gang_style
+from .namespace_tags import apply_namespace_tags
 from .outcomes import AppAccepted, AppRejected, AppStateChanged, EventType, Termination
 from .placement_bridge import GroupLookupError, PlacementError
 from .queue import RECOVERY_QUEUE, Queue, QueueCreateError
@@ -48,7 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .settings import CoreSettings
     from .timers import Timers
 
-__all__ = ["AppLifecycle", "PlacementRejected", "place_app", "parse_quota", "report_queues_created",
+__all__ = ["AppLifecycle", "PlacementRejected", "place_app", "report_queues_created",
            "T_STARTING", "T_COMPLETING", "T_EXPIRE"]
 
 T_STARTING, T_COMPLETING, T_EXPIRE = "starting", "completing", "expire"
@@ -159,6 +158,7 @@ class AppLifecycle:
         if queue.path in (FALLBACK_QUEUE, RECOVERY_QUEUE):
             self.queue_changes += 1  # a rule may have made a queue before it failed
         report_queues_created(out, created, now)
+        self._apply_namespace_tags(queue, cmd, now)  # before the gang check, as YuniKorn
         if cmd.placeholder_ask.strictly_greater_than_zero():
             if queue.sort_policy.value == "fair":
                 self._reject(cmd, f"queue {queue.path} cannot run application {app_id} with task group request: unsupported sort type", now)
@@ -167,8 +167,6 @@ class AppLifecycle:
             if not cmd.placeholder_ask.fits_in_max_undef(qmax):
                 self._reject(cmd, f"queue {queue.path} cannot fit application {app_id}: task group request {cmd.placeholder_ask} larger than max queue allocation {qmax}", now)
                 return
-        if queue.dynamic and APP_TAG_NAMESPACE_RESOURCE_QUOTA in cmd.tags:
-            _apply_namespace_quota(queue, cmd.tags[APP_TAG_NAMESPACE_RESOURCE_QUOTA])
         ph_timeout_ns = self._gangs.timeout_ns(cmd, now)
         if existing is not None:  # adopt an app first seen through recovered allocations
             self._move(existing, queue)
@@ -193,6 +191,13 @@ class AppLifecycle:
         self.finished_apps.pop(app_id, None)
         self.gone.discard(app_id)
         out.apps_accepted.append(AppAccepted(app_id, queue.path, app.state.value, now))
+
+    def _apply_namespace_tags(self, queue: Queue, cmd: AddApp, now: int) -> None:
+        """The namespace tags of the app (quota, guaranteed, max apps) on its dynamic leaf, as
+        YuniKorn does (``namespace_tags``); a value that is ignored is named in an APP event."""
+        def report(tag: str, message: str) -> None:
+            self._outcomes.event(EventType.APP, cmd.app_id, "InvalidNamespaceTag", message, now)
+        apply_namespace_tags(queue, cmd.app_id, cmd.tags, report)
 
     def _reject(self, cmd: AddApp, reason: str, now: int, store: bool = True) -> None:
         self.queue_changes += 1  # placement may have created queues that are now empty
@@ -477,32 +482,3 @@ _ENTRY: dict[AppState, Callable[[AppLifecycle, Application, int], None]] = {
     AppState.REJECTED: AppLifecycle._no_entry_action,
     AppState.EXPIRED: AppLifecycle._enter_expired,
 }
-
-
-def _apply_namespace_quota(queue: Queue, raw: str) -> None:
-    """App tag ``namespace.resourcequota`` (JSON si.Resource, ``{"resources": {"memory":
-    {"value": 1}}}``; a plain ``{"memory": 1}`` map is accepted too) sets the max of a
-    dynamic leaf when strictly > 0. Unparsable values are ignored, as YuniKorn does."""
-    quota = parse_quota(raw)
-    if quota is not None and quota.strictly_greater_than_zero():
-        queue.max = quota
-
-
-def parse_quota(raw: str) -> Resource | None:
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    items = data.get("resources", data)
-    if not isinstance(items, dict):
-        return None
-    values: dict[str, int] = {}
-    for name, v in items.items():
-        if isinstance(v, dict):
-            v = v.get("value")
-        if isinstance(v, bool) or not isinstance(v, int):
-            return None
-        values[str(name)] = v
-    return Resource(values) if values else None

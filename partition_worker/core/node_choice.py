@@ -3,14 +3,16 @@
 What it owns: walking the node order (policy order, set-aside nodes excluded) and the
 per-cycle memo of sizes that fitted no node. Who may use it: ``scheduler`` and
 ``reservations`` (the reserved-asks pass). The predicates are the one chain of
-``feasibility``; this module only decides where to look and in which order.
+``feasibility`` (``Chain.walker``: the checks the node order has not pre-filtered by); this
+module only decides where to look and in which order.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from heapq import merge
+from typing import TYPE_CHECKING, Hashable
 
-from .feasibility import CHAIN, RESOURCES, SELECTOR, Purpose, open_for_asks
+from .feasibility import CHAIN, Purpose, signature
 
 if TYPE_CHECKING:  # pragma: no cover
     from common.resources import Resource
@@ -21,20 +23,25 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["find_node", "known_to_fail", "remember_failure", "MAX_SHAPES"]
 
-MAX_SHAPES = 32  # sizes remembered per cycle as fitting no node (and no reservation)
+MAX_SHAPES = 32  # sizes remembered per cycle and signature as fitting no node (and no reservation)
+
+Memo = dict[Hashable, list["Resource"]]  # signature (None: plain) -> sizes that failed
 
 
-def known_to_fail(shapes: list["Resource"], res: "Resource") -> bool:
-    """``res`` is at least as large as a size in ``shapes`` (a per-cycle memo of failures):
-    within a cycle nodes only fill up, so it fails too."""
-    for shape in shapes:
-        if shape.fits_in(res):
-            return True
+def known_to_fail(memo: Memo, sig: Hashable, res: "Resource") -> bool:
+    """``res`` is at least as large as a size that failed this cycle for asks of signature
+    ``sig`` (``feasibility.signature``): within a cycle nodes only fill up, so it fails too."""
+    shapes = memo.get(sig)
+    if shapes:
+        for shape in shapes:
+            if shape.fits_in(res):
+                return True
     return False
 
 
-def remember_failure(shapes: list["Resource"], res: "Resource") -> None:
-    """Add ``res`` to the memo ``shapes`` (bounded by ``MAX_SHAPES``)."""
+def remember_failure(memo: Memo, sig: Hashable, res: "Resource") -> None:
+    """Add ``res`` to the sizes that failed for ``sig`` (bounded by ``MAX_SHAPES``)."""
+    shapes = memo.setdefault(sig, [])
     if len(shapes) < MAX_SHAPES:
         shapes.append(res)
 
@@ -45,35 +52,47 @@ def find_node(c: "Cycle", ask: "Ask") -> "Node | None":
     A required-node ask looks at its node only; when the chain lets it take an ordinary ask's
     reservation there, that reservation is cancelled (YuniKorn v1.2). Other asks walk
     ``NodeCollection.order``, which holds only nodes ``open_for_asks`` (an ask's own reserved
-    node is not among them: the reserved pass tries it before calling this), checking the
-    resources and selector stages inline; the nodes set aside for a used-up weighted type are
-    looked at only by an ask that leaves such a type at zero. A plain ask at least as large
-    as one that already fitted no node this cycle is not tried again. ``c`` is the cycle
-    (``cycle.Cycle``): its nodes, apps and ledger, and its memo of sizes that fitted no node."""
+    node is not among them: the reserved pass tries it before calling this), evaluating the
+    checks that do not pre-filter (``Chain.walker``); an ask that passes some nodes a
+    widenable check set aside (it tolerates their taints) walks ``NodeCollection.wide`` with
+    them, in policy order. The nodes set aside for a used-up weighted type are looked at only
+    by an ask that leaves such a type at zero. An ask at least as large as one of the same
+    signature that already fitted no node this cycle is not tried again; one that every node
+    rejects (``Walker.never``) walks nothing. ``c`` is the cycle (``cycle.Cycle``): its nodes,
+    apps and ledger, and its memo of sizes that fitted no node."""
     nodes = c.nodes
     res = ask.resource
     if ask.required_node:
         node = nodes.get(ask.required_node)
-        if node is None or not CHAIN.bind(ask, Purpose.ALLOCATE, c.apps).passes(node):
+        if node is None or not CHAIN.bind(ask, Purpose.ALLOCATE, c.apps, nodes=nodes).passes(node):
             return None
         held = node.reservation
         if held is not None and (held.app_id, held.ask_key) != (ask.app_id, ask.key):
             c.ledger.unreserve(held)  # an ordinary ask's reservation yields to a daemon-set ask
         return node
-    plain = not ask.selector
-    if plain and c.failed_shapes and known_to_fail(c.failed_shapes, res):
+    sig = signature(ask, nodes)
+    failed = c.failed_shapes
+    if failed and known_to_fail(failed, sig, res):
         return None
-    rv = res._v
-    has_room, matches = RESOURCES.has_room, SELECTOR.matches
+    walker = CHAIN.walker(ask, c.apps, nodes, sig is None)
+    if walker.never is not None:
+        return None
     byid = nodes.nodes
-    for key in nodes.order:
-        node = byid[key[1]]
-        if has_room(rv, node) and (plain or matches(node, ask)):
-            return node
+    if walker.widens:
+        passes = walker.passes
+        for key in merge(nodes.order, nodes.wide):
+            node = byid[key[1]]
+            if passes(node):
+                return node
+    else:
+        passes = walker.in_order
+        for key in nodes.order:
+            node = byid[key[1]]
+            if passes(node):
+                return node
     if nodes.full and nodes.needs_full_scan(res):  # rare: e.g. a best-effort ask
         for node in nodes.full_in_order():
-            if open_for_asks(node) and has_room(rv, node) and (plain or matches(node, ask)):
+            if (node.open or walker.widens) and passes(node):
                 return node
-    if plain:
-        remember_failure(c.failed_shapes, res)
+    remember_failure(failed, sig, res)
     return None

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping
 
-from common.constants import CREATION_TIME, NODE_READY_ATTRIBUTE
+from common.constants import CREATION_TIME
 from common.resources import ZERO, Resource
 
 from .app_state import AppState
@@ -86,7 +86,7 @@ class NodeRegistry:
         self.changes += 1
 
     # ---------------------------------------------------------------- CREATE
-    def add(self, cmd: AddNode) -> Node | None:
+    def add(self, cmd: AddNode, now: int) -> Node | None:
         """The ``AddNode`` command: the new node, checked with every allocation it already runs
         and added (its allocations are the caller's to book, then ``accepted``); None when it is
         rejected (reported)."""
@@ -107,6 +107,7 @@ class NodeRegistry:
             return None
         node = Node(node_id=nid, attributes=dict(cmd.attributes), capacity=cmd.capacity,
                     occupied=cmd.occupied, ready=parse_ready(cmd.attributes), schedulable=cmd.schedulable)
+        self._unreadable(node, node.apply_attributes(), now)
         self._nodes.add(node)
         self._total_changed(added=node.capacity)
         return node
@@ -162,11 +163,9 @@ class NodeRegistry:
         if err:
             self._outcomes.event(EventType.NODE, cmd.node_id, "InvalidNodeUpdate", f"UPDATE ignored: {err}", now)
             return
-        if cmd.attributes:
+        if cmd.attributes:  # readiness, labels, taints (Node.apply_attributes)
             node.attributes.update(cmd.attributes)
-            node.labels = None
-            if NODE_READY_ATTRIBUTE in cmd.attributes:
-                node.ready = parse_ready(node.attributes)
+            self._unreadable(node, node.apply_attributes(cmd.attributes), now)
         old_capacity = node.capacity
         if cmd.capacity is not None:
             node.capacity = cmd.capacity
@@ -179,9 +178,15 @@ class NodeRegistry:
         if res is not None:  # a shrunk or relabelled node may never take its reserved ask now
             app = self._apps.get(res.app_id)
             ask = app.asks.get(res.ask_key) if app is not None else None
-            if ask is None or _never_takes(node, ask, self._apps):
+            if ask is None or _never_takes(node, ask, self._apps, self._nodes):
                 self._ledger.unreserve(res)
         self.changes += 1
+
+    def _unreadable(self, node: Node, errors: list[str], now: int) -> None:
+        """A NODE event for each attribute the node checks could not read."""
+        for err in errors:
+            self._outcomes.event(EventType.NODE, node.node_id, "InvalidNodeAttribute",
+                                 f"node {node.node_id}: {err}", now)
 
     def drain(self, cmd: DrainNode, now: int) -> None:
         """The ``DrainNode`` command: no new allocations there; its reservation is dropped."""
@@ -233,10 +238,11 @@ def recovered_allocation(ra: RecoveredAlloc, app: "Application", node: Node, now
                       placeholder=ra.placeholder, recovered=True)
 
 
-def _never_takes(node: Node, ask: "Ask", apps: Mapping[str, "Application"]) -> bool:
+def _never_takes(node: Node, ask: "Ask", apps: Mapping[str, "Application"], nodes: "NodeCollection") -> bool:
     """The node rejects the ask it holds reserved for good (capacity − occupied too small, its
-    selector no longer matches). Drained or not ready passes by: the reservation stays."""
-    rejection = CHAIN.bind(ask, Purpose.RESERVE, apps, skip=(SCHEDULABLE, READY)).first_rejection(node)
+    selector or affinity no longer matches, an untolerated taint). Drained or not ready passes
+    by: the reservation stays."""
+    rejection = CHAIN.bind(ask, Purpose.RESERVE, apps, skip=(SCHEDULABLE, READY), nodes=nodes).first_rejection(node)
     return rejection is not None and not rejection.retry_can_help
 
 

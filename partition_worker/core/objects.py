@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from common.resources import Resource
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .node_terms import Constraints
 
 __all__ = ["Ask", "Allocation", "Reservation", "INT32_MIN", "INT32_MAX"]
 
@@ -34,6 +38,7 @@ class Ask:
     required_node: str = ""
     selector: tuple[tuple[str, str], ...] = ()
     allow_preemption: bool = True
+    constraints: "Constraints | None" = None  # node terms of its tags (node_terms.constraints_of)
     # scheduling state last reported to the RM (None = none yet; a SchedState) and why
     sched_state: object = None
     sched_reason: str = ""

@@ -43,6 +43,7 @@ from .application import Application
 from .commands import (AddAllocation, AddApp, AddAsk, AddForeign, AddNode, DrainNode, RecoveredAlloc,
                        ReleaseAlloc, ReleaseAsk, ReleaseForeign, RemoveApp, RemoveNode, ResizeAllocation,
                        UndrainNode, UpdateNode)
+from .feasibility import gate
 from .foreign import ForeignAllocations
 from .gang import T_PLACEHOLDER, Gangs, GangTimeout, REASON_RESERVATION_TIMEOUT
 from .ledger import T_ALLOC_TIMEOUT, Ledger
@@ -50,6 +51,7 @@ from .lifecycle import AppLifecycle, report_queues_created
 from .limits import LimitTracker
 from .node import Node, NodeCollection, parse_node_sort_policy
 from .node_registry import NodeRegistry, recovered_allocation
+from .node_terms import constraints_of, host_ports_of
 from .objects import Allocation, Ask, Reservation
 from .outcomes import AllocationNew, AskRejected, EventType, Outcomes, Termination
 from .placement_bridge import PlacementBridge
@@ -87,7 +89,7 @@ class Partition:
         self.last_cycle_stages: dict[str, float] | None = None  # seconds per stage of the last cycle
         self.queues = QueueTree(config.root, self.settings.compat.stateaware_is_fifo)
         policy = parse_node_sort_policy(config.nodesortpolicy.type)
-        self.nodes = NodeCollection(policy, dict(config.nodesortpolicy.resourceweights))
+        self.nodes = NodeCollection(gate, policy, dict(config.nodesortpolicy.resourceweights))
         self.placement = PlacementBridge(config.placementrules, self.settings.group_lookup)
         self.config = config
         self.limits = LimitTracker()  # user/group limits (inactive when none configured)
@@ -368,7 +370,7 @@ class Partition:
 
     # ================================================================ nodes
     def _add_node(self, cmd: AddNode, now: int) -> None:
-        node = self.node_registry.add(cmd)
+        node = self.node_registry.add(cmd, now)
         if node is None:
             return
         for ra in cmd.existing:
@@ -399,6 +401,10 @@ class Partition:
         app = lifecycle.adopt_recovered(ra.app_id, now)
         alloc = recovered_allocation(ra, app, node, now)
         self.ledger.book_recovered(app, node, alloc)
+        bad_ports = host_ports_of(alloc.tags)[1]
+        if bad_ports:  # booked all the same: it runs; its ports are not known
+            self.outcomes.event(EventType.NODE, node.node_id, "InvalidAllocationTag",
+                                f"allocation {alloc.key} on node {node.node_id}: {bad_ports}", now)
         self.quota.recovered(app.queue, now)  # no max check here: a lowered max may be exceeded
         if ra.placeholder:
             self.gangs.placeholder_recovered(app, alloc, now)
@@ -505,13 +511,14 @@ def _ask_from(cmd: AddAsk, now: int, seq: int) -> Ask:
                                 if k.startswith(TAG_NODE_SELECTOR_PREFIX)))
         allow = tags.get(TAG_ALLOW_PREEMPTION, "true").strip().lower() not in ("false", "f", "0")
         required = tags.get(TAG_REQUIRED_NODE, "")
+        constraints = constraints_of(tags)
     else:
-        selector, allow, required = (), True, ""
+        selector, allow, required, constraints = (), True, "", None
     m = cmd.max_allocations
     # positional: keywords cost a third of the build (tests/core/test_objects.py pins the order)
     return Ask(cmd.key, cmd.app_id, cmd.resource, m, m if m > 0 else 0, cmd.priority, now, seq, tags,
                max(cmd.execution_timeout_ms, 0), cmd.placeholder, cmd.task_group, cmd.originator,
-               cmd.allow_preempt_self, cmd.allow_preempt_other, required, selector, allow)
+               cmd.allow_preempt_self, cmd.allow_preempt_other, required, selector, allow, constraints)
 
 
 # command type -> handler(partition, command, now) (STYLE #11: dispatch by table)

@@ -73,7 +73,7 @@ PREEMPTION_CANDIDATE_NODES = 1000  # nodes examined per attempt (bounded cost)
 PREEMPTION_FEASIBLE_NODES = 16
 MSG_DAEMONSET = "preempting allocations to free up resources to run daemon set ask: {key}"
 MSG_GUARANTEE_CHECK = "Preemption queue guarantees check failed"  # YuniKorn's allocation log text
-_ALL_BUT_RESERVATION = tuple(s for s in CHAIN.stages if s is not RESERVATION)
+_ALL_BUT_RESERVATION = tuple(c for c in CHAIN.checks if c is not RESERVATION)
 _UNITS = {"ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000, "h": 3_600_000_000_000}
 
 
@@ -219,8 +219,9 @@ class Preemption:
         res = ask.resource
         # the chain without its reservation stage first: a node reserved by another ask (a
         # preemptor about to be placed) that could otherwise hold the ask is counted apart
-        could_hold = CHAIN.bind(ask, Purpose.RESERVE, self._apps, skip=(RESERVATION,)).passes
-        not_reserved = CHAIN.bind(ask, Purpose.RESERVE, self._apps, skip=_ALL_BUT_RESERVATION).passes
+        could_hold = CHAIN.bind(ask, Purpose.RESERVE, self._apps, skip=(RESERVATION,), nodes=self._nodes).passes
+        not_reserved = CHAIN.bind(ask, Purpose.RESERVE, self._apps, skip=_ALL_BUT_RESERVATION,
+                                  nodes=self._nodes).passes
         for node in self._nodes.nodes.values():
             if not could_hold(node):
                 continue

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .feasibility import CHAIN, RESOURCES, Purpose
+from .feasibility import CHAIN, RESOURCES, Purpose, signature
 from .node_choice import known_to_fail, remember_failure
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,7 +44,9 @@ def maybe_reserve(c: "Cycle", app: "Application", ask: "Ask", settings: "CoreSet
     if ask.reserved_node or c.now - ask.create_time_ns < settings.reservation_delay_ns:
         return NOT_RESERVED
     res = ask.resource
-    chain = CHAIN.bind(ask, Purpose.RESERVE, c.apps)
+    chain = CHAIN.bind(ask, Purpose.RESERVE, c.apps, nodes=c.nodes)
+    if chain.everywhere is not None:
+        return NO_NODE
     if ask.required_node:
         node = c.nodes.get(ask.required_node)
         if node is None:
@@ -59,8 +61,8 @@ def maybe_reserve(c: "Cycle", app: "Application", ask: "Ask", settings: "CoreSet
             return NO_NODE  # its node cannot hold it even empty
         ledger.reserve(app, ask, node, c.now)
         return RESERVED
-    plain = not ask.selector
-    if plain and c.unreservable and known_to_fail(c.unreservable, res):
+    sig = signature(ask, c.nodes)
+    if c.unreservable and known_to_fail(c.unreservable, sig, res):
         return NO_NODE
     best, best_score = None, 0.0
     seen = 0
@@ -74,8 +76,7 @@ def maybe_reserve(c: "Cycle", app: "Application", ask: "Ask", settings: "CoreSet
         if seen >= RESERVE_CANDIDATES:
             break  # bounded cost: the best of the first candidates is good enough
     if best is None:
-        if plain:
-            remember_failure(c.unreservable, res)
+        remember_failure(c.unreservable, sig, res)
         return NO_NODE
     ledger.reserve(app, ask, best, c.now)
     return RESERVED

@@ -43,8 +43,9 @@ from common.resources import Resource
 from .app_state import AppState
 from .backoff import start_backoff
 from .cycle import Cycle, CycleResult, SizeMemo
+from .diagnosis import why_unplaced
 from .fair_share import fair_share
-from .feasibility import CHAIN, Purpose
+from .feasibility import CHAIN, Purpose, is_plain
 from .limits import describe as describe_limit
 from .node_choice import find_node
 from .objects import INT32_MIN
@@ -155,7 +156,7 @@ class Scheduler:
                     continue  # cancelled: the ask is tried as any other, the node is free again
                 c.blocked.add(ask)
                 continue  # a user/group limit or a queue max holds it; the reservation stays
-            if CHAIN.bind(ask, Purpose.ALLOCATE, apps).passes(node):
+            if CHAIN.bind(ask, Purpose.ALLOCATE, apps, nodes=self._nodes).passes(node):
                 target = node
             else:
                 target = find_node(c, ask)
@@ -321,7 +322,7 @@ class Scheduler:
             if verdict is not None:
                 return verdict
         res = ask.resource
-        plain = not ask.selector and not ask.required_node
+        plain = is_plain(ask, c.nodes)
         if plain and memo.failed is not None and res == memo.failed:
             blocker = memo.blocker  # (it passed the limits: usage has not grown since)
         else:
@@ -370,8 +371,9 @@ class Scheduler:
                 return WAITS
             if verdict == NO_NODE and plain:
                 memo.unreservable = res
-        if ask.sched_state is not SchedState.FAILED or ask.sched_reason != WAITING_FOR_CLUSTER:
-            self._outcomes.sched_state(ask, SchedState.FAILED, WAITING_FOR_CLUSTER, c.now)
+        if ask.sched_state is not SchedState.FAILED:  # an ask with node terms: name the checks
+            why = None if plain else why_unplaced(c.nodes, c.apps, ask, c.why_unplaced)
+            self._outcomes.sched_state(ask, SchedState.FAILED, why or WAITING_FOR_CLUSTER, c.now)
         return WAITS if ask.required_node else UNSCHEDULABLE
 
     # ------------------------------------------------------------------------------ reporting

@@ -169,7 +169,7 @@ def _value(action: argparse.Action, printed: str | None) -> list[str]:
         return [str(next(iter(action.choices)))]
     if action.type in (int, float):
         return ["1"]
-    return [SHAPED.get(printed or "", printed or "x")]
+    return [PLACEHOLDERS.get(printed or "", printed or "x")]  # (a number for N or S: a type may check it)
 
 
 def cli_md_flags() -> list[tuple[list[str], str, str | None]]:

@@ -59,3 +59,25 @@ def test_preemption_row_places_every_preemptor_with_victims_only_from_low() -> N
     assert r["cycle_ms_median"] > 0 and r["cycles"] >= 100 // 32
     with pytest.raises(ValueError, match="do not fit in 90% of 30 nodes"):
         preemption_row(30, preemptors=271)
+
+
+def test_the_node_terms_row_places_every_ask_where_every_check_passes() -> None:
+    from partition_worker.bench_node_terms import _run, node_terms_row
+    from partition_worker.core.feasibility import CHAIN, Purpose
+    r = node_terms_row(100, 400)
+    assert (r["nodes"], r["asks"]) == (100, 400) and r["cost_ratio"] > 0
+    *_, p = _run(100, 400, "fair", terms=True)
+    placed = {a.key: a for app in p.apps.values() for a in app.allocations.values()}
+    assert len(placed) == 400
+    gpu = [a for a in placed.values() if "dedicated" in a.tags.get("korral.io/tolerations", "")]
+    assert gpu and all(p.nodes.get(a.node_id).taints for a in gpu)  # GPU pods on the GPU pool only
+    assert all(not p.nodes.get(a.node_id).taints for a in placed.values() if a not in gpu)
+    ported = [a.node_id for a in placed.values() if "korral.io/host-ports" in a.tags]
+    assert ported and len(set(ported)) == len(ported)  # one pod with host port 9100 per node
+    for app in p.apps.values():  # each would still pass every check but resources where it runs
+        for a in app.allocations.values():
+            ask = app.asks.get(a.key)
+            if ask is not None:
+                rejection = CHAIN.bind(ask, Purpose.RESERVE, p.apps, nodes=p.nodes).first_rejection(
+                    p.nodes.get(a.node_id))
+                assert rejection is None or rejection.stage in ("host-ports", "resources"), rejection

@@ -1,5 +1,6 @@
-"""The feasibility chain (core/feasibility.py): each stage's rejection, its reason and whether
-waiting can help; and explain agreeing with the scheduler on clusters where each stage fires."""
+"""The feasibility chain (core/feasibility.py): each check's rejection, its reason and whether
+waiting can help; and explain agreeing with the scheduler on clusters where each check fires.
+(The Kubernetes checks: test_node_checks.py.)"""
 
 from __future__ import annotations
 
@@ -14,15 +15,16 @@ from partition_worker.core import (AddAsk, AddNode, CoreSettings, DrainNode, Rel
                                    ReleaseAsk)
 from partition_worker.core.application import Application
 from partition_worker.core.diagnosis import explain
-from partition_worker.core.feasibility import (CHAIN, NEVER_FITS, NO_ROOM_NOW, READY, RESERVATION,
-                                               RESOURCES, SCHEDULABLE, SELECTOR, Purpose,
-                                               Rejection, open_for_asks)
+from partition_worker.core.feasibility import (AFFINITY_REASON, CHAIN, READY, RESERVATION, RESOURCES,
+                                               SCHEDULABLE, SELECTOR, TAINTS, Purpose, Rejection,
+                                               insufficient, open_for_asks)
 from partition_worker.core.node import Node
 from partition_worker.core.objects import Ask, Reservation
 from partition_worker.core.queue import Queue
 from tests.core.harness import SECOND, Harness, partition_config, q
 
 A, R = Purpose.ALLOCATE, Purpose.RESERVE
+NO_ROOM_NOW, NEVER_FITS = insufficient("memory", True), insufficient("memory", False)
 
 
 def _node(node_id="n1", cap=(100, 10), used=(0, 0), occupied=(0, 0), schedulable=True, ready=True,
@@ -38,10 +40,10 @@ def _node(node_id="n1", cap=(100, 10), used=(0, 0), occupied=(0, 0), schedulable
     return n
 
 
-def _ask(key="k", app_id="app1", memory=10, required="", selector=()) -> Ask:
+def _ask(key="k", app_id="app1", memory=10, required="", selector=(), reserved="") -> Ask:
     return Ask(key=key, app_id=app_id, resource=Resource({"memory": memory, "vcore": 1}),
                max_allocations=1, pending=1, priority=0, create_time_ns=0, seq=1,
-               required_node=required, selector=tuple(selector))
+               required_node=required, selector=tuple(selector), reserved_node=reserved)
 
 
 def _apps(**asks_by_app: list[Ask]) -> dict[str, Application]:
@@ -62,11 +64,11 @@ ZONE_A = (("zone", "a"),)
 REJECTION_CASES = [
     # id, node, ask, purpose, apps, expected rejection (None = the node passes)
     ("drained node", _node(schedulable=False), _ask(), A, {},
-     Rejection("schedulable", "node drained", True)),
-    ("node not ready", _node(ready=False), _ask(), A, {}, Rejection("ready", "node not ready", True)),
+     Rejection("schedulable", "node(s) were unschedulable", True)),
+    ("node not ready", _node(ready=False), _ask(), A, {}, Rejection("ready", "node(s) were not ready", True)),
     ("node reserved by another ask", _node(reserved_by=("other", "held")), _ask(), A, ORDINARY_HOLDER,
-     Rejection("reservation", "node reserved by another ask", True)),
-    ("node reserved by the ask itself", _node(reserved_by=("app1", "k")), _ask(), A, {}, None),
+     Rejection("reservation", "node(s) were reserved for another ask", True)),
+    ("node reserved by the ask itself", _node(reserved_by=("app1", "k")), _ask(reserved="n1"), A, {}, None),
     ("daemon set ask takes an ordinary reservation", _node(reserved_by=("other", "held")),
      _ask(required="n1"), A, ORDINARY_HOLDER, None),
     ("daemon set ask does not take another daemon set's reservation",
@@ -75,15 +77,17 @@ REJECTION_CASES = [
     ("daemon set ask reserving spares its own app's reservation", _node(reserved_by=("app1", "mine")),
      _ask(required="n1"), R, ORDINARY_HOLDER, RESERVATION.rejection),
     ("another node is required", _node(), _ask(required="n2"), A, {},
-     Rejection("required-node", "not the required node", False)),
+     Rejection("required-node", "node(s) didn't match the requested node name", False)),
     ("node selector does not match", _node(attrs={"zone": "b"}), _ask(selector=ZONE_A), A, {},
-     Rejection("selector", "node selector does not match", False)),
+     Rejection("selector", AFFINITY_REASON, False)),
     ("node selector matches a k8s label", _node(attrs={"si.io/nodelabels": json.dumps({"zone": "a"})}),
      _ask(selector=ZONE_A), A, {}, None),
     ("no free room now, but once allocations end", _node(used=(95, 1)), _ask(), A, {},
-     Rejection("resources", "insufficient free resources", True)),
+     Rejection("resources", "Insufficient memory", True)),
     ("capacity too small even when empty", _node(cap=(5, 10)), _ask(), A, {},
-     Rejection("resources", "insufficient free resources", False)),
+     Rejection("resources", "Insufficient memory", False)),
+    ("the first resource that does not fit is named", _node(cap=(100, 0)), _ask(), A, {},
+     Rejection("resources", "Insufficient vcore", False)),
     ("occupied leaves too little room for ever", _node(occupied=(95, 0)), _ask(), A, {}, NEVER_FITS),
     ("reserving needs no free room", _node(used=(95, 1)), _ask(), R, {}, None),
     ("reserving needs capacity - occupied", _node(occupied=(95, 0)), _ask(), R, {}, NEVER_FITS),
@@ -103,22 +107,23 @@ def test_each_stage_rejects_with_its_reason_and_says_whether_waiting_helps(node,
     assert CHAIN.first_rejection(node, ask, purpose, apps) == expected
 
 
-def test_the_chain_runs_cheap_stages_first_and_resources_last() -> None:
-    assert [s.name for s in CHAIN.stages] == ["schedulable", "ready", "reservation", "required-node",
-                                              "selector", "resources"]
+def test_the_chain_runs_cheap_checks_first_and_resources_last() -> None:
+    assert [c.name for c in CHAIN.checks] == ["unsupported", "schedulable", "ready", "reservation",
+                                              "required-node", "taints", "selector", "node-affinity",
+                                              "host-ports", "resources"]
     assert NO_ROOM_NOW.retry_can_help and not NEVER_FITS.retry_can_help
-    assert RESOURCES.rejection is NO_ROOM_NOW
 
 
 def test_a_bound_chain_keeps_only_the_stages_that_can_reject_the_ask() -> None:
-    plain = CHAIN.bind(_ask(), A, {})
-    assert len(plain.stages) == 4  # schedulable, ready, reservation, resources
+    plain = CHAIN.bind(_ask(), A, {})  # without the nodes: any node may be tainted
+    assert [b.check for b in plain.checks] == [SCHEDULABLE, READY, RESERVATION, TAINTS, RESOURCES]
     fancy = CHAIN.bind(_ask(required="n1", selector=ZONE_A), A, {})
-    assert len(fancy.stages) == 6
-    assert len(CHAIN.bind(_ask(), A, {}, skip=(READY, SELECTOR)).stages) == 3
+    assert len(fancy.checks) == 7
+    assert len(CHAIN.bind(_ask(), A, {}, skip=(READY, SELECTOR)).checks) == 4
 
 
-def test_open_for_asks_is_the_node_state_stages_for_an_ask_without_reservation() -> None:
+def test_open_for_asks_is_the_prefiltering_checks_for_an_ask_without_reservation() -> None:
+    assert CHAIN.prefilters == (SCHEDULABLE, READY, RESERVATION, TAINTS)
     for node in (_node(), _node(schedulable=False), _node(ready=False),
                  _node(reserved_by=("other", "held"))):
         state_only = CHAIN.bind(_ask(), A, ORDINARY_HOLDER, skip=(RESOURCES,))
@@ -153,19 +158,20 @@ def _cluster(required: str = "", with_fitting_node: bool = True) -> Harness:
     return h
 
 
-EVERY_STAGE = {"node drained": 1, "node not ready": 1, "node reserved by another ask": 1,
-               "node selector does not match": 1, "insufficient free resources": 2}
+DRAINED, NOT_READY = "node(s) were unschedulable", "node(s) were not ready"
+OTHER_NODE = "node(s) didn't match the requested node name"
+EVERY_STAGE = {DRAINED: 1, NOT_READY: 1, "node(s) were reserved for another ask": 1,
+               AFFINITY_REASON: 1, "Insufficient memory": 2}
 AGREEMENT_CASES = [
     ("a fitting node", dict(), {**EVERY_STAGE, "fits": 1}, "fit"),
     ("no fitting node", dict(with_fitting_node=False), EVERY_STAGE, None),
     # a daemon-set ask may take an ordinary ask's reservation: "reserved" is just another node
     ("required node that fits", dict(required="fit"),
-     {"node drained": 1, "node not ready": 1, "not the required node": 4, "fits": 1}, "fit"),
+     {DRAINED: 1, NOT_READY: 1, OTHER_NODE: 4, "fits": 1}, "fit"),
     ("required node reserved by an ordinary ask", dict(required="reserved"),
-     {"node drained": 1, "node not ready": 1, "not the required node": 4, "fits": 1}, "reserved"),
+     {DRAINED: 1, NOT_READY: 1, OTHER_NODE: 4, "fits": 1}, "reserved"),
     ("required node too small", dict(required="small"),
-     {"node drained": 1, "node not ready": 1, "not the required node": 4,
-      "insufficient free resources": 1}, None),
+     {DRAINED: 1, NOT_READY: 1, OTHER_NODE: 4, "Insufficient memory": 1}, None),
 ]
 
 
@@ -174,7 +180,7 @@ AGREEMENT_CASES = [
 def test_explain_and_the_scheduler_agree_where_each_stage_fires(kw, counts, placed_on) -> None:
     h = _cluster(**kw)
     app = h.p.apps["app1"]
-    assert explain(h.p, app, app.asks["k"])["nodes"] == counts
+    assert explain(h.p.nodes, h.p.apps, h.p.limits, app, app.asks["k"])["nodes"] == counts
     h.step()
     assert [a.node_id for a in h.allocs_of("k")] == ([placed_on] if placed_on else [])
     if placed_on is None:
@@ -202,7 +208,7 @@ def test_explain_finds_a_fitting_node_exactly_when_the_scheduler_places_the_ask(
         key = f"k{step}"
         h.do(AddAsk(key, "app1", Resource({"memory": rnd.randint(5, 60), "vcore": 1}), tags=tags))
         app = h.p.apps["app1"]
-        fits = explain(h.p, app, app.asks[key])["nodes"].get("fits", 0)
+        fits = explain(h.p.nodes, h.p.apps, h.p.limits, app, app.asks[key])["nodes"].get("fits", 0)
         before = len(h.log.allocations)
         h.step()
         placed = len(h.log.allocations) > before

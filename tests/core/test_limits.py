@@ -184,7 +184,7 @@ def test_explain_names_the_limit():
     h.ask("k1", "app1", memory=10, repeat=4)
     h.step()
     app = h.p.apps["app1"]
-    why = explain(h.p, app, app.asks["k1"])
+    why = explain(h.p.nodes, h.p.apps, h.p.limits, app, app.asks["k1"])
     assert "user alice (wildcard *) in queue root.a" in why["limitBlockedBy"]
 
 

@@ -11,7 +11,8 @@ ALLOCATION_ORDER = ["uuid", "key", "app_id", "node_id", "resource", "priority", 
                     "timeout_at_ns", "allow_preempt_self", "allow_preemption"]
 ASK_ORDER = ["key", "app_id", "resource", "max_allocations", "pending", "priority", "create_time_ns",
              "seq", "tags", "execution_timeout_ms", "placeholder", "task_group", "originator",
-             "allow_preempt_self", "allow_preempt_other", "required_node", "selector", "allow_preemption"]
+             "allow_preempt_self", "allow_preempt_other", "required_node", "selector", "allow_preemption",
+             "constraints"]
 
 ADD_ASK_ORDER = ["key", "app_id", "resource", "max_allocations", "priority", "execution_timeout_ms", "tags",
                  "task_group", "placeholder", "originator", "allow_preempt_self", "allow_preempt_other"]

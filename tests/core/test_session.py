@@ -216,7 +216,8 @@ def test_explain_counts_node_rejections_by_stage() -> None:
     add_asks(s, ask("big", "app1", memory=50))
     s.step(START)
     why = s.explain("app1", "big")
-    assert why["nodes"] == {"node drained": 1, "insufficient free resources": 1}
+    assert why["nodes"] == {"node(s) were unschedulable": 1, "Insufficient memory": 1}
+    assert why["checks"] == {"schedulable": 1, "resources": 1}
     assert why["state"] == "FAILED" and why["queueHeadroomBlockedBy"] == ""
     with pytest.raises(LookupError, match="allocation ask nope not found for application app1"):
         s.explain("app1", "nope")

@@ -19,7 +19,7 @@ from tests.deploy.compose import COMPOSE_FILE, DEPLOY, REPO, env_var_is_read
 DOCS = [REPO / "docs" / "operations.md", DEPLOY / "README.md", REPO / "docs" / "kubernetes.md",
         DEPLOY / "kubernetes" / "overlays" / "production" / "secrets" / "README.md"]
 COMMANDS = ["broker", "rmproxy", "worker", "keys", "status", "up", "down", "sim", "check-config", "queues", "apps",
-            "config", "k8s-fake"]
+            "config", "k8s-fake", "k8s-shim"]
 OTHER_TOOLS = {"--build", "--scale", "--no-deps", "--restart",  # docker / docker compose
                "--bind", "--requirepass",  # redis-server
                "--rm", "--image", "--overrides", "--replicas", "--server-side"}  # kubectl

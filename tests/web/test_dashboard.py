@@ -67,7 +67,7 @@ def test_the_apps_view_explains_why_a_selected_application_waits(chromium: str, 
     row = re.search(r'<tr data-ask="a1-huge">.*?</tr>', dom, re.S)
     assert row, "the waiting ask a1-huge is not explained"
     assert "headroom of queue root.a" in row.group(0)  # 200 used + 900 > max 1000
-    assert re.search(r"(fits|insufficient free resources) \d", row.group(0))  # the node stages
+    assert re.search(r"(fits|Insufficient \w+) \d", row.group(0))  # the node checks
 
 
 @pytest.mark.parametrize("view", list(VIEWS))

@@ -1,0 +1,202 @@
+"""A thin async adapter over the Kubernetes REST API: the few calls the shim makes, raw JSON.
+
+Requests go over ``rmproxy.k8s.http`` (kept-alive HTTP/1.1 connections, one pre-assembled
+buffer per request); bodies are decoded with orjson into plain dicts (no typed models: a typed
+decode of a Pod costs more than the shim may spend on it), and the answers of the hot calls
+(binding, events, status patches) are not decoded at all unless they are errors. Errors arrive as
+``ApiError`` built from the server's ``Status`` body (``status``, ``reason``, ``message``,
+``details.kind``), or with status 0 when the server could not be reached. The calls:
+
+- ``get`` / ``list`` (one page) of any path; ``watch_batches`` yields a watch's lines as raw
+  bytes, in batches as they arrive, until the server ends the stream (``watch``: as dicts);
+- ``bind``: ``POST pods/{name}/binding``; a real server answers 201 with a ``Status``, which is
+  not decoded as a Binding; the binding names the pod's uid, so a pod recreated under the same
+  name is never bound by mistake (409);
+- ``patch_status`` (strategic merge of a pod's status), ``create_event`` (events.k8s.io/v1) and
+  ``patch_event_series`` (an event series' count), ``delete``, ``select_node`` (a
+  WaitForFirstConsumer claim's node annotation).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, AsyncIterator
+from urllib.parse import quote, urlencode
+
+import orjson
+
+from rmproxy.k8s.http import HttpError, Pool
+from rmproxy.k8s.kubeconfig import KubeConfig
+
+__all__ = ["ApiError", "KubeClient", "JSON", "STRATEGIC_MERGE", "MERGE"]
+
+log = logging.getLogger(__name__)
+
+JSON = "application/json"
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+MERGE = "application/merge-patch+json"
+REQUEST_TIMEOUT = 30.0
+WATCH_READ_SLACK = 30.0  # a watch may stay quiet up to its timeoutSeconds; then this much longer
+USER_AGENT = "korral-k8s-shim/0.1"
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+
+
+class ApiError(Exception):
+    """A request the API server refused (or that did not reach it: ``status`` 0)."""
+
+    def __init__(self, method: str, path: str, status: int, reason: str = "", message: str = "",
+                 details_kind: str = "", retry_after: float | None = None) -> None:
+        self.method, self.path, self.status = method, path, status
+        self.reason, self.message, self.details_kind = reason, message, details_kind
+        self.retry_after = retry_after
+        what = f"HTTP {status}" if status else "no answer"
+        super().__init__(f"{method} {path}: {what}{' ' + reason if reason else ''}: {message}")
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying as is: no answer, throttled, or the server's own trouble. A 500 from a
+        bad request (v1.24 answers an invalid binding target with 500 and no reason) is not."""
+        if self.status in (0, 429, 502, 503, 504):
+            return True
+        return self.status == 500 and self.reason in ("InternalError", "ServerTimeout", "Timeout")
+
+    @classmethod
+    def from_response(cls, method: str, path: str, status: int, body: bytes,
+                      retry_after: str | None = None) -> "ApiError":
+        reason = message = kind = ""
+        try:
+            doc = orjson.loads(body)
+            if isinstance(doc, dict):
+                reason, message = str(doc.get("reason", "")), str(doc.get("message", ""))
+                details = doc.get("details")
+                kind = str(details.get("kind", "")) if isinstance(details, dict) else ""
+        except orjson.JSONDecodeError:
+            message = body[:500].decode("utf-8", "replace").strip()
+        after = None
+        if retry_after:
+            try:
+                after = float(retry_after)
+            except ValueError:
+                pass
+        return cls(method, path, status, reason, message, kind, after)
+
+
+def pod_path(namespace: str, name: str = "", sub: str = "") -> str:
+    path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods"
+    if name:
+        path += f"/{quote(name, safe='')}"
+    return f"{path}/{sub}" if sub else path
+
+
+def _target(path: str, query: dict[str, str] | None) -> str:
+    return f"{path}?{urlencode(query, quote_via=quote, safe='')}" if query else path
+
+
+class KubeClient:
+    """One API server connection pool. ``start`` before use (on the running loop), ``close`` after."""
+
+    def __init__(self, config: KubeConfig, *, connections: int = 64) -> None:
+        self.config = config
+        self._connections = connections
+        self.pool: Pool | None = None
+
+    async def start(self) -> None:
+        self.pool = Pool(self.config.server, ssl=self.config.ssl, limit=self._connections,
+                         headers={"User-Agent": USER_AGENT, "Accept": JSON}, auth=self.config.auth_header)
+
+    async def close(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
+            self.pool = None
+
+    async def __aenter__(self) -> "KubeClient":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ generic
+    async def send(self, method: str, path: str, data: bytes | None = None, content_type: str = JSON,
+                   timeout: float = REQUEST_TIMEOUT) -> bytes:
+        """The raw answer of a request that succeeded; ``ApiError`` otherwise."""
+        assert self.pool is not None, "KubeClient.start() first"
+        try:
+            resp = await self.pool.request(method, path, data, content_type if data is not None else "", timeout)
+        except HttpError as exc:
+            raise ApiError(method, path.split("?", 1)[0], 0, message=str(exc)) from None
+        if resp.status >= 400:
+            raise ApiError.from_response(method, path.split("?", 1)[0], resp.status, resp.body,
+                                         resp.headers.get("retry-after"))
+        return resp.body
+
+    async def request(self, method: str, path: str, *, query: dict[str, str] | None = None,
+                      body: Any = None, content_type: str = JSON, timeout: float = REQUEST_TIMEOUT) -> Any:
+        """The decoded JSON answer of a request (None for an empty body); ``ApiError`` otherwise."""
+        raw = await self.send(method, _target(path, query), orjson.dumps(body) if body is not None else None,
+                              content_type, timeout)
+        return orjson.loads(raw) if raw else None
+
+    async def get(self, path: str, query: dict[str, str] | None = None) -> Any:
+        return await self.request("GET", path, query=query)
+
+    async def watch_batches(self, path: str, query: dict[str, str], timeout_seconds: int) -> AsyncIterator[list[bytes]]:
+        """The lines of a watch (``watch=true`` added) as raw bytes, in batches as they arrive,
+        until the server ends the stream. An HTTP error raises ``ApiError`` (410 included); a
+        connection lost midway ends the iteration with ``ApiError`` status 0."""
+        assert self.pool is not None, "KubeClient.start() first"
+        target = _target(path, dict(query, watch="true", timeoutSeconds=str(timeout_seconds)))
+        try:
+            stream = await self.pool.stream(target, timeout_seconds + WATCH_READ_SLACK, REQUEST_TIMEOUT)
+        except HttpError as exc:
+            raise ApiError("GET", path, 0, message=f"watch ended: {exc}") from None
+        try:
+            if stream.status >= 400:
+                raise ApiError.from_response("GET", path, stream.status, await stream.read(),
+                                             stream.headers.get("retry-after"))
+            async for batch in stream.batches():
+                yield batch
+        except HttpError as exc:
+            raise ApiError("GET", path, 0, message=f"watch ended: {exc}") from None
+        finally:
+            stream.close()
+
+    async def watch(self, path: str, query: dict[str, str], timeout_seconds: int) -> AsyncIterator[dict]:
+        """``watch_batches`` as dicts, one per line."""
+        async for batch in self.watch_batches(path, query, timeout_seconds):
+            for line in batch:
+                try:
+                    yield orjson.loads(line)
+                except orjson.JSONDecodeError as exc:
+                    raise ApiError("GET", path, 0, message=f"watch line is not JSON: {exc}") from None
+
+    # ------------------------------------------------------------------ the shim's calls
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        """Bind the pod (of this uid) to ``node``. A 201 ``Status`` is success (not decoded)."""
+        body = orjson.dumps({"apiVersion": "v1", "kind": "Binding",
+                             "metadata": {"name": name, "namespace": namespace, "uid": uid},
+                             "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+        await self.send("POST", pod_path(namespace, name, "binding"), body)
+
+    async def patch_status(self, namespace: str, name: str, patch: dict) -> None:
+        await self.send("PATCH", pod_path(namespace, name, "status"), orjson.dumps(patch), STRATEGIC_MERGE)
+
+    async def select_node(self, namespace: str, claim: str, node: str) -> None:
+        """Give a WaitForFirstConsumer claim its node (``volume.kubernetes.io/selected-node``)."""
+        await self.send(
+            "PATCH", f"/api/v1/namespaces/{quote(namespace, safe='')}/persistentvolumeclaims/{quote(claim, safe='')}",
+            orjson.dumps({"metadata": {"annotations": {SELECTED_NODE: node}}}), MERGE)
+
+    async def delete(self, path: str, body: dict | None = None) -> Any:
+        return await self.request("DELETE", path, body=body)
+
+    async def patch_event_series(self, namespace: str, name: str, count: int, last_observed: str) -> None:
+        """Bring an event's ``series`` (count, lastObservedTime) up to date (merge patch)."""
+        await self.send("PATCH", f"/apis/events.k8s.io/v1/namespaces/{quote(namespace, safe='')}/events/"
+                        f"{quote(name, safe='')}",
+                        orjson.dumps({"series": {"count": count, "lastObservedTime": last_observed}}), MERGE)
+
+    async def create_event(self, namespace: str, event: dict | bytes) -> None:
+        """POST an event (a dict, or its JSON already encoded); the answer is not decoded."""
+        data = event if isinstance(event, bytes) else orjson.dumps(event)
+        await self.send("POST", f"/apis/events.k8s.io/v1/namespaces/{quote(namespace, safe='')}/events", data)

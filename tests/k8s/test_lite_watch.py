@@ -1,0 +1,114 @@
+"""Known pods' watch lines read lightly (``rmproxy.k8s.pods.lite_watch`` in the informer): the
+store and the changes the shim sees are exactly those of decoding every line whole, the pod's
+spec is read once, and a line the light decoder cannot read is decoded whole."""
+
+from __future__ import annotations
+
+import copy
+
+import orjson
+import pytest
+
+from rmproxy.k8s.informer import Informer
+from rmproxy.k8s.main import _keep_ours
+from rmproxy.k8s.pods import PodRules, decoder, lite_watch
+from tests.k8s.scripted import WIRE_DIR, recording
+
+RULES = PodRules("yunikorn")
+BASE = {"kind": "Pod", "apiVersion": "v1",
+        "metadata": {"name": "p1", "namespace": "ns", "uid": "uid-1", "resourceVersion": "1",
+                     "labels": {"applicationId": "app-1"},
+                     "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {"f:containers": {}}}}]},
+        "spec": {"schedulerName": "yunikorn", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+        "status": {"phase": "Pending"}}
+
+
+def line(kind: str, change=None, rv: int = 1) -> bytes:
+    obj = copy.deepcopy(BASE)
+    obj["metadata"]["resourceVersion"] = str(rv)
+    if change:
+        change(obj)
+    return orjson.dumps({"type": kind, "object": obj})
+
+
+def bound(obj):
+    obj["spec"]["nodeName"] = "n1"
+
+
+def waiting(obj):
+    obj["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                    "message": "0/3 nodes are available."},
+                                   {"type": "Ready", "status": "False"}]
+
+
+def gated(obj):
+    obj["spec"]["schedulingGates"] = [{"name": "g1"}, {"name": "g2"}]
+
+
+def deleting(obj):
+    bound(obj)
+    obj["metadata"]["deletionTimestamp"] = "2026-11-27T12:00:00Z"
+
+
+def succeeded(obj):
+    bound(obj)
+    obj["status"]["phase"] = "Succeeded"
+
+
+def bad_node(obj):
+    obj["spec"]["nodeName"] = 5  # not a string: the light decoder refuses the line
+
+
+LINES = [line("ADDED", gated), line("MODIFIED", rv=2), line("MODIFIED", waiting, 3), line("MODIFIED", bound, 4),
+         line("MODIFIED", deleting, 5), line("MODIFIED", bad_node, 6), line("MODIFIED", bound, 7),
+         line("MODIFIED", succeeded, 8), line("ADDED", rv=9), line("DELETED", rv=10)]
+
+
+def apply(lines: list[bytes], lite: bool) -> tuple[list, Informer, list[int]]:
+    reads: list[int] = []
+    full = decoder(RULES, _keep_ours)
+
+    def counting(raw, old):
+        reads.append(1)
+        return full(raw, old)
+    changes: list = []
+    informer = Informer(None, "/api/v1/pods", counting, lambda old, new: changes.append((old, new)),
+                        lite=lite_watch(RULES, _keep_ours) if lite else None)
+    for raw in lines:
+        if not (lite and informer._apply_lite(raw)):
+            informer._apply(orjson.loads(raw))
+    return changes, informer, reads
+
+
+def states(changes: list) -> list:
+    def view(s):
+        return None if s is None else (s.uid, s.node, s.phase, s.deleting, s.gates, s.conditions, s.spec.resource)
+    return [(view(old), view(new)) for old, new in changes]
+
+
+def test_light_reading_gives_what_the_whole_decode_gives_and_reads_the_spec_once():
+    whole, whole_informer, whole_reads = apply(LINES, lite=False)
+    light, light_informer, light_reads = apply(LINES, lite=True)
+    assert states(light) == states(whole)
+    assert light_informer.resource_version == whole_informer.resource_version == "10"
+    assert not light_informer.store and not whole_informer.store
+    # whole: every line but the DELETED one; light: the two ADDED lines and the line it could not read
+    assert len(whole_reads) == 9 and len(light_reads) == 3
+    first, second = light[1][0], light[1][1]
+    assert first.spec is second.spec  # read once per pod
+    assert light[2][1].conditions == {"PodScheduled": ("False", "Unschedulable", "0/3 nodes are available.")}
+    assert light[0][1].gates == ("g1", "g2") and light[1][1].gates == ()
+
+
+@pytest.mark.skipif(WIRE_DIR is None, reason="the recordings of a real kube-apiserver (shared/k8s-wire) are not here")
+def test_a_real_servers_watch_lines_read_lightly_as_whole():
+    recorded = recording("15-watch-pods-add-modify-delete.json")
+    watched = next(e for e in recorded["exchanges"] if e["request"]["query"].get("watch"))
+    raw_lines = []
+    for event in watched["response"]["lines"]:
+        event = copy.deepcopy(event)
+        event["object"].setdefault("spec", {})["schedulerName"] = "yunikorn"  # ours, so that the shim keeps it
+        raw_lines.append(orjson.dumps(event))
+    whole, _, _ = apply(raw_lines, lite=False)
+    light, _, reads = apply(raw_lines, lite=True)
+    assert states(light) == states(whole) and len(whole) == len(watched["response"]["lines"])
