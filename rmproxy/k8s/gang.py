@@ -135,13 +135,13 @@ def _group(raw: Any, i: int) -> TaskGroup:
         if res:
             written[res], size[si_name] = text, amount
     size["pods"] = 1
-    tolerations = _lookup(raw, "tolerations") or []
-    spread = _lookup(raw, "topologySpreadConstraints") or []
-    affinity = _lookup(raw, "affinity")
-    for key, value, kind in (("tolerations", tolerations, list), ("topologySpreadConstraints", spread, list),
-                             ("affinity", affinity if affinity is not None else {}, dict)):
-        if not isinstance(value, kind):
-            raise ValueError(f"[{i}].{key} of task group {name} is not a JSON {kind.__name__}")
+    terms = {}
+    for key, kind in (("tolerations", list), ("topologySpreadConstraints", list), ("affinity", dict)):
+        value = _lookup(raw, key)
+        if value is not None and not isinstance(value, kind):
+            raise ValueError(f"[{i}].{key} of task group {name} is not a JSON {'list' if kind is list else 'object'}")
+        terms[key] = value or kind()
+    tolerations, spread, affinity = terms["tolerations"], terms["topologySpreadConstraints"], terms["affinity"]
     return TaskGroup(name, members, written, size,
                      labels=_string_map(_lookup(raw, "labels"), f"[{i}].labels of task group {name}"),
                      annotations=_string_map(_lookup(raw, "annotations"), f"[{i}].annotations of task group {name}"),
