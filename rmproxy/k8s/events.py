@@ -60,7 +60,7 @@ REASONS = {
     "Informational": "an event of the scheduler about the pod or node",
     "GangScheduling": "a gang's progress (the action says which: CreatingPlaceholders, PlaceholderAllocated, "
                       "GangReservationComplete, PlaceholderTimeOut, GangSchedulingFailed, PlaceholderCreateFailed, "
-                      "TaskGroupsError, TaskGroupMatch)",
+                      "TaskGroupMatch, TaskGroupsError, TaskGroupNotFound, SchedulingPolicyParametersError)",
     "NodeAccepted": "the scheduler registered the node",
     "NodeRejected": "the scheduler refused the node",
     "NodeDeleted": "the node was removed from the scheduler",

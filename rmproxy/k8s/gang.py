@@ -1,8 +1,8 @@
 """YuniKorn's gang annotations, read from a pod: task groups, a pod's task group, the scheduling
 policy parameters, the placeholder flag; and the names and sizes derived from them.
 
-``read_gang(annotations, problems)`` gives a pod's ``GangSpec`` (None when it has none of these
-annotations) and appends a (field, message) pair to ``problems`` for each input it cannot use. It follows YuniKorn's shim:
+``read_gang(annotations)`` gives a pod's ``GangSpec`` (None when it has none of these
+annotations), with a (field, message) pair in its ``problems`` for each input it cannot use. It follows YuniKorn's shim:
 
 - ``yunikorn.apache.org/task-groups`` is a JSON list of groups (``name``, ``minMember``,
   ``minResource``, ``labels``, ``annotations``, ``nodeSelector``, ``tolerations``, ``affinity``,
@@ -78,6 +78,7 @@ class GangSpec:
     timeout_seconds: int = 0  # placeholderTimeoutInSeconds; 0: the scheduler's default
     style: str = DEFAULT_STYLE
     policy_raw: str = ""  # the schedulingPolicyParameters annotation as written
+    problems: tuple[tuple[str, str], ...] = ()  # (field, message) of each input it cannot use
 
     def group(self, name: str) -> TaskGroup | None:
         return next((g for g in self.groups if g.name == name), None)
@@ -207,7 +208,7 @@ def _flag(annotations: dict) -> bool:
     return False
 
 
-def read_gang(annotations: dict, problems: list[tuple[str, str]], enabled: bool = True) -> GangSpec | None:
+def read_gang(annotations: dict, enabled: bool = True) -> GangSpec | None:
     """The pod's ``GangSpec`` (module doc); None when it has none of the annotations. With
     ``enabled`` False (``service.disableGangScheduling``) task groups and group names are not
     read, as YuniKorn: only the placeholder flag is."""
@@ -217,6 +218,7 @@ def read_gang(annotations: dict, problems: list[tuple[str, str]], enabled: bool 
     placeholder = _flag(annotations)
     if not (raw_groups or group_name or policy or placeholder):
         return None
+    problems: list[tuple[str, str]] = []
     groups: tuple[TaskGroup, ...] = ()
     if raw_groups:
         try:
@@ -227,7 +229,7 @@ def read_gang(annotations: dict, problems: list[tuple[str, str]], enabled: bool 
     if not isinstance(group_name, str):
         group_name = ""
     timeout, style = parse_policy(policy, problems) if policy else (0, DEFAULT_STYLE)
-    return GangSpec(groups, raw_groups, group_name, placeholder, timeout, style, policy)
+    return GangSpec(groups, raw_groups, group_name, placeholder, timeout, style, policy, tuple(problems))
 
 
 def _nonce(rng: random.Random, length: int = 10) -> str:
@@ -266,6 +268,7 @@ class AppGang:
     owners: tuple[dict, ...]  # the placeholders' owner references: the originator pod
     priority_class: str = ""
     reserving: bool = False  # placeholders being made: the real members wait until every one is asked for
+    creating: bool = False  # the create requests are under way
     made: bool = False  # placeholders were created (or found) once: never again in this run
     complete: bool = False  # every placeholder was allocated once (GangReservationComplete posted)
 

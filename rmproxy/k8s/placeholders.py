@@ -27,8 +27,11 @@ hooks at the points named below, and it uses the shim's books, outbox and event 
 
 Events are YuniKorn's, on the pod that made the application: reason ``GangScheduling``, action
 ``CreatingPlaceholders``, ``PlaceholderAllocated``, ``GangReservationComplete``,
-``PlaceholderTimeOut``, ``GangSchedulingFailed``, ``PlaceholderCreateFailed``, ``TaskGroupsError``;
-``TaskGroupMatch`` on each real member.
+``PlaceholderTimeOut``, ``GangSchedulingFailed``, ``PlaceholderCreateFailed``; on each real member
+``TaskGroupMatch``; on a pod with a malformed annotation ``TaskGroupsError`` (task groups: its
+application is scheduled without a gang), ``SchedulingPolicyParametersError`` (a default used) or
+``TaskGroupNotFound`` (its group is not one of its application's: it is scheduled as an ordinary
+pod) — the last two are Korral's, YuniKorn only logs those.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ log = logging.getLogger(__name__)
 
 REASON = "GangScheduling"
 RESERVATION_TIMEOUT = "ResourceReservationTimeout"
-_REPLACING = "replacing uuid: "
+_REPLACING = ("replacing allocationKey: ", "replacing uuid: ")  # SI v1.8's and the seed's wording
 CONTAINER = "pause"
 
 
@@ -172,10 +175,20 @@ class GangHandling:
         """Set the task group ``task``'s ask names: a placeholder's own, a real member's when its
         application defines it (else an event naming the field; it is scheduled as an ordinary pod)."""
         g = task.spec.gang
-        if g is None or not g.group_name:
-            if g is not None and g.groups_raw and not g.groups and task.uid == app.originator:
-                self._event(task.spec, WARNING, REASON, f"unable to get taskGroups for pod {task.spec.alias}: "
-                            "see its Scheduling event", action="TaskGroupsError")
+        if g is None:
+            return
+        spec = task.spec
+        groups_problems = [f"{f}: {m}" for f, m in g.problems if f.endswith(f"[{ANNOTATION_TASK_GROUPS}]")]
+        policy_problems = [f"{f}: {m}" for f, m in g.problems if ANNOTATION_POLICY in f]
+        if groups_problems:
+            self._event(spec, WARNING, REASON, f"unable to get taskGroups for pod {spec.alias}, reason: "
+                        f"{'; '.join(groups_problems)}", action="TaskGroupsError")
+        if policy_problems:
+            self._event(spec, WARNING, REASON, f"pod {spec.alias}: {'; '.join(policy_problems)}",
+                        action="SchedulingPolicyParametersError")
+        for f, m in g.problems:
+            log.warning("pod %s: %s: %s", spec.alias, f, m)
+        if not g.group_name:
             return
         if g.placeholder:
             task.group = g.group_name
@@ -188,14 +201,34 @@ class GangHandling:
         self._event(task.spec, WARNING, REASON,
                     f"pod {task.spec.alias}: metadata.annotations[{ANNOTATION_TASK_GROUP_NAME}]: task group "
                     f"{g.group_name!r} is not defined in the task groups of application {app.app_id}: "
-                    "the pod is scheduled as an ordinary pod", action="TaskGroupsError")
+                    "the pod is scheduled as an ordinary pod", action="TaskGroupNotFound")
+
+    def _gang_pending(self, app: App) -> bool:
+        """True while the core has not seen the whole gang: its placeholders are being made, or
+        one is known but not asked for or reported yet (e.g. its node is not registered yet).
+        A real member that went first would be placed as an ordinary pod."""
+        gang = app.gang
+        if gang is None:
+            return False
+        return gang.reserving or any(t.where is Where.NOWHERE and t.hold is Hold.NONE
+                                     for t in self._placeholders_of(app))
 
     def _gang_holds(self, task: Task, app: App) -> bool:
-        """True (and the task held) while its gang's placeholders are being made."""
-        if task.group and not _placeholder(task) and app.gang is not None and app.gang.reserving:
+        """True (and the task held) while its gang is pending (``_gang_pending``)."""
+        if task.group and not _placeholder(task) and self._gang_pending(app):
             task.hold = Hold.GANG
             return True
         return False
+
+    def _gang_synced(self, task: Task, app: App) -> None:
+        """``task`` was just asked for or reported: a placeholder may complete its gang's pending."""
+        gang = app.gang
+        if gang is None or not _placeholder(task):
+            return
+        if gang.reserving and not gang.creating and not self._short_of_placeholders(app):
+            gang.reserving = False
+        if not self._gang_pending(app):
+            self._release_members(app)
 
     def _is_placeholder(self, uid: str) -> bool:
         return uid in self.tasks and _placeholder(self.tasks[uid])
@@ -225,7 +258,7 @@ class GangHandling:
             return
         if not have:
             self._gang_event(app, NORMAL, "CreatingPlaceholders", f"Application {app.app_id} creating placeholders")
-        gang.reserving = True
+        gang.reserving = gang.creating = True
         self._spawn(self._make_placeholders(app, missing))
 
     async def _make_placeholders(self, app: App, missing: list[tuple[TaskGroup, int]]) -> None:
@@ -242,8 +275,9 @@ class GangHandling:
                     return
                 made.append(body["metadata"]["name"])
         log.info("application %s: %d placeholders created", app.app_id, len(made))
+        app.gang.creating = False
         app.gang.reserving = self._short_of_placeholders(app)
-        if not app.gang.reserving:
+        if not self._gang_pending(app):
             self._release_members(app)
 
     async def _create(self, body: dict, deadline: float) -> str | None:
@@ -270,7 +304,7 @@ class GangHandling:
         log.warning("application %s: %s; falling back to ordinary scheduling", app.app_id, why)
         self._gang_event(app, WARNING, "PlaceholderCreateFailed",
                          f"Application {app.app_id} fall back to normal scheduling: {why}")
-        app.gang.reserving = False
+        app.gang.reserving = app.gang.creating = False
         for task in self._placeholders_of(app):
             self._gang_delete(task)
         for name in made:  # those the informer has not shown yet too
@@ -284,14 +318,6 @@ class GangHandling:
         for t in self._placeholders_of(app):
             have[t.group] = have.get(t.group, 0) + 1
         return any(have.get(g.name, 0) < g.min_member for g in app.gang.groups)
-
-    def _gang_seen(self, task: Task, app: App) -> None:
-        """A placeholder pod of ``app`` appeared (and was asked for): the members may go once all have."""
-        gang = app.gang
-        if gang is not None and gang.reserving and _placeholder(task) and not self._short_of_placeholders(app) \
-                and gang.made:
-            gang.reserving = False
-            self._release_members(app)
 
     def _release_members(self, app: App) -> None:
         for uid in list(app.tasks):
@@ -317,8 +343,10 @@ class GangHandling:
     def _gang_note_replacements(self, released) -> None:
         """Before an allocation response's new allocations: which of them replace a placeholder."""
         for r in released:
-            if r.terminationType == si.PLACEHOLDER_REPLACED and r.message.startswith(_REPLACING):
-                self.replacing[r.message[len(_REPLACING):].strip()] = r.allocationKey
+            if r.terminationType == si.PLACEHOLDER_REPLACED:
+                prefix = next((p for p in _REPLACING if r.message.startswith(p)), None)
+                if prefix is not None:
+                    self.replacing[r.message[len(prefix):].strip()] = r.allocationKey
 
     def _gang_defer_bind(self, job: BindJob) -> bool:
         """True when ``job`` replaces a placeholder pod that still exists: bound once it is gone."""
@@ -354,6 +382,9 @@ class GangHandling:
     def _gang_pod_gone(self, task: Task) -> None:
         """A pod went: a placeholder's deletion may release the bind of the member that replaced it."""
         self.cleaning.discard(task.uid)
+        app = self.apps.get(task.spec.app_id)
+        if app is not None and _placeholder(task) and app.gang is not None and not self._gang_pending(app):
+            self._release_members(app)
         job = self.deferred.pop(task.uid, None)
         if job is None:
             return

@@ -425,9 +425,7 @@ def read_pod(raw: dict, rules: PodRules) -> PodSpec:
         pod.unsupported = unsupported_constraints(spec)
         pod.claims = claim_names(spec, pod.name)
         pod.image_pull_secrets = tuple(s.get("name", "") for s in spec.get("imagePullSecrets") or [] if s.get("name"))
-        gang_problems: list[tuple[str, str]] = []
-        pod.gang = read_gang(annotations, gang_problems, rules.gang_scheduling)
-        problems.extend(Problem(where, message) for where, message in gang_problems)
+        pod.gang = read_gang(annotations, rules.gang_scheduling)  # its problems are told as GangScheduling events
         if pod.gang is not None and pod.gang.placeholder:
             pod.owners = tuple(owners)
     pod.problems = tuple(problems)

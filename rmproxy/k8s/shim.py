@@ -153,7 +153,6 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         app = self._app_for(task)
         self._gang_member(task, app)
         self._sync(task)
-        self._gang_seen(task, app)
 
     def _report_problem(self, spec, problem: Problem) -> None:
         if problem.blocking:
@@ -233,6 +232,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
             task.where = Where.PLACED
             if not entry.enabled:
                 entry.awaiting.add(task.uid)
+            self._gang_synced(task, app)
             return
         if task.hold is not Hold.NONE or self._gang_holds(task, app):
             return
@@ -240,6 +240,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         task.avoid = {n: until for n, until in task.avoid.items() if until > now}
         self._queue("alloc", model.ask(task, app, self._allow_self(task), list(task.avoid)))
         task.where = Where.ASKED
+        self._gang_synced(task, app)
         if not task.announced:
             task.announced = True
             self._event(task.spec, NORMAL, "Scheduling", f"{task.spec.alias} is queued and waiting for allocation",

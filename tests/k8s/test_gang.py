@@ -22,7 +22,7 @@ from rmproxy.k8s.model import App
 from rmproxy.k8s.placeholders import PlaceholderSettings, app_gang, placeholder_pod
 from rmproxy.k8s.pods import PodRules, read_pod
 from rmproxy.k8s.shim import Shim, ShimSettings
-from tests.k8s.test_shim import FakeKube, World, raw_pod, registered_node, run, sent, turn
+from tests.k8s.test_shim import FakeKube, World, raw_node, raw_pod, registered_node, run, sent, turn
 
 GROUPS = [{"name": "workers", "minMember": 2, "minResource": {"cpu": "500m", "memory": "256Mi"},
            "nodeSelector": {"pool": "gpu"}, "tolerations": [{"key": "gpu", "operator": "Exists"}],
@@ -45,10 +45,9 @@ def gang_pod(name, groups=GROUPS, group="workers", policy="", app="gang-1", **kw
 
 # ---------------------------------------------------------------------- reading the annotations
 def test_task_groups_are_read_with_their_placement_terms_and_size():
-    problems = []
     g = read_gang({ANNOTATION_TASK_GROUPS: json.dumps(GROUPS), ANNOTATION_TASK_GROUP_NAME: "workers",
-                   ANNOTATION_POLICY: "placeholderTimeoutInSeconds=60 gangSchedulingStyle=Hard"}, problems)
-    assert problems == []
+                   ANNOTATION_POLICY: "placeholderTimeoutInSeconds=60 gangSchedulingStyle=Hard"})
+    assert g.problems == ()
     (workers,) = g.groups
     assert (workers.name, workers.min_member, workers.node_selector) == ("workers", 2, {"pool": "gpu"})
     assert workers.size == {"vcore": 500, "memory": 256 * 2**20, "pods": 1}
@@ -74,10 +73,9 @@ def test_keys_match_without_regard_to_case_as_gos_json_decoder():
     ('[{"name": ', "not valid JSON"),
 ])
 def test_a_malformed_task_groups_annotation_is_ignored_and_the_problem_names_the_field(groups, field):
-    problems = []
-    g = read_gang({ANNOTATION_TASK_GROUPS: groups}, problems)
+    g = read_gang({ANNOTATION_TASK_GROUPS: groups})
     assert g.groups == () and g.groups_raw == groups
-    (where, message), = problems
+    (where, message), = g.problems
     assert where == f"metadata.annotations[{ANNOTATION_TASK_GROUPS}]"
     assert field in message and "scheduled without a gang" in message
 
@@ -89,20 +87,19 @@ def test_a_malformed_task_groups_annotation_is_ignored_and_the_problem_names_the
     ("placeholderTimeoutInSeconds=30  gangSchedulingStyle=Hard", 30, "Hard", None),
 ])
 def test_policy_parameters_fall_back_to_yunikorns_defaults_naming_the_field(policy, timeout, style, field):
-    problems = []
-    g = read_gang({ANNOTATION_POLICY: policy}, problems)
+    g = read_gang({ANNOTATION_POLICY: policy})
     assert (g.timeout_seconds, g.style) == (timeout, style)
     if field is None:
-        assert problems == []
+        assert g.problems == ()
     else:
-        (where, _), = problems
+        (where, _), = g.problems
         assert field in where
 
 
 def test_gang_scheduling_disabled_reads_only_the_placeholder_flag():
     annotations = {ANNOTATION_TASK_GROUPS: json.dumps(GROUPS), ANNOTATION_TASK_GROUP_NAME: "workers"}
-    assert read_gang(annotations, [], enabled=False) is None
-    g = read_gang({**annotations, ANNOTATION_PLACEHOLDER: "true"}, [], enabled=False)
+    assert read_gang(annotations, enabled=False) is None
+    g = read_gang({**annotations, ANNOTATION_PLACEHOLDER: "true"}, enabled=False)
     assert g.placeholder and g.groups == () and g.group_name == ""
     pod = read_pod(gang_pod("p"), PodRules(gang_scheduling=False))
     assert pod.gang is None
@@ -272,7 +269,7 @@ def test_a_member_replaces_a_placeholder_and_is_bound_once_the_placeholder_is_go
             new=[si.Allocation(allocationKey="uid-m0", applicationID="gang-1", nodeID="n1", taskGroupName="workers")],
             released=[si.AllocationRelease(applicationID="gang-1", allocationKey=ph1,
                                            terminationType=si.PLACEHOLDER_REPLACED,
-                                           message="replacing uuid: uid-m0")]))
+                                           message="replacing allocationKey: uid-m0")]))
         await turn()
         assert w.kube.deletes == [f"/api/v1/namespaces/ns/pods/{w.pods[ph1].spec.name}"]
         assert ("m0", "n1") not in w.kube.binds
@@ -392,7 +389,7 @@ def test_bad_gang_input_gets_an_event_naming_the_pod_and_field_and_bound_pods_ar
         await w.accept_apps("bad-app", "gang-1")
         await turn()
         notes = gang_notes(w)
-        warnings = {(n[0], n[3]) for n in notes if n[1] in ("Scheduling", "GangScheduling") and n[4] == "Warning"}
+        warnings = {(n[0], n[3]) for n in notes if n[1] == "GangScheduling" and n[4] == "Warning"}
         assert any(pod == "bad" and f"metadata.annotations[{ANNOTATION_TASK_GROUPS}]" in text and "minMember" in text
                    for pod, text in warnings)
         assert any(pod == "stray" and "placeholderTimeoutInSeconds" in text and "'soon'" in text
@@ -404,4 +401,31 @@ def test_bad_gang_input_gets_an_event_naming_the_pod_and_field_and_bound_pods_ar
         assert w.kube.patches == [] and w.kube.deletes == [] and w.kube.binds == []
         # the app of the malformed annotation has no gang: no placeholders, and it is asked for plainly
         assert all(b["metadata"]["labels"]["yunikorn.apache.org/app-id"] == "gang-1" for b in w.kube.created)
+    run(body())
+
+
+def test_members_wait_while_a_placeholder_waits_for_its_node_to_be_registered():
+    """After a restart a placed placeholder is reported only once its node is registered: a member
+    asked for before would be placed as an ordinary pod instead of taking the placeholder's place."""
+    async def body():
+        w = gang_world()
+        app = App("gang-1", "ns", "", "u", (), {}, gang=app_gang(read_pod(gang_pod("m0"), PodRules())))
+        ph = placeholder_pod("tg-gang-1-workers-old", app, app.gang.groups[0], PlaceholderSettings(), "yunikorn", [])
+        w.pod({**ph, "metadata": {**ph["metadata"], "uid": "old-0"}, "spec": {**ph["spec"], "nodeName": "n1"},
+               "status": {"phase": "Running"}})
+        ph2 = placeholder_pod("tg-gang-1-workers-ol2", app, app.gang.groups[0], PlaceholderSettings(), "yunikorn", [])
+        w.pod({**ph2, "metadata": {**ph2["metadata"], "uid": "old-1"}, "status": {"phase": "Pending"}})
+        w.pod(gang_pod("m0"))
+        await turn()
+        await w.accept_apps("gang-1")
+        await turn()
+        assert [a.allocationKey for a in sent(w.api.take(), "allocations")] == ["old-1"]  # m0 held
+        assert w.shim.tasks["uid-m0"].hold.name == "GANG"
+        w.node(raw_node("n1"))
+        await turn()
+        await w.accept_nodes("n1")
+        await turn()
+        allocs = sent(w.api.take(), "allocations")
+        assert [(a.allocationKey, a.nodeID, a.placeholder) for a in allocs] == \
+            [("old-0", "n1", True), ("uid-m0", "", False)]
     run(body())
