@@ -664,7 +664,8 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         for app in self.apps.values():
             if app.state is AppState.NAMESPACE:
                 continue  # not added yet: it is when its namespace is read
-            tasks = [self.tasks[t] for t in app.tasks if t in self.tasks]
+            tasks = sorted((self.tasks[t] for t in app.tasks if t in self.tasks),
+                           key=lambda t: not self._is_placeholder(t.uid))  # a gang's placeholders first
             snapshot.applications.append(model.add_application(app, force=any(t.node for t in tasks)))
             for task in tasks:
                 task.where = Where.NOWHERE
@@ -675,7 +676,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
                     snapshot.allocations.append(model.placed(task, app, self._allow_self(task)))
                     task.where = Where.PLACED
                     entry.awaiting.add(task.uid)
-                elif not task.node and task.hold is Hold.NONE:
+                elif not task.node and task.hold is Hold.NONE and not self._gang_holds(task, app):
                     snapshot.allocations.append(model.ask(task, app, self._allow_self(task), list(task.avoid)))
                     task.where = Where.ASKED
         log.info("replaying %d applications, %d nodes, %d allocations and asks to the scheduler",

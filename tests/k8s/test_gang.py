@@ -429,3 +429,16 @@ def test_members_wait_while_a_placeholder_waits_for_its_node_to_be_registered():
         assert [(a.allocationKey, a.nodeID, a.placeholder) for a in allocs] == \
             [("old-0", "n1", True), ("uid-m0", "", False)]
     run(body())
+
+
+def test_the_replay_after_a_lost_connection_sends_the_placeholders_before_their_members():
+    async def body():
+        w = gang_world()
+        await started_gang(w)
+        phs = show_created(w)
+        await turn()
+        w.api.take()
+        snapshot = await w.shim.recoverable_state()
+        keys = [a.allocationKey for a in snapshot.allocations]
+        assert sorted(keys[:2]) == sorted(phs) and sorted(keys[2:]) == ["uid-m0", "uid-m1"]
+    run(body())
