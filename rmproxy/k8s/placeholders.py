@@ -178,6 +178,9 @@ class GangHandling:
         if g is None:
             return
         spec = task.spec
+        if g.placeholder:  # ours: its annotations were its application's (told on the originator)
+            task.group = g.group_name
+            return
         groups_problems = [f"{f}: {m}" for f, m in g.problems if f.endswith(f"[{ANNOTATION_TASK_GROUPS}]")]
         policy_problems = [f"{f}: {m}" for f, m in g.problems if ANNOTATION_POLICY in f]
         if groups_problems:
@@ -190,13 +193,11 @@ class GangHandling:
             log.warning("pod %s: %s: %s", spec.alias, f, m)
         if not g.group_name:
             return
-        if g.placeholder:
-            task.group = g.group_name
-            return
         if app.gang is not None and app.gang.group(g.group_name) is not None:
             task.group = g.group_name
-            self._event(task.spec, NORMAL, REASON, f"Pod belongs to the taskGroup {g.group_name}, it will be "
-                        "scheduled as a gang member", action="TaskGroupMatch")
+            if not task.node:  # (not again for a member running when the shim restarts)
+                self._event(task.spec, NORMAL, REASON, f"Pod belongs to the taskGroup {g.group_name}, it will be "
+                            "scheduled as a gang member", action="TaskGroupMatch")
             return
         self._event(task.spec, WARNING, REASON,
                     f"pod {task.spec.alias}: metadata.annotations[{ANNOTATION_TASK_GROUP_NAME}]: task group "

@@ -12,41 +12,41 @@ from collections import Counter
 
 import pytest
 
-from rmproxy.k8s.demo import configmap, namespace, node, pod
+from rmproxy.k8s.demo import namespace, node, pod
 from rmproxy.k8s.fake.server import FAULTS_PATH
 from tests.conftest import wait_until
 from tests.k8s.cluster import ShimCluster, placement_problems, pod_events
+from tests.k8s.test_shim_e2e import shim_cluster  # noqa: F401 - the fixture gang_cluster builds on
 
-QUEUES = """partitions:
-  - name: default
-    placementrules:
-      - name: provided
-        create: true
-      - name: tag
-        value: namespace
-        create: true
-    queues:
-      - name: root
-        submitacl: '*'
-"""
 GROUP = "yunikorn.apache.org/task-groups"
 GROUP_NAME = "yunikorn.apache.org/task-group-name"
 POLICY = "yunikorn.apache.org/schedulingPolicyParameters"
 PLACEHOLDER = "internal.yunikorn.apache.org/placeholder"
 
 
+IMAGE = "example.org/pause:9"
+
+
 @pytest.fixture
-def gang_cluster(stack_factory, tmp_path):
-    cluster = ShimCluster(stack_factory(workers=1), tmp_path)
-    try:
-        kube = cluster.start_fake()
-        kube.create("/api/v1/namespaces", namespace("yunikorn"))
-        kube.create("/api/v1/namespaces/yunikorn/configmaps",
-                    configmap("yunikorn-configs", "yunikorn", {"queues.yaml": QUEUES,
-                                                               "service.placeholderImage": "example.org/pause:9"}))
-        yield cluster
-    finally:
-        cluster.stop()
+def gang_cluster(shim_cluster):
+    shim_cluster.kube.request("PATCH", "/api/v1/namespaces/yunikorn/configmaps/yunikorn-configs",
+                              {"data": {"service.placeholderImage": IMAGE}}, "application/merge-patch+json")
+    return shim_cluster
+
+
+def start(c: ShimCluster, *nodes: dict) -> None:
+    """The nodes created, the shim started, and every node open in Korral."""
+    for n in nodes:
+        c.kube.create("/api/v1/nodes", n)
+    c.start_shim()
+    wait_until(lambda: len([n for n in c.korral_nodes().values() if n["schedulable"]]) == len(nodes), 60,
+               "the nodes registered and opened", c.logs)
+
+
+def gang_done(kube, ns: str, real: set[str]):
+    """Every member bound and no placeholder left."""
+    return lambda: all(p["spec"].get("nodeName") for n, p in pods_of(kube, ns).items() if n in real) and \
+        not placeholders(kube, ns)
 
 
 def members(app: str, ns: str, count: int, cpu: str, *, min_member: int, min_cpu: str, policy: str = "",
@@ -94,11 +94,7 @@ def state(c: ShimCluster, ns: str, app: str) -> str:
 
 def test_a_gang_gets_its_placeholders_and_its_pods_take_their_places(gang_cluster):
     c, kube = gang_cluster, gang_cluster.kube
-    for i in range(3):
-        kube.create("/api/v1/nodes", node(f"n{i}", "4", "8Gi"))
-    c.start_shim()
-    wait_until(lambda: len([n for n in c.korral_nodes().values() if n["schedulable"]]) == 3, 60,
-               "the nodes registered and opened", c.logs)
+    start(c, *(node(f"n{i}", "4", "8Gi") for i in range(3)))
     kube.create("/api/v1/namespaces", namespace("ml"))
     # the placeholders' first deletions fail: the shim retries until they are gone
     kube.request("POST", FAULTS_PATH, {"method": "DELETE", "pathPrefix": "/api/v1/namespaces/ml/pods/tg-",
@@ -107,11 +103,8 @@ def test_a_gang_gets_its_placeholders_and_its_pods_take_their_places(gang_cluste
     for p in gang:
         kube.create("/api/v1/namespaces/ml/pods", p)
     real = {p["metadata"]["name"] for p in gang}
-
-    def done():
-        now = pods_of(kube, "ml")
-        return all(now[n]["spec"].get("nodeName") for n in real) and not placeholders(kube, "ml")
-    wait_until(done, 90, "every member bound and every placeholder gone", c.logs)
+    wait_until(gang_done(kube, "ml", real), 90, "every member bound and every placeholder gone",
+               lambda: state(c, "ml", "train"))
 
     events = pod_events(kube)
     on = scheduled_on(kube, "ml")
@@ -133,22 +126,15 @@ def test_a_gang_gets_its_placeholders_and_its_pods_take_their_places(gang_cluste
 
 def test_a_gang_that_cannot_fit_times_out_soft_runs_its_pods_hard_fails_them(gang_cluster):
     c, kube = gang_cluster, gang_cluster.kube
-    for i in range(2):
-        kube.create("/api/v1/nodes", node(f"n{i}", "4", "8Gi"))
-    c.start_shim()
-    wait_until(lambda: len([n for n in c.korral_nodes().values() if n["schedulable"]]) == 2, 60,
-               "the nodes registered and opened", c.logs)
+    start(c, node("n0", "4", "8Gi"), node("n1", "4", "8Gi"))
     for ns in ("soft", "hard"):
         kube.create("/api/v1/namespaces", namespace(ns))
     # three placeholders of 3 cpu: only two fit on the two 4-cpu nodes
     for p in members("soft-gang", "soft", 2, "500m", min_member=3, min_cpu="3", policy="placeholderTimeoutInSeconds=3"):
         kube.create("/api/v1/namespaces/soft/pods", p)
 
-    def soft_done():
-        now = pods_of(kube, "soft")
-        return not placeholders(kube, "soft") and all(p["spec"].get("nodeName") for p in now.values()) \
-            and len(now) == 2
-    wait_until(soft_done, 90, "the soft gang's placeholders gone and its pods bound as ordinary pods", c.logs)
+    wait_until(gang_done(kube, "soft", {"soft-gang-0", "soft-gang-1"}), 90,
+               "the soft gang's placeholders gone and its pods bound as ordinary pods", lambda: state(c, "soft", "soft-gang"))
     assert "GangSchedulingFailed" in gang_actions(kube, "soft") and "PlaceholderTimeOut" in gang_actions(kube, "soft")
     assert len([n for n in scheduled_on(kube, "soft") if n.startswith("tg-")]) == 2
 
@@ -208,18 +194,19 @@ def test_a_restarted_shim_reattaches_the_placeholders_and_makes_no_second_set(ga
     wait_until(lambda: len(placeholders(kube, "ml")) == 3 and
                len([p for p in placeholders(kube, "ml").values() if p["spec"].get("nodeName")]) == 2, 60,
                "three placeholders, two placed", c.logs)
-    first = set(placeholders(kube, "ml"))
+    first = placeholders(kube, "ml")
+    for ph in first.values():  # made as YuniKorn makes them, the image from the configmap
+        (container,) = ph["spec"]["containers"]
+        assert container["image"] == IMAGE and ph["spec"]["securityContext"]["runAsNonRoot"] is True
+        assert [o["name"] for o in ph["metadata"]["ownerReferences"]] == ["big-0"]
+        assert ph["metadata"]["labels"]["yunikorn.apache.org/app-id"] == "big"
     c.stop_shim(kill=True)
     c.start_shim()
     kube.create("/api/v1/nodes", node("n1", "4", "8Gi"))
     real = {p["metadata"]["name"] for p in gang}
-
-    def done():
-        now = pods_of(kube, "ml")
-        return all(now[n]["spec"].get("nodeName") for n in real) and not placeholders(kube, "ml")
-    wait_until(done, 90, "the gang complete after the restart", lambda: state(c, "ml", "big"))
+    wait_until(gang_done(kube, "ml", real), 90, "the gang complete after the restart", lambda: state(c, "ml", "big"))
     on = scheduled_on(kube, "ml")
-    assert {n for n in on if n.startswith("tg-")} == first  # no second set
+    assert {n for n in on if n.startswith("tg-")} == set(first)  # no second set
     for n in real:
         assert len(on[n]) == 1, (n, on[n])
     assert not placement_problems(kube), placement_problems(kube)
