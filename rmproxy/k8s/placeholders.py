@@ -283,12 +283,12 @@ class GangHandling:
 
     async def _create(self, body: dict, deadline: float) -> str | None:
         """Create the pod; None when created, else why not (transient errors retried until ``deadline``)."""
-        path = pod_path(body["metadata"]["namespace"])
+        namespace = body["metadata"]["namespace"]
         until = time.monotonic() + deadline
         wait = 0.2
         while True:
             try:
-                await self.client.request("POST", path, body=body)
+                await self.client.create_pod(namespace, body)
                 return None
             except ApiError as exc:
                 if exc.status == 409:  # a name taken (the nonce repeated): another name
