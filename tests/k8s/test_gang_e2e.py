@@ -138,6 +138,9 @@ def test_a_gang_that_cannot_fit_times_out_soft_runs_its_pods_hard_fails_them(gan
     assert "GangSchedulingFailed" in gang_actions(kube, "soft") and "PlaceholderTimeOut" in gang_actions(kube, "soft")
     assert len([n for n in scheduled_on(kube, "soft") if n.startswith("tg-")]) == 2
 
+    # failing the members' pods: the first status patches fail, and are retried
+    kube.request("POST", FAULTS_PATH, {"method": "PATCH", "pathPrefix": "/api/v1/namespaces/hard/pods/hard-gang-",
+                                       "status": 500, "count": 3})
     for p in members("hard-gang", "hard", 2, "500m", min_member=3, min_cpu="3",
                      policy="placeholderTimeoutInSeconds=3 gangSchedulingStyle=Hard"):
         kube.create("/api/v1/namespaces/hard/pods", p)
