@@ -58,6 +58,9 @@ REASONS = {
     "ApplicationFailed": "the application was rejected or failed; its pending pods fail",
     "Preempted": "the scheduler released the pod's allocation to make room for another",
     "Informational": "an event of the scheduler about the pod or node",
+    "GangScheduling": "a gang's progress (the action says which: CreatingPlaceholders, PlaceholderAllocated, "
+                      "GangReservationComplete, PlaceholderTimeOut, GangSchedulingFailed, PlaceholderCreateFailed, "
+                      "TaskGroupMatch, TaskGroupsError, TaskGroupNotFound, SchedulingPolicyParametersError)",
     "NodeAccepted": "the scheduler registered the node",
     "NodeRejected": "the scheduler refused the node",
     "NodeDeleted": "the node was removed from the scheduler",
@@ -102,6 +105,7 @@ class _Held:
     type: str
     reason: str
     note: str
+    action: str = ""
 
 
 @dataclass(slots=True)
@@ -139,9 +143,10 @@ class EventRecorder:
                 "inSeries": self.repeats}
 
     def post(self, regarding: Regarding, type_: str, reason: str, note: str, *, hold: bool = False,
-             supersedes: tuple[str, ...] = (), fold_into: tuple[str, ...] = ()) -> None:
+             supersedes: tuple[str, ...] = (), fold_into: tuple[str, ...] = (), action: str = "") -> None:
         """Queue an event (see module doc for ``hold``, ``supersedes`` and ``fold_into``); dropped
-        (and counted) when the queue is full."""
+        (and counted) when the queue is full. ``action`` is the reason unless given (YuniKorn's
+        ``GangScheduling`` events name what happened there)."""
         now = self.clock()
         held = self._held.get(regarding)
         if held is not None:
@@ -156,16 +161,16 @@ class EventRecorder:
             if not hold:
                 self._release(regarding)
         if hold and self.settle > 0:
-            self._held.setdefault(regarding, []).append(_Held(now, regarding, type_, reason, note))
+            self._held.setdefault(regarding, []).append(_Held(now, regarding, type_, reason, note, action))
             self._due.append((now + self.settle, regarding))
             if self._timer is None:
                 self._timer = asyncio.get_running_loop().call_later(self.settle, self._expire)
             return
-        self._emit(now, regarding, type_, reason, note)
+        self._emit(now, regarding, type_, reason, note, action)
 
     def _release(self, regarding: Regarding) -> None:
         for h in self._held.pop(regarding, ()):
-            self._emit(h.at, h.regarding, h.type, h.reason, h.note)
+            self._emit(h.at, h.regarding, h.type, h.reason, h.note, h.action)
 
     def _expire(self) -> None:
         """Send the held events whose window has passed."""
@@ -179,17 +184,18 @@ class EventRecorder:
                 continue
             while held and held[0].at + self.settle <= now:
                 h = held.pop(0)
-                self._emit(h.at, h.regarding, h.type, h.reason, h.note)
+                self._emit(h.at, h.regarding, h.type, h.reason, h.note, h.action)
             if not held:
                 del self._held[regarding]
         if due:
             self._timer = asyncio.get_running_loop().call_later(max(due[0][0] - now, 0.001), self._expire)
 
-    def _emit(self, at: float, regarding: Regarding, type_: str, reason: str, note: str) -> None:
+    def _emit(self, at: float, regarding: Regarding, type_: str, reason: str, note: str, action: str = "") -> None:
         namespace = regarding.namespace or CLUSTER_SCOPED_NAMESPACE
+        action = action or reason
         key = None
         if reason not in ONCE:
-            key = (regarding, reason, type_)
+            key = (regarding, reason, type_, action)
             series = self._series.get(key)
             if series is not None and at - series.first <= SERIES_WINDOW:
                 series.count += 1
@@ -202,7 +208,7 @@ class EventRecorder:
         event = {"apiVersion": "events.k8s.io/v1", "kind": "Event",
                  "metadata": {"name": name, "namespace": namespace},
                  "eventTime": micro_time(at), "reportingController": self.controller,
-                 "reportingInstance": self.instance, "action": reason, "reason": reason, "type": type_,
+                 "reportingInstance": self.instance, "action": action, "reason": reason, "type": type_,
                  "note": note if len(note) <= MAX_NOTE else note[:MAX_NOTE - 3] + "...",
                  "regarding": regarding.as_json()}
         try:

@@ -178,6 +178,10 @@ class KubeClient:
                              "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
         await self.send("POST", pod_path(namespace, name, "binding"), body)
 
+    async def create_pod(self, namespace: str, pod: dict) -> None:
+        """Create a pod (a gang's placeholder); the answer is not decoded."""
+        await self.send("POST", pod_path(namespace), orjson.dumps(pod))
+
     async def patch_status(self, namespace: str, name: str, patch: dict) -> None:
         await self.send("PATCH", pod_path(namespace, name, "status"), orjson.dumps(patch), STRATEGIC_MERGE)
 

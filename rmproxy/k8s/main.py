@@ -38,6 +38,7 @@ from rmproxy.k8s.namespaces import read_namespace, read_priority_class
 from rmproxy.k8s.nodes import read_node
 from rmproxy.k8s.pods import TERMINATED, PodRules, decoder, lite_watch
 from rmproxy.k8s.reloader import Reloader
+from rmproxy.k8s.placeholders import PlaceholderSettings
 from rmproxy.k8s.shim import Shim, ShimSettings
 from rmproxy.k8s.volumes import Claim
 
@@ -158,9 +159,12 @@ class _Runner:
         if loaded is None:
             return 0
         conf = loaded.conf
-        rules = PodRules(args.scheduler_name, conf.generate_unique_app_ids)
+        rules = PodRules(args.scheduler_name, conf.generate_unique_app_ids, not conf.disable_gang_scheduling)
         self.explainer = Explainer(args.rest_address, conf.cluster_id) if args.rest_address else None
-        shim = self.shim = Shim(self.client, ShimSettings(args.scheduler_name, args.best_effort_constraints),
+        placeholders = PlaceholderSettings(conf.placeholder_image, conf.placeholder_run_as_user,
+                                           conf.placeholder_run_as_group, conf.placeholder_fs_group)
+        settings = ShimSettings(args.scheduler_name, args.best_effort_constraints, placeholders=placeholders)
+        shim = self.shim = Shim(self.client, settings,
                                 conf.cluster_id, self.events, self.explainer)
         informers = [
             self._informer("namespaces", lambda raw, old: read_namespace(raw), shim.namespace_changed),

@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 import orjson
 
 from common import si_v18_pb2 as si
-from common.constants import (APP_TAG_CREATE_FORCE, APP_TAG_NAMESPACE, DOMAIN_YUNIKORN, TAG_FOREIGN,
-                              TAG_NODE_AFFINITY, TAG_UNSUPPORTED_CONSTRAINTS)
+from common.constants import (APP_TAG_CREATE_FORCE, APP_TAG_NAMESPACE, DOMAIN_YUNIKORN, TAG_APP_TASK_GROUPS,
+                              TAG_FOREIGN, TAG_NODE_AFFINITY, TAG_SCHEDULING_POLICY_PARAMETERS,
+                              TAG_UNSUPPORTED_CONSTRAINTS)
 from common.si_resource import fill_si_resource
+from rmproxy.k8s.gang import AppGang, placeholder_ask
 from rmproxy.k8s.nodes import NodeState
 from rmproxy.k8s.pods import PodSpec, PodState
 
@@ -43,6 +45,7 @@ class Hold(enum.Enum):
     RETRY = "retrying after a refused bind"
     REJECTED = "rejected by the scheduler"
     GONE = "waiting for the API server's word: the pod went, or is bound elsewhere"
+    GANG = "waiting for its gang's placeholders to be asked for"
 
 
 class AppState(enum.Enum):
@@ -70,6 +73,7 @@ class Task:
     retries: int = 0
     condition: tuple[str, str] = ("", "")  # the PodScheduled reason and message we wrote last
     constraints: tuple[str, ...] = ()  # what the ask carries in TAG_UNSUPPORTED_CONSTRAINTS
+    group: str = ""  # the task group its ask names (a placeholder's, or a real member's of a known group)
 
     @property
     def uid(self) -> str:
@@ -92,6 +96,7 @@ class App:
     tasks: set[str] = field(default_factory=set)
     originator: str = ""  # the uid of the pod that made the app (YuniKorn's originator task)
     created: int = 0
+    gang: AppGang | None = None  # its task groups and placeholders (rmproxy.k8s.placeholders)
 
 
 @dataclass(slots=True, eq=False)
@@ -134,8 +139,10 @@ def exclude_nodes(required: str | None, nodes: list[str]) -> str:
 
 def _allocation(task: Task, app: App, allow_self: bool) -> si.Allocation:
     spec = task.spec
+    placeholder = bool(task.group) and spec.gang is not None and spec.gang.placeholder
     return si.Allocation(allocationKey=spec.uid, applicationID=app.app_id, resourcePerAlloc=_resource(spec.resource),
                          priority=spec.priority, originator=spec.uid == app.originator,
+                         taskGroupName=task.group, placeholder=placeholder,
                          preemptionPolicy=si.PreemptionPolicy(allowPreemptSelf=allow_self,
                                                               allowPreemptOther=spec.preempt_others))
 
@@ -187,8 +194,18 @@ def add_application(app: App, force: bool) -> si.AddApplicationRequest:
     tags[APP_TAG_CREATE_FORCE] = "true" if force else "false"
     if app.created:
         tags[TAG_CREATION_TIME_APP] = str(app.created)
-    return si.AddApplicationRequest(applicationID=app.app_id, queueName=app.queue,
-                                    ugi=si.UserGroupInformation(user=app.user, groups=list(app.groups)), tags=tags)
+    request = si.AddApplicationRequest(applicationID=app.app_id, queueName=app.queue,
+                                       ugi=si.UserGroupInformation(user=app.user, groups=list(app.groups)), tags=tags)
+    gang = app.gang
+    if gang is not None:  # YuniKorn's shim: the gang's size, timeout and style, and both annotations as tags
+        tags = request.tags
+        tags[TAG_APP_TASK_GROUPS] = gang.groups_raw
+        tags[TAG_SCHEDULING_POLICY_PARAMETERS] = gang.policy_raw
+        if gang.groups:
+            request.placeholderAsk.CopyFrom(_resource(placeholder_ask(gang.groups)))
+        request.executionTimeoutMilliSeconds = gang.timeout_seconds * 1000
+        request.gangSchedulingStyle = gang.style
+    return request
 
 
 def app_tags(spec: PodSpec, namespace_tags: dict[str, str]) -> dict[str, str]:

@@ -26,6 +26,7 @@ from common.constants import (DOMAIN_K8S, DOMAIN_YUNIKORN, GROUP_LABEL, TAG_HOST
                               TAG_NODE_AFFINITY, TAG_NODE_SELECTOR_PREFIX, TAG_POD_NAME, TAG_REQUIRED_NODE,
                               TAG_TOLERATIONS, CREATION_TIME)
 from rmproxy.k8s import quantity
+from rmproxy.k8s.gang import GangSpec, read_gang
 from rmproxy.k8s.informer import LiteWatch
 
 __all__ = ["PodRules", "PodSpec", "PodState", "Problem", "read_pod", "decoder", "refresher", "lite_watch", "LitePod",
@@ -68,6 +69,7 @@ class PodRules:
 
     scheduler_name: str = "yunikorn"
     unique_app_ids: bool = False  # admissionController.filtering.generateUniqueAppId
+    gang_scheduling: bool = True  # not service.disableGangScheduling: task groups are read
 
 
 @dataclass(slots=True)
@@ -93,6 +95,8 @@ class PodSpec:
     image_pull_secrets: tuple[str, ...] = ()
     static: bool = False  # a static (mirror) pod: owned by its Node
     created: int = 0  # creationTimestamp, unix seconds
+    gang: GangSpec | None = None  # its gang annotations (rmproxy.k8s.gang), None without any
+    owners: tuple[dict, ...] = ()  # a placeholder's owner references (its app's, copied when it was made)
     problems: tuple[Problem, ...] = ()
 
     @property
@@ -421,6 +425,9 @@ def read_pod(raw: dict, rules: PodRules) -> PodSpec:
         pod.unsupported = unsupported_constraints(spec)
         pod.claims = claim_names(spec, pod.name)
         pod.image_pull_secrets = tuple(s.get("name", "") for s in spec.get("imagePullSecrets") or [] if s.get("name"))
+        pod.gang = read_gang(annotations, rules.gang_scheduling)  # its problems are told as GangScheduling events
+        if pod.gang is not None and pod.gang.placeholder:
+            pod.owners = tuple(owners)
     pod.problems = tuple(problems)
     return pod
 

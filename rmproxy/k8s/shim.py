@@ -47,6 +47,7 @@ from rmproxy.k8s.model import App, AppState, Foreign, Hold, NodeEntry, NodePhase
 from rmproxy.k8s.namespaces import NamespaceInfo, read_namespace
 from rmproxy.k8s.nodes import NodeState
 from rmproxy.k8s.outbox import Outbox
+from rmproxy.k8s.placeholders import GangHandling, PlaceholderSettings, app_gang
 from rmproxy.k8s.pods import PodState, Problem
 from rmproxy.k8s.volumes import Volumes
 
@@ -65,13 +66,14 @@ class ShimSettings:
     avoid_seconds: float = 60.0  # a node that refused a bind is excluded for the pod this long
     retry_cap: float = 60.0  # the longest wait before asking again after a refused bind
     bind_deadline: float = 60.0  # transient bind errors are retried this long
+    placeholders: PlaceholderSettings = PlaceholderSettings()
 
 
 def _pod_ref(spec) -> Regarding:
     return Regarding("Pod", spec.name, spec.namespace, spec.uid)
 
 
-class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
+class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlugin):
     def __init__(self, client: KubeClient, settings: ShimSettings, rm_id: str, events: EventRecorder,
                  explainer: Explainer | None = None, clock=time.monotonic) -> None:
         self.client, self.settings, self.rm_id = client, settings, rm_id
@@ -90,6 +92,7 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         self.volumes = Volumes()
         self._background: set[asyncio.Task] = set()
         self._reading_namespaces: set[str] = set()
+        self._gang_init()
 
     # ------------------------------------------------------------------ sending
     @property
@@ -147,7 +150,8 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             self._event(spec, NORMAL, "Scheduling", f"waiting for scheduling gates: {','.join(pod.gates)}")
         self.volumes.use(pod.uid, spec.namespace, spec.claims)
         self._set_constraints(task)
-        self._app_for(task)
+        app = self._app_for(task)
+        self._gang_member(task, app)
         self._sync(task)
 
     def _report_problem(self, spec, problem: Problem) -> None:
@@ -169,7 +173,8 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             app.tasks.add(task.uid)
             return app
         app = self.apps[spec.app_id] = App(spec.app_id, spec.namespace, spec.queue, spec.user, spec.groups, {},
-                                           state=AppState.NAMESPACE, originator=spec.uid, created=spec.created)
+                                           state=AppState.NAMESPACE, originator=spec.uid, created=spec.created,
+                                           gang=app_gang(spec))
         app.tasks.add(task.uid)
         if spec.namespace in self.namespaces:
             self._submit_app(app)
@@ -227,13 +232,15 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             task.where = Where.PLACED
             if not entry.enabled:
                 entry.awaiting.add(task.uid)
+            self._gang_synced(task, app)
             return
-        if task.hold is not Hold.NONE:
+        if task.hold is not Hold.NONE or self._gang_holds(task, app):
             return
         now = self.clock()
         task.avoid = {n: until for n, until in task.avoid.items() if until > now}
         self._queue("alloc", model.ask(task, app, self._allow_self(task), list(task.avoid)))
         task.where = Where.ASKED
+        self._gang_synced(task, app)
         if not task.announced:
             task.announced = True
             self._event(task.spec, NORMAL, "Scheduling", f"{task.spec.alias} is queued and waiting for allocation",
@@ -250,6 +257,7 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         if task.where is not Where.NOWHERE:
             self._queue("release", model.release(task.uid, spec.app_id, f"pod {spec.alias} ended"))
             self._unplace(task)
+        self._gang_pod_gone(task)
         if task.node:
             self.node_pods.get(task.node, set()).discard(task.uid)
         self.volumes.release(task.uid, spec.namespace, spec.claims)
@@ -428,6 +436,8 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                 self._app_rejected(rejected.applicationID, rejected.reason)
         for updated in response.updated:
             app = self.apps.get(updated.applicationID)
+            if app is not None:
+                self._gang_app_update(app, updated.state, updated.message)
             if app is None or updated.state != "Completed":
                 continue
             if not app.tasks:
@@ -442,7 +452,8 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         if app is None or app.state is AppState.ACCEPTED:
             return
         app.state = AppState.ACCEPTED
-        for uid in list(app.tasks):
+        self._gang_reserve(app)
+        for uid in sorted(app.tasks, key=lambda t: not self._is_placeholder(t)):  # a gang's placeholders first
             if uid in self.tasks:
                 self._sync(self.tasks[uid])
 
@@ -471,6 +482,7 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
 
     # ------------------------------------------------------------------ allocations
     async def update_allocation(self, response) -> None:
+        self._gang_note_replacements(response.released)
         for alloc in response.new:
             self._allocated(alloc)
         for released in response.released:
@@ -497,8 +509,13 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         spec = task.spec
         self._event(spec, NORMAL, "Scheduled", f"Successfully assigned {spec.alias} to node {task.node}",
                     hold=True, supersedes=("Scheduling",))
-        self.binder.bind(BindJob(task.uid, spec.namespace, spec.name, task.node, task.attempt,
-                                 self.volumes.to_place(spec.namespace, spec.claims)))
+        app = self.apps.get(spec.app_id)
+        if app is not None:
+            self._gang_allocated(task, app)
+        job = BindJob(task.uid, spec.namespace, spec.name, task.node, task.attempt,
+                      self.volumes.to_place(spec.namespace, spec.claims))
+        if not self._gang_defer_bind(job):
+            self.binder.bind(job)
 
     def _bind_outcome(self, result: Result) -> None:
         job = result.job
@@ -539,6 +556,8 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         task = self.tasks.get(released.allocationKey)
         if task is None or task.where is Where.NOWHERE:
             return  # the echo of our own release
+        if self._gang_released(task, released):
+            return
         was = task.where
         self._unplace(task)
         if was is Where.PLACED and released.terminationType in (si.PREEMPTED_BY_SCHEDULER, si.TIMEOUT):
@@ -645,7 +664,8 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         for app in self.apps.values():
             if app.state is AppState.NAMESPACE:
                 continue  # not added yet: it is when its namespace is read
-            tasks = [self.tasks[t] for t in app.tasks if t in self.tasks]
+            tasks = sorted((self.tasks[t] for t in app.tasks if t in self.tasks),
+                           key=lambda t: not self._is_placeholder(t.uid))  # a gang's placeholders first
             snapshot.applications.append(model.add_application(app, force=any(t.node for t in tasks)))
             for task in tasks:
                 task.where = Where.NOWHERE
@@ -656,7 +676,7 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                     snapshot.allocations.append(model.placed(task, app, self._allow_self(task)))
                     task.where = Where.PLACED
                     entry.awaiting.add(task.uid)
-                elif not task.node and task.hold is Hold.NONE:
+                elif not task.node and task.hold is Hold.NONE and not self._gang_holds(task, app):
                     snapshot.allocations.append(model.ask(task, app, self._allow_self(task), list(task.avoid)))
                     task.where = Where.ASKED
         log.info("replaying %d applications, %d nodes, %d allocations and asks to the scheduler",

@@ -30,7 +30,8 @@ NAMESPACE = "korral"
 CALLS = {
     "bind": ("", "pods/binding", "create"),
     "patch_status": ("", "pods/status", "patch"),
-    "delete": ("", "pods", "delete"),  # preemption victims
+    "delete": ("", "pods", "delete"),  # preemption victims, a gang's placeholders
+    "create_pod": ("", "pods", "create"),  # a gang's placeholders
     "create_event": ("events.k8s.io", "events", "create"),
     "patch_event_series": ("events.k8s.io", "events", "patch"),  # a series' count (repeated events)
     "get": ("", "namespaces", "get"),  # a namespace read before its watch shows it

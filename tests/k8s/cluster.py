@@ -78,6 +78,10 @@ class ShimCluster:
         body = http_get_json(f"http://{self.stack.rest_address}/ws/v1/partition/%5Bmycluster%5Ddefault/nodes").body
         return {n["nodeID"]: n for n in body} if isinstance(body, list) else {}
 
+    def korral_app(self, app_id: str) -> dict:
+        return http_get_json(f"http://{self.stack.rest_address}/ws/v1/partition/%5Bmycluster%5Ddefault/"
+                             f"application/{app_id}").body
+
     def korral_queues(self) -> dict:
         return http_get_json(f"http://{self.stack.rest_address}/ws/v1/partition/%5Bmycluster%5Ddefault/queues").body
 

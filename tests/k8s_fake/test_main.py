@@ -10,7 +10,7 @@ import pytest
 
 from rmproxy.k8s.fake.cluster import ClusterOptions, FakeCluster
 from rmproxy.k8s.fake.main import parse_labels_flag, parse_taints_flag
-from rmproxy.k8s.fake.server import COMPACT_PATH
+from rmproxy.k8s.fake.server import COMPACT_PATH, FAULTS_PATH
 from tests.conftest import run_korral
 
 
@@ -51,6 +51,31 @@ def test_the_compact_hook_expires_older_versions():
                     assert r.status == 410
                 async with http.post(COMPACT_PATH + "?resource=widgets") as resp:
                     assert resp.status == 400 and "widgets" in (await resp.json())["message"]
+        finally:
+            await cluster.stop()
+    asyncio.run(scenario())
+
+
+def test_injected_faults_answer_the_matching_requests_then_stop():
+    async def scenario():
+        cluster = FakeCluster(ClusterOptions(token="t", kubelet=False))
+        url = await cluster.start()
+        try:
+            async with aiohttp.ClientSession(url, headers={"Authorization": "Bearer t"}) as http:
+                fault = {"method": "get", "pathPrefix": "/api/v1/namespaces/default", "status": 503, "count": 2}
+                async with http.post(FAULTS_PATH, json=fault) as resp:
+                    assert resp.status == 200
+                for _ in range(2):
+                    async with http.get("/api/v1/namespaces/default") as r:
+                        assert r.status == 503 and (await r.json())["reason"] == "InternalError"
+                async with http.get("/api/v1/namespaces/kube-system") as r:
+                    assert r.status == 200  # another path
+                async with http.get("/api/v1/namespaces/default") as r:
+                    assert r.status == 200  # used up
+                async with http.post(FAULTS_PATH, json={"status": 200}) as resp:
+                    assert resp.status == 400 and "400-599" in (await resp.json())["message"]
+                async with http.post(FAULTS_PATH, data=b"{not json") as resp:
+                    assert resp.status == 400
         finally:
             await cluster.stop()
     asyncio.run(scenario())

@@ -27,11 +27,14 @@ from rmproxy.k8s.fake.kinds import Kind
 from rmproxy.k8s.fake.selectors import SelectorError, parse_fields, parse_labels
 from rmproxy.k8s.fake.store import Event, Filter, WatchQueue
 
-__all__ = ["FakeApiServer", "ServerOptions", "COMPACT_PATH"]
+__all__ = ["FakeApiServer", "ServerOptions", "COMPACT_PATH", "FAULTS_PATH"]
 
 log = logging.getLogger("korral.k8s.fake")
 JSON = "application/json"
 COMPACT_PATH = "/korral-fake/compact"  # POST: forget the history now (an operator's and tests' hook)
+# POST {"method": "DELETE", "pathPrefix": "/api/v1/namespaces/x/pods/", "status": 503, "count": 3}: the next
+# `count` matching requests are answered with that status (a tests' hook for an API server that fails)
+FAULTS_PATH = "/korral-fake/faults"
 OBJECT_META = {"name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
                "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations",
                "ownerReferences", "finalizers", "managedFields", "clusterName"}
@@ -107,6 +110,7 @@ class FakeApiServer:
         self.app.on_shutdown.append(self._on_shutdown)
         self._stopping: asyncio.Future | None = None
         self.rng = random.Random()
+        self.faults: list[dict[str, Any]] = []  # FAULTS_PATH's: method, pathPrefix, status, count left
 
     async def _on_shutdown(self, app: web.Application) -> None:
         stopping = self.stopping()
@@ -150,6 +154,20 @@ class FakeApiServer:
                                         content_type=JSON)
         raise _Plain404()
 
+    async def _add_fault(self, request: web.Request, media: str) -> web.StreamResponse:
+        if request.method != "POST":
+            raise ApiError.method_not_allowed()
+        try:
+            body = orjson.loads(await request.read())
+            fault = {"method": str(body.get("method", "*")).upper(), "pathPrefix": str(body.get("pathPrefix", "/")),
+                     "status": int(body.get("status", 500)), "count": int(body.get("count", 1))}
+        except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError) as exc:
+            raise ApiError.bad_request(f"a fault is {{method, pathPrefix, status, count}}: {exc}") from None
+        if not 400 <= fault["status"] <= 599 or fault["count"] < 1:
+            raise ApiError.bad_request("a fault's status is 400-599 and its count at least 1")
+        self.faults.append(fault)
+        return self._answer({"faults": self.faults}, media)
+
     def _error(self, exc: ApiError) -> web.Response:
         return web.Response(status=exc.code, body=_dumps(exc.body()), content_type=JSON)
 
@@ -188,6 +206,16 @@ class FakeApiServer:
         parts = [p for p in path.split("/") if p]
         if path in ("/healthz", "/livez", "/readyz"):
             return web.Response(text="ok", content_type="text/plain")
+        if path == FAULTS_PATH:
+            return await self._add_fault(request, media)
+        fault = next((f for f in self.faults if f["method"] in ("*", method) and path.startswith(f["pathPrefix"])),
+                     None)
+        if fault is not None:
+            fault["count"] -= 1
+            if fault["count"] <= 0:
+                self.faults.remove(fault)
+            raise ApiError(fault["status"], "InternalError" if fault["status"] >= 500 else "BadRequest",
+                           f"a fault injected through {FAULTS_PATH}", {})
         if path == COMPACT_PATH:
             if method != "POST":
                 raise ApiError.method_not_allowed()
