@@ -48,6 +48,7 @@ from rmproxy.k8s.namespaces import NamespaceInfo, read_namespace
 from rmproxy.k8s.nodes import NodeState
 from rmproxy.k8s.outbox import Outbox
 from rmproxy.k8s.pods import PodState, Problem
+from rmproxy.k8s.pools import Pools
 from rmproxy.k8s.volumes import Volumes
 
 __all__ = ["Shim", "ShimSettings"]
@@ -65,6 +66,7 @@ class ShimSettings:
     avoid_seconds: float = 60.0  # a node that refused a bind is excluded for the pod this long
     retry_cap: float = 60.0  # the longest wait before asking again after a refused bind
     bind_deadline: float = 60.0  # transient bind errors are retried this long
+    partition_label: str = ""  # a node label naming its partition (rmproxy.k8s.pools); "": all in default
 
 
 def _pod_ref(spec) -> Regarding:
@@ -90,6 +92,7 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         self.volumes = Volumes()
         self._background: set[asyncio.Task] = set()
         self._reading_namespaces: set[str] = set()
+        self.pools = Pools(self, settings.partition_label)
 
     # ------------------------------------------------------------------ sending
     @property
@@ -101,7 +104,7 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         self.out.api = api
 
     def _queue(self, kind: str, message: Any) -> None:
-        self.out.put(kind, message)
+        self.out.put(kind, self.pools.stamp(kind, message) if self.pools.enabled else message)
 
     def flush(self) -> None:
         self.out.flush()
@@ -202,6 +205,8 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             for problem in ns.problems:
                 self._event(first.spec, WARNING, "Scheduling",
                             f"namespace {app.namespace}: {problem} (for application {app.app_id})")
+        if not self.pools.admit(app, first):
+            return  # its partition is not in the configuration: added when it is
         app.state = AppState.NEW
         force = any(self.tasks[t].node for t in app.tasks if t in self.tasks)
         self._queue("app", model.add_application(app, force))
@@ -643,8 +648,8 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             if pod.reported:
                 snapshot.allocations.append(model.foreign_allocation(pod))
         for app in self.apps.values():
-            if app.state is AppState.NAMESPACE:
-                continue  # not added yet: it is when its namespace is read
+            if app.state in (AppState.NAMESPACE, AppState.PARTITION):
+                continue  # not added yet: it is when its namespace is read (or its partition configured)
             tasks = [self.tasks[t] for t in app.tasks if t in self.tasks]
             snapshot.applications.append(model.add_application(app, force=any(t.node for t in tasks)))
             for task in tasks:
@@ -659,6 +664,8 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                 elif not task.node and task.hold is Hold.NONE:
                     snapshot.allocations.append(model.ask(task, app, self._allow_self(task), list(task.avoid)))
                     task.where = Where.ASKED
+        if self.pools.enabled:
+            self.pools.stamp_snapshot(snapshot)
         log.info("replaying %d applications, %d nodes, %d allocations and asks to the scheduler",
                  len(snapshot.applications), len(snapshot.nodes), len(snapshot.allocations))
         return snapshot
