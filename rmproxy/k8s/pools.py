@@ -18,7 +18,7 @@ A node is given to the shim (and so registered) only when
   counted by the node's partition, which could then place pods over them. This happens when a
   node's label moves it to another partition (it is first removed from the old one: the pods
   running there keep running, untouched), after a restart, or when a pod is bound to a node of
-  another pool directly (``spec.nodeName``). The node is held out, with a ``NodeRejected`` event
+  another pool directly (``spec.nodeName``). The node is held out, with a ``NodePartitionPending`` event
   naming those pods, and registered in its partition once they have ended.
 
 An application whose partition the configuration lacks is not added: its pods stay pending with
@@ -149,21 +149,23 @@ class Pools:
         if partition == current:
             shim.node_changed(old, new)
             return
-        shim.events.post(Regarding("Node", new.name, uid=new.uid), WARNING, "NodePartitionChanged",
-                         f"node {new.name} moves from partition {current} to {partition} "
-                         f"(metadata.labels[{self.label}]): removed from {current}; its running pods are not touched")
-        log.warning("node %s: label %s moves it from partition %s to %s", new.name, self.label, current, partition)
         shim.node_changed(shim.nodes[new.name].state, None)  # decommissioned in the old partition
         del self.node_partition[new.name]
+        why = self._hold_reason(new, partition)[1] or f"it is registered in partition {partition} now"
+        shim.events.post(Regarding("Node", new.name, uid=new.uid), WARNING, "NodePartitionChanged",
+                         f"node {new.name} moves from partition {current} to {partition} "
+                         f"(metadata.labels[{self.label}]): removed from {current}, its running pods not touched; "
+                         f"{why}")
+        log.warning("node %s: label %s moves it from partition %s to %s", new.name, self.label, current, partition)
         self._offer(new)
 
     def _offer(self, node: NodeState) -> None:
         """Give ``node`` to the shim, or hold it out saying why (see module doc)."""
         partition = self.of_node(node)
-        why = self._hold_reason(node, partition)
+        reason, why = self._hold_reason(node, partition)
         if why:
             if self.held.get(node.name, (None, ""))[1] != why:
-                self.shim.events.post(Regarding("Node", node.name, uid=node.uid), WARNING, "NodeRejected",
+                self.shim.events.post(Regarding("Node", node.name, uid=node.uid), WARNING, reason,
                                       f"node {node.name} is not registered: {why}")
                 log.warning("node %s is not registered: %s", node.name, why)
             self.held[node.name] = (node, why)
@@ -173,17 +175,18 @@ class Pools:
         self.node_partition[node.name] = partition
         self.shim.node_changed(None, node)
 
-    def _hold_reason(self, node: NodeState, partition: str) -> str:
+    def _hold_reason(self, node: NodeState, partition: str) -> tuple[str, str]:
+        """The event reason and the note saying why ``node`` is held out (no note: it is not)."""
         if partition not in self.known:
-            return (f"metadata.labels[{self.label}]={partition} names a partition the configuration lacks (it has "
+            return "NodeRejected", (f"metadata.labels[{self.label}]={partition} names a partition the configuration lacks (it has "
                     f"{', '.join(sorted(self.known))}); it is registered when a configuration adds the partition")
         others = self._others_on(node.name, partition)
         if others:
             shown = ", ".join(f"{t.spec.alias} ({p})" for t, p in others[:_SHOWN_PODS])
             more = f" and {len(others) - _SHOWN_PODS} more" if len(others) > _SHOWN_PODS else ""
-            return (f"{len(others)} pod(s) of other partitions run on it: {shown}{more}; it is registered in "
-                    f"partition {partition} once they have ended")
-        return ""
+            return "NodePartitionPending", (f"{len(others)} pod(s) of other partitions run on it: {shown}{more}; "
+                                            f"it is registered in partition {partition} once they have ended")
+        return "", ""
 
     def _others_on(self, node: str, partition: str) -> list[tuple[Task, str]]:
         """Our pods on ``node`` whose application is in another partition than ``partition``."""
