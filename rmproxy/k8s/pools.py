@@ -23,7 +23,9 @@ A node is given to the shim (and so registered) only when
 
 An application whose partition the configuration lacks is not added: its pods stay pending with
 a ``FailedScheduling`` warning naming the annotation, and are asked for when a reload adds the
-partition. Nothing already bound is touched.
+partition (or, once its first pod is gone, when a pod naming a partition the configuration has
+joins it). A reload that removes a partition holds its nodes and applications the same way.
+Nothing already bound is touched.
 
 Without a label key nothing of this runs: every message goes to ``default`` as before.
 """
@@ -38,7 +40,7 @@ from common.config.loader import load_config
 from common.constants import DEFAULT_PARTITION, NODE_PARTITION
 from common.partitions import short_name
 from rmproxy.k8s.events import WARNING, Regarding
-from rmproxy.k8s.model import App, AppState, Task
+from rmproxy.k8s.model import App, AppState, Task, Where
 from rmproxy.k8s.namespaces import NamespaceInfo
 from rmproxy.k8s.nodes import NodeState
 from rmproxy.k8s.pods import ANNOTATION_PARTITION, PodSpec, PodState
@@ -244,7 +246,10 @@ class Pools:
             return
         mine, where = self.of_pod(task.spec, self.shim.namespaces.get(task.spec.namespace))
         if app.state is AppState.PARTITION:
-            self._unknown_partition(task, app, where)
+            if app.originator not in self.shim.tasks:  # its first pod went: this one decides again
+                self.shim._submit_app(app)
+            else:
+                self._unknown_partition(task, app, where)
         elif mine != self.app_partition[app.app_id]:
             spec = task.spec
             self.shim._event(spec, WARNING, "Scheduling",
@@ -254,18 +259,30 @@ class Pools:
 
     # ------------------------------------------------------------------ the configuration
     def set_partitions(self, names: Iterable[str] | None) -> None:
-        """The configuration's partitions changed: what waited for one it now has is taken."""
+        """The configuration's partitions changed: what waited for one it now has is taken; the
+        nodes and applications of one it no longer has wait as if it never had it."""
         if names is None or frozenset(names) == self.known:
             return
-        added = frozenset(names) - self.known
+        added, removed = frozenset(names) - self.known, self.known - frozenset(names)
         self.known = frozenset(names)
         log.info("partitions in the configuration: %s", ", ".join(sorted(self.known)))
-        if not added:
-            return
-        for app in list(self.shim.apps.values()):
-            if app.state is AppState.PARTITION and self.app_partition.get(app.app_id) in added:
-                app.state = AppState.NEW
-                self.shim._submit_app(app)
+        shim = self.shim
+        for name in [n for n, p in self.node_partition.items() if p in removed]:
+            self._evict(name)  # held: its partition is unknown now
+        for app in list(shim.apps.values()):
+            partition = self.app_partition.get(app.app_id)
+            if partition in removed and app.state is not AppState.PARTITION:
+                app.state = AppState.PARTITION  # its asks went with the partition
+                for task in [shim.tasks[t] for t in app.tasks if t in shim.tasks]:
+                    task.where = Where.NOWHERE
+                    if not task.node:
+                        self._unknown_partition(task, app, "")
+            elif partition in added and app.state is AppState.PARTITION:
+                if app.tasks:
+                    app.state = AppState.NEW
+                    shim._submit_app(app)
+                else:
+                    del shim.apps[app.app_id]
         for node, _ in list(self.held.values()):
             self._offer(node)
 

@@ -200,3 +200,32 @@ def test_config_partitions():
     assert config_partitions("") == {"default"}
     assert config_partitions("partitions: [{name: a, queues: [{name: root}]}]") == {"a"}
     assert config_partitions("partitions: [this is: not valid") is None
+
+
+def test_a_partition_removed_by_a_reload_holds_its_nodes_and_applications_and_a_fixed_pod_is_taken():
+    async def main():
+        w = PoolWorld()
+        w.node(pool_node("g1", "gpu"))
+        await turn()
+        await w.accept_nodes("g1")
+        w.pod(gpu_pod("run", node="g1", phase="Running"))
+        w.pod(gpu_pod("wait"))
+        await turn()
+        await w.accept_apps("app-1")
+        await turn()
+        w.api.take()
+        w.notes()
+        w.pools.set_partitions({"default"})
+        await turn()
+        assert partitions_of_nodes(w.api.take()) == [("g1", si.NodeInfo.DECOMISSION, "gpu")]
+        notes = w.notes()
+        assert [n[0] for n in notes if n[1] == "FailedScheduling"] == ["wait"]  # the running pod is not told
+        assert any(n[0] == "g1" and n[1] == "NodeRejected" for n in notes)
+        assert not w.kube.deletes and not w.kube.patches  # nothing bound is touched
+        # an application whose first pod went is decided again by the pod that joins it
+        w.pod_gone("uid-run")
+        w.pod_gone("uid-wait")
+        w.pod(raw_pod("fixed"))
+        await turn()
+        assert [(a.applicationID, a.partitionName) for a in sent(w.api.take(), "apps")] == [("app-1", "default")]
+    run(main())
