@@ -97,11 +97,16 @@ class Pools:
             return short_name(ns.partition), _annotation(f"namespace {ns.name} ")
         return DEFAULT_PARTITION, ""
 
-    def _of_task(self, task: Task) -> str:
+    def _of_task(self, task: Task) -> str | None:
+        """The partition of the task's application; None while that waits for its namespace (the
+        nodes of its pods are checked again once it is decided)."""
         known = self.app_partition.get(task.spec.app_id)
         if known is not None:
             return known
-        return self.of_pod(task.spec, self.shim.namespaces.get(task.spec.namespace))[0]
+        ns = self.shim.namespaces.get(task.spec.namespace)
+        if ns is None and not task.spec.partition:
+            return None
+        return self.of_pod(task.spec, ns)[0]
 
     def admit(self, app: App, first: Task | None) -> bool:
         """Decide ``app``'s partition (from its first pod and namespace); False (the app waits in
@@ -197,7 +202,7 @@ class Pools:
             task = self.shim.tasks.get(uid)
             if task is not None and task.node == node:
                 theirs = self._of_task(task)
-                if theirs != partition:
+                if theirs is not None and theirs != partition:
                     out.append((task, theirs))
         return out
 
@@ -215,7 +220,7 @@ class Pools:
         if decided:
             self._joined(task)
         node = task.node
-        if node and node in self.node_partition and self._of_task(task) != self.node_partition[node]:
+        if node and node in self.node_partition and self._of_task(task) not in (None, self.node_partition[node]):
             # a pod of another partition on a registered node (bound directly): that partition does
             # not count it, so the node leaves it until the pod has ended
             self._evict(node)

@@ -229,3 +229,16 @@ def test_a_partition_removed_by_a_reload_holds_its_nodes_and_applications_and_a_
         await turn()
         assert [(a.applicationID, a.partitionName) for a in sent(w.api.take(), "apps")] == [("app-1", "default")]
     run(main())
+
+
+def test_a_pod_whose_namespace_is_not_read_yet_holds_no_node_until_its_partition_is_decided():
+    async def main():
+        w = PoolWorld()
+        w.kube.namespace_annotations = {PARTITION: "gpu"}  # what the namespace's read answers
+        w.node(pool_node("d1"))
+        w.pod(raw_pod("p1", node="d1", phase="Running"))  # a gpu pod (by its namespace) on a default node
+        assert "d1" in w.pools.node_partition and not w.notes("NodePartitionPending")
+        await turn()  # the namespace is read: the application is in gpu, so d1 leaves default
+        assert w.pools.app_partition["app-1"] == "gpu"
+        assert "d1" in w.pools.held and "ns/p1 (gpu)" in w.notes("NodePartitionPending")[0][2]
+    run(main())
