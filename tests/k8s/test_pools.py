@@ -8,9 +8,8 @@ from __future__ import annotations
 from common import si_v18_pb2 as si
 from common.constants import NODE_PARTITION
 from rmproxy.k8s.namespaces import read_namespace
-from rmproxy.k8s.nodes import read_node
 from rmproxy.k8s.pools import config_partitions
-from tests.k8s.test_shim import OTHERS, OURS, World, raw_node, raw_pod, run, sent, turn
+from tests.k8s.test_shim import OTHERS, World, raw_node, raw_pod, run, sent, turn
 
 LABEL = "korral.io/pool"
 PARTITION = "yunikorn.apache.org/partition"
@@ -21,23 +20,8 @@ class PoolWorld(World):
 
     def __init__(self, partitions=("default", "gpu")) -> None:
         super().__init__(partition_label=LABEL)
-        self.pools = self.shim.pools
+        self.pools = self.informed = self.shim.pools
         self.pools.set_partitions(partitions)
-
-    def pod(self, raw):
-        old = self.pods.get(raw["metadata"]["uid"])
-        new = OURS(raw, old)
-        self.pods[raw["metadata"]["uid"]] = new
-        self.pools.pod_changed(old, new)
-
-    def pod_gone(self, uid):
-        self.pools.pod_changed(self.pods.pop(uid), None)
-
-    def node(self, raw):
-        name = raw["metadata"]["name"]
-        new = read_node(raw)
-        self.pools.node_changed(self.nodes.get(name), new)
-        self.nodes[name] = new
 
 
 def pool_node(name, pool=None, **kw):
