@@ -124,7 +124,7 @@ class Pools:
         app.state = AppState.PARTITION
         for uid in app.tasks:
             task = self.shim.tasks.get(uid)
-            if task is not None:
+            if task is not None and not task.node:  # a running pod is not told it cannot be scheduled
                 self._unknown_partition(task, app, where)
         return False
 
