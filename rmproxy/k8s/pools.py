@@ -185,8 +185,9 @@ class Pools:
     def _hold_reason(self, node: NodeState, partition: str) -> tuple[str, str]:
         """The event reason and the note saying why ``node`` is held out (no note: it is not)."""
         if partition not in self.known:
-            return "NodeRejected", (f"metadata.labels[{self.label}]={partition} names a partition the configuration lacks (it has "
-                    f"{', '.join(sorted(self.known))}); it is registered when a configuration adds the partition")
+            return "NodeRejected", (f"metadata.labels[{self.label}]={partition} names a partition the configuration "
+                                    f"lacks (it has {', '.join(sorted(self.known))}); it is registered when a "
+                                    "configuration adds the partition")
         others = self._others_on(node.name, partition)
         if others:
             shown = ", ".join(f"{t.spec.alias} ({p})" for t, p in others[:_SHOWN_PODS])

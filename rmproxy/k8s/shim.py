@@ -607,7 +607,9 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
     async def _write_condition(self, task: Task, reason: str, core_reason: str, note: str) -> None:
         message = core_reason
         if reason == UNSCHEDULABLE and self.explainer is not None:
-            message = await self.explainer.explain(task.spec.app_id, task.uid) or core_reason
+            message = await self.explainer.explain(task.spec.app_id, task.uid,
+                                                   self.pools.app_partition.get(task.spec.app_id, "default")) \
+                or core_reason
         if task.constraints:
             message = f"{message} Unevaluated constraints: {'; '.join(task.constraints)}."
         if (reason, message) == task.condition or task.where is not Where.ASKED:

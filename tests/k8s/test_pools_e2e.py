@@ -17,7 +17,7 @@ import pytest
 from common.netutil import http_get_json
 from rmproxy.k8s.demo import configmap, namespace, node, pod
 from tests.conftest import wait_until
-from tests.k8s.cluster import ShimCluster, placement_problems, pod_events
+from tests.k8s.cluster import ShimCluster, condition, placement_problems, pod_events
 from tests.k8s.test_shim_e2e import name, ours
 
 LABEL = "korral.io/pool"
@@ -98,6 +98,7 @@ def test_two_node_pools_are_two_partitions_scheduled_at_once_and_one_survives_th
     first = create(kube, [pool_pod(p, i, via_namespace=i < 4) for i in range(6) for p in POOLS])
     lost = create(kube, [pod("lost", "blue-team", "100m", "64Mi", labels={"applicationId": "lost"},
                              annotations={PARTITION: "purple"})])
+    create(kube, [pod("huge", "green-team", "6", "64Mi", labels={"applicationId": "huge"})])  # fits no green node
     wait_until(lambda: set(bound(kube)) == first, 90, "the pods of both pools bound", c.logs)
     for p, n in bound(kube).items():
         assert pool_of(kube, n) == expected_pool(p), (p, n)
@@ -110,6 +111,10 @@ def test_two_node_pools_are_two_partitions_scheduled_at_once_and_one_survives_th
     note = next(e["note"] for e in events if e["regarding"].get("name") == "lost" and e["reason"] == "FailedScheduling")
     assert f"metadata.annotations[{PARTITION}]=purple names a partition the configuration lacks" in note
     assert all("purple-node-0" not in korral_nodes(c, p) for p in POOLS)
+    # why a pod waits is asked of its own partition: the green pool's two nodes
+    huge = wait_until(lambda: condition(kube.get("/api/v1/namespaces/green-team/pods/huge")), 60,
+                      "the huge pod's PodScheduled condition", c.logs)
+    assert huge["reason"] == "Unschedulable" and huge["message"].startswith("0/2 nodes are available: "), huge
 
     # kill -9 the blue pool's worker (by its pid, a child of the stack's supervisord)
     blue_pid, green_pid = owner_pid(c, "blue"), owner_pid(c, "green")
