@@ -292,6 +292,17 @@ class Pools:
         for node, _ in list(self.held.values()):
             self._offer(node)
 
+    def dump(self) -> dict:
+        """For the state dump: the partitions, how many nodes each has, the nodes held out and why,
+        the applications waiting for their partition."""
+        nodes: dict[str, int] = {}
+        for partition in self.node_partition.values():
+            nodes[partition] = nodes.get(partition, 0) + 1
+        return {"label": self.label, "partitions": sorted(self.known), "nodes": nodes,
+                "heldNodes": {name: why for name, (_, why) in self.held.items()},
+                "waitingApplications": {a.app_id: self.app_partition.get(a.app_id, DEFAULT_PARTITION)
+                                        for a in self.shim.apps.values() if a.state is AppState.PARTITION}}
+
     # ------------------------------------------------------------------ stamping messages
     def stamp(self, kind: str, message: Any) -> Any:
         """``message`` naming its partition (see module doc)."""

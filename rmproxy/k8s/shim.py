@@ -24,6 +24,10 @@ What happens to a pod (YuniKorn's shim's contract):
 
 After a lost connection the client re-registers and replays ``recoverable_state``: every
 application, every node drained, every ask and placed allocation; nodes open again as above.
+
+With ``--partition-label`` each node pool is a partition (``rmproxy.k8s.pools``): the informers
+feed the pools, which hold back what belongs to no configured partition, and every message put
+through ``_queue`` (and the replay) names its partition.
 """
 
 from __future__ import annotations
@@ -682,6 +686,7 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         return orjson.dumps(self.dump()).decode()
 
     def dump(self) -> dict:
-        """The shim's books (``model.books``) and its counters."""
+        """The shim's books (``model.books``), its counters and its partitions (``Pools.dump``)."""
         return {"rmID": self.rm_id, **model.books(self.nodes, self.node_pods, self.tasks, self.foreign, self.apps),
-                "events": self.events.counters(), "bindsInFlight": self.binder.in_flight}
+                "events": self.events.counters(), "bindsInFlight": self.binder.in_flight,
+                **({"pools": self.pools.dump()} if self.pools.enabled else {})}

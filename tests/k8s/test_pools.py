@@ -115,6 +115,9 @@ def test_a_partition_the_configuration_lacks_holds_its_nodes_and_pods_until_a_re
             in notes
         told = sorted(n[0] for n in notes if n[1] == "FailedScheduling")
         assert told == ["p1", "p2"]
+        dump = w.shim.dump()["pools"]
+        assert dump["partitions"] == ["default"] and list(dump["heldNodes"]) == ["g1"]
+        assert dump["waitingApplications"] == {"app-1": "gpu"}
         assert f"metadata.annotations[{PARTITION}]=gpu names a partition the configuration lacks" in \
             next(n[2] for n in notes if n[0] == "p1" and n[1] == "FailedScheduling")
         w.node(pool_node("g1", "gpu", cpu="8"))  # an update of a held node: still held, not told again
