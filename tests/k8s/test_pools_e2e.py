@@ -4,7 +4,8 @@ k8s-shim --partition-label``, all real processes. Pods of both pools are schedul
 bound only to a node of its pool and within allocatable; a node and a pod naming a partition the
 config lacks wait, saying why, until a reload adds it; ``kill -9`` of one pool's worker: the other
 pool's worker keeps its partition and binds, the killed pool recovers and binds what waited, and
-nothing is bound twice."""
+nothing is bound twice; a node relabelled into the other pool leaves its partition at once and
+joins the other once the pods running on it have ended."""
 
 from __future__ import annotations
 
@@ -151,3 +152,19 @@ def test_two_node_pools_are_two_partitions_scheduled_at_once_and_one_survives_th
     wait_until(lambda: lost <= set(bound(kube)), 90, "the purple pod bound once its partition exists", c.logs)
     assert bound(kube)["blue-team/lost"] == "purple-node-0"
     assert "purple-node-0" in korral_nodes(c, "purple")
+
+    # a node relabelled into the other pool leaves green at once, and joins blue only once the green
+    # pods running on it have ended (blue would not count them)
+    moved = "green-node-1"
+    on_it = [p for p in ours(kube) if p["spec"].get("nodeName") == moved]
+    assert on_it
+    kube.request("PATCH", f"/api/v1/nodes/{moved}", {"metadata": {"labels": {LABEL: "blue"}}},
+                 "application/merge-patch+json")
+    wait_until(lambda: moved not in korral_nodes(c, "green"), 60, f"{moved} gone from partition green", c.logs)
+    assert moved not in korral_nodes(c, "blue")
+    assert any(e["reason"] == "NodePartitionChanged" and e["regarding"]["name"] == moved for e in kube.events())
+    assert {name(p) for p in on_it} <= set(bound(kube))  # nothing running there is touched
+    for p in on_it:
+        kube.request("DELETE", f"/api/v1/namespaces/{p['metadata']['namespace']}/pods/{p['metadata']['name']}")
+    wait_until(lambda: moved in korral_nodes(c, "blue"), 60, f"{moved} registered in partition blue", c.logs)
+    assert not placement_problems(kube), placement_problems(kube)
