@@ -28,11 +28,12 @@ STRESS_RUNS ?= 5
 STRESS_TESTS ?= tests/e2e tests/stack tests/client/test_client_stack.py tests/sim/test_sim_run.py \
   tests/rest tests/web tests/worker/test_liveness.py tests/deploy/test_supervisord.py tests/deploy/test_compose_run.py
 
-.PHONY: help setup redis-server slapd chromium netfilter demo demo-k8s test bench soak soak-net lock test-stress FORCE
+.PHONY: help setup redis-server slapd chromium netfilter demo demo-k8s demo-k8s-pools test bench soak soak-net lock test-stress FORCE
 
 help:
 	@echo "make demo    set up, start the local stack, run the demo workload, print a summary, stop the stack"
 	@echo "make demo-k8s  set up; Korral scheduling a fake Kubernetes cluster through korral k8s-shim: where each pod went, why any waits"
+	@echo "make demo-k8s-pools  the same with two node pools as two partitions (korral k8s-shim --partition-label)"
 	@echo "make test    set up and run the tests (not the slow soaks or benchmarks)"
 	@echo "make bench   set up and run the benchmarks (korral bench compare, core --preemption, e2e, churn, recovery, k8s)"
 	@echo "make soak    set up and run the slow soak tests (pytest -m slow)"
@@ -138,6 +139,9 @@ netfilter:
 # the demo itself (also on failure, Ctrl-C or SIGTERM).
 demo-k8s: setup
 	$(PY) -m rmproxy.k8s.demo
+
+demo-k8s-pools: setup
+	$(PY) -m rmproxy.k8s.demo --pools
 
 demo: setup
 	@mkdir -p "$(DEMO_DIR)"

@@ -17,6 +17,7 @@ from urllib.parse import quote
 import aiohttp
 import orjson
 
+from common.partitions import qualified_name
 from rmproxy.k8s.events import micro_time
 
 __all__ = ["condition_patch", "explain_message", "Explainer", "UNSCHEDULABLE", "SKIPPED"]
@@ -55,17 +56,18 @@ class Explainer:
     """Asks rmproxy's REST API why an ask waits (one GET, on demand). Without an address, or when
     the API does not answer, ``explain`` returns None and the core's reason is used."""
 
-    def __init__(self, rest_address: str, rm_id: str, partition: str = "default") -> None:
+    def __init__(self, rest_address: str, rm_id: str) -> None:
         self.base = f"http://{rest_address}" if rest_address and "://" not in rest_address else rest_address
-        self.partition = f"[{rm_id}]{partition}"
+        self.rm_id = rm_id
         self._session: aiohttp.ClientSession | None = None
 
-    async def explain(self, app_id: str, key: str) -> str | None:
+    async def explain(self, app_id: str, key: str, partition: str = "default") -> str | None:
         if not self.base:
             return None
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5))
-        url = (f"{self.base}/ws/v1/korral/partition/{quote(self.partition, safe='')}/application/"
+        where = quote(qualified_name(self.rm_id, partition), safe='')
+        url = (f"{self.base}/ws/v1/korral/partition/{where}/application/"
                f"{quote(app_id, safe='')}/allocation/{quote(key, safe='')}/explain")
         try:
             async with self._session.get(url) as resp:

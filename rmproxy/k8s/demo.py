@@ -8,6 +8,11 @@ DaemonSet pods with owner references, node selectors, tolerations, affinity, hos
 a pod of another scheduler, a namespace with a quota and a pod that fits nowhere; then prints
 where each pod was bound and why anything waits, and stops everything it started.
 
+``--pools`` (``make demo-k8s-pools``) shows partitions per node pool instead: two labelled pools
+of fake nodes (``k8s-fake --node-pools``), each a partition with its own worker
+(``k8s-shim --partition-label``), pods of both pools (by namespace and by pod annotation), and a
+node and a pod naming a partition the configuration lacks.
+
 The builders (``Kube``, ``node``, ``pod``, ``controller_pods``, ``WORKLOAD``) are shared with the
 shim's end-to-end tests.
 """
@@ -24,8 +29,9 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -226,6 +232,44 @@ def workload(kube: Kube) -> list[dict]:
     return pods
 
 
+POOL_LABEL = "korral.io/pool"
+POOL_ANNOTATION = "yunikorn.apache.org/partition"
+POOLS_QUEUES = "partitions:\n" + "".join(
+    f"  - name: {p}\n    placementrules:\n      - name: tag\n        value: namespace\n        create: true\n"
+    "    queues:\n      - name: root\n        submitacl: '*'\n" for p in ("blue", "green"))
+
+
+def pools_workload(kube: Kube) -> list[dict]:
+    """The ``--pools`` demo's pods: five per pool by their namespace's annotation, one by its own,
+    one naming a partition the configuration lacks."""
+    pods = [pod(f"{p}-{i}", f"{p}-team", "1", "1Gi", labels={"applicationId": f"{p}-app"})
+            for i in range(5) for p in ("blue", "green")]
+    pods.append(pod("green-by-annotation", "blue-team", "500m", "256Mi", labels={"applicationId": "green-own"},
+                    annotations={POOL_ANNOTATION: "green"}))
+    pods.append(pod("lost", "blue-team", "100m", "64Mi", labels={"applicationId": "lost"},
+                    annotations={POOL_ANNOTATION: "purple"}))
+    return pods
+
+
+@dataclass(frozen=True)
+class Scenario:
+    workers: int
+    queues: str
+    fake_args: tuple[str, ...]
+    nodes: list[dict]
+    namespaces: list[dict]
+    workload: Callable[[Kube], list[dict]]
+    shim_args: tuple[str, ...] = ()
+
+
+MIXED = Scenario(1, QUEUES, (), NODES, WORKLOAD_NAMESPACES, workload)
+POOLS = Scenario(3, POOLS_QUEUES, ("--node-pools", "blue=2,green=2", "--node-pool-label", POOL_LABEL,
+                                   "--node-cpu", "4", "--node-memory", "8Gi"),
+                 [node("purple-node-0", "4", "8Gi", {POOL_LABEL: "purple"})],
+                 [namespace(f"{p}-team", {POOL_ANNOTATION: p}) for p in ("blue", "green")], pools_workload,
+                 ("--partition-label", POOL_LABEL))
+
+
 # ---------------------------------------------------------------------- the demo run
 def _free_ports(n: int) -> list[int]:
     from common.netutil import free_ports
@@ -262,7 +306,7 @@ def _stop(proc: subprocess.Popen | None) -> None:
 
 def _report(kube: Kube) -> None:
     pods = kube.pods()
-    print(f"\n{'POD':<34} {'SCHEDULER':<18} {'NODE':<11} PHASE / WHY IT WAITS")
+    print(f"\n{'POD':<34} {'SCHEDULER':<18} {'NODE':<13} PHASE / WHY IT WAITS")
     for p in sorted(pods, key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"])):
         meta, spec, status = p["metadata"], p["spec"], p.get("status") or {}
         why = status.get("phase", "")
@@ -270,7 +314,7 @@ def _report(kube: Kube) -> None:
         if not spec.get("nodeName") and cond is not None and cond.get("status") == "False":
             why = f"{cond.get('reason')}: {cond.get('message')}"
         print(f"{meta['namespace'] + '/' + meta['name']:<34} {spec.get('schedulerName', ''):<18} "
-              f"{spec.get('nodeName') or '-':<11} {why}")
+              f"{spec.get('nodeName') or '-':<13} {why}")
     waiting = [e for e in kube.events() if e.get("reason") in ("FailedScheduling", "PodUnschedulable")]
     if waiting:
         print("\nwhy pods wait (events):")
@@ -278,14 +322,16 @@ def _report(kube: Kube) -> None:
             print(f"  {e['regarding']['namespace']}/{e['regarding']['name']}: {e['reason']}: {e.get('note', '')}")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    scenario = POOLS if "--pools" in (sys.argv[1:] if argv is None else argv) else MIXED
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop what was started, as on Ctrl-C
     workdir = Path(tempfile.mkdtemp(prefix="korral-demo-k8s-"))
     si_port, rest_port, api_port = _free_ports(3)
     state = workdir / "state"
     fake = shim = None
     up = _korral("up", "--detach", "--state-dir", str(state), "--si-address", f"127.0.0.1:{si_port}",
-                 "--rest-address", f"127.0.0.1:{rest_port}", "--workers", "1", "--timeout", "60")
+                 "--rest-address", f"127.0.0.1:{rest_port}", "--workers", str(scenario.workers),
+                 "--timeout", "60")
     if up.returncode != 0:
         print(up.stdout, up.stderr, file=sys.stderr)
         return 1
@@ -293,7 +339,8 @@ def main() -> int:
     try:
         kubeconfig = workdir / "kubeconfig"
         fake = subprocess.Popen([sys.executable, "-m", "common.cli", "k8s-fake", "--address", f"127.0.0.1:{api_port}",
-                                 "--kubeconfig-out", str(kubeconfig), "--nodes", "0", "--state-dir", str(workdir)],
+                                 "--kubeconfig-out", str(kubeconfig), "--nodes", "0", "--state-dir", str(workdir),
+                                 *scenario.fake_args],
                                 stdout=open(workdir / "fake.log", "w"), stderr=subprocess.STDOUT)
         _wait(lambda: kubeconfig.exists(), 30, "the fake API server's kubeconfig")
         kube = Kube.from_kubeconfig(kubeconfig)
@@ -301,26 +348,28 @@ def main() -> int:
         print(f"fake API server at {kube.url} (kubeconfig {kubeconfig}: kubectl --kubeconfig {kubeconfig} get pods -A)")
         kube.create("/api/v1/namespaces", namespace("yunikorn"))
         kube.create("/api/v1/namespaces/yunikorn/configmaps", configmap("yunikorn-configs", "yunikorn",
-                                                                       {"queues.yaml": QUEUES}))
-        for n in NODES:
+                                                                       {"queues.yaml": scenario.queues}))
+        for n in scenario.nodes:
             kube.create("/api/v1/nodes", n)
         shim = subprocess.Popen([sys.executable, "-m", "common.cli", "k8s-shim", "--kubeconfig", str(kubeconfig),
                                  "--namespace", "yunikorn", "--si-address", f"127.0.0.1:{si_port}",
-                                 "--rest-address", f"127.0.0.1:{rest_port}"],
+                                 "--rest-address", f"127.0.0.1:{rest_port}", *scenario.shim_args],
                                 stdout=open(workdir / "shim.log", "w"), stderr=subprocess.STDOUT)
         print(f"shim started (log {workdir / 'shim.log'})")
-        for ns in WORKLOAD_NAMESPACES:
+        for ns in scenario.namespaces:
             kube.create("/api/v1/namespaces", ns)
-        pods = workload(kube)
+        pods = scenario.workload(kube)
         for p in pods:
             kube.create(f"/api/v1/namespaces/{p['metadata']['namespace']}/pods", p)
-        print(f"created {len(pods)} pods in {len(WORKLOAD_NAMESPACES) + 1} namespaces; waiting for them to settle")
+        print(f"created {len(pods)} pods; waiting for them to settle")
 
         def settled():
             items = [p for p in kube.pods() if p["spec"].get("schedulerName") == "yunikorn"]
             waiting = [p for p in items if not p["spec"].get("nodeName")]
-            explained = all(any(c.get("type") == "PodScheduled" for c in (p.get("status") or {}).get("conditions") or [])
-                            for p in waiting)
+            failed = {e["regarding"].get("name") for e in kube.events() if e.get("reason") == "FailedScheduling"}
+            explained = all(p["metadata"]["name"] in failed or any(
+                c.get("type") == "PodScheduled" for c in (p.get("status") or {}).get("conditions") or [])
+                for p in waiting)
             return len(items) == sum(1 for p in pods if p["spec"]["schedulerName"] == "yunikorn") and explained
 
         try:

@@ -64,6 +64,9 @@ REASONS = {
     "NodeAccepted": "the scheduler registered the node",
     "NodeRejected": "the scheduler refused the node",
     "NodeDeleted": "the node was removed from the scheduler",
+    # Korral's own (partitions per node pool: rmproxy.k8s.pools)
+    "NodePartitionChanged": "the node's partition label changed: it left its partition",
+    "NodePartitionPending": "the node waits for pods of another partition running on it to end before it is registered",
     "ConfigRejected": "a configmap could not be applied: the previous configuration stays",
     "ConfigKept": "a setting that is not reloadable changed: the running value stays until a restart",
 }

@@ -37,6 +37,7 @@ from rmproxy.k8s.kubeclient import KubeClient
 from rmproxy.k8s.namespaces import read_namespace, read_priority_class
 from rmproxy.k8s.nodes import read_node
 from rmproxy.k8s.pods import TERMINATED, PodRules, decoder, lite_watch
+from rmproxy.k8s.pools import config_partitions
 from rmproxy.k8s.reloader import Reloader
 from rmproxy.k8s.placeholders import PlaceholderSettings
 from rmproxy.k8s.shim import Shim, ShimSettings
@@ -72,6 +73,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="a pod's routine events wait this long and are folded when a later one says more: a pod "
                              "placed and bound within S gets one event, Scheduled (default 1; 0 posts every event as "
                              "YuniKorn's shim does)")
+    parser.add_argument("--partition-label", default="", metavar="KEY",
+                        help="schedule each node pool as its own partition: a node's value of label KEY names its "
+                             "partition (no label: default); a pod's partition is its yunikorn.apache.org/partition "
+                             "annotation, else its namespace's, else default; queues.yaml lists the partitions "
+                             "(default: everything in partition default, as YuniKorn)")
     parser.add_argument("--instance", default=os.environ.get("POD_NAME", ""),
                         help="reportingInstance of the shim's events [$POD_NAME, else the host name]")
     security.add_tls_client_flags(parser, "the shim")
@@ -163,9 +169,16 @@ class _Runner:
         self.explainer = Explainer(args.rest_address, conf.cluster_id) if args.rest_address else None
         placeholders = PlaceholderSettings(conf.placeholder_image, conf.placeholder_run_as_user,
                                            conf.placeholder_run_as_group, conf.placeholder_fs_group)
-        settings = ShimSettings(args.scheduler_name, args.best_effort_constraints, placeholders=placeholders)
+        settings = ShimSettings(args.scheduler_name, args.best_effort_constraints, placeholders=placeholders,
+                                partition_label=args.partition_label)
         shim = self.shim = Shim(self.client, settings,
                                 conf.cluster_id, self.events, self.explainer)
+        pools = shim.pools
+        if pools.enabled:
+            pools.set_partitions(config_partitions(loaded.queues))
+            self.reloader.applied = lambda applied: pools.set_partitions(config_partitions(applied.queues))
+            log.info("k8s-shim: node pools by label %s, partitions %s", args.partition_label,
+                     ", ".join(sorted(pools.known)))
         informers = [
             self._informer("namespaces", lambda raw, old: read_namespace(raw), shim.namespace_changed),
             self._informer("priorityclasses", lambda raw, old: (raw["metadata"]["name"], read_priority_class(raw)),
@@ -174,8 +187,10 @@ class _Runner:
                            lambda raw, old: (raw["metadata"]["name"], raw.get("volumeBindingMode") or "Immediate"),
                            shim.storage_class_changed),
             self._informer("persistentvolumeclaims", _claim, shim.claim_changed),
-            self._informer("nodes", lambda raw, old: read_node(raw, conf.instance_type_label), shim.node_changed),
-            self._informer("pods", decoder(rules, _keep_ours), shim.pod_changed, key=_uid,
+            self._informer("nodes", lambda raw, old: read_node(raw, conf.instance_type_label),
+                           pools.node_changed if pools.enabled else shim.node_changed),
+            self._informer("pods", decoder(rules, _keep_ours), pools.pod_changed if pools.enabled else shim.pod_changed,
+                           key=_uid,
                            lite=lite_watch(rules, _keep_ours),
                            query={"fieldSelector": f"spec.schedulerName={args.scheduler_name}"}),
             self._informer("foreign pods", decoder(rules, _keep_others), shim.foreign_changed, key=_uid,
@@ -192,6 +207,8 @@ class _Runner:
             loaded = await self._usable_config(stop)
             if loaded is None:
                 return 0
+            if pools.enabled:
+                pools.set_partitions(config_partitions(loaded.queues))
         if stop.is_set():
             return 0
         self.reloader.api = self.api

@@ -50,6 +50,7 @@ class Hold(enum.Enum):
 
 class AppState(enum.Enum):
     NAMESPACE = "Namespace"  # waiting to read its namespace's annotations (its tags) before it is added
+    PARTITION = "Partition"  # its partition is not in the configuration (rmproxy.k8s.pools): not added
     NEW = "New"  # AddApplication sent, no verdict yet
     ACCEPTED = "Accepted"
 

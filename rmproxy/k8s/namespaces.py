@@ -5,7 +5,9 @@ A namespace's annotations become application tags (``read_namespace``):
 ``namespace.max.cpu`` / ``namespace.max.memory`` when it is absent) -> ``namespace.resourcequota``,
 ``yunikorn.apache.org/namespace.guaranteed`` -> ``namespace.resourceguaranteed``,
 ``yunikorn.apache.org/namespace.maxApps`` (an integer >= 0) -> ``namespace.resourcemaxapps``,
-``yunikorn.apache.org/parentqueue`` -> ``namespace.parentqueue``. Resources are written as
+``yunikorn.apache.org/parentqueue`` -> ``namespace.parentqueue``. Korral's
+``yunikorn.apache.org/partition`` names the partition of the namespace's applications
+(``rmproxy.k8s.pools``). Resources are written as
 YuniKorn writes an SI ``Resource`` in JSON (``{"resources": {"vcore": {"value": 500}}}``). A value
 that cannot be read leaves its tag out and is a ``Problem`` naming the namespace's annotation.
 
@@ -22,7 +24,7 @@ import orjson
 from common.constants import (APP_TAG_NAMESPACE_RESOURCE_GUARANTEED, APP_TAG_NAMESPACE_RESOURCE_MAX_APPS,
                               APP_TAG_NAMESPACE_RESOURCE_QUOTA, DOMAIN_YUNIKORN)
 from rmproxy.k8s import quantity
-from rmproxy.k8s.pods import ANNOTATION_ALLOW_PREEMPTION, Problem
+from rmproxy.k8s.pods import ANNOTATION_ALLOW_PREEMPTION, ANNOTATION_PARTITION, Problem
 
 __all__ = ["NamespaceInfo", "read_namespace", "read_priority_class", "APP_TAG_NAMESPACE_PARENT_QUEUE"]
 
@@ -40,6 +42,7 @@ class NamespaceInfo:
     name: str
     tags: dict[str, str]
     problems: tuple[Problem, ...] = ()
+    partition: str = ""  # the yunikorn.apache.org/partition annotation (rmproxy.k8s.pools)
 
 
 def _field(name: str) -> str:
@@ -107,7 +110,7 @@ def read_namespace(raw: dict) -> NamespaceInfo:
             problems.append(Problem(_field(ANNOTATION_MAX_APPS), f"{value!r} is not an integer >= 0: ignored"))
     if ann.get(ANNOTATION_PARENT_QUEUE):
         tags[APP_TAG_NAMESPACE_PARENT_QUEUE] = ann[ANNOTATION_PARENT_QUEUE]
-    return NamespaceInfo(name, tags, tuple(problems))
+    return NamespaceInfo(name, tags, tuple(problems), ann.get(ANNOTATION_PARTITION, ""))
 
 
 def read_priority_class(raw: dict) -> bool:

@@ -12,7 +12,7 @@ An allocatable entry that is not a quantity is left out and reported as a ``Prob
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 
@@ -38,6 +38,7 @@ class NodeState:
     attributes: dict[str, str]
     unschedulable: bool
     problems: tuple[Problem, ...] = ()
+    labels: dict[str, str] = field(default_factory=dict)
 
     @property
     def ready(self) -> bool:
@@ -66,7 +67,7 @@ def read_node(raw: dict, instance_type_label: str = DEFAULT_INSTANCE_TYPE_LABEL)
     if labels.get(instance_type_label):
         attributes[INSTANCE_TYPE] = labels[instance_type_label]
     return NodeState(name, meta.get("uid", ""), allocatable, attributes, bool(spec.get("unschedulable")),
-                     tuple(problems))
+                     tuple(problems), labels)
 
 
 def _resource(values: dict[str, int]) -> si.Resource:

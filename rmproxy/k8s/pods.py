@@ -33,7 +33,7 @@ __all__ = ["PodRules", "PodSpec", "PodState", "Problem", "read_pod", "decoder", 
            "LiteEvent", "LITE_DECODER", "app_identity", "pod_size",
            "LABEL_APP_ID", "ANNOTATION_APP_ID", "LABEL_APPLICATION_ID", "LABEL_SPARK_APP", "LABEL_QUEUE",
            "ANNOTATION_QUEUE", "LABEL_QUEUE_SHORT", "ANNOTATION_USER_INFO", "LABEL_USER", "DEFAULT_USER",
-           "ANNOTATION_ALLOW_PREEMPTION", "TERMINATED"]
+           "ANNOTATION_ALLOW_PREEMPTION", "ANNOTATION_PARTITION", "TERMINATED"]
 
 # YuniKorn's names (k8shim pkg/common/constants)
 LABEL_APP_ID = ANNOTATION_APP_ID = DOMAIN_YUNIKORN + "app-id"
@@ -45,6 +45,7 @@ ANNOTATION_USER_INFO = DOMAIN_YUNIKORN + "user.info"
 LABEL_USER = DOMAIN_YUNIKORN + "username"  # deprecated in YuniKorn, still read
 DEFAULT_USER = "nobody"
 ANNOTATION_ALLOW_PREEMPTION = DOMAIN_YUNIKORN + "allow-preemption"
+ANNOTATION_PARTITION = DOMAIN_YUNIKORN + "partition"  # Korral's: on a pod or its namespace (rmproxy.k8s.pools)
 UNIQUE_AUTOGEN_SUFFIX = "-uniqueautogen"
 TERMINATED = ("Succeeded", "Failed")
 _LABEL_TAG = DOMAIN_K8S + GROUP_LABEL
@@ -97,6 +98,7 @@ class PodSpec:
     created: int = 0  # creationTimestamp, unix seconds
     gang: GangSpec | None = None  # its gang annotations (rmproxy.k8s.gang), None without any
     owners: tuple[dict, ...] = ()  # a placeholder's owner references (its app's, copied when it was made)
+    partition: str = ""  # the yunikorn.apache.org/partition annotation (rmproxy.k8s.pools)
     problems: tuple[Problem, ...] = ()
 
     @property
@@ -420,6 +422,7 @@ def read_pod(raw: dict, rules: PodRules) -> PodSpec:
                                                                            pod.uid, rules)
         problems.extend(found)
         pod.priority_class = spec.get("priorityClassName", "") or ""
+        pod.partition = annotations.get(ANNOTATION_PARTITION, "")
         pod.allow_preemption = _allow_preemption(annotations, problems)
         pod.preempt_others = spec.get("preemptionPolicy") != "Never"
         pod.unsupported = unsupported_constraints(spec)

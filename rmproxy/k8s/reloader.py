@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Callable
 
 import grpc
 
@@ -39,6 +40,7 @@ class Reloader:
         self._last_changed = CONFIGS_NAME
         self.changed_event = asyncio.Event()  # set at every change of the configmaps (start-up waits on it)
         self._task: asyncio.Task | None = None
+        self.applied: Callable[[Loaded], None] | None = None  # told of each configuration Korral took
 
     # ------------------------------------------------------------------ the informer's side
     def decode(self, raw: dict, old) -> dict | None:
@@ -123,4 +125,6 @@ class Reloader:
             return
         self.loaded, self.refused = loaded, None
         self.reloads += 1
+        if self.applied is not None:
+            self.applied(loaded)
         log.info("configuration reloaded from configmaps %s, %s", DEFAULTS_NAME, CONFIGS_NAME)

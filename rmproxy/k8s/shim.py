@@ -24,6 +24,10 @@ What happens to a pod (YuniKorn's shim's contract):
 
 After a lost connection the client re-registers and replays ``recoverable_state``: every
 application, every node drained, every ask and placed allocation; nodes open again as above.
+
+With ``--partition-label`` each node pool is a partition (``rmproxy.k8s.pools``): the informers
+feed the pools, which hold back what belongs to no configured partition, and every message put
+through ``_queue`` (and the replay) names its partition.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from rmproxy.k8s.nodes import NodeState
 from rmproxy.k8s.outbox import Outbox
 from rmproxy.k8s.placeholders import GangHandling, PlaceholderSettings, app_gang
 from rmproxy.k8s.pods import PodState, Problem
+from rmproxy.k8s.pools import Pools
 from rmproxy.k8s.volumes import Volumes
 
 __all__ = ["Shim", "ShimSettings"]
@@ -67,6 +72,7 @@ class ShimSettings:
     retry_cap: float = 60.0  # the longest wait before asking again after a refused bind
     bind_deadline: float = 60.0  # transient bind errors are retried this long
     placeholders: PlaceholderSettings = PlaceholderSettings()
+    partition_label: str = ""  # a node label naming its partition (rmproxy.k8s.pools); "": all in default
 
 
 def _pod_ref(spec) -> Regarding:
@@ -93,6 +99,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         self._background: set[asyncio.Task] = set()
         self._reading_namespaces: set[str] = set()
         self._gang_init()
+        self.pools = Pools(self, settings.partition_label)
 
     # ------------------------------------------------------------------ sending
     @property
@@ -104,7 +111,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         self.out.api = api
 
     def _queue(self, kind: str, message: Any) -> None:
-        self.out.put(kind, message)
+        self.out.put(kind, self.pools.stamp(kind, message) if self.pools.enabled else message)
 
     def flush(self) -> None:
         self.out.flush()
@@ -207,6 +214,8 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
             for problem in ns.problems:
                 self._event(first.spec, WARNING, "Scheduling",
                             f"namespace {app.namespace}: {problem} (for application {app.app_id})")
+        if not self.pools.admit(app, first):
+            return  # its partition is not in the configuration: added when it is
         app.state = AppState.NEW
         force = any(self.tasks[t].node for t in app.tasks if t in self.tasks)
         self._queue("app", model.add_application(app, force))
@@ -621,7 +630,9 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
     async def _write_condition(self, task: Task, reason: str, core_reason: str, note: str) -> None:
         message = core_reason
         if reason == UNSCHEDULABLE and self.explainer is not None:
-            message = await self.explainer.explain(task.spec.app_id, task.uid) or core_reason
+            message = await self.explainer.explain(task.spec.app_id, task.uid,
+                                                   self.pools.app_partition.get(task.spec.app_id, "default")) \
+                or core_reason
         if task.constraints:
             message = f"{message} Unevaluated constraints: {'; '.join(task.constraints)}."
         if (reason, message) == task.condition or task.where is not Where.ASKED:
@@ -662,8 +673,8 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
             if pod.reported:
                 snapshot.allocations.append(model.foreign_allocation(pod))
         for app in self.apps.values():
-            if app.state is AppState.NAMESPACE:
-                continue  # not added yet: it is when its namespace is read
+            if app.state in (AppState.NAMESPACE, AppState.PARTITION):
+                continue  # not added yet: it is when its namespace is read (or its partition configured)
             tasks = sorted((self.tasks[t] for t in app.tasks if t in self.tasks),
                            key=lambda t: not self._is_placeholder(t.uid))  # a gang's placeholders first
             snapshot.applications.append(model.add_application(app, force=any(t.node for t in tasks)))
@@ -679,6 +690,8 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
                 elif not task.node and task.hold is Hold.NONE and not self._gang_holds(task, app):
                     snapshot.allocations.append(model.ask(task, app, self._allow_self(task), list(task.avoid)))
                     task.where = Where.ASKED
+        if self.pools.enabled:
+            self.pools.stamp_snapshot(snapshot)
         log.info("replaying %d applications, %d nodes, %d allocations and asks to the scheduler",
                  len(snapshot.applications), len(snapshot.nodes), len(snapshot.allocations))
         return snapshot
@@ -693,6 +706,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         return orjson.dumps(self.dump()).decode()
 
     def dump(self) -> dict:
-        """The shim's books (``model.books``) and its counters."""
+        """The shim's books (``model.books``), its counters and its partitions (``Pools.dump``)."""
         return {"rmID": self.rm_id, **model.books(self.nodes, self.node_pods, self.tasks, self.foreign, self.apps),
-                "events": self.events.counters(), "bindsInFlight": self.binder.in_flight}
+                "events": self.events.counters(), "bindsInFlight": self.binder.in_flight,
+                **({"pools": self.pools.dump()} if self.pools.enabled else {})}

@@ -38,10 +38,10 @@ class ShimCluster:
         return subprocess.Popen([sys.executable, "-m", "common.cli", *args], stdout=open(log, "a"),
                                 stderr=subprocess.STDOUT, env=korral_env(), stdin=subprocess.DEVNULL)
 
-    def start_fake(self) -> Kube:
+    def start_fake(self, *extra: str) -> Kube:
         port = free_ports(1)[0]
         self.fake = self._run("k8s-fake", "--address", f"127.0.0.1:{port}", "--kubeconfig-out", str(self.kubeconfig),
-                              "--nodes", "0", "--state-dir", str(self.workdir), log=self.workdir / "fake.log")
+                              "--nodes", "0", "--state-dir", str(self.workdir), *extra, log=self.workdir / "fake.log")
         wait_until(lambda: self.kubeconfig.exists(), 30, "the fake API server's kubeconfig", self.logs)
         self.kube = Kube.from_kubeconfig(self.kubeconfig)
         wait_until(lambda: self.kube.get("/version"), 30, "the fake API server", self.logs)

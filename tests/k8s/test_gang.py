@@ -16,12 +16,10 @@ from common import si_v18_pb2 as si
 from common.constants import TAG_APP_TASK_GROUPS, TAG_SCHEDULING_POLICY_PARAMETERS
 from rmproxy.k8s.gang import (ANNOTATION_PLACEHOLDER, ANNOTATION_POLICY, ANNOTATION_TASK_GROUP_NAME,
                               ANNOTATION_TASK_GROUPS, parse_task_groups, placeholder_ask, placeholder_name, read_gang)
-from rmproxy.k8s.events import EventRecorder
 from rmproxy.k8s.kubeclient import ApiError
 from rmproxy.k8s.model import App
 from rmproxy.k8s.placeholders import PlaceholderSettings, app_gang, placeholder_pod
 from rmproxy.k8s.pods import PodRules, read_pod
-from rmproxy.k8s.shim import Shim, ShimSettings
 from tests.k8s.test_shim import FakeKube, World, raw_node, raw_pod, registered_node, run, sent, turn
 
 GROUPS = [{"name": "workers", "minMember": 2, "minResource": {"cpu": "500m", "memory": "256Mi"},
@@ -177,14 +175,7 @@ class GangKube(FakeKube):
 
 
 def gang_world() -> World:
-    w = World()
-    w.kube = GangKube()
-    w.events = EventRecorder(w.kube, "yunikorn", "test", capacity=10_000)
-    settings = ShimSettings(retry_cap=0.05, placeholders=PlaceholderSettings(retry_cap=0.01, create_deadline=1.0))
-    w.shim = Shim(w.kube, settings, "c1", w.events)
-    w.shim.out.interval = 0.0
-    w.shim.api = w.api
-    return w
+    return World(GangKube(), placeholders=PlaceholderSettings(retry_cap=0.01, create_deadline=1.0))
 
 
 def show_created(w: World) -> list[str]:

@@ -97,12 +97,13 @@ def raw_node(name, cpu="4", unschedulable=False):
 
 
 class World:
-    def __init__(self, **settings) -> None:
-        self.api, self.kube = FakeAPI(), FakeKube()
+    def __init__(self, kube=None, **settings) -> None:
+        self.api, self.kube = FakeAPI(), kube if kube is not None else FakeKube()
         self.events = EventRecorder(self.kube, "yunikorn", "test", capacity=10_000)
         self.shim = Shim(self.kube, ShimSettings(retry_cap=0.05, avoid_seconds=60, **settings), "c1", self.events)
         self.shim.out.interval = 0.0  # every turn's messages flushed at its end, as turn() expects
         self.shim.api = self.api
+        self.informed = self.shim  # what the informers call: the shim (or its pools, test_pools)
         self.pods: dict[str, object] = {}
         self.nodes: dict[str, object] = {}
 
@@ -111,19 +112,19 @@ class World:
         old = self.pods.get(raw["metadata"]["uid"])
         new = OURS(raw, old)
         self.pods[raw["metadata"]["uid"]] = new
-        self.shim.pod_changed(old, new)
+        self.informed.pod_changed(old, new)
 
     def pod_gone(self, uid):
-        self.shim.pod_changed(self.pods.pop(uid), None)
+        self.informed.pod_changed(self.pods.pop(uid), None)
 
     def node(self, raw):
         name = raw["metadata"]["name"]
         new = read_node(raw)
-        self.shim.node_changed(self.nodes.get(name), new)
+        self.informed.node_changed(self.nodes.get(name), new)
         self.nodes[name] = new
 
     def node_gone(self, name):
-        self.shim.node_changed(self.nodes.pop(name), None)
+        self.informed.node_changed(self.nodes.pop(name), None)
 
     # the scheduler's side
     async def accept_apps(self, *ids):

@@ -46,6 +46,7 @@ class ClusterOptions:
     history: int = 10_000  # watch/list history kept per resource (older versions answer 410)
     bookmark_interval: float = 60.0
     nodes: NodeTemplate = field(default_factory=NodeTemplate)
+    pools: list[NodeTemplate] = field(default_factory=list)  # more nodes, one template per node pool
     kubelet: bool = True
     garbage_collector: bool = True
     pod_start_seconds: float = 0.0  # bound pod -> Running
@@ -91,9 +92,9 @@ class FakeCluster:
                      "sessionAffinity": "None", "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
                      "internalTrafficPolicy": "Cluster"},
             "status": {"loadBalancer": {}}}, "kube-apiserver")
-        nodes = self.options.nodes
-        for i in range(nodes.count):
-            self.api.create(self.api.kind("v1", "nodes"), "", node_object(nodes, i), "korral-fake-kubelet")
+        for nodes in (self.options.nodes, *self.options.pools):
+            for i in range(nodes.count):
+                self.api.create(self.api.kind("v1", "nodes"), "", node_object(nodes, i), "korral-fake-kubelet")
 
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:

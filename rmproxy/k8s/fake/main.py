@@ -47,6 +47,17 @@ def parse_taints_flag(text: str) -> list[dict[str, str]]:
     return out
 
 
+def parse_pools_flag(text: str) -> dict[str, int]:
+    """``NAME=N``, comma separated: N nodes of pool NAME."""
+    out: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, eq, count = part.partition("=")
+        if not eq or not name or not count.isdigit():
+            raise argparse.ArgumentTypeError(f"--node-pools: {part!r} is not NAME=N (N nodes of pool NAME)")
+        out[name] = int(count)
+    return out
+
+
 def _address(text: str) -> tuple[str, int]:
     host, colon, port = text.rpartition(":")
     if not colon or not port.isdigit() or not host:
@@ -78,6 +89,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="labels on every fake node (besides kubernetes.io/hostname, os and arch)")
     parser.add_argument("--node-taints", type=parse_taints_flag, default=[], metavar="K[=V]:EFFECT,...",
                         help="taints on every fake node")
+    parser.add_argument("--node-pools", type=parse_pools_flag, default={}, metavar="NAME=N,...",
+                        help="node pools to create besides --nodes: N nodes NAME-node-0.. per pool, labelled "
+                             "--node-pool-label=NAME (and --node-labels), for korral k8s-shim --partition-label")
+    parser.add_argument("--node-pool-label", default="korral.io/pool", metavar="KEY",
+                        help="the label naming a node's pool (default korral.io/pool)")
     parser.add_argument("--pod-start-seconds", type=float, default=0.0, metavar="S",
                         help="how long the fake kubelet takes to start a bound pod (default 0)")
     parser.add_argument("--no-kubelet", action="store_true",
@@ -93,12 +109,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def options_from(args: argparse.Namespace) -> ClusterOptions:
     token = args.token if args.token is not None else secrets.token_urlsafe(24)
+    def template(count: int, pattern: str, labels: dict[str, str]) -> NodeTemplate:
+        return NodeTemplate(count=count, name_pattern=pattern, cpu=args.node_cpu, memory=args.node_memory,
+                            pods=args.node_pods, labels=labels, taints=args.node_taints)
     return ClusterOptions(
         token=None if token == "none" else token, history=args.history, bookmark_interval=args.bookmark_interval,
         kubelet=not args.no_kubelet, pod_start_seconds=args.pod_start_seconds,
-        nodes=NodeTemplate(count=args.nodes, name_pattern=args.node_name_pattern, cpu=args.node_cpu,
-                           memory=args.node_memory, pods=args.node_pods, labels=args.node_labels,
-                           taints=args.node_taints))
+        nodes=template(args.nodes, args.node_name_pattern, args.node_labels),
+        pools=[template(count, f"{pool}-node-{{i}}", {**args.node_labels, args.node_pool_label: pool})
+               for pool, count in args.node_pools.items()])
 
 
 async def serve(args: argparse.Namespace, tls: tuple[str, str] | None) -> int:
@@ -109,7 +128,8 @@ async def serve(args: argparse.Namespace, tls: tuple[str, str] | None) -> int:
     url = await cluster.start(host, port)
     if args.kubeconfig_out:
         write_kubeconfig(args.kubeconfig_out, cluster.kubeconfig())
-    print(f"fake Kubernetes API at {url} ({cluster.options.nodes.count} nodes)"
+    pools = "".join(f", {t.count} in pool {t.labels[args.node_pool_label]}" for t in cluster.options.pools)
+    print(f"fake Kubernetes API at {url} ({cluster.options.nodes.count} nodes{pools})"
           + (f"; kubeconfig: {args.kubeconfig_out}" if args.kubeconfig_out else ""), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
