@@ -123,6 +123,7 @@ class PartitionSession:
         self.events_total = 0
         self.created_ns = created_ns
         self.revision: Revision | None = None  # the RM's SI revision, None until rmproxy decides it
+        self._foreign_confirmed: list[si.Allocation] = []  # to confirm in the next step's response
 
     def set_revision(self, revision: Revision) -> None:
         """The RM speaks ``revision`` (rmproxy tells it before any request that depends on it).
@@ -146,6 +147,7 @@ class PartitionSession:
             for cmd, key in si_v18.commands(core, allocations, now_ns):
                 if type(cmd) is si.NodeRequest:  # a foreign allocation, in the seed's form
                     self.apply_node_request(cmd, now_ns)
+                    self._confirm_foreign(cmd.nodes[0].existingAllocations[0])
                 else:
                     self._guard(cmd, EventType.REQUEST, key, now_ns)
         if req.asks:  # read into rows, as rmproxy sends a worker asks (``common.si_rows``)
@@ -171,6 +173,17 @@ class PartitionSession:
                     uuid = r.UUID
                 self._guard(C.ReleaseAlloc(r.applicationID, uuid, term, r.message, r.allocationKey),
                             EventType.REQUEST, uuid or r.applicationID, now_ns)
+
+    def _confirm_foreign(self, a: si.Allocation) -> None:
+        """A v1.8 foreign allocation added to a node that is not schedulable (registered drained,
+        or drained) is confirmed in ``AllocationResponse.new``: the RM opens a new node once every
+        pod already on it is counted, and the allocation and the opening travel on different
+        streams. (YuniKorn confirms nothing: its shim is in-process, so its order holds; its shim
+        ignores a confirmation of a key it has no task for.)"""
+        fa = self.core.foreign.by_key.get(a.allocationKey)
+        node = self.core.nodes.get(fa.node_id) if fa is not None else None
+        if node is not None and not node.schedulable:
+            self._foreign_confirmed.append(a)
 
     def apply_ask_rows(self, body: dict, now_ns: int) -> None:
         """The asks of an ``SI_ASKS`` body (``common.si_rows``), in order, each as the SI ask it
@@ -298,11 +311,15 @@ class PartitionSession:
         # rows alone when the step made nothing but new allocations (a burst); with releases or
         # rejections everything goes in one SI response, so the RM reads them together as before
         # (a placeholder's release with the allocation replacing it)
-        rows_apart = self.rows_out and not (o.released or o.released_asks or o.rejected_asks)
+        confirmed, self._foreign_confirmed = self._foreign_confirmed, []
+        rows_apart = self.rows_out and not (o.released or o.released_asks or o.rejected_asks or confirmed)
         new = self._allocation_rows(o.allocations, listed=rows_apart) if o.allocations else None
         alloc_resp = None
-        if (new is not None and not rows_apart) or o.released or o.released_asks or o.rejected_asks:
+        if (new is not None and not rows_apart) or o.released or o.released_asks or o.rejected_asks or confirmed:
             alloc_resp = self._allocation_response(o, None if rows_apart else new)
+            for a in confirmed:
+                alloc_resp.new.add().CopyFrom(a)
+                alloc_resp.new[-1].partitionName = self.partition_name
         app_resp = None
         if o.apps_accepted or o.apps_rejected or o.app_states:
             app_resp = si.ApplicationResponse()
