@@ -18,7 +18,8 @@ What happens to a pod (YuniKorn's shim's contract):
    (a ``metadata.name NotIn`` term in its required node affinity).
 3. A pod that ends (terminated or deleted) releases its ask or allocation; ``TaskCompleted``.
 4. Nodes are registered drained (``CREATE_DRAIN``) and opened (``DRAIN_TO_SCHEDULABLE``) once the
-   core confirmed the allocations of the pods already running there; cordon drains, uncordon
+   core confirmed the allocations of the pods already running there, ours and foreign (Korral
+   confirms a foreign allocation on a node not open yet); cordon drains, uncordon
    opens, deletion decommissions; pods on a node not known yet wait and are adopted when it is.
 5. Pods of other schedulers are foreign allocations on their nodes.
 
@@ -336,6 +337,7 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             pod = self.foreign.pop(old.uid, None)
             if pod is not None:
                 self.node_pods.get(pod.node, set()).discard(old.uid)
+                self._counted(pod.node, old.uid)
                 if pod.reported:
                     self._queue("release", model.foreign_release(old.uid))
             return
@@ -345,11 +347,21 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         self.node_pods.setdefault(new.node, set()).add(new.uid)
         self._report_foreign(pod)
 
-    def _report_foreign(self, pod: Foreign) -> None:
+    def _report_foreign(self, pod: Foreign) -> bool:
+        """Report ``pod`` if its node is registered and it is not yet; True if it was now."""
         entry = self.nodes.get(pod.node)
         if not pod.reported and entry is not None and entry.phase is NodePhase.REGISTERED:
             self._queue("alloc", model.foreign_allocation(pod))
             pod.reported = True
+            return True
+        return False
+
+    def _counted(self, node: str, uid: str) -> None:
+        """The core counts (or no longer needs to count) pod ``uid`` on ``node``: one less to await."""
+        entry = self.nodes.get(node)
+        if entry is not None and uid in entry.awaiting:
+            entry.awaiting.discard(uid)
+            self._maybe_enable(entry)
 
     # ------------------------------------------------------------------ nodes
     def node_changed(self, old: NodeState | None, new: NodeState | None) -> None:
@@ -407,8 +419,10 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             for uid in list(self.node_pods.get(entry.name, ())):
                 if uid in self.tasks:
                     self._sync(self.tasks[uid])
-                elif uid in self.foreign:
-                    self._report_foreign(self.foreign[uid])
+                elif uid in self.foreign and self._report_foreign(self.foreign[uid]) and not entry.enabled:
+                    # the node opens once the core confirms it: the allocation and the opening
+                    # travel on different streams, so sending one first does not order them
+                    entry.awaiting.add(uid)
             self._maybe_enable(entry)
         for rejected in response.rejected:
             entry = self.nodes.get(rejected.nodeID)
@@ -479,9 +493,14 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             self._rejected(rejected)
 
     def _allocated(self, alloc) -> None:
+        foreign = self.foreign.get(alloc.allocationKey)
+        if foreign is not None:  # Korral confirms a foreign pod reported on a node not open yet
+            self._counted(foreign.node, alloc.allocationKey)
+            return
         task = self.tasks.get(alloc.allocationKey)
         if task is None or task.where is Where.NOWHERE:
-            if alloc.allocationKey not in self.foreign:  # the pod went (or its ask was withdrawn) meanwhile
+            if alloc.applicationID:  # the pod went (or its ask was withdrawn) meanwhile; none: a foreign
+                # pod's confirmation after it went (its release is sent)
                 self._queue("release", model.release(alloc.allocationKey, alloc.applicationID,
                                                      "the pod no longer waits for this allocation"))
             return
@@ -565,6 +584,7 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
         key, reason = rejected.allocationKey, rejected.reason
         if key in self.foreign:
             self.foreign[key].reported = False  # its node is gone in the core; re-reported when it is back
+            self._counted(self.foreign[key].node, key)
             return
         task = self.tasks.get(key)
         if task is None:
@@ -642,6 +662,7 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
             pod.reported = entry is not None and entry.phase is NodePhase.REGISTERING
             if pod.reported:
                 snapshot.allocations.append(model.foreign_allocation(pod))
+                entry.awaiting.add(pod.spec.uid)
         for app in self.apps.values():
             if app.state is AppState.NAMESPACE:
                 continue  # not added yet: it is when its namespace is read
