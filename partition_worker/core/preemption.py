@@ -139,12 +139,19 @@ def try_required_node_preemption(p, app: "Application", ask: "Ask", node: "Node"
         return False
     msg = MSG_DAEMONSET.format(key=ask.key)
     for a in chosen:
+        _victim_event(p, a, ask, app, now)
         p.ledger.release(a, Termination.PREEMPTED_BY_SCHEDULER, msg, now, report=True)
     ask.triggered_preemption = True
     p.event(EventType.REQUEST, ask.key, "Preemption",
             f"preempted {len(chosen)} allocation(s) on node {node.node_id} for daemon set ask {ask.key}",
             now, group=app.app_id)
     return True
+
+
+def _victim_event(p, victim: "Allocation", ask: "Ask", app: "Application", now: int) -> None:
+    """YuniKorn's event on the victim's request: who preempted it (the RM shows it on the pod)."""
+    p.event(EventType.REQUEST, victim.key, "Preempted",
+            f"Preempted by {ask.key} from application {app.app_id} in {app.queue.path}", now, group=victim.app_id)
 
 
 def _size(r: Resource) -> int:
@@ -238,6 +245,7 @@ def try_queue_preemption(p, app: "Application", ask: "Ask", now: int, delay: int
     _, node, victims = best
     msg = f"preempted by scheduler to free up resources for ask {ask.key} of application {app.app_id}"
     for a in victims:
+        _victim_event(p, a, ask, app, now)
         p.ledger.release(a, Termination.PREEMPTED_BY_SCHEDULER, msg, now, report=True)
     if ask.reserved_node and ask.reserved_node != node.node_id:
         p.ledger.unreserve_ask(app, ask)
