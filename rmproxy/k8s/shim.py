@@ -696,4 +696,5 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
     def dump(self) -> dict:
         """The shim's books (``model.books``) and its counters."""
         return {"rmID": self.rm_id, **model.books(self.nodes, self.node_pods, self.tasks, self.foreign, self.apps),
+                "priorityClasses": self.priority_classes,  # name -> its pods may be preempted
                 "events": self.events.counters(), "bindsInFlight": self.binder.in_flight}
