@@ -64,12 +64,13 @@ def commands(core: "Partition", allocations: Iterable[si.Allocation], now_ns: in
         if not admitted(core, key, app_id, a.nodeID, resource, now_ns):
             continue
         assert isinstance(resource, Resource)
+        allow_self, allow_other = preemption_policy(a)
         if a.nodeID:
             cmd: object = C.AddAllocation(C.RecoveredAlloc(
                 uuid=key, key=key, app_id=app_id, resource=resource, node_id=a.nodeID, tags=dict(tags),
-                priority=a.priority, task_group=a.taskGroupName, placeholder=a.placeholder))
+                priority=a.priority, task_group=a.taskGroupName, placeholder=a.placeholder,
+                originator=a.originator, allow_preempt_self=allow_self))
         else:
-            allow_self, allow_other = preemption_policy(a)
             cmd = C.AddAsk(key=key, app_id=app_id, resource=resource, max_allocations=1, priority=a.priority,
                            tags=dict(tags) if tags else {}, task_group=a.taskGroupName, placeholder=a.placeholder,
                            originator=a.originator, allow_preempt_self=allow_self, allow_preempt_other=allow_other)

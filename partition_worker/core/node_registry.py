@@ -21,7 +21,7 @@ from .feasibility import CHAIN, READY, SCHEDULABLE, Purpose
 from .foreign import foreign_total
 from .node import Node, parse_ready
 from .node_terms import host_ports_of
-from .objects import Allocation
+from .objects import Allocation, allows_preemption
 from .outcomes import AllocationNew, AskRejected, EventType, NodeAccepted, NodeRejected, Termination
 from .queue import ObjectState
 
@@ -149,7 +149,9 @@ class NodeRegistry:
         alloc = Allocation(uuid=ra.uuid, key=ra.key, app_id=app.app_id, node_id=node.node_id,
                            resource=ra.resource, priority=ra.priority, create_time_ns=created_ns,
                            queue_path=app.queue.path, tags=dict(ra.tags), task_group=ra.task_group,
-                           placeholder=ra.placeholder, recovered=True)
+                           placeholder=ra.placeholder, recovered=True, originator=ra.originator,
+                           allow_preempt_self=ra.allow_preempt_self,
+                           allow_preemption=allows_preemption(ra.tags))
         p.ledger.book_recovered(app, node, alloc)
         bad_ports = host_ports_of(alloc.tags)[1]
         if bad_ports:  # booked all the same: it runs; its ports are not known

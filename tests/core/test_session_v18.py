@@ -233,3 +233,17 @@ def test_a_foreign_allocation_on_a_node_not_open_yet_is_confirmed_and_on_an_open
     send(s, alloc("pod-z", app_id="", node="ghost", allocationTags={TAG_FOREIGN: "default"}))
     out = s.step(START).allocation
     assert not out.new and [r.allocationKey for r in out.rejectedAllocations] == ["pod-z"]
+
+
+def test_a_placed_allocation_keeps_its_preemption_opt_out_and_originator() -> None:
+    """A pod reported on its node after a restart stays out of preemption if it opted out (its
+    preemptionPolicy or the allowPreemption tag), as YuniKorn books it."""
+    s = ready()
+    kept = alloc("kept", node="n1", originator=True)
+    kept.preemptionPolicy.allowPreemptSelf = False
+    send(s, kept,
+         alloc("tagged", node="n1", allocationTags={"yunikorn.apache.org/allowPreemption": "false"}),
+         alloc("plain", node="n1"))
+    s.step(START)
+    got = {k: (a.allow_preempt_self, a.allow_preemption, a.originator) for k, a in s.core.allocations.items()}
+    assert got == {"kept": (False, True, True), "tagged": (True, False, False), "plain": (True, True, False)}
