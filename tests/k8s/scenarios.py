@@ -17,7 +17,7 @@ from rmproxy.k8s.demo import configmap, namespace, node, pod
 from tests.conftest import Background, wait_until
 from tests.k8s.cluster import ShimCluster, placement_problems
 
-__all__ = ["QUEUES", "Scenario", "Preemption", "Stream", "SCENARIOS", "cluster_for", "common_problems"]
+__all__ = ["QUEUES", "Scenario", "Preemption", "PreemptionVictims", "Stream", "SCENARIOS", "cluster_for", "common_problems"]
 
 # root.low and root.high have guarantees (preemption takes back high's); root.stream has none.
 QUEUES = """partitions:
@@ -126,7 +126,9 @@ class Preemption(Scenario):
                             priorityClassName=cls))
 
     def in_the_middle(self, c: ShimCluster) -> bool:
-        return any(p["metadata"].get("deletionTimestamp") for p in _pods(c, self.NS).values())
+        """The preemptors wait (created, none bound): the preemption comes after the kill."""
+        pods = _pods(c, self.NS)
+        return {"hi-1", "hi-2"} <= set(pods) and not any(pods[n]["spec"].get("nodeName") for n in ("hi-1", "hi-2"))
 
     def done(self, c: ShimCluster) -> bool:
         pods = _pods(c, self.NS)
@@ -160,6 +162,15 @@ class Preemption(Scenario):
         kube.request("DELETE", f"/api/v1/namespaces/{self.NS}/pods/low-4")
         wait_until(lambda: _pods(c, self.NS)["hi-never"]["spec"].get("nodeName"), 60,
                    "the Never pod bound once room was freed", c.logs)
+
+
+class PreemptionVictims(Preemption):
+    """The same preemption, hit while its victims terminate (in their grace period)."""
+
+    name = "preemption-victims"
+
+    def in_the_middle(self, c: ShimCluster) -> bool:
+        return any(p["metadata"].get("deletionTimestamp") for p in _pods(c, self.NS).values())
 
 
 class _Creator(Background):
@@ -227,7 +238,8 @@ class Stream(Scenario):
             self.creator.__exit__(None, None, None)
 
 
-SCENARIOS: dict[str, type[Scenario]] = {"preemption": Preemption, "stream": Stream}
+SCENARIOS: dict[str, type[Scenario]] = {"preemption": Preemption, "preemption-victims": PreemptionVictims,
+                                         "stream": Stream}
 
 
 def common_problems(c: ShimCluster) -> list[str]:
