@@ -202,8 +202,9 @@ class _Creator(Background):
 
 
 class Stream(Scenario):
-    """Pods of four applications created at 5 a second (500m, each runs 1.5 s) on 3 × 2 cpu:
-    about 8 run at a time; every one must run once."""
+    """Pods of four applications created at 5 a second (500m, each runs 1.5 s) on 3 × 2 cpu, one
+    node half taken by another scheduler's pod (a replay must count it before that node opens):
+    about 6 run at a time; every one must run once."""
 
     name = "stream"
     NS = "flow"
@@ -216,18 +217,24 @@ class Stream(Scenario):
         kube = c.kube
         for i in range(3):
             kube.create("/api/v1/nodes", node(f"sn-{i}", "2", "4Gi"))
-        wait_until(lambda: sum(1 for n in c.korral_nodes().values() if n["schedulable"]) == 3, 60,
-                   "the three nodes open in Korral", c.logs)
         kube.create("/api/v1/namespaces", namespace(self.NS))
+        kube.create(f"/api/v1/namespaces/{self.NS}/pods",
+                    pod("other", self.NS, "1", "128Mi", scheduler="default-scheduler", node_name="sn-0"))
+        wait_until(lambda: sum(1 for n in c.korral_nodes().values() if n["schedulable"]) == 3
+                   and c.korral_nodes()["sn-0"].get("foreignAllocations"), 60,
+                   "the three nodes open in Korral, the other scheduler's pod on sn-0", c.logs)
         self.creator = _Creator(c, self.NS, self.TOTAL)
         self.creator.__enter__()
 
+    def _ours(self, c: ShimCluster) -> list[dict]:
+        return [p for p in c.kube.pods(self.NS) if _name(p) != "other"]
+
     def in_the_middle(self, c: ShimCluster) -> bool:
         return self.creator is not None and self.creator.created >= self.TOTAL // 4 and \
-            any(p["status"].get("phase") == "Succeeded" for p in c.kube.pods(self.NS))
+            any(p["status"].get("phase") == "Succeeded" for p in self._ours(c))
 
     def done(self, c: ShimCluster) -> bool:
-        pods = c.kube.pods(self.NS)
+        pods = self._ours(c)
         return len(pods) == self.TOTAL and all(p["status"].get("phase") == "Succeeded" for p in pods)
 
     def problems(self, c: ShimCluster, disturbed: bool) -> list[str]:
