@@ -260,10 +260,7 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
     def _unplace(self, task: Task) -> None:
         """``task`` is no longer in the core (or never will be as it was)."""
         if task.where is Where.PLACED:
-            entry = self.nodes.get(task.node)
-            if entry is not None and task.uid in entry.awaiting:
-                entry.awaiting.discard(task.uid)
-                self._maybe_enable(entry)
+            self._counted(task.node, task.uid)
         task.where = Where.NOWHERE
 
     def _seen_on_node(self, task: Task, node: str) -> None:
@@ -505,10 +502,7 @@ class Shim(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
                                                      "the pod no longer waits for this allocation"))
             return
         if task.where is Where.PLACED:  # the core confirms a pod we reported on its node
-            entry = self.nodes.get(task.node)
-            if entry is not None and task.uid in entry.awaiting:
-                entry.awaiting.discard(task.uid)
-                self._maybe_enable(entry)
+            self._counted(task.node, task.uid)
             return
         task.where, task.node, task.bound = Where.PLACED, alloc.nodeID, False
         task.attempt += 1
