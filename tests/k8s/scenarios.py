@@ -3,13 +3,14 @@ creates, when it is "in the middle" (the moment a kill test strikes), when it is
 must then hold beyond the checks every scenario shares (``common_problems``: no pod bound twice,
 no node over allocatable, Korral, the shim and the API server agreeing).
 
-A new workload (a gang of placeholders, say) is one more ``Scenario`` subclass listed in
-``SCENARIOS``: the kill tests run it against every process.
+A new workload is one more ``Scenario`` subclass listed in ``SCENARIOS``: the kill tests run it
+against every process.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 from typing import Any
 
@@ -17,9 +18,10 @@ from rmproxy.k8s.demo import configmap, namespace, node, pod
 from tests.conftest import Background, wait_until
 from tests.k8s.cluster import ShimCluster, placement_problems
 
-__all__ = ["QUEUES", "Scenario", "Preemption", "PreemptionVictims", "Stream", "SCENARIOS", "cluster_for", "common_problems"]
+__all__ = ["QUEUES", "Scenario", "Preemption", "PreemptionVictims", "Stream", "Gang", "SCENARIOS", "cluster_for", "common_problems"]
 
-# root.low and root.high have guarantees (preemption takes back high's); root.stream has none.
+# root.low and root.high have guarantees (preemption takes back high's); root.stream and root.gang
+# have none.
 QUEUES = """partitions:
   - name: default
     preemption:
@@ -39,6 +41,7 @@ QUEUES = """partitions:
             properties:
               preemption.delay: 1s
           - name: stream
+          - name: gang
 """
 
 ALLOW_PREEMPTION = "yunikorn.apache.org/allow-preemption"
@@ -79,6 +82,9 @@ class Scenario:
 
     def done(self, c: ShimCluster) -> bool:
         raise NotImplementedError
+
+    def resume(self, c: ShimCluster) -> None:
+        """Called right after the kill: a workload held in the middle lets go (default: nothing held)."""
 
     def problems(self, c: ShimCluster, disturbed: bool) -> list[str]:
         return []
@@ -245,8 +251,63 @@ class Stream(Scenario):
             self.creator.__exit__(None, None, None)
 
 
+TASK_GROUPS = "yunikorn.apache.org/task-groups"
+TASK_GROUP_NAME = "yunikorn.apache.org/task-group-name"
+PLACEHOLDER = "internal.yunikorn.apache.org/placeholder"
+
+
+class Gang(Scenario):
+    """A gang of three (minMember 3, each placeholder 1 cpu, each member 900m) on one node of 3
+    cpu, a third taken by another scheduler's pod: the shim makes three placeholders, two are
+    placed and the third waits for room. That is the middle; after the kill a second node comes
+    (``resume``), the third placeholder is placed and the members take the placeholders' places.
+    Done: every member bound and every placeholder gone (the gang complete and cleaned up), with
+    at most one set of placeholders ever bound."""
+
+    name = "gang"
+    NS = "gang"
+    MEMBERS = {f"train-{i}" for i in range(3)}
+
+    def start(self, c: ShimCluster) -> None:
+        kube = c.kube
+        kube.create("/api/v1/nodes", node("gn-0", "3", "6Gi"))
+        kube.create("/api/v1/namespaces", namespace(self.NS))
+        kube.create(f"/api/v1/namespaces/{self.NS}/pods",
+                    pod("other", self.NS, "1", "128Mi", scheduler="default-scheduler", node_name="gn-0"))
+        wait_until(lambda: (c.korral_nodes().get("gn-0") or {}).get("schedulable")
+                   and c.korral_nodes()["gn-0"].get("foreignAllocations"), 60,
+                   "gn-0 open in Korral with the other scheduler's pod", c.logs)
+        groups = [{"name": "workers", "minMember": 3, "minResource": {"cpu": "1", "memory": "128Mi"}}]
+        annotations = {TASK_GROUPS: json.dumps(groups), TASK_GROUP_NAME: "workers",
+                       "yunikorn.apache.org/schedulingPolicyParameters": "placeholderTimeoutInSeconds=600"}
+        for name in sorted(self.MEMBERS):
+            kube.create(f"/api/v1/namespaces/{self.NS}/pods",
+                        pod(name, self.NS, "900m", "128Mi", labels={"applicationId": "train", "queue": "root.gang"},
+                            annotations=annotations))
+
+    def _placeholders(self, c: ShimCluster) -> list[dict]:
+        return [p for p in c.kube.pods(self.NS) if (p["metadata"].get("annotations") or {}).get(PLACEHOLDER)]
+
+    def in_the_middle(self, c: ShimCluster) -> bool:
+        """Three placeholders made, two of them bound: the gang waits for room."""
+        phs = self._placeholders(c)
+        return len(phs) == 3 and sum(1 for p in phs if p["spec"].get("nodeName")) == 2
+
+    def resume(self, c: ShimCluster) -> None:
+        c.kube.create("/api/v1/nodes", node("gn-1", "3", "6Gi"))
+
+    def done(self, c: ShimCluster) -> bool:
+        pods = _pods(c, self.NS)
+        return all(pods.get(n, {}).get("spec", {}).get("nodeName") for n in self.MEMBERS) \
+            and not self._placeholders(c)
+
+    def problems(self, c: ShimCluster, disturbed: bool) -> list[str]:
+        bound = sorted(k for k, n in c.bind_requests().items() if k.startswith(f"{self.NS}/tg-") and n["bound"])
+        return [f"{len(bound)} placeholders bound, more than one set of 3: {bound}"] if len(bound) > 3 else []
+
+
 SCENARIOS: dict[str, type[Scenario]] = {"preemption": Preemption, "preemption-victims": PreemptionVictims,
-                                         "stream": Stream}
+                                         "stream": Stream, "gang": Gang}
 
 
 def common_problems(c: ShimCluster) -> list[str]:
