@@ -139,6 +139,8 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         prev, task.pod = task.pod, new
         if new.spec is not prev.spec and new.spec.resource != prev.spec.resource:
             self._resized(task, prev.spec.resource)
+        elif task.booked is not None and new.mark != prev.mark:
+            self._resized(task, task.booked)  # the kubelet moved on with a size the core refused: try again
         if new.node and new.node != task.node:
             self._seen_on_node(task, new.node)
         elif new.node and not task.bound:

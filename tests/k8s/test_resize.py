@@ -203,3 +203,22 @@ def test_a_whole_decode_reuses_the_spec_unless_the_size_changed():
     now = OURS(resized(ready, "1", actuated=True), again)
     assert now.spec is not state.spec and now.spec.resource["vcore"] == 1000 and now.spec.tags == state.spec.tags
     assert state.spec.resource["vcore"] == 100 and now.mark != again.mark
+
+
+def test_a_refused_resize_the_kubelet_actuates_later_is_sent_again():
+    async def main():
+        w = World()
+        raw = await placed_pod(w)
+        w.pod(resized(raw, "2"))  # deferred by the kubelet: the spec's size counts
+        await turn()
+        [alloc] = sent(w.api.take(), "allocations")
+        assert alloc.resourcePerAlloc.resources["vcore"].value == 2000
+        await w.shim.update_allocation(si.AllocationResponse(rejectedAllocations=[si.RejectedAllocation(
+            allocationKey="uid-p1", applicationID="app-1", reason="resize of allocation uid-p1 ... refused: no room")]))
+        assert w.shim.dump()["nodes"]["n1"]["assumed"]["vcore"] == 100
+        w.pod(resized(raw, "2", actuated=True))  # room freed on the node: the kubelet actuated it
+        await turn()
+        [again] = sent(w.api.take(), "allocations")
+        assert again.nodeID == "n1" and again.resourcePerAlloc.resources["vcore"].value == 2000
+        assert w.shim.dump()["nodes"]["n1"]["assumed"]["vcore"] == 2000  # until the core says otherwise
+    run(main())
