@@ -277,8 +277,8 @@ def _resizable(spec: dict[str, Any]) -> list[tuple[str, int, dict[str, Any]]]:
 
 def _resized(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """What a write through ``pods/NAME/resize`` stores (as a real server's resize strategy): the
-    stored pod with only its containers' resources taken from the body (anything else in it is
-    dropped); ``metadata.generation`` grows when they changed (a pod without one counts as
+    stored pod with only its containers' resources taken from the body (anything else in it,
+    metadata too, is dropped); ``metadata.generation`` grows when they changed (a pod without one counts as
     generation 1)."""
     decode_quantities(new)
     out = copy.deepcopy(old)
@@ -289,7 +289,9 @@ def _resized(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         if wanted is not None and (wanted.get("resources") or {}) != (c.get("resources") or {}):
             c["resources"] = copy.deepcopy(wanted.get("resources") or {})
             changed = True
-    out["metadata"] = new["metadata"]
+    out["metadata"] = {**out["metadata"], "managedFields": new["metadata"].get("managedFields")}  # metadata as stored
+    if out["metadata"]["managedFields"] is None:
+        out["metadata"].pop("managedFields")
     if changed:
         out["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
     return out
