@@ -75,7 +75,7 @@ class Task:
     condition: tuple[str, str] = ("", "")  # the PodScheduled reason and message we wrote last
     constraints: tuple[str, ...] = ()  # what the ask carries in TAG_UNSUPPORTED_CONSTRAINTS
     group: str = ""  # the task group its ask names (a placeholder's, or a real member's of a known group)
-    kept: dict[str, int] | None = None  # the size the core keeps if the resize sent last is refused
+    sent: dict[str, int] | None = None  # the size its last resize asked for
     booked: dict[str, int] | None = None  # the size the core books when it refused the pod's (a resize)
 
     @property

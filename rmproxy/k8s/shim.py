@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +66,20 @@ _STATE = si_pb2.UpdateContainerSchedulingStateRequest
 _NODE_EVENTS = ("NodeAdded", "NodeRemoved")  # YuniKorn's shim posts a node's addition and removal only
 _RESIZE_REFUSED = "resize of allocation "  # how the core's rejection of an in-place resize begins
 _RESIZE_REFUSED_EVENT = "AllocationResizeRefused"  # the core's event for it
+_RESOURCE_TEXT = re.compile(r"Resource\(\{([^}]*)\}\)")  # a size in the core's texts: Resource({memory:1, vcore:2})
+
+
+def _size_of(text: str) -> dict[str, int]:
+    """A size as the core writes it (the inside of ``Resource({...})``)."""
+    out = {}
+    for item in text.split(", ") if text else ():
+        name, _, value = item.rpartition(":")
+        out[name] = int(value)
+    return _nonzero(out)
+
+
+def _nonzero(size: dict[str, int]) -> dict[str, int]:
+    return {k: v for k, v in size.items() if v}
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,12 +175,12 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
             task.booked = None
             if size == core:
                 return  # back to what the core books (e.g. a refused resize undone by the kubelet)
-            task.kept = core
+            task.sent = size
             app = self.apps.get(task.spec.app_id)
             if app is not None:
                 self._queue("alloc", model.placed(task, app, self._allow_self(task)))
         elif task.where is Where.ASKED:
-            task.where, task.kept = Where.NOWHERE, before  # the same key again replaces the pending ask (or, if
+            task.where, task.sent = Where.NOWHERE, size  # the same key again replaces the pending ask (or, if
             self._sync(task)  # the core placed it meanwhile, resizes that allocation)
 
     def _pod_new(self, pod: PodState) -> None:
@@ -264,7 +279,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
             if entry is None or entry.phase is not NodePhase.REGISTERED:
                 return  # adopted when its node is registered
             self._queue("alloc", model.placed(task, app, self._allow_self(task)))
-            task.where, task.booked, task.kept = Where.PLACED, None, None  # booked as it is now
+            task.where, task.booked, task.sent = Where.PLACED, None, None  # booked as it is now
             if not entry.enabled:
                 entry.awaiting.add(task.uid)
             self._gang_synced(task, app)
@@ -642,8 +657,11 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         if task is None:
             return
         if reason.startswith(_RESIZE_REFUSED) and task.where is Where.PLACED:
-            # the pod keeps running at the size the core keeps; the core's event says why on the pod
-            task.booked, task.kept = task.kept, None
+            # the pod keeps running; the core's event says why on the pod. The books take the size
+            # the core keeps, unless a later resize was sent since (its own outcome decides)
+            sizes = [_size_of(found) for found in _RESOURCE_TEXT.findall(reason)]
+            if len(sizes) >= 2 and task.sent is not None and sizes[0] == _nonzero(task.sent):
+                task.booked = sizes[-1]
             log.info("pod %s: %s", task.spec.alias, reason)
             return
         self._unplace(task)
@@ -739,7 +757,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
                 entry = self.nodes.get(task.node) if task.node else None
                 if entry is not None and entry.phase is NodePhase.REGISTERING:
                     snapshot.allocations.append(model.placed(task, app, self._allow_self(task)))
-                    task.where, task.booked, task.kept = Where.PLACED, None, None
+                    task.where, task.booked, task.sent = Where.PLACED, None, None
                     entry.awaiting.add(task.uid)
                 elif not task.node and task.hold is Hold.NONE and not self._gang_holds(task, app):
                     snapshot.allocations.append(model.ask(task, app, self._allow_self(task), list(task.avoid)))

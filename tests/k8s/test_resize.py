@@ -70,6 +70,13 @@ def resized(raw: dict, cpu: str, actuated: bool = False, infeasible: bool = Fals
     return raw
 
 
+def refusal(to: str, grow: str, keeps: str = "100") -> str:
+    """The core's rejection of a resize of uid-p1 (its text: partition_worker.core.partition)."""
+    return (f"resize of allocation uid-p1 of application app-1 on node n1 to Resource({{memory:67108864, pods:1, "
+            f"vcore:{to}}}) refused: node n1 has no room to grow it by Resource({{vcore:{grow}}}) (free: "
+            f"Resource({{memory:1, vcore:1}})); it keeps Resource({{memory:67108864, pods:1, vcore:{keeps}}})")
+
+
 async def placed_pod(w: World, name="p1") -> dict:
     await registered_node(w)
     raw = raw_pod(name, node="n1", phase="Running")
@@ -111,8 +118,7 @@ def test_a_refused_resize_keeps_the_pod_placed_at_the_cores_size_and_warns_on_th
         await turn()
         [alloc] = sent(w.api.take(), "allocations")
         assert alloc.resourcePerAlloc.resources["vcore"].value == 8000
-        why = ("resize of allocation uid-p1 of application app-1 on node n1 to Resource({vcore:8000}) refused: node n1 "
-               "has no room to grow it by Resource({vcore:7900}); it keeps Resource({vcore:100})")
+        why = refusal("8000", "7900")
         await w.shim.update_allocation(si.AllocationResponse(rejectedAllocations=[
             si.RejectedAllocation(allocationKey="uid-p1", applicationID="app-1", reason=why)]))
         await w.shim.send_event([si_pb2.EventRecord(type=si_pb2.EventRecord.REQUEST, objectID="uid-p1",
@@ -214,11 +220,29 @@ def test_a_refused_resize_the_kubelet_actuates_later_is_sent_again():
         [alloc] = sent(w.api.take(), "allocations")
         assert alloc.resourcePerAlloc.resources["vcore"].value == 2000
         await w.shim.update_allocation(si.AllocationResponse(rejectedAllocations=[si.RejectedAllocation(
-            allocationKey="uid-p1", applicationID="app-1", reason="resize of allocation uid-p1 ... refused: no room")]))
+            allocationKey="uid-p1", applicationID="app-1", reason=refusal("2000", "1900"))]))
         assert w.shim.dump()["nodes"]["n1"]["assumed"]["vcore"] == 100
         w.pod(resized(raw, "2", actuated=True))  # room freed on the node: the kubelet actuated it
         await turn()
         [again] = sent(w.api.take(), "allocations")
         assert again.nodeID == "n1" and again.resourcePerAlloc.resources["vcore"].value == 2000
         assert w.shim.dump()["nodes"]["n1"]["assumed"]["vcore"] == 2000  # until the core says otherwise
+    run(main())
+
+
+def test_the_refusal_of_a_resize_sent_before_the_last_one_leaves_the_books_to_the_last():
+    async def main():
+        w = World()
+        raw = await placed_pod(w)
+        w.pod(resized(raw, "8"))  # refused by the core...
+        await turn()
+        w.pod(resized(raw, "8", infeasible=True))  # ...and by the kubelet, before the core's answer came
+        await turn()
+        [first, back] = sent(w.api.take(), "allocations")
+        assert [first.resourcePerAlloc.resources["vcore"].value, back.resourcePerAlloc.resources["vcore"].value] == \
+            [8000, 100]
+        await w.shim.update_allocation(si.AllocationResponse(rejectedAllocations=[si.RejectedAllocation(
+            allocationKey="uid-p1", applicationID="app-1", reason=refusal("8000", "7900"))]))
+        assert w.shim.tasks["uid-p1"].booked is None  # the later resize (back to 100) decides
+        assert w.shim.dump()["nodes"]["n1"]["assumed"]["vcore"] == 100
     run(main())
