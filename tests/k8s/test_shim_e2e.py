@@ -2,7 +2,7 @@
 processes. Deployment-, Job- and DaemonSet-owned pods (created as their controllers would: owner
 references), a GPU pod on a tainted node, host ports, a pod of another scheduler, a namespace
 quota, a pod that fits nowhere; every pod bound exactly once within allocatable; a configmap
-reload and a bad one; cordon; a shim restart that binds nothing twice."""
+reload and a bad one; cordon; a shim restart that binds nothing twice; an in-place resize."""
 
 from __future__ import annotations
 
@@ -212,12 +212,8 @@ def test_an_in_place_resize_is_followed_and_one_without_room_refused(shim_cluste
     wait_until(lambda: any(x["type"] == "PodResizePending" and x.get("reason") == "Infeasible"
                            for x in kube.get(path)["status"].get("conditions") or []), 30, "the kubelet's verdict")
     note = next(e for e in kube.events() if e["reason"] == "AllocationResizeRefused")
-    assert e2e_type(note) == "Warning" and "no room to grow" in note["note"], note
+    assert note["type"] == "Warning" and "no room to grow" in note["note"], note
     assert vcore() == 2500 and kube.get(path)["status"]["phase"] == "Running"
     seen: list = []
     wait_until(lambda: not seen.append(c.disagreements()) and not seen[-1], 30,
                "the shim's books and Korral's still agreeing", lambda: f"{seen[-1:]}\n{c.logs()}")
-
-
-def e2e_type(event: dict) -> str:
-    return event.get("type", "")
