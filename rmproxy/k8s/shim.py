@@ -69,12 +69,15 @@ _RESIZE_REFUSED_EVENT = "AllocationResizeRefused"  # the core's event for it
 _RESOURCE_TEXT = re.compile(r"Resource\(\{([^}]*)\}\)")  # a size in the core's texts: Resource({memory:1, vcore:2})
 
 
-def _size_of(text: str) -> dict[str, int]:
-    """A size as the core writes it (the inside of ``Resource({...})``)."""
+def _size_of(text: str) -> dict[str, int] | None:
+    """A size as the core writes it (the inside of ``Resource({...})``); None if it is not one."""
     out = {}
     for item in text.split(", ") if text else ():
         name, _, value = item.rpartition(":")
-        out[name] = int(value)
+        try:
+            out[name] = int(value)
+        except ValueError:
+            return None
     return _nonzero(out)
 
 
@@ -660,7 +663,8 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
             # the pod keeps running; the core's event says why on the pod. The books take the size
             # the core keeps, unless a later resize was sent since (its own outcome decides)
             sizes = [_size_of(found) for found in _RESOURCE_TEXT.findall(reason)]
-            if len(sizes) >= 2 and task.sent is not None and sizes[0] == _nonzero(task.sent):
+            if len(sizes) >= 2 and sizes[-1] is not None and task.sent is not None \
+                    and sizes[0] == _nonzero(task.sent):
                 task.booked = sizes[-1]
             log.info("pod %s: %s", task.spec.alias, reason)
             return

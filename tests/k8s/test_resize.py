@@ -246,3 +246,20 @@ def test_the_refusal_of_a_resize_sent_before_the_last_one_leaves_the_books_to_th
         assert w.shim.tasks["uid-p1"].booked is None  # the later resize (back to 100) decides
         assert w.shim.dump()["nodes"]["n1"]["assumed"]["vcore"] == 100
     run(main())
+
+
+def test_the_shim_reads_the_sizes_in_the_cores_own_refusal():
+    """The shim takes the size the core keeps from its rejection's text: pinned to the core's words."""
+    from common.resources import Resource
+    from partition_worker.core.commands import ResizeAllocation
+    from rmproxy.k8s.shim import _RESIZE_REFUSED, _RESOURCE_TEXT, _size_of
+    from tests.core.test_yunikorn_19 import _resize_h
+
+    h = _resize_h()
+    uuid = h.allocs_of("k1")[0].uuid
+    h.do(ResizeAllocation("app1", uuid, Resource({"memory": 400, "vcore": 1})))  # the node has 300
+    reason = h.rejected_ask_reasons()["k1"]
+    sizes = [_size_of(found) for found in _RESOURCE_TEXT.findall(reason)]
+    assert reason.startswith(_RESIZE_REFUSED)
+    assert sizes[0] == {"memory": 400, "vcore": 1} and sizes[-1] == {"memory": 100, "vcore": 1}
+    assert _size_of("memory:x") is None
