@@ -77,6 +77,22 @@ def test_the_figures_are_taken_over_the_steady_window():
     assert r["cpu_seconds_per_1000_pods"]["k8s-shim"] == pytest.approx(0.85 / 84 * 1000, rel=0.01)
 
 
+def test_a_rate_the_creator_could_not_offer_is_not_sustained():
+    """All bound and no backlog, but created at 5/s of the 10/s asked for: 10/s was not shown."""
+    shape = Shape(pods=100, rate=10, run_seconds=1)
+    t0 = 100.0
+    sent = [t0 + i * 0.2 for i in range(50)]
+    books = _Books(sent=list(sent), acked=[s + 0.001 for s in sent], bound=[s + 0.050 for s in sent], created=50,
+                   bound_count=50, finished=50)
+    samples = [(t, int(t * 5), int(t * 5), 0, {"k8s-shim": t * 0.1}) for t in (x * 0.25 for x in range(41))]
+    r = summarize(shape, books, samples, t0, 10.0, 50, 10.0, samples[0][4], samples[-1][4], 1.0, 2.0, {}, "tree")
+    assert r["unbound"] == 0 and r["backlog_slope_per_s"] == 0
+    assert r["creation_rate"] == 5.0 and not r["offered"] and not r["sustained"]
+    r = summarize(Shape(pods=100, rate=5, run_seconds=1), books, samples, t0, 10.0, 50, 10.0, samples[0][4],
+                  samples[-1][4], 1.0, 2.0, {}, "tree")
+    assert r["offered"] and r["sustained"]
+
+
 @pytest.mark.bench
 @pytest.mark.timeout(1800)
 def test_the_benchmark_at_5000_nodes_and_50000_pods(tmp_path):
