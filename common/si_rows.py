@@ -36,7 +36,8 @@ import msgpack
 from common import si_internal_pb2 as si
 from common.resources import Resource
 
-__all__ = ["AskRow", "AllocationRow", "RequestRows", "NewAllocations", "SizeTable", "sizes_from_rows"]
+__all__ = ["AskRow", "AllocationRow", "RequestRows", "NewAllocations", "SizeTable", "sizes_from_rows",
+           "preemption_policy"]
 
 
 class AskRow(NamedTuple):
@@ -195,6 +196,14 @@ class NewAllocations:
 
 def _shape(body: Any) -> str:
     return f"a map of {', '.join(map(str, body))}" if isinstance(body, dict) else type(body).__name__
+
+
+def preemption_policy(msg: Any) -> tuple[bool, bool]:
+    """(allowPreemptSelf, allowPreemptOther) of an ask or allocation; both True when unset."""
+    if not msg.HasField("preemptionPolicy"):
+        return True, True
+    pp = msg.preemptionPolicy
+    return pp.allowPreemptSelf, pp.allowPreemptOther
 
 
 def sizes_from_rows(rows: Sequence[Any]) -> list[Resource | ValueError]:

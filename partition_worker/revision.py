@@ -11,7 +11,9 @@ before any request that depends on it; asks arrive as rows of either revision
 - SI v1.8 allocations that are not asks (``allocation_commands``, as YuniKorn >= 1.6 reads
   them): tag ``foreign``, a pod of another scheduler, enters as the seed revision carries one,
   in the ``existingAllocations`` of an UPDATE of its node, which is where the core's foreign
-  handling reads it (the core never learns which revision the RM speaks); ``nodeID`` set, an
+  handling reads it (the core never learns which revision the RM speaks); on a node not open
+  yet it is confirmed back in ``AllocationResponse.new`` (``allocation_rest``), so the RM can
+  open the node once every pod on it is counted; ``nodeID`` set, an
   allocation the RM placed (its recovery after a re-registration, or its own placement):
   ``AddAllocation``, confirmed back in ``AllocationResponse.new``. An unknown application, an
   empty, zero or negative resource, an unknown node are rejected with YuniKorn's reasons
@@ -30,13 +32,14 @@ Pure like the session: no I/O, ``now_ns`` passed in.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from common import si_internal_pb2 as si
 from common.constants import TAG_FOREIGN
 from common.resources import Resource
 from common.si_resource import resource_from_si
 from common.si_revision import Revision
+from common.si_rows import preemption_policy
 from partition_worker.core import commands as C
 from partition_worker.core.outcomes import AskRejected, EventType, Outcomes, Termination
 
@@ -113,9 +116,11 @@ def allocation_commands(core: "Partition", allocations: list[si.Allocation],
                 yield verdict, key
             continue
         assert isinstance(resource, Resource)
+        # placed already, it keeps its preemption opt-out and originator flag (as YuniKorn books it)
         yield C.AddAllocation(C.RecoveredAlloc(
             uuid=key, key=key, app_id=app_id, resource=resource, node_id=a.nodeID, tags=dict(tags),
-            priority=a.priority, task_group=a.taskGroupName, placeholder=a.placeholder)), key
+            priority=a.priority, task_group=a.taskGroupName, placeholder=a.placeholder,
+            originator=a.originator, allow_preempt_self=preemption_policy(a)[0])), key
 
 
 def admitted(core: "Partition", key: str, app_id: str, node_id: str, resource: "Resource | ValueError",
@@ -181,13 +186,19 @@ def replaced_message(message: str) -> str:
     return message
 
 
-def allocation_rest(o: Outcomes, partition: str, revision: Revision | None) -> si.AllocationResponse | None:
+def allocation_rest(o: Outcomes, partition: str, revision: Revision | None,
+                    foreign_confirmed: Sequence[si.Allocation] = ()) -> si.AllocationResponse | None:
     """The step's ``AllocationResponse`` without its new allocations, in the RM's revision (see
-    module doc); None when the step released and rejected nothing."""
-    if not (o.released or o.released_asks or o.rejected_asks):
+    module doc), with ``foreign_confirmed`` (v1.8 foreign allocations on a node not open yet) in
+    ``new``; None when the step released, rejected and confirmed nothing."""
+    if not (o.released or o.released_asks or o.rejected_asks or foreign_confirmed):
         return None
     seed, v18 = revision is not Revision.V18, revision is not Revision.SEED
     resp = si.AllocationResponse()
+    for a in foreign_confirmed:  # no applicationID: the RM reads it as its foreign pod's
+        m = resp.new.add()
+        m.CopyFrom(a)
+        m.partitionName = partition
     for r in o.released:
         m = resp.released.add(partitionName=partition, applicationID=r.app_id, message=r.message,
                               terminationType=_TERM_TO_SI[r.termination], allocationKey=r.allocation_key)

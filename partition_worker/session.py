@@ -121,6 +121,7 @@ class PartitionSession:
         # buildInfo; None: the settings' switch stays (a session built without an RM: tests, benches)
         self._registration: tuple[Mapping[str, str], Mapping[str, str]] | None = None
         self.compatibility: CompatChoice | None = None  # the switch in effect, and where it came from
+        self._foreign_confirmed: list[si.Allocation] = []  # to confirm in the next step's response
 
     def follow_rm(self, extra_config: Mapping[str, str] | None, build_info: Mapping[str, str] | None) -> None:
         """Choose the compatibility switch from the RM's registration (and its SI revision, once
@@ -171,6 +172,7 @@ class PartitionSession:
                 for cmd, key in si_revision.allocation_commands(self.core, (a,), now_ns):
                     if type(cmd) is si.NodeRequest:  # a foreign allocation, in the seed's form
                         self.apply_node_request(cmd, now_ns)
+                        self._confirm_foreign(cmd.nodes[0].existingAllocations[0])
                     else:
                         self._guard(cmd, EventType.REQUEST, key, now_ns)
         if applied < len(asks):
@@ -178,6 +180,17 @@ class PartitionSession:
         if rest is not None and rest.HasField("releases"):
             for cmd, object_id in si_revision.release_commands(rest.releases, self.revision):
                 self._guard(cmd, EventType.REQUEST, object_id, now_ns)
+
+    def _confirm_foreign(self, a: si.Allocation) -> None:
+        """A v1.8 foreign allocation added to a node that is not schedulable (registered drained,
+        or drained) is confirmed in ``AllocationResponse.new``: the RM opens a new node once every
+        pod already on it is counted, and the allocation and the opening travel on different
+        streams. (YuniKorn confirms nothing: its shim is in-process, so its order holds; its shim
+        ignores a confirmation of a key it has no task for.)"""
+        fa = self.core.foreign.by_key.get(a.allocationKey)
+        node = self.core.nodes.get(fa.node_id) if fa is not None else None
+        if node is not None and not node.schedulable:
+            self._foreign_confirmed.append(a)
 
     def _apply_asks(self, rows: Sequence, sizes: list[Resource | ValueError], v18: bool, now_ns: int) -> None:
         """Ask rows (``common.si_rows.AskRow``), in order, each as the SI ask it was read from: an
@@ -331,7 +344,8 @@ class PartitionSession:
 
     def _outbox(self, o: Outcomes) -> Outbox:
         new = NewAllocations.of(a.alloc for a in o.allocations) if o.allocations else None
-        alloc_rest = si_revision.allocation_rest(o, self.partition_name, self.revision)
+        confirmed, self._foreign_confirmed = self._foreign_confirmed, []
+        alloc_rest = si_revision.allocation_rest(o, self.partition_name, self.revision, confirmed)
         app_resp = None
         if o.apps_accepted or o.apps_rejected or o.app_states:
             app_resp = si.ApplicationResponse()

@@ -82,6 +82,8 @@ class RecoveredAlloc:
     priority: int = 0
     task_group: str = ""
     placeholder: bool = False
+    originator: bool = False
+    allow_preempt_self: bool = True  # its preemptionPolicy: a recovered pod that opted out stays out
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from .commands import AddNode, DrainNode, RecoveredAlloc, UndrainNode, UpdateNod
 from .feasibility import CHAIN, READY, SCHEDULABLE, Purpose
 from .foreign import foreign_total
 from .node import Node, parse_ready
-from .objects import Allocation
+from .objects import Allocation, allows_preemption
 from .outcomes import EventType, NodeAccepted, NodeRejected
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -235,7 +235,8 @@ def recovered_allocation(ra: RecoveredAlloc, app: "Application", node: Node, now
     return Allocation(uuid=ra.uuid, key=ra.key, app_id=app.app_id, node_id=node.node_id,
                       resource=ra.resource, priority=ra.priority, create_time_ns=created_ns,
                       queue_path=app.queue.path, tags=dict(ra.tags), task_group=ra.task_group,
-                      placeholder=ra.placeholder, recovered=True)
+                      placeholder=ra.placeholder, recovered=True, originator=ra.originator,
+                      allow_preempt_self=ra.allow_preempt_self, allow_preemption=allows_preemption(ra.tags))
 
 
 def _never_takes(node: Node, ask: "Ask", apps: Mapping[str, "Application"], nodes: "NodeCollection") -> bool:

@@ -5,15 +5,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from common.constants import TAG_ALLOW_PREEMPTION
 from common.resources import Resource
 
 if TYPE_CHECKING:  # pragma: no cover
     from .node_terms import Constraints
 
-__all__ = ["Ask", "Allocation", "Reservation", "INT32_MIN", "INT32_MAX"]
+__all__ = ["Ask", "Allocation", "Reservation", "INT32_MIN", "INT32_MAX", "allows_preemption"]
 
 # SI priorities are int32; INT32_MIN also stands for "no pending ask" (YuniKorn's convention)
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def allows_preemption(tags: dict[str, str]) -> bool:
+    """The ``yunikorn.apache.org/allowPreemption`` tag of an ask or allocation (default true)."""
+    return tags.get(TAG_ALLOW_PREEMPTION, "true").strip().lower() not in ("false", "f", "0")
 
 
 @dataclass(slots=True, eq=False)

@@ -35,7 +35,7 @@ from typing import Callable
 
 from common.compat import Compat
 from common.config.model import PartitionConfig
-from common.constants import TAG_ALLOW_PREEMPTION, TAG_NODE_SELECTOR_PREFIX, TAG_REQUIRED_NODE
+from common.constants import TAG_NODE_SELECTOR_PREFIX, TAG_REQUIRED_NODE
 from common.resources import Resource
 
 from .app_state import AppEvent, AppState
@@ -52,7 +52,7 @@ from .limits import LimitTracker
 from .node import Node, NodeCollection, parse_node_sort_policy
 from .node_registry import NodeRegistry, recovered_allocation
 from .node_terms import constraints_of, host_ports_of
-from .objects import Allocation, Ask, Reservation
+from .objects import Allocation, Ask, Reservation, allows_preemption
 from .outcomes import AllocationNew, AskRejected, EventType, Outcomes, Termination
 from .placement_bridge import PlacementBridge
 from .preemption import Preemption
@@ -509,7 +509,7 @@ def _ask_from(cmd: AddAsk, now: int, seq: int) -> Ask:
     if tags:
         selector = tuple(sorted((k[len(TAG_NODE_SELECTOR_PREFIX):], v) for k, v in tags.items()
                                 if k.startswith(TAG_NODE_SELECTOR_PREFIX)))
-        allow = tags.get(TAG_ALLOW_PREEMPTION, "true").strip().lower() not in ("false", "f", "0")
+        allow = allows_preemption(tags)
         required = tags.get(TAG_REQUIRED_NODE, "")
         constraints = constraints_of(tags)
     else:

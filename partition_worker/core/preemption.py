@@ -168,12 +168,19 @@ class Preemption:
             return False
         msg = MSG_DAEMONSET.format(key=ask.key)
         for a in chosen:
+            self._victim_event(a, ask, app, now)
             self._release(a, Termination.PREEMPTED_BY_SCHEDULER, msg, now)
         ask.triggered_preemption = True
         self._outcomes.event(EventType.REQUEST, ask.key, "Preemption",
                              f"preempted {len(chosen)} allocation(s) on node {node.node_id} for daemon set ask {ask.key}",
                              now, group=app.app_id)
         return True
+
+    def _victim_event(self, victim: "Allocation", ask: "Ask", app: "Application", now: int) -> None:
+        """YuniKorn's event on the victim's request: who preempted it (the RM shows it on the pod)."""
+        self._outcomes.event(EventType.REQUEST, victim.key, "Preempted",
+                             f"Preempted by {ask.key} from application {app.app_id} in {app.queue.path}",
+                             now, group=victim.app_id)
 
     # -------------------------------------------------------------------------- queue preemption
     def queue_preemption(self, c: "Cycle", app: "Application", ask: "Ask") -> bool:
@@ -246,6 +253,7 @@ class Preemption:
         _, node, victims = best
         msg = f"preempted by scheduler to free up resources for ask {ask.key} of application {app.app_id}"
         for a in victims:
+            self._victim_event(a, ask, app, now)
             self._release(a, Termination.PREEMPTED_BY_SCHEDULER, msg, now)
         if ask.reserved_node and ask.reserved_node != node.node_id:
             self._ledger.unreserve_ask(app, ask)

@@ -18,7 +18,8 @@ What happens to a pod (YuniKorn's shim's contract):
    (a ``metadata.name NotIn`` term in its required node affinity).
 3. A pod that ends (terminated or deleted) releases its ask or allocation; ``TaskCompleted``.
 4. Nodes are registered drained (``CREATE_DRAIN``) and opened (``DRAIN_TO_SCHEDULABLE``) once the
-   core confirmed the allocations of the pods already running there; cordon drains, uncordon
+   core confirmed the allocations of the pods already running there, ours and foreign (Korral
+   confirms a foreign allocation on a node not open yet); cordon drains, uncordon
    opens, deletion decommissions; pods on a node not known yet wait and are adopted when it is.
 5. Pods of other schedulers are foreign allocations on their nodes.
 
@@ -276,10 +277,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
     def _unplace(self, task: Task) -> None:
         """``task`` is no longer in the core (or never will be as it was)."""
         if task.where is Where.PLACED:
-            entry = self.nodes.get(task.node)
-            if entry is not None and task.uid in entry.awaiting:
-                entry.awaiting.discard(task.uid)
-                self._maybe_enable(entry)
+            self._counted(task.node, task.uid)
         task.where = Where.NOWHERE
 
     def _seen_on_node(self, task: Task, node: str) -> None:
@@ -353,6 +351,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
             pod = self.foreign.pop(old.uid, None)
             if pod is not None:
                 self.node_pods.get(pod.node, set()).discard(old.uid)
+                self._counted(pod.node, old.uid)
                 if pod.reported:
                     self._queue("release", model.foreign_release(old.uid))
             return
@@ -362,11 +361,21 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         self.node_pods.setdefault(new.node, set()).add(new.uid)
         self._report_foreign(pod)
 
-    def _report_foreign(self, pod: Foreign) -> None:
+    def _report_foreign(self, pod: Foreign) -> bool:
+        """Report ``pod`` if its node is registered and it is not yet; True if it was now."""
         entry = self.nodes.get(pod.node)
         if not pod.reported and entry is not None and entry.phase is NodePhase.REGISTERED:
             self._queue("alloc", model.foreign_allocation(pod))
             pod.reported = True
+            return True
+        return False
+
+    def _counted(self, node: str, uid: str) -> None:
+        """The core counts (or no longer needs to count) pod ``uid`` on ``node``: one less to await."""
+        entry = self.nodes.get(node)
+        if entry is not None and uid in entry.awaiting:
+            entry.awaiting.discard(uid)
+            self._maybe_enable(entry)
 
     # ------------------------------------------------------------------ nodes
     def node_changed(self, old: NodeState | None, new: NodeState | None) -> None:
@@ -424,8 +433,10 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
             for uid in list(self.node_pods.get(entry.name, ())):
                 if uid in self.tasks:
                     self._sync(self.tasks[uid])
-                elif uid in self.foreign:
-                    self._report_foreign(self.foreign[uid])
+                elif uid in self.foreign and self._report_foreign(self.foreign[uid]) and not entry.enabled:
+                    # the node opens once the core confirms it: the allocation and the opening
+                    # travel on different streams, so sending one first does not order them
+                    entry.awaiting.add(uid)
             self._maybe_enable(entry)
         for rejected in response.rejected:
             entry = self.nodes.get(rejected.nodeID)
@@ -500,17 +511,19 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
             self._rejected(rejected)
 
     def _allocated(self, alloc) -> None:
+        foreign = self.foreign.get(alloc.allocationKey)
+        if foreign is not None:  # Korral confirms a foreign pod reported on a node not open yet
+            self._counted(foreign.node, alloc.allocationKey)
+            return
         task = self.tasks.get(alloc.allocationKey)
         if task is None or task.where is Where.NOWHERE:
-            if alloc.allocationKey not in self.foreign:  # the pod went (or its ask was withdrawn) meanwhile
+            if alloc.applicationID:  # the pod went (or its ask was withdrawn) meanwhile; none: a foreign
+                # pod's confirmation after it went (its release is sent)
                 self._queue("release", model.release(alloc.allocationKey, alloc.applicationID,
                                                      "the pod no longer waits for this allocation"))
             return
         if task.where is Where.PLACED:  # the core confirms a pod we reported on its node
-            entry = self.nodes.get(task.node)
-            if entry is not None and task.uid in entry.awaiting:
-                entry.awaiting.discard(task.uid)
-                self._maybe_enable(entry)
+            self._counted(task.node, task.uid)
             return
         task.where, task.node, task.bound = Where.PLACED, alloc.nodeID, False
         task.attempt += 1
@@ -593,6 +606,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         key, reason = rejected.allocationKey, rejected.reason
         if key in self.foreign:
             self.foreign[key].reported = False  # its node is gone in the core; re-reported when it is back
+            self._counted(self.foreign[key].node, key)
             return
         task = self.tasks.get(key)
         if task is None:
@@ -672,6 +686,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
             pod.reported = entry is not None and entry.phase is NodePhase.REGISTERING
             if pod.reported:
                 snapshot.allocations.append(model.foreign_allocation(pod))
+                entry.awaiting.add(pod.spec.uid)
         for app in self.apps.values():
             if app.state in (AppState.NAMESPACE, AppState.PARTITION):
                 continue  # not added yet: it is when its namespace is read (or its partition configured)
@@ -708,5 +723,6 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
     def dump(self) -> dict:
         """The shim's books (``model.books``), its counters and its partitions (``Pools.dump``)."""
         return {"rmID": self.rm_id, **model.books(self.nodes, self.node_pods, self.tasks, self.foreign, self.apps),
+                "priorityClasses": self.priority_classes,  # name -> its pods may be preempted
                 "events": self.events.counters(), "bindsInFlight": self.binder.in_flight,
                 **({"pools": self.pools.dump()} if self.pools.enabled else {})}

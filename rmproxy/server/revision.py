@@ -30,7 +30,7 @@ from common import si_internal_pb2 as si
 from common.constants import TAG_FOREIGN
 from common.si_resource import fill_si_resource
 from common.si_revision import DECLARATION_KEY, Revision
-from common.si_rows import AllocationRow, AskRow, NewAllocations, RequestRows, SizeTable
+from common.si_rows import AllocationRow, AskRow, NewAllocations, RequestRows, SizeTable, preemption_policy
 from rmproxy.server.rms import RMSession
 
 __all__ = ["RevisionError", "decisive_fields", "settle", "DECLARED", "REQUEST_NAMES", "is_ask",
@@ -107,14 +107,6 @@ def is_ask(a: si.Allocation) -> bool:
     return not a.nodeID and TAG_FOREIGN not in a.allocationTags
 
 
-def _preemption_policy(msg: Any) -> tuple[bool, bool]:
-    """(allowPreemptSelf, allowPreemptOther) of an ask; both True when unset."""
-    if not msg.HasField("preemptionPolicy"):
-        return True, True
-    pp = msg.preemptionPolicy
-    return pp.allowPreemptSelf, pp.allowPreemptOther
-
-
 def _size(sizes: SizeTable, msg: si.Resource) -> int:
     raw = msg.SerializeToString()  # same bytes, same size (map order may differ: one more row)
     i = sizes.index.get(raw)
@@ -128,14 +120,14 @@ def _seed_ask(sizes: SizeTable, a: si.AllocationAsk) -> AskRow:
     tags = a.tags
     return AskRow(a.allocationKey, a.applicationID, _size(sizes, a.resourceAsk), a.maxAllocations, a.priority,
                   a.executionTimeoutMilliSeconds, dict(tags) if tags else None, a.taskGroupName, a.placeholder,
-                  a.Originator, *_preemption_policy(a))
+                  a.Originator, *preemption_policy(a))
 
 
 def _v18_ask(sizes: SizeTable, a: si.Allocation) -> AskRow:
     tags = a.allocationTags  # v1.8 has no repeat and no execution timeout: one allocation, none
     return AskRow(a.allocationKey, a.applicationID, _size(sizes, a.resourcePerAlloc), 1, a.priority, 0,
                   dict(tags) if tags else None, a.taskGroupName, a.placeholder, a.originator,
-                  *_preemption_policy(a))
+                  *preemption_policy(a))
 
 
 def request_rows(part: si.AllocationRequest, batch: int) -> Iterator[RequestRows]:

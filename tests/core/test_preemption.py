@@ -52,6 +52,9 @@ def test_reclaims_guarantee_youngest_victims_then_places_preemptor():
     assert len(h.allocs_of("h1")) == 3
     assert h.p.queues.find("root.low").allocated.get("memory") == 70
     assert h.events("Preemption")
+    # each victim's request says who took its place (YuniKorn's event; the RM shows it on the pod)
+    assert [(e.object_id, e.group_id, e.message) for e in h.events("Preempted")] == [
+        (lows[i].key, "lo", "Preempted by h1 from application hi in root.high") for i in (9, 8, 7)]
 
 
 def test_never_below_victim_guarantee():
@@ -155,6 +158,8 @@ def test_required_node_preemption_daemonset():
     rel = _preempted(h)
     msg = "preempting allocations to free up resources to run daemon set ask: ds-1"
     assert [(r.allocation_key, r.message) for r in rel] == [("reg", msg)]
+    assert [(e.object_id, e.message) for e in h.events("Preempted")] == [
+        ("reg", "Preempted by ds-1 from application ds in root.default")]
     h.step(1)
     assert h.allocs_of("ds-1") and h.allocs_of("ds-1")[0].node_id == "n1"
 

@@ -217,3 +217,33 @@ def test_the_revision_cannot_change_within_an_epoch(caplog) -> None:
     s.set_revision(Revision.V18)
     assert s.revision is Revision.SEED and not s.core.key_is_uuid
     assert "cannot change from seed to v1.8" in caplog.text
+
+
+def test_a_foreign_allocation_on_a_node_not_open_yet_is_confirmed_and_on_an_open_one_not() -> None:
+    """The RM opens a new node once every pod on it is counted: the confirmation tells it."""
+    s = ready()
+    add_node(s, "drained", action=si.NodeInfo.CREATE_DRAIN)
+    s.step(START)
+    send(s, alloc("pod-x", app_id="", node="drained", allocationTags={TAG_FOREIGN: "default"}),
+         alloc("pod-y", app_id="", node="n1", allocationTags={TAG_FOREIGN: "default"}))
+    out = s.step(START).allocation
+    assert [(a.allocationKey, a.nodeID, a.applicationID, a.partitionName) for a in out.new] == \
+        [("pod-x", "drained", "", "default")]
+    assert s.step(START).allocation is None  # confirmed once
+    send(s, alloc("pod-z", app_id="", node="ghost", allocationTags={TAG_FOREIGN: "default"}))
+    out = s.step(START).allocation
+    assert not out.new and [r.allocationKey for r in out.rejectedAllocations] == ["pod-z"]
+
+
+def test_a_placed_allocation_keeps_its_preemption_opt_out_and_originator() -> None:
+    """A pod reported on its node after a restart stays out of preemption if it opted out (its
+    preemptionPolicy or the allowPreemption tag), as YuniKorn books it."""
+    s = ready()
+    kept = alloc("kept", node="n1", originator=True)
+    kept.preemptionPolicy.allowPreemptSelf = False
+    send(s, kept,
+         alloc("tagged", node="n1", allocationTags={"yunikorn.apache.org/allowPreemption": "false"}),
+         alloc("plain", node="n1"))
+    s.step(START)
+    got = {k: (a.allow_preempt_self, a.allow_preemption, a.originator) for k, a in s.core.allocations.items()}
+    assert got == {"kept": (False, True, True), "tagged": (True, False, False), "plain": (True, True, False)}

@@ -11,6 +11,7 @@ twice, more requested than allocatable.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -85,6 +86,39 @@ class ShimCluster:
     def korral_queues(self) -> dict:
         return http_get_json(f"http://{self.stack.rest_address}/ws/v1/partition/%5Bmycluster%5Ddefault/queues").body
 
+    def shim_books(self) -> dict | None:
+        """The shim's own books (its state dump, asked for through Korral's full state dump)."""
+        body = http_get_json(f"http://{self.stack.rest_address}/debug/fullstatedump", timeout=10).body
+        dump = ((body or {}).get("rmDiagnostics") or {}).get("mycluster", {}).get("stateDump")
+        return json.loads(dump) if isinstance(dump, str) else dump
+
+    def bind_requests(self) -> dict[str, dict[str, int]]:
+        """``namespace/name`` -> pods/binding requests and bindings the API server saw."""
+        return self.kube.get("/korral-fake/bindings")
+
+    def disagreements(self) -> list[str]:
+        """Where Korral, the shim and the API server differ about what runs where (asked when
+        nothing is in flight: no pod being bound or deleted)."""
+        out = []
+        pods = [p for p in self.kube.pods() if p["spec"].get("nodeName")
+                and p["status"].get("phase") not in ("Succeeded", "Failed")]
+        ours = {p["metadata"]["uid"]: p["spec"]["nodeName"] for p in pods if p["spec"].get("schedulerName") == "yunikorn"}
+        others = {p["metadata"]["uid"]: p["spec"]["nodeName"] for p in pods if p["spec"].get("schedulerName") != "yunikorn"}
+        nodes = self.korral_nodes()
+        placed = {a["allocationKey"]: nid for nid, n in nodes.items() for a in n.get("allocations") or []}
+        foreign = {f["allocationKey"]: nid for nid, n in nodes.items() for f in n.get("foreignAllocations") or []}
+        if placed != ours:
+            out.append(f"Korral's allocations {sorted(placed.items())} are not the running pods {sorted(ours.items())}")
+        if foreign != others:
+            out.append(f"Korral's foreign allocations {sorted(foreign.items())} are not the other pods {sorted(others.items())}")
+        books = self.shim_books() or {}
+        for name, n in nodes.items():
+            assumed = ((books.get("nodes") or {}).get(name) or {}).get("assumed")
+            used = {k: n["allocated"].get(k, 0) + n["occupied"].get(k, 0) for k in set(n["allocated"]) | set(n["occupied"])}
+            if {k: v for k, v in (assumed or {}).items() if v} != {k: v for k, v in used.items() if v}:
+                out.append(f"node {name}: the shim assumes {assumed}, Korral counts {used}")
+        return out
+
 
 def requests_of(pod: dict) -> dict[str, int]:
     """What a pod requests as the shim computes it (vcore in milli-cores)."""
@@ -131,8 +165,10 @@ def _affinity_ok(pod: dict, node: dict) -> bool:
                and all(_expression(fields, e) for e in t.get("matchFields") or []) for t in terms)
 
 
-def placement_problems(kube: Kube) -> list[str]:
-    """Everything Kubernetes' filters would object to in the current placement (see module doc)."""
+def placement_problems(kube: Kube, terminating: bool = True) -> list[str]:
+    """Everything Kubernetes' filters would object to in the current placement (see module doc).
+    ``terminating=False`` leaves out pods being deleted (a preemption victim in its grace period:
+    the scheduler counts its room free at once, as YuniKorn does)."""
     nodes = {n["metadata"]["name"]: n for n in kube.items("/api/v1/nodes")}
     problems: list[str] = []
     used: dict[str, dict[str, int]] = {name: {} for name in nodes}
@@ -140,6 +176,8 @@ def placement_problems(kube: Kube) -> list[str]:
     for pod in kube.pods():
         node_name = pod["spec"].get("nodeName")
         if not node_name or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        if not terminating and pod["metadata"].get("deletionTimestamp"):
             continue
         who = f"{pod['metadata']['namespace']}/{pod['metadata']['name']} on {node_name}"
         node = nodes.get(node_name)

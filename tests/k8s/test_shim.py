@@ -474,6 +474,60 @@ def test_a_pod_deleted_while_being_bound_releases_and_the_late_outcome_is_ignore
     run(main())
 
 
+def test_a_node_with_only_foreign_pods_opens_once_korral_confirms_them_also_after_a_replay():
+    """The foreign allocation and the opening go on different streams: sending one before the
+    other does not make the core count the pod before it places a new one on the node."""
+    async def main():
+        w = World()
+        foreign = OTHERS(raw_pod("kube-proxy", node="n1", scheduler="default-scheduler", phase="Running"), None)
+        w.shim.foreign_changed(None, foreign)
+        w.node(raw_node("n1"))
+        await turn()
+        w.api.take()
+        await w.accept_nodes("n1")
+        await turn()
+        out = w.api.take()
+        assert [fa.allocationKey for fa in sent(out, "allocations")] == ["uid-kube-proxy"]
+        assert not sent(out, "nodes")  # not opened before the foreign pod is counted
+        await w.allocate("uid-kube-proxy", "n1", app="")  # Korral's confirmation
+        await turn()
+        out = w.api.take()
+        assert [n.action for n in sent(out, "nodes")] == [si.NodeInfo.DRAIN_TO_SCHEDULABLE]
+        assert not sent(out, "releases")  # a confirmation is not an allocation to give back
+        w.api.state = ClientState.RECOVERING
+        snap = await w.shim.recoverable_state()
+        assert [(a.allocationKey, a.nodeID) for a in snap.allocations] == [("uid-kube-proxy", "n1")]
+        await w.accept_nodes("n1")
+        await turn()
+        assert not sent(w.api.take(), "nodes")
+        await w.allocate("uid-kube-proxy", "n1", app="")
+        await turn()
+        assert [n.action for n in sent(w.api.take(), "nodes")] == [si.NodeInfo.DRAIN_TO_SCHEDULABLE]
+    run(main())
+
+
+def test_a_foreign_pod_that_goes_or_is_rejected_while_its_node_waits_lets_the_node_open():
+    async def main():
+        w = World()
+        gone = OTHERS(raw_pod("gone", node="n1", scheduler="default-scheduler", phase="Running"), None)
+        refused = OTHERS(raw_pod("refused", node="n1", scheduler="default-scheduler", phase="Running"), None)
+        w.shim.foreign_changed(None, gone)
+        w.shim.foreign_changed(None, refused)
+        w.node(raw_node("n1"))
+        await turn()
+        await w.accept_nodes("n1")
+        await turn()
+        w.api.take()
+        w.shim.foreign_changed(gone, None)
+        await turn()
+        assert not sent(w.api.take(), "nodes")
+        await w.shim.update_allocation(si.AllocationResponse(rejectedAllocations=[si.RejectedAllocation(
+            allocationKey="uid-refused", reason="foreign allocation uid-refused on node n1: invalid resource")]))
+        await turn()
+        assert [n.action for n in sent(w.api.take(), "nodes")] == [si.NodeInfo.DRAIN_TO_SCHEDULABLE]
+    run(main())
+
+
 def test_the_replay_reports_everything_and_nodes_open_after_their_pods_are_confirmed():
     async def main():
         w = World()

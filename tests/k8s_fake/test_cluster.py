@@ -216,6 +216,18 @@ def test_the_kubelet_readies_its_nodes_and_runs_bound_pods():
     asyncio.run(scenario())
 
 
+def test_bindings_are_counted_per_pod_a_second_one_refused():
+    async def scenario():
+        async with running(nodes=NodeTemplate(count=1)) as (c, http):
+            await _bound(c, "p", "fake-node-0")
+            with pytest.raises(ApiError) as refused:
+                c.api.bind("default", "p", {"target": {"name": "fake-node-0"}})
+            assert refused.value.code == 409
+            async with http.get("/korral-fake/bindings") as resp:
+                assert resp.status == 200 and await resp.json() == {"default/p": {"requests": 2, "bound": 1}}
+    asyncio.run(scenario())
+
+
 @pytest.mark.parametrize("policy, code, phase, restarts", [
     ("Never", "0", "Succeeded", 0),
     ("Never", "3", "Failed", 0),

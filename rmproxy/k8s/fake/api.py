@@ -115,6 +115,9 @@ class Api:
         for k in self.kinds:
             self.store.bucket(self.bucket_name(k), k.fields)
         self.default_priority: str | None = None
+        # pods/binding requests per pod (namespace/name): how often it was asked to be bound, and
+        # bound; a scheduler that binds a pod twice shows as more than one request
+        self.bind_requests: dict[str, dict[str, int]] = {}
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -528,6 +531,8 @@ class Api:
         meta = body.get("metadata") or {}
         if meta.get("name") and meta["name"] != name:
             raise ApiError.bad_request("name in URL does not match name in Binding object")
+        counts = self.bind_requests.setdefault(f"{namespace}/{name}", {"requests": 0, "bound": 0})
+        counts["requests"] += 1
         target = body.get("target") or {}
         if target.get("kind", "") not in ("", "Node"):
             raise ApiError.internal(f'target.kind: Unsupported value: "{target.get("kind")}": supported values: '
@@ -562,6 +567,7 @@ class Api:
         pod["status"] = status_order
         pod["spec"] = _ordered_spec(pod["spec"])
         self._write(pods, pod)
+        counts["bound"] += 1
         return success_status(201)
 
     def evict(self, namespace: str, name: str, body: Any) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from rmproxy.k8s.fake.kinds import Kind
 from rmproxy.k8s.fake.selectors import SelectorError, parse_fields, parse_labels
 from rmproxy.k8s.fake.store import Event, Filter, WatchQueue
 
-__all__ = ["FakeApiServer", "ServerOptions", "COMPACT_PATH", "FAULTS_PATH"]
+__all__ = ["FakeApiServer", "ServerOptions", "COMPACT_PATH", "FAULTS_PATH", "BINDINGS_PATH"]
 
 log = logging.getLogger("korral.k8s.fake")
 JSON = "application/json"
@@ -35,6 +35,7 @@ COMPACT_PATH = "/korral-fake/compact"  # POST: forget the history now (an operat
 # POST {"method": "DELETE", "pathPrefix": "/api/v1/namespaces/x/pods/", "status": 503, "count": 3}: the next
 # `count` matching requests are answered with that status (a tests' hook for an API server that fails)
 FAULTS_PATH = "/korral-fake/faults"
+BINDINGS_PATH = "/korral-fake/bindings"  # GET: pods/binding requests per pod (tests count double binds)
 OBJECT_META = {"name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
                "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations",
                "ownerReferences", "finalizers", "managedFields", "clusterName"}
@@ -224,6 +225,10 @@ class FakeApiServer:
                 raise ApiError.bad_request(f"no resource {resource!r} to compact; one of "
                                            f"{', '.join(sorted(self.api.store.buckets))}")
             return self._answer({"compactedTo": str(self.api.store.compact(resource))}, media)
+        if path == BINDINGS_PATH:
+            if method != "GET":
+                raise ApiError.method_not_allowed()
+            return self._answer(self.api.bind_requests, media)
         if path == "/version":
             if method != "GET":
                 raise ApiError.method_not_allowed()
