@@ -7,9 +7,9 @@ which sends what was put in as few requests as order allows: the applications in
 order put), and asks and releases together in one ``AllocationRequest``. The scheduler applies a
 request's allocations before its releases, so a release followed by an ask of the same key
 (asked again after a refused bind) starts a new request. Flushes are at least ``interval`` apart
-(10 ms): at a thousand pods a second that makes one request of many asks and releases instead of
-several per pod, each of which costs a hand-over to the client's gRPC thread and a message through
-rmproxy, the broker and the worker; a lone message goes at once. Before the client
+(5 ms): at a thousand pods a second that makes one request of many asks and releases instead of
+several per pod, each of which costs a hand-over to the client's gRPC thread; a lone message goes
+at once. Before the client
 is registered nothing is sent: the registration's replay covers it, and ``clear`` drops what the
 replay covers.
 """
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 class Outbox:
-    def __init__(self, interval: float = 0.010) -> None:
+    def __init__(self, interval: float = 0.005) -> None:
         self.api = None  # the SchedulerAPI, once there is one
         self.interval = interval
         self._out: list[tuple[str, Any]] = []
