@@ -56,9 +56,9 @@ class Stream:
         self._reader.start()
 
     def send(self, request: Any) -> None:
-        """Queue ``request``; returns at once. The count needs no lock: senders are serialised by
-        the client's lock, and ``flush`` re-reads it under ``_progress`` each time it is woken."""
-        self._queued += 1
+        """Queue ``request``; returns at once."""
+        with self._progress:
+            self._queued += 1
         self._outbox.put(request)
 
     def flush(self, timeout: float | None) -> bool:
