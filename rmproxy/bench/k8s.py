@@ -292,11 +292,12 @@ async def _create(pool: Pool, shape: Shape, books: _Books, stop: asyncio.Event) 
     end = start + shape.creation_seconds
     queued = 0
     total = shape.pods
-    while queued < total and not stop.is_set():
+    # every pod due by the end is queued, however late the last tick came (a loaded machine's loop
+    # wakes late: stopping at the end time would leave the last pods of the plan uncreated)
+    due_by_end = min(total, round(shape.creation_seconds * shape.rate))
+    while queued < due_by_end and not stop.is_set():
         now = time.perf_counter()
-        if now >= end:
-            break
-        due = min(total, int((now - start) * shape.rate) + 1)
+        due = due_by_end if now >= end else min(due_by_end, int((now - start) * shape.rate) + 1)
         while queued < due:
             queue.put_nowait(queued)
             queued += 1
