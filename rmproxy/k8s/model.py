@@ -75,6 +75,13 @@ class Task:
     condition: tuple[str, str] = ("", "")  # the PodScheduled reason and message we wrote last
     constraints: tuple[str, ...] = ()  # what the ask carries in TAG_UNSUPPORTED_CONSTRAINTS
     group: str = ""  # the task group its ask names (a placeholder's, or a real member's of a known group)
+    sent: dict[str, int] | None = None  # the size its last resize asked for
+    booked: dict[str, int] | None = None  # the size the core books when it refused the pod's (a resize)
+
+    @property
+    def size(self) -> dict[str, int]:
+        """The size the core books for it (placed), as far as the shim knows."""
+        return self.booked if self.booked is not None else self.pod.spec.resource
 
     @property
     def uid(self) -> str:
@@ -227,8 +234,9 @@ def books(nodes: dict[str, NodeEntry], node_pods: dict[str, set[str]], tasks: di
         used: dict[str, int] = {}
         for uid in node_pods.get(name, ()):
             task, other = tasks.get(uid), foreign.get(uid)
-            spec = other.spec if other is not None else task.spec if task is not None and task.node == name else None
-            for k, v in (spec.resource.items() if spec is not None else ()):
+            size = other.spec.resource if other is not None else task.size if task is not None and task.node == name \
+                else None
+            for k, v in (size.items() if size is not None else ()):
                 used[k] = used.get(k, 0) + v
         out_nodes[name] = {"phase": entry.phase.value, "enabled": entry.enabled, "awaiting": len(entry.awaiting),
                            "cordoned": entry.state.unschedulable, "allocatable": entry.state.allocatable,

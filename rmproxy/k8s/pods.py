@@ -8,16 +8,22 @@ Korral does not evaluate. Every input it cannot use becomes a ``Problem`` naming
 blocking one (no containers, a request that is not a quantity) keeps the pod from being asked for.
 
 ``PodState`` is what the informer keeps per pod: the few fields that change (node, phase,
-deletion, scheduling gates) and the ``PodSpec``, read once per pod and reused afterwards (a
-pod's spec does not change once it is scheduled; labels changed later are not followed, as
-YuniKorn's shim does not follow them).
+deletion, scheduling gates) and the ``PodSpec``, read once per pod and reused afterwards (labels
+changed later are not followed, as YuniKorn's shim does not follow them). Only its size follows
+an in-place resize: every whole decode of a known pod computes it again (``resized``), and the
+light reading of a watch line decodes the line whole when its ``resize_mark`` differs from the
+pod's last one (``metadata.generation``, which grows when the spec is resized; the resize
+being infeasible; container statuses whose allocated or current requests differ from the
+spec's), so the lines of a pod nobody resizes stay light.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Callable
+
+import logging
 
 import msgspec
 import orjson
@@ -27,10 +33,10 @@ from common.constants import (DOMAIN_K8S, DOMAIN_YUNIKORN, GROUP_LABEL, TAG_HOST
                               TAG_TOLERATIONS, CREATION_TIME)
 from rmproxy.k8s import quantity
 from rmproxy.k8s.gang import GangSpec, read_gang
-from rmproxy.k8s.informer import LiteWatch
+from rmproxy.k8s.informer import FULL, LiteWatch
 
 __all__ = ["PodRules", "PodSpec", "PodState", "Problem", "read_pod", "decoder", "refresher", "lite_watch", "LitePod",
-           "LiteEvent", "LITE_DECODER", "app_identity", "pod_size",
+           "LiteEvent", "LITE_DECODER", "app_identity", "pod_size", "resized", "resize_mark",
            "LABEL_APP_ID", "ANNOTATION_APP_ID", "LABEL_APPLICATION_ID", "LABEL_SPARK_APP", "LABEL_QUEUE",
            "ANNOTATION_QUEUE", "LABEL_QUEUE_SHORT", "ANNOTATION_USER_INFO", "LABEL_USER", "DEFAULT_USER",
            "ANNOTATION_ALLOW_PREEMPTION", "ANNOTATION_PARTITION", "TERMINATED"]
@@ -50,6 +56,7 @@ UNIQUE_AUTOGEN_SUFFIX = "-uniqueautogen"
 TERMINATED = ("Succeeded", "Failed")
 _LABEL_TAG = DOMAIN_K8S + GROUP_LABEL
 _INT32 = (-(2**31), 2**31 - 1)
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +107,7 @@ class PodSpec:
     owners: tuple[dict, ...] = ()  # a placeholder's owner references (its app's, copied when it was made)
     partition: str = ""  # the yunikorn.apache.org/partition annotation (rmproxy.k8s.pools)
     problems: tuple[Problem, ...] = ()
+    requests: dict[str, Any] = field(default_factory=dict)  # container name -> its spec requests, as written
 
     @property
     def blocked(self) -> Problem | None:
@@ -121,6 +129,7 @@ class PodState:
     gates: tuple[str, ...]
     spec: PodSpec
     conditions: dict[str, tuple[str, str, str]]  # PodScheduled etc.: type -> (status, reason, message)
+    mark: tuple = ()  # its resize_mark: when a watch line's differs, the line is decoded whole
 
 
 # ---------------------------------------------------------------------- identity
@@ -233,21 +242,71 @@ def _max_into(target: dict[str, int], other: dict[str, int]) -> None:
             target[k] = v
 
 
+def _statuses(status: dict) -> list[dict]:
+    return [s for s in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or [])
+            if isinstance(s, dict)]
+
+
+def _infeasible(resize: Any, conditions) -> bool:
+    """Whether the kubelet found the pod's resize infeasible: ``status.resize`` (Kubernetes up to
+    1.32) or a ``PodResizePending`` condition of reason ``Infeasible`` (1.33 on); ``conditions``:
+    (type, reason) pairs."""
+    return resize == "Infeasible" or any(t == "PodResizePending" and r == "Infeasible" for t, r in conditions)
+
+
 def _container_size(container: dict, where: str, statuses: dict[str, dict], infeasible: bool,
                     problems: list[Problem]) -> dict[str, int]:
     """The larger of the container's requests and what its status says it was given (an in-place
-    resize, KEP-1287), unless a resize was found infeasible: then the status' requests."""
+    resize, KEP-1287), unless a resize was found infeasible: then what its status says it runs
+    with (as YuniKorn: its status' resources, even without requests)."""
     size = _requests(container, where, problems)
     status = statuses.get(container.get("name", ""))
     if status:
-        current = (status.get("resources") or {}).get("requests")
+        current = status.get("resources")
         if infeasible and current is not None:
-            return _resource_list(current, f"status of {where}.resources.requests", problems)
+            return _resource_list(current.get("requests") or {}, f"status of {where}.resources.requests", problems)
         _max_into(size, _resource_list(status.get("allocatedResources") or {},
                                        f"status of {where}.allocatedResources", problems))
         if current is not None:
-            _max_into(size, _resource_list(current, f"status of {where}.resources.requests", problems))
+            _max_into(size, _resource_list(current.get("requests") or {}, f"status of {where}.resources.requests",
+                                           problems))
     return size
+
+
+def resize_mark(generation: Any, infeasible: bool, changed: list[tuple]) -> tuple:
+    """What a pod's size depends on besides what was read with its spec: its ``generation``, whether
+    its resize is infeasible, and its ``changed`` container statuses, (name, allocatedResources,
+    resources.requests) of those whose requests differ from the spec's (``_repeats_spec``). Two
+    equal marks of one pod (at one generation) give the same size."""
+    return (generation or 0, infeasible, tuple(changed)) if changed else (generation or 0, infeasible)
+
+
+_NO_REQUESTS: dict = {}
+
+
+def _repeats_spec(requests: dict[str, Any], name: str, allocated: Any, current: Any) -> bool:
+    """Whether a container status says nothing beyond the spec's requests (as a kubelet writes for
+    every running container that was not resized)."""
+    wanted = requests.get(name, _NO_REQUESTS)
+    return (allocated is None or allocated == wanted) and (current is None or current == wanted)
+
+
+def _raw_mark(meta: dict, status: dict, requests: dict[str, Any]) -> tuple:
+    changed = []
+    for s in _statuses(status):
+        entry = (s.get("name", ""), s.get("allocatedResources"),
+                 (s["resources"] or {}).get("requests") if s.get("resources") is not None else None)
+        if not _repeats_spec(requests, *entry):
+            changed.append(entry)
+    infeasible = _infeasible(status.get("resize"), ((c.get("type"), c.get("reason"))
+                                                     for c in status.get("conditions") or [] if isinstance(c, dict)))
+    return resize_mark(meta.get("generation"), infeasible, changed)
+
+
+def spec_requests(spec: dict) -> dict[str, Any]:
+    """Each container's (and init container's) requests as the spec writes them, by name."""
+    return {c.get("name", ""): (c.get("resources") or {}).get("requests") or {}
+            for c in (spec.get("containers") or []) + (spec.get("initContainers") or []) if isinstance(c, dict)}
 
 
 def pod_size(spec: dict, status: dict, problems: list[Problem]) -> dict[str, int]:
@@ -256,10 +315,9 @@ def pod_size(spec: dict, status: dict, problems: list[Problem]) -> dict[str, int
     and each init container's need (itself plus the sidecars started before it) taken where it
     is larger; pod-level requests replace cpu and memory; the RuntimeClass overhead is added;
     plus ``pods: 1``. CPU in milli-cores (``vcore``), the rest in whole units."""
-    statuses = {s.get("name", ""): s for s in (status.get("containerStatuses") or [])
-                + (status.get("initContainerStatuses") or []) if isinstance(s, dict)}
-    infeasible = status.get("resize") == "Infeasible" or any(
-        c.get("type") == "PodResizePending" and c.get("reason") == "Infeasible" for c in status.get("conditions") or [])
+    statuses = {s.get("name", ""): s for s in _statuses(status)}
+    infeasible = _infeasible(status.get("resize"), ((c.get("type"), c.get("reason"))
+                                                     for c in status.get("conditions") or [] if isinstance(c, dict)))
     containers = spec.get("containers") or []
     if not containers:
         problems.append(Problem("spec.containers", "the pod has no containers", blocking=True))
@@ -415,6 +473,7 @@ def read_pod(raw: dict, rules: PodRules) -> PodSpec:
     pod = PodSpec(uid=meta.get("uid", ""), namespace=meta.get("namespace", ""), name=meta.get("name", ""), ours=ours,
                   created=created, static=any(o.get("kind") == "Node" for o in owners))
     pod.resource = pod_size(spec, status, problems)
+    pod.requests = spec_requests(spec)
     pod.priority = _priority(spec, problems)
     pod.tags = pod_tags(meta, spec, owners, created, ours)
     if ours:
@@ -435,6 +494,23 @@ def read_pod(raw: dict, rules: PodRules) -> PodSpec:
     return pod
 
 
+def resized(old: PodSpec, raw: dict) -> PodSpec:
+    """``old`` (the pod's spec as read before) with the size ``raw`` (the pod now) has, when it
+    changed (an in-place resize); ``old`` itself otherwise. A size that cannot be read (a bad
+    quantity in the status) keeps the old one."""
+    spec, status = raw.get("spec") or {}, raw.get("status") or {}
+    problems: list[Problem] = []
+    size = pod_size(spec, status, problems)
+    requests = spec_requests(spec)
+    if size == old.resource and requests == old.requests:
+        return old
+    blocked = next((p for p in problems if p.blocking), None)
+    if blocked is not None:
+        log.warning("pod %s: its new size is not read (%s): it keeps %s", old.alias, blocked, old.resource)
+        return old
+    return replace(old, resource=size, requests=requests)
+
+
 def _conditions(status: dict) -> dict[str, tuple[str, str, str]]:
     out = {}
     for c in status.get("conditions") or []:
@@ -448,6 +524,7 @@ class _Meta(msgspec.Struct):
     uid: str = ""
     resourceVersion: str = ""
     deletionTimestamp: str | None = None
+    generation: int = 0
 
 
 class _Gate(msgspec.Struct):
@@ -467,9 +544,33 @@ class _Condition(msgspec.Struct):
     message: str | None = None
 
 
+class _Requests(msgspec.Struct):
+    requests: dict[str, str] | None = None
+
+
+class _ContainerStatus(msgspec.Struct):
+    name: str = ""
+    allocatedResources: dict[str, str] | None = None
+    resources: _Requests | None = None
+
+
 class _Status(msgspec.Struct):
     phase: str | None = None
     conditions: list[_Condition] | None = None
+    resize: str | None = None
+    containerStatuses: list[_ContainerStatus] | None = None
+    initContainerStatuses: list[_ContainerStatus] | None = None
+
+
+def _lite_changed(status: "_Status", requests: dict[str, Any]) -> list[tuple]:
+    """``_raw_mark``'s changed statuses, from a watch line read lightly."""
+    changed = []
+    for group in (status.containerStatuses, status.initContainerStatuses):
+        for c in group or ():
+            current = c.resources.requests if c.resources is not None else None
+            if not _repeats_spec(requests, c.name, c.allocatedResources, current):
+                changed.append((c.name, c.allocatedResources, current))
+    return changed
 
 
 class LitePod(msgspec.Struct):
@@ -492,18 +593,25 @@ LITE_DECODER = msgspec.json.Decoder(LiteEvent)
 
 def refresher(rules: PodRules, keep: Callable[[str, str, bool], bool]) -> Callable[[LitePod, PodState], Any]:
     """The informer's update of a known pod from a watch line's ``LitePod`` (a third of the cost
-    of decoding the line whole): the new ``PodState``, or None to drop it (as ``decoder`` would)."""
+    of decoding the line whole): the new ``PodState``, None to drop it (as ``decoder`` would), or
+    ``FULL`` when the pod may have been resized (its ``resize_mark`` changed)."""
     def refresh(lite: LitePod, old: PodState) -> Any:
         spec, status = lite.spec, lite.status
         node, phase = spec.nodeName or "", status.phase or ""
         if not keep(node, phase, spec.schedulerName == rules.scheduler_name):
             return None
-        gates = tuple(g.name for g in spec.schedulingGates) if spec.schedulingGates else ()
         conditions = {}
+        infeasible = status.resize == "Infeasible"
         for c in status.conditions or ():
             if c.type == "PodScheduled":
                 conditions["PodScheduled"] = (c.status, c.reason or "", c.message or "")
-        return PodState(old.uid, node, phase, bool(lite.metadata.deletionTimestamp), gates, old.spec, conditions)
+            elif c.type == "PodResizePending" and c.reason == "Infeasible":
+                infeasible = True
+        mark = resize_mark(lite.metadata.generation, infeasible, _lite_changed(status, old.spec.requests))
+        if mark != old.mark:
+            return FULL
+        gates = tuple(g.name for g in spec.schedulingGates) if spec.schedulingGates else ()
+        return PodState(old.uid, node, phase, bool(lite.metadata.deletionTimestamp), gates, old.spec, conditions, mark)
     return refresh
 
 
@@ -515,7 +623,8 @@ def lite_watch(rules: PodRules, keep: Callable[[str, str, bool], bool]) -> LiteW
 
 def decoder(rules: PodRules, keep: Callable[[str, str, bool], bool]) -> Callable[[dict, PodState | None], PodState | None]:
     """The informer's decode for pods: a ``PodState`` for a pod ``keep(node, phase, ours)`` wants,
-    the spec read once per pod (reused from ``old``); None drops the pod (e.g. terminated)."""
+    the spec read once per pod (reused from ``old``, its size computed again: ``resized``); None
+    drops the pod (e.g. terminated)."""
     def decode(raw: dict, old: PodState | None) -> PodState | None:
         meta, spec, status = raw["metadata"], raw.get("spec") or {}, raw.get("status") or {}
         node, phase = spec.get("nodeName", "") or "", status.get("phase", "") or ""
@@ -523,8 +632,16 @@ def decoder(rules: PodRules, keep: Callable[[str, str, bool], bool]) -> Callable
         if not keep(node, phase, ours):
             return None
         uid = meta["uid"]
-        pod_spec = old.spec if old is not None and old.uid == uid else read_pod(raw, rules)
+        if old is not None and old.uid == uid:
+            mark = _raw_mark(meta, status, old.spec.requests)
+            pod_spec = old.spec if mark == old.mark else resized(old.spec, raw)
+            if pod_spec is not old.spec:
+                mark = _raw_mark(meta, status, pod_spec.requests)
+        else:
+            pod_spec = read_pod(raw, rules)
+            mark = _raw_mark(meta, status, pod_spec.requests)
         gates = tuple(g.get("name", "") for g in spec.get("schedulingGates") or [])
-        return PodState(uid, node, phase, bool(meta.get("deletionTimestamp")), gates, pod_spec, _conditions(status))
+        return PodState(uid, node, phase, bool(meta.get("deletionTimestamp")), gates, pod_spec, _conditions(status),
+                        mark)
     return decode
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +64,25 @@ log = logging.getLogger(__name__)
 
 _STATE = si_pb2.UpdateContainerSchedulingStateRequest
 _NODE_EVENTS = ("NodeAdded", "NodeRemoved")  # YuniKorn's shim posts a node's addition and removal only
+_RESIZE_REFUSED = "resize of allocation "  # how the core's rejection of an in-place resize begins
+_RESIZE_REFUSED_EVENT = "AllocationResizeRefused"  # the core's event for it
+_RESOURCE_TEXT = re.compile(r"Resource\(\{([^}]*)\}\)")  # a size in the core's texts: Resource({memory:1, vcore:2})
+
+
+def _size_of(text: str) -> dict[str, int] | None:
+    """A size as the core writes it (the inside of ``Resource({...})``); None if it is not one."""
+    out = {}
+    for item in text.split(", ") if text else ():
+        name, _, value = item.rpartition(":")
+        try:
+            out[name] = int(value)
+        except ValueError:
+            return None
+    return _nonzero(out)
+
+
+def _nonzero(size: dict[str, int]) -> dict[str, int]:
+    return {k: v for k, v in size.items() if v}
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +156,10 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
             self._pod_new(new)
             return
         prev, task.pod = task.pod, new
+        if new.spec is not prev.spec and new.spec.resource != prev.spec.resource:
+            self._resized(task, prev.spec.resource)
+        elif task.booked is not None and new.mark != prev.mark:
+            self._resized(task, task.booked)  # the kubelet moved on with a size the core refused: try again
         if new.node and new.node != task.node:
             self._seen_on_node(task, new.node)
         elif new.node and not task.bound:
@@ -143,6 +167,25 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         elif prev.gates and not new.gates and task.hold is Hold.GATES:
             task.hold = Hold.NONE
             self._sync(task)
+
+    def _resized(self, task: Task, before: dict[str, int]) -> None:
+        """The pod's size changed (an in-place resize): a placed pod's allocation is sent again with
+        its node and the new size (the core books it, or refuses a growth its node has no room
+        for: ``_rejected``), a pending pod's ask is replaced by one of the new size; a task the
+        core does not hold is told with its new size when it is."""
+        size = task.spec.resource
+        if task.where is Where.PLACED:
+            core = task.booked if task.booked is not None else before
+            task.booked = None
+            if size == core:
+                return  # back to what the core books (e.g. a refused resize undone by the kubelet)
+            task.sent = size
+            app = self.apps.get(task.spec.app_id)
+            if app is not None:
+                self._queue("alloc", model.placed(task, app, self._allow_self(task)))
+        elif task.where is Where.ASKED:
+            task.where, task.sent = Where.NOWHERE, size  # the same key again replaces the pending ask (or, if
+            self._sync(task)  # the core placed it meanwhile, resizes that allocation)
 
     def _pod_new(self, pod: PodState) -> None:
         spec = pod.spec
@@ -240,7 +283,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
             if entry is None or entry.phase is not NodePhase.REGISTERED:
                 return  # adopted when its node is registered
             self._queue("alloc", model.placed(task, app, self._allow_self(task)))
-            task.where = Where.PLACED
+            task.where, task.booked, task.sent = Where.PLACED, None, None  # booked as it is now
             if not entry.enabled:
                 entry.awaiting.add(task.uid)
             self._gang_synced(task, app)
@@ -356,8 +399,13 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
                 if pod.reported:
                     self._queue("release", model.foreign_release(old.uid))
             return
-        if new.uid in self.foreign:
-            return  # a pod's size and node do not change
+        pod = self.foreign.get(new.uid)
+        if pod is not None:  # a pod's node does not change; its size does with an in-place resize
+            if new.spec.resource != pod.spec.resource:
+                pod.spec = new.spec
+                if pod.reported:  # the same key again replaces it on its node
+                    self._queue("alloc", model.foreign_allocation(pod))
+            return
         pod = self.foreign[new.uid] = Foreign(new.spec, new.node)
         self.node_pods.setdefault(new.node, set()).add(new.uid)
         self._report_foreign(pod)
@@ -612,6 +660,15 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         task = self.tasks.get(key)
         if task is None:
             return
+        if reason.startswith(_RESIZE_REFUSED) and task.where is Where.PLACED:
+            # the pod keeps running; the core's event says why on the pod. The books take the size
+            # the core keeps, unless a later resize was sent since (its own outcome decides)
+            sizes = [_size_of(found) for found in _RESOURCE_TEXT.findall(reason)]
+            if len(sizes) >= 2 and sizes[-1] is not None and task.sent is not None \
+                    and sizes[0] == _nonzero(task.sent):
+                task.booked = sizes[-1]
+            log.info("pod %s: %s", task.spec.alias, reason)
+            return
         self._unplace(task)
         if "failed to find application" in reason:
             app = self.apps.get(task.spec.app_id)
@@ -663,7 +720,11 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         for record in records:
             if record.type == si_pb2.EventRecord.REQUEST:
                 task = self.tasks.get(record.objectID)
-                if task is not None:
+                if task is None:
+                    continue
+                if record.reason == _RESIZE_REFUSED_EVENT:  # Korral's own: a warning the user should see
+                    self._event(task.spec, WARNING, _RESIZE_REFUSED_EVENT, record.message)
+                else:
                     self._event(task.spec, NORMAL, "Informational", record.message)
             elif record.type == si_pb2.EventRecord.NODE and record.reason in _NODE_EVENTS \
                     and record.objectID in self.nodes:
@@ -701,7 +762,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
                 entry = self.nodes.get(task.node) if task.node else None
                 if entry is not None and entry.phase is NodePhase.REGISTERING:
                     snapshot.allocations.append(model.placed(task, app, self._allow_self(task)))
-                    task.where = Where.PLACED
+                    task.where, task.booked, task.sent = Where.PLACED, None, None
                     entry.awaiting.add(task.uid)
                 elif not task.node and task.hold is Hold.NONE and not self._gang_holds(task, app):
                     snapshot.allocations.append(model.ask(task, app, self._allow_self(task), list(task.avoid)))

@@ -112,3 +112,36 @@ def test_a_real_servers_watch_lines_read_lightly_as_whole():
     whole, _, _ = apply(raw_lines, lite=False)
     light, _, reads = apply(raw_lines, lite=True)
     assert states(light) == states(whole) and len(whole) == len(watched["response"]["lines"])
+
+
+def running(obj, cpu="1", generation=1, status_cpu="1", infeasible=False):
+    bound(obj)
+    obj["metadata"]["generation"] = generation
+    obj["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
+    obj["status"]["phase"] = "Running"
+    obj["status"]["containerStatuses"] = [{"name": "c", "ready": True, "state": {"running": {}},
+                                           "allocatedResources": {"cpu": status_cpu},
+                                           "resources": {"requests": {"cpu": status_cpu}}}]
+    if infeasible:
+        obj["status"]["conditions"] = [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
+
+
+RESIZE_LINES = [line("ADDED", lambda o: o["metadata"].update(generation=1), rv=1),
+                line("MODIFIED", running, 2),  # running: its status repeats the spec (read lightly)
+                line("MODIFIED", lambda o: running(o, "2", 2), 3),  # resized: generation 2 (whole)
+                line("MODIFIED", lambda o: running(o, "2", 2), 4),  # nothing new (light)
+                line("MODIFIED", lambda o: running(o, "2", 2, infeasible=True), 5),  # infeasible (whole)
+                line("MODIFIED", lambda o: running(o, "3", 3, infeasible=True), 6),  # resized again (whole)
+                line("MODIFIED", lambda o: running(o, "3", 3, "3"), 7),  # actuated (whole)
+                line("MODIFIED", lambda o: running(o, "3", 3, "3"), 8)]  # nothing new (light)
+
+
+def test_light_reading_follows_a_resize_as_the_whole_decode_does():
+    whole, _, _ = apply(RESIZE_LINES, lite=False)
+    light, informer, reads = apply(RESIZE_LINES, lite=True)
+    assert states(light) == states(whole)
+    sizes = [new.spec.resource["vcore"] for _, new in light]
+    assert sizes == [1000, 1000, 2000, 2000, 1000, 1000, 3000, 3000]
+    # whole: the ADDED line and the four lines that may change the size; the rest read lightly
+    assert len(reads) == 5
+    assert informer.store["uid-1"].spec is light[-2][1].spec

@@ -2,7 +2,7 @@
 processes. Deployment-, Job- and DaemonSet-owned pods (created as their controllers would: owner
 references), a GPU pod on a tainted node, host ports, a pod of another scheduler, a namespace
 quota, a pod that fits nowhere; every pod bound exactly once within allocatable; a configmap
-reload and a bad one; cordon; a shim restart that binds nothing twice."""
+reload and a bad one; cordon; a shim restart that binds nothing twice; an in-place resize."""
 
 from __future__ import annotations
 
@@ -184,3 +184,43 @@ def test_pods_land_only_where_kubernetes_filters_allow(shim_cluster):
     assert "topology spread constraint (DoNotSchedule) on topology.kubernetes.io/zone" in condition(spread_pod)["message"]
     wait_until(lambda: "FailedScheduling" in pod_events(kube).get("batch/spread", ()), 30,
                "FailedScheduling on the spread pod", c.logs)
+
+
+def test_an_in_place_resize_is_followed_and_one_without_room_refused(shim_cluster):
+    """A running pod resized through ``pods/NAME/resize``: up within the node's room, Korral's node
+    usage and the shim's books follow; beyond it, Korral refuses (the kubelet finds it infeasible
+    too), the usage stays and the pod has a warning event saying why."""
+    c, kube = shim_cluster, shim_cluster.kube
+    kube.create("/api/v1/nodes", node("node-r", "4", "8Gi"))
+    c.start_shim()
+    wait_until(lambda: (c.korral_nodes().get("node-r") or {}).get("schedulable"), 60, "node-r open", c.logs)
+    kube.create("/api/v1/namespaces", namespace("web"))
+    kube.create("/api/v1/namespaces/web/pods", pod("app", "web", "1", "1Gi"))
+    path = "/api/v1/namespaces/web/pods/app"
+
+    def vcore() -> int:
+        return ((c.korral_nodes().get("node-r") or {}).get("allocated") or {}).get("vcore", 0)
+    wait_until(lambda: kube.get(path)["status"].get("phase") == "Running" and vcore() == 1000, 60,
+               "app running, Korral counting 1 cpu", c.logs)
+
+    def resize(cpu: str) -> dict:
+        return kube.request("PATCH", path + "/resize", {"spec": {"containers": [
+            {"name": "main", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}},
+            "application/strategic-merge-patch+json")
+    resize("2500m")
+    wait_until(lambda: vcore() == 2500, 60, "Korral counting the resized 2.5 cpu", c.logs)
+    wait_until(lambda: kube.get(path)["status"]["containerStatuses"][0].get("allocatedResources", {}).get("cpu")
+               == "2500m", 30, "the kubelet actuating it", c.logs)
+    wait_until(lambda: not c.disagreements(), 30, "the shim's books and Korral's agreeing", c.logs)
+
+    resize("6")  # more than the node has: Korral refuses it, so does the kubelet
+    wait_until(lambda: "AllocationResizeRefused" in pod_events(kube).get("web/app", []), 60,
+               "the refusal told on the pod", c.logs)
+    wait_until(lambda: any(x["type"] == "PodResizePending" and x.get("reason") == "Infeasible"
+                           for x in kube.get(path)["status"].get("conditions") or []), 30, "the kubelet's verdict")
+    note = next(e for e in kube.events() if e["reason"] == "AllocationResizeRefused")
+    assert note["type"] == "Warning" and "no room to grow" in note["note"], note
+    assert vcore() == 2500 and kube.get(path)["status"]["phase"] == "Running"
+    seen: list = []
+    wait_until(lambda: not seen.append(c.disagreements()) and not seen[-1], 30,
+               "the shim's books and Korral's still agreeing", lambda: f"{seen[-1:]}\n{c.logs()}")

@@ -16,6 +16,9 @@ VERSION = {"major": "1", "minor": "24", "gitVersion": "v1.24.0+korral-fake", "gi
 # the real server's group order (file 01), for the groups the double serves
 _GROUP_ORDER = ("apps", "events.k8s.io", "batch", "policy", "storage.k8s.io", "scheduling.k8s.io",
                 "coordination.k8s.io")
+# served as a newer server serves them, but not listed: discovery stays the recorded v1.24's
+# (pods/resize: in-place resize, Kubernetes 1.33 on)
+_UNLISTED = ("resize",)
 # subresources that belong to another group (pods/eviction is policy/v1)
 _SUBRESOURCE_KIND = {"binding": "Binding", "eviction": "Eviction", "attach": "PodAttachOptions",
                      "exec": "PodExecOptions", "proxy": "NodeProxyOptions", "finalize": "Namespace"}
@@ -50,6 +53,8 @@ def resource_list(kinds: list[Kind], group_version: str) -> dict[str, Any]:
     for kind in sorted(mine, key=lambda k: k.plural):
         resources.append(kind.describe())
         for sub, verbs in sorted(kind.subresources.items()):
+            if sub in _UNLISTED:
+                continue
             entry: dict[str, Any] = {"name": f"{kind.plural}/{sub}", "singularName": "",
                                      "namespaced": kind.namespaced, "kind": _SUBRESOURCE_KIND.get(sub, kind.kind),
                                      "verbs": list(verbs)}

@@ -10,6 +10,12 @@ as a kubelet would make them, through the same API the HTTP clients use.
   ``korral.io/fake-exit-code`` (default 0): restartPolicy Never ends in Succeeded (0) or Failed,
   OnFailure restarts a failed container, Always restarts any. Without the annotation a pod runs
   until it is deleted.
+- An in-place resize of a running pod (``pods/NAME/resize``, its generation grows) is actuated as
+  a 1.33+ kubelet does: its container statuses' ``allocatedResources`` and ``resources`` take
+  the new cpu and memory when the node has room (its allocatable less the other running pods
+  on it); a resize larger than the node's allocatable is ``Infeasible``, one that fits it but
+  not the room left is ``Deferred`` (condition ``PodResizePending``, the statuses keep what
+  the containers run with) and is tried again when a pod on the node ends.
 - A pod being deleted gracefully on a served node is finished after
   ``korral.io/fake-terminate-seconds`` (default 0, never more than its grace period) with the
   ``gracePeriodSeconds: 0`` DELETE a kubelet sends.
@@ -18,12 +24,15 @@ as a kubelet would make them, through the same API the HTTP clients use.
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
 import ipaddress
 import logging
+from decimal import Decimal
 from typing import Any
 
 from rmproxy.k8s.fake.api import Api, DeleteOptions
+from rmproxy.k8s.fake import quantity
 from rmproxy.k8s.fake.errors import ApiError
 from rmproxy.k8s.fake.store import Event
 
@@ -60,6 +69,9 @@ class FakeKubelet:
         self.served: dict[str, dict[str, Any]] = {}  # node name -> {"ip", "cidr", "next"}
         self.timers: dict[str, asyncio.TimerHandle] = {}  # pod key -> its next step
         self.state: dict[str, str] = {}  # pod key -> "starting" | "running" | "terminating"
+        self.actuated: dict[str, dict[str, Any]] = {}  # pod key -> container -> the resources it runs with
+        self.generations: dict[str, int] = {}  # pod key -> the last generation whose resize it took up
+        self.deferred: set[str] = set()  # pods whose resize waits for room on their node
         self.loop: asyncio.AbstractEventLoop | None = None
         api.store.listen("nodes", self._on_node)
         api.store.listen("pods", self._on_pod)
@@ -124,11 +136,16 @@ class FakeKubelet:
         if self.loop is None:
             return
         key = event.key
+        node = event.new.fields.get("spec.nodeName", "")
         if event.type == "DELETED":
             self._cancel(key)
             self.state.pop(key, None)
+            self.actuated.pop(key, None)
+            self.generations.pop(key, None)
+            self.deferred.discard(key)
+            if self.deferred:
+                self._room_freed(node)
             return
-        node = event.new.fields.get("spec.nodeName", "")
         if node not in self.served:
             return
         deleting = b'"deletionTimestamp"' in event.new.raw
@@ -139,6 +156,13 @@ class FakeKubelet:
         elif state is None and not deleting and event.new.fields.get("status.phase") == "Pending":
             self.state[key] = "starting"
             self._schedule(key, self.start_seconds, self._run)
+        elif state == "running" and not deleting and b'"generation"' in event.new.raw:
+            generation = event.new.decode()["metadata"].get("generation", 1)
+            if generation > self.generations.get(key, 1):
+                self.generations[key] = generation
+                self.loop.call_soon(self._resize, key)
+        if self.deferred and event.new.fields.get("status.phase") in ("Succeeded", "Failed"):
+            self._room_freed(node)
 
     def _consider_pod(self, key: str, pod: dict[str, Any]) -> None:
         node = pod["spec"].get("nodeName", "")
@@ -200,7 +224,82 @@ class FakeKubelet:
                                                for c in spec["initContainers"]]
         self.api.patch(self.pods, meta["namespace"], meta["name"], "strategic", {"status": status}, "status", MANAGER)
         self.state[key] = "running"
+        self.actuated[key] = _resources(spec)
+        self.generations[key] = meta.get("generation", 1)
         self._schedule_exit(key, pod)
+
+    # -- in-place resize -------------------------------------------------------------------------
+
+    def _resize(self, key: str) -> None:
+        entry = self.api.store.get("pods", key)
+        if entry is None or self.state.get(key) != "running":
+            return
+        pod = entry.decode()
+        meta, spec, status = pod["metadata"], pod["spec"], pod.get("status") or {}
+        if meta.get("deletionTimestamp") or status.get("phase") != "Running":
+            return
+        wanted = _resources(spec)
+        ran = self.actuated.get(key, wanted)
+        verdict = self._room_for(key, spec.get("nodeName", ""), wanted)
+        now = self.api.now()
+        conditions = [c for c in status.get("conditions") or []
+                      if c.get("type") not in ("PodResizePending", "PodResizeInProgress")]
+        if verdict:
+            reason, message = verdict
+            conditions.append({"type": "PodResizePending", "status": "True", "lastProbeTime": None,
+                               "lastTransitionTime": now, "reason": reason, "message": message})
+            if reason == "Deferred":
+                self.deferred.add(key)
+            now_running = ran
+        else:
+            self.deferred.discard(key)
+            self.actuated[key] = wanted
+            now_running = wanted
+        statuses = []
+        for cs in status.get("containerStatuses") or []:
+            cs = dict(cs)
+            resources = now_running.get(cs.get("name"))
+            if resources is not None:
+                cs["allocatedResources"] = copy.deepcopy(resources.get("requests") or {})
+                cs["resources"] = copy.deepcopy(resources)
+            statuses.append(cs)
+        try:
+            self.api.patch(self.pods, meta["namespace"], meta["name"], "merge",
+                           {"status": {"conditions": conditions, "containerStatuses": statuses}}, "status", MANAGER)
+        except ApiError as exc:
+            if exc.code != 404:
+                log.warning("fake kubelet: pod %s: resize not written: %s", key, exc)
+
+    def _room_for(self, key: str, node: str, wanted: dict[str, Any]) -> tuple[str, str] | None:
+        """None when ``node`` holds the pod at ``wanted``; else (reason, message) of its
+        ``PodResizePending`` condition: Infeasible (more than the node's allocatable) or Deferred
+        (more than the room the other running pods leave)."""
+        node_obj = self.api.store.get("nodes", node)
+        allocatable = ((node_obj.decode().get("status") or {}).get("allocatable") or {}) if node_obj else {}
+        need = _requests_sum(wanted)
+        used: dict[str, Decimal] = {}
+        for entry in self.api.store.entries("pods"):
+            if entry.key == key or entry.fields.get("spec.nodeName") != node \
+                    or entry.fields.get("status.phase") in ("Succeeded", "Failed"):
+                continue
+            other = self.actuated.get(entry.key) or _resources(entry.decode().get("spec") or {})
+            for name, amount in _requests_sum(other).items():
+                used[name] = used.get(name, Decimal(0)) + amount
+        for name, amount in sorted(need.items()):
+            capacity = quantity.parse(allocatable.get(name, "0"))
+            if amount > capacity:
+                return "Infeasible", (f"Node didn't have enough capacity: {name}, requested: {amount}, "
+                                      f"capacity: {capacity}")
+            if amount + used.get(name, Decimal(0)) > capacity:
+                return "Deferred", (f"Node didn't have enough resource: {name}, requested: {amount}, "
+                                    f"used: {used.get(name, Decimal(0))}, capacity: {capacity}")
+        return None
+
+    def _room_freed(self, node: str) -> None:
+        """A pod on ``node`` ended: its deferred resizes are tried again."""
+        for key in [k for k in self.deferred if (self.api.store.get("pods", k) is not None
+                                                and self.api.store.get("pods", k).fields.get("spec.nodeName") == node)]:
+            self.loop.call_soon(self._resize, key)
 
     def _schedule_exit(self, key: str, pod: dict[str, Any]) -> None:
         run = _seconds(pod, RUN_SECONDS)
@@ -273,3 +372,21 @@ class FakeKubelet:
             return
         self.api.delete(self.pods, meta["namespace"], meta["name"], DeleteOptions(grace_period=0,
                                                                                    uid=meta.get("uid")))
+
+
+def _resources(spec: dict[str, Any]) -> dict[str, Any]:
+    """Each container's resources (cpu and memory, what a resize changes), by name."""
+    out = {}
+    for c in spec.get("containers") or []:
+        res = c.get("resources") or {}
+        out[c.get("name")] = {section: {k: v for k, v in (res.get(section) or {}).items() if k in ("cpu", "memory")}
+                              for section in ("requests", "limits") if res.get(section)}
+    return out
+
+
+def _requests_sum(resources: dict[str, Any]) -> dict[str, Decimal]:
+    total: dict[str, Decimal] = {}
+    for res in resources.values():
+        for name, amount in (res.get("requests") or {}).items():
+            total[name] = total.get(name, Decimal(0)) + quantity.parse(amount)
+    return total

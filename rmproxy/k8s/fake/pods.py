@@ -90,7 +90,8 @@ class Pods(Kind):
     top_level = ("spec", "status")
     plural, kind, short_names, categories = "pods", "Pod", ("po",), ("all",)
     subresources = {"attach": ("create", "get"), "binding": ("create",), "eviction": ("create",),
-                    "exec": ("create", "get"), "log": ("get",), "status": ("get", "patch", "update")}
+                    "exec": ("create", "get"), "log": ("get",), "resize": ("get", "patch", "update"),
+                    "status": ("get", "patch", "update")}
     storage_hash = "xPOwRZ+Yhw8="
     has_status = True
     returns_object_on_delete = True
@@ -211,6 +212,8 @@ class Pods(Kind):
         obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj["spec"])}
 
     def prepare_update(self, old: dict[str, Any], new: dict[str, Any], subresource: str) -> dict[str, Any]:
+        if subresource == "resize":
+            return _resized(old, new)
         if subresource == "status":
             decode_quantities(new)
         new = super().prepare_update(old, new, subresource)
@@ -237,6 +240,8 @@ class Pods(Kind):
     def validate_update(self, old: dict[str, Any], new: dict[str, Any], subresource: str) -> Causes:
         if subresource == "status":
             return []
+        if subresource == "resize":
+            return _resize_causes(old, new)
         before, after = copy.deepcopy(old.get("spec") or {}), copy.deepcopy(new.get("spec") or {})
         for spec in (before, after):
             for key in ("activeDeadlineSeconds", "terminationGracePeriodSeconds"):
@@ -254,3 +259,63 @@ class Pods(Kind):
         out["spec"] = {"containers": None}
         out["status"] = {}
         return out
+
+
+# -- the resize subresource (Kubernetes 1.33 on: in-place pod resize, KEP-1287) -------------------
+
+_RESIZABLE = ("cpu", "memory")
+
+
+def _resizable(spec: dict[str, Any]) -> list[tuple[str, int, dict[str, Any]]]:
+    """The containers a resize may change: the containers and the native sidecars."""
+    return [(name, i, c) for name, i, c in _containers(spec)
+            if name == "containers" or (name == "initContainers" and c.get("restartPolicy") == "Always")]
+
+
+def _resized(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """What a write through ``pods/NAME/resize`` stores (as a real server's resize strategy): the
+    stored pod with only its containers' resources taken from the body (anything else in it,
+    metadata too, is dropped); ``metadata.generation`` grows when they changed (a pod without one counts as
+    generation 1)."""
+    decode_quantities(new)
+    out = copy.deepcopy(old)
+    changed = False
+    by_place = {(name, c.get("name")): c for name, _, c in _containers(new.get("spec") or {})}
+    for name, _, c in _containers(out.get("spec") or {}):
+        wanted = by_place.get((name, c.get("name")))
+        if wanted is not None and (wanted.get("resources") or {}) != (c.get("resources") or {}):
+            c["resources"] = copy.deepcopy(wanted.get("resources") or {})
+            changed = True
+    out["metadata"] = {**out["metadata"], "managedFields": new["metadata"].get("managedFields")}  # metadata as stored
+    if out["metadata"]["managedFields"] is None:
+        out["metadata"].pop("managedFields")
+    if changed:
+        out["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
+    return out
+
+
+def _resize_causes(old: dict[str, Any], new: dict[str, Any]) -> Causes:
+    """A real server's refusals of a resize: a terminal pod, anything but the cpu and memory of
+    containers and native sidecars changed, a QoS class that would change."""
+    resizable = {(name, c.get("name")) for name, _, c in _resizable(old.get("spec") or {})}
+    before = {(name, c.get("name")): c.get("resources") or {} for name, _, c in _containers(old.get("spec") or {})}
+    causes: Causes = []
+    for name, i, c in _containers(new.get("spec") or {}):
+        place, resources = (name, c.get("name")), c.get("resources") or {}
+        if resources == before.get(place, resources):
+            continue
+        if (old.get("status") or {}).get("phase") in TERMINAL:
+            return [("FieldValueForbidden", "spec", "Forbidden: pod resize is not allowed for a terminated pod")]
+        if place not in resizable:
+            causes.append(("FieldValueForbidden", f"spec.{name}[{i}].resources",
+                           "Forbidden: only the resources of containers and restartable init containers may be resized"))
+            continue
+        for section in ("requests", "limits"):
+            was, now = before[place].get(section) or {}, resources.get(section) or {}
+            for key in sorted(set(was) | set(now)):
+                if key not in _RESIZABLE and was.get(key) != now.get(key):
+                    causes.append(("FieldValueForbidden", f"spec.{name}[{i}].resources.{section}[{key}]",
+                                   "Forbidden: only cpu and memory resources are mutable"))
+    if not causes and qos_class(new.get("spec") or {}) != qos_class(old.get("spec") or {}):
+        causes.append(("FieldValueForbidden", "spec", "Forbidden: Pod QOS Class may not change as a result of resizing"))
+    return causes

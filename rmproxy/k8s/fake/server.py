@@ -358,7 +358,7 @@ class FakeApiServer:
         if sub in ("log", "exec", "attach", "proxy"):
             raise ApiError(400, "BadRequest", f"the fake cluster runs no containers: {kind.plural}/{sub} is not "
                            "served")
-        status_sub = sub if sub in ("status", "finalize") else ""
+        status_sub = sub if sub in ("status", "finalize", "resize") else ""
         if method == "GET":
             entry = api.entry(kind, ns, name)
             if wants_table(request.headers.get("Accept", "")):
