@@ -12,7 +12,9 @@
   the broker side, the RM registry, the router and the config changes import none of each other;
   the REST API (``webapi``) sees the rest of rmproxy only through its ``seams`` and the small value
   modules (``SERVER_PARTS``).
-Function-level imports count as much as top-level ones.
+- no modules anywhere in the tree import each other in a loop (nor inside the core, where the
+  partition's parts also do not reach back into the partition or the cycle).
+Function-level and type-only imports count as much as top-level ones.
 """
 
 from __future__ import annotations
@@ -198,6 +200,47 @@ def circles(graph: dict[str, set[str]]) -> list[set[str]]:
         if v not in index:
             visit(v)
     return out
+
+
+MODULES = {module_name(p): p for p in SOURCES}
+
+
+def house_imports(path: Path, here: str = "") -> set[str]:
+    """The project modules ``path`` imports, at any depth (``TYPE_CHECKING`` blocks and function
+    bodies included), relative or absolute; ``from package import name`` counts as an import of
+    ``package.name`` when that is a module, else of the package. ``here``: the module's name
+    (default: from its path in the tree)."""
+    here = here or module_name(path)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(parent + ([base] if base else []))
+            for a in node.names:
+                found.add(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base)
+    return {m for m in found if m in MODULES and m != here}
+
+
+def test_the_house_has_no_import_circle():
+    """Nowhere in the tree do modules import each other in a loop: move the shared piece down,
+    or give the lower module what it uses (a protocol, a callback)."""
+    found = circles({m: house_imports(p) for m, p in MODULES.items()})
+    assert not found, f"import circles (type-only and function-level imports count): {[sorted(c) for c in found]}"
+
+
+def test_the_house_rules_see_every_kind_of_import(tmp_path):
+    src = tmp_path / "mod.py"
+    src.write_text("from typing import TYPE_CHECKING\nfrom . import stats\nfrom .cluster import SimCluster\n"
+                   "if TYPE_CHECKING:\n    from rmproxy.sim.report import Report\n"
+                   "def f():\n    import common.config.loader\n")
+    assert house_imports(src, "rmproxy.sim.mod") == {"rmproxy.sim.stats", "rmproxy.sim.cluster", "rmproxy.sim.report",
+                                                     "common.config.loader"}
+    assert circles({"rmproxy.sim.cluster": {"rmproxy.sim.stats"}, "rmproxy.sim.stats": {"rmproxy.sim.cluster"}})
 
 
 def test_the_core_has_no_import_circle():

@@ -4,7 +4,7 @@
 one message per fault naming the partition/queue/rule concerned).
 """
 
-from common.config.default import DEFAULT_CONFIG_TEXT, default_config
+from common.config.default import DEFAULT_CONFIG_TEXT
 from common.config.errors import ConfigError
 from common.config.loader import (
     MAX_CONFIG_BYTES,
@@ -14,6 +14,7 @@ from common.config.loader import (
     MAX_RULE_DEPTH,
     config_checksum,
     config_with_checksum,
+    default_config,
     load_config,
 )
 from common.config.quantity import QuantityError, format_resources, parse_quantity

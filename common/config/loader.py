@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any, Callable, TypeVar
 
 from common.config._yaml import YamlError, read_yaml
@@ -41,6 +42,7 @@ from common.config.validate import validate_partition
 
 __all__ = [
     "load_config",
+    "default_config",
     "config_checksum",
     "config_with_checksum",
     "served_text",
@@ -128,6 +130,14 @@ def file_checksum(text: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=1)
+def default_config() -> SchedulerConfig:
+    """``DEFAULT_CONFIG_TEXT`` loaded: one partition ``default``; root with ``submitacl: '*'``;
+    rule ``tag`` on ``namespace``, create. The model is immutable, so the one cached instance is
+    shared."""
+    return load_config(DEFAULT_CONFIG_TEXT)
+
+
 def load_config(text: str | bytes, *, source: str = "") -> SchedulerConfig:
     """Parse and validate queues.yaml text.
 
@@ -146,8 +156,6 @@ def load_config(text: str | bytes, *, source: str = "") -> SchedulerConfig:
     if not isinstance(text, str):
         raise ConfigError(f"config must be text, got {type(text).__name__}")
     if text.strip() == "":
-        from common.config.default import default_config
-
         return default_config()
     size = len(text.encode("utf-8", errors="surrogatepass"))
     if size > MAX_CONFIG_BYTES:

@@ -35,9 +35,10 @@ from common.gcpause import SteadyCollector
 from common.si_resource import fill_si_resource
 from rmproxy.bench.churn_workload import ChurnShape, TaskSource, config_yaml
 from rmproxy.bench.cpu import cpu_delta, cpu_snapshot
+from rmproxy.bench.series import percentile, slope
 from rmproxy.client.callback import ResourceManagerCallback
 
-__all__ = ["configure", "run", "churn_run", "phase_summary", "percentile", "slope"]
+__all__ = ["configure", "run", "churn_run", "phase_summary"]
 
 RM_ID = "korral-churn"
 TICK = 0.002  # seconds between sends of the due arrivals and releases
@@ -64,25 +65,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="directory for the JSON and the PNG (default .state/churn)")
     parser.add_argument("--no-plot", action="store_true", help="write no PNG (matplotlib is in the `bench` extra)")
     parser.add_argument("--json", action="store_true", help="one JSON object per rate")
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile (``q`` in 0..100) of ``values``; None when empty."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, -(-len(ordered) * q // 100) - 1))]
-
-
-def slope(points: list[tuple[float, float]]) -> float:
-    """Least-squares slope of y over x (0 for fewer than two distinct x)."""
-    n = len(points)
-    if n < 2:
-        return 0.0
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    var = sum((x - mx) ** 2 for x, _ in points)
-    return 0.0 if var == 0 else sum((x - mx) * (y - my) for x, y in points) / var
 
 
 def phase_summary(rate: float, latencies_ms: list[float], backlog: list[tuple[float, float]],

@@ -15,13 +15,13 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
+from rmproxy.bench.series import percentile  # noqa: E402
+
 __all__ = ["plot", "per_second"]
 
 
 def per_second(latency: list[tuple[float, float]]) -> tuple[list[float], list[float], list[float]]:
     """(second, p50, p99) of the latencies (ms) grouped by the whole second they arrived in."""
-    from rmproxy.bench.churn import percentile
-
     buckets: dict[int, list[float]] = {}
     for t, ms in latency:
         buckets.setdefault(int(t), []).append(ms)

@@ -33,23 +33,23 @@ Without a label key nothing of this runs: every message goes to ``default`` as b
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol
 
 from common.config.errors import ConfigError
 from common.config.loader import load_config
 from common.constants import DEFAULT_PARTITION, NODE_PARTITION
 from common.partitions import short_name
-from rmproxy.k8s.events import WARNING, Regarding
-from rmproxy.k8s.model import App, AppState, Task, Where
+from rmproxy.k8s.events import WARNING, EventRecorder, Regarding
+from rmproxy.k8s.model import App, AppState, NodeEntry, Task, Where
 from rmproxy.k8s.namespaces import NamespaceInfo
 from rmproxy.k8s.nodes import NodeState
 from rmproxy.k8s.pods import ANNOTATION_PARTITION, PodSpec, PodState
 
 if TYPE_CHECKING:
     from rmproxy.client import RecoverySnapshot
-    from rmproxy.k8s.shim import Shim
 
-__all__ = ["Pools", "config_partitions"]
+__all__ = ["Pools", "ShimBooks", "ShimHooks", "config_partitions"]
 
 log = logging.getLogger(__name__)
 
@@ -69,11 +69,37 @@ def _annotation(field_of: str) -> str:
     return f"{field_of}metadata.annotations[{ANNOTATION_PARTITION}]"
 
 
-class Pools:
-    """The shim's partitions (see module doc): ``label`` empty turns it all off."""
+class ShimBooks(Protocol):
+    """What the pools read of the shim's books (``rmproxy.k8s.shim.Shim`` is one): its pods,
+    nodes, applications and namespaces, and where it posts node events. ``apps`` is written: an
+    application without pods left whose partition comes back is forgotten."""
 
-    def __init__(self, shim: "Shim", label: str = "") -> None:
-        self.shim = shim
+    namespaces: Mapping[str, NamespaceInfo]
+    tasks: Mapping[str, Task]
+    node_pods: Mapping[str, set[str]]
+    nodes: Mapping[str, NodeEntry]
+    apps: dict[str, App]
+    events: EventRecorder
+
+
+@dataclass(frozen=True, slots=True)
+class ShimHooks:
+    """What the pools have the shim do: take a node or pod change (the informers' callbacks),
+    add an application to the scheduler, post an event on a pod (``note`` about ``spec``)."""
+
+    node_changed: Callable[[NodeState | None, NodeState | None], None]
+    pod_changed: Callable[[PodState | None, PodState | None], None]
+    submit_app: Callable[[App], None]
+    pod_event: Callable[[PodSpec, str, str, str], None]
+
+
+class Pools:
+    """The shim's partitions (see module doc): ``label`` empty turns it all off. ``books`` and
+    ``hooks``: the shim's, as far as the pools use them."""
+
+    def __init__(self, books: ShimBooks, hooks: ShimHooks, label: str = "") -> None:
+        self.books = books
+        self.hooks = hooks
         self.label = label
         self.known: frozenset[str] = frozenset({DEFAULT_PARTITION})
         self.node_partition: dict[str, str] = {}  # nodes given to the shim -> their partition
@@ -103,7 +129,7 @@ class Pools:
         known = self.app_partition.get(task.spec.app_id)
         if known is not None:
             return known
-        ns = self.shim.namespaces.get(task.spec.namespace)
+        ns = self.books.namespaces.get(task.spec.namespace)
         if ns is None and not task.spec.partition:
             return None
         return self.of_pod(task.spec, ns)[0]
@@ -115,15 +141,15 @@ class Pools:
             return True
         partition, where = DEFAULT_PARTITION, ""
         if first is not None:
-            partition, where = self.of_pod(first.spec, self.shim.namespaces.get(app.namespace))
+            partition, where = self.of_pod(first.spec, self.books.namespaces.get(app.namespace))
         self.app_partition[app.app_id] = partition
-        for node in {self.shim.tasks[t].node for t in app.tasks if t in self.shim.tasks} - {""}:
+        for node in {self.books.tasks[t].node for t in app.tasks if t in self.books.tasks} - {""}:
             self._recheck(node)  # judged by the pods' own annotations until now
         if partition in self.known:
             return True
         app.state = AppState.PARTITION
         for uid in app.tasks:
-            task = self.shim.tasks.get(uid)
+            task = self.books.tasks.get(uid)
             if task is not None and not task.node:  # a running pod is not told it cannot be scheduled
                 self._unknown_partition(task, app, where)
         return False
@@ -132,20 +158,20 @@ class Pools:
         partition = self.app_partition.get(app.app_id, DEFAULT_PARTITION)
         spec = task.spec
         named = f"{where}={partition}" if where else f"partition {partition}"
-        self.shim._event(spec, WARNING, "FailedScheduling",
-                         f"pod {spec.alias} cannot be scheduled: {named} names a partition the configuration lacks "
-                         f"(it has {', '.join(sorted(self.known))}); application {app.app_id} waits and is scheduled "
-                         "when a configuration adds the partition")
+        self.hooks.pod_event(spec, WARNING, "FailedScheduling",
+                             f"pod {spec.alias} cannot be scheduled: {named} names a partition the configuration "
+                             f"lacks (it has {', '.join(sorted(self.known))}); application {app.app_id} waits and is "
+                             "scheduled when a configuration adds the partition")
         log.warning("pod %s: application %s names partition %s, which the configuration lacks", spec.alias,
                     app.app_id, partition)
 
     # ------------------------------------------------------------------ the informers' side
     def node_changed(self, old: NodeState | None, new: NodeState | None) -> None:
-        shim = self.shim
+        books, hooks = self.books, self.hooks
         if new is None:
             self.held.pop(old.name, None)
             if old.name in self.node_partition:
-                shim.node_changed(old, None)  # decommissioned in its partition
+                hooks.node_changed(old, None)  # decommissioned in its partition
                 del self.node_partition[old.name]
             return
         current = self.node_partition.get(new.name)
@@ -154,12 +180,12 @@ class Pools:
             return
         partition = self.of_node(new)
         if partition == current:
-            shim.node_changed(old, new)
+            hooks.node_changed(old, new)
             return
-        shim.node_changed(shim.nodes[new.name].state, None)  # decommissioned in the old partition
+        hooks.node_changed(books.nodes[new.name].state, None)  # decommissioned in the old partition
         del self.node_partition[new.name]
         why = self._hold_reason(new, partition)[1] or f"it is registered in partition {partition} now"
-        shim.events.post(Regarding("Node", new.name, uid=new.uid), WARNING, "NodePartitionChanged",
+        books.events.post(Regarding("Node", new.name, uid=new.uid), WARNING, "NodePartitionChanged",
                          f"node {new.name} moves from partition {current} to {partition} "
                          f"(metadata.labels[{self.label}]): removed from {current}, its running pods not touched; "
                          f"{why}")
@@ -172,7 +198,7 @@ class Pools:
         reason, why = self._hold_reason(node, partition)
         if why:
             if self.held.get(node.name, (None, ""))[1] != why:
-                self.shim.events.post(Regarding("Node", node.name, uid=node.uid), WARNING, reason,
+                self.books.events.post(Regarding("Node", node.name, uid=node.uid), WARNING, reason,
                                       f"node {node.name} is not registered: {why}")
                 log.warning("node %s is not registered: %s", node.name, why)
             self.held[node.name] = (node, why)
@@ -180,7 +206,7 @@ class Pools:
         if self.held.pop(node.name, None) is not None:
             log.info("node %s: registered in partition %s now", node.name, partition)
         self.node_partition[node.name] = partition
-        self.shim.node_changed(None, node)
+        self.hooks.node_changed(None, node)
 
     def _hold_reason(self, node: NodeState, partition: str) -> tuple[str, str]:
         """The event reason and the note saying why ``node`` is held out (no note: it is not)."""
@@ -199,8 +225,8 @@ class Pools:
     def _others_on(self, node: str, partition: str) -> list[tuple[Task, str]]:
         """Our pods on ``node`` whose application is in another partition than ``partition``."""
         out = []
-        for uid in sorted(self.shim.node_pods.get(node, ())):
-            task = self.shim.tasks.get(uid)
+        for uid in sorted(self.books.node_pods.get(node, ())):
+            task = self.books.tasks.get(uid)
             if task is not None and task.node == node:
                 theirs = self._of_task(task)
                 if theirs is not None and theirs != partition:
@@ -208,14 +234,14 @@ class Pools:
         return out
 
     def pod_changed(self, old: PodState | None, new: PodState | None) -> None:
-        shim = self.shim
+        books = self.books
         decided = old is None and new is not None and new.spec.app_id in self.app_partition
-        shim.pod_changed(old, new)
+        self.hooks.pod_changed(old, new)
         if new is None:
             if old.node in self.held:
                 self._offer(self.held[old.node][0])
             return
-        task = shim.tasks.get(new.uid)
+        task = books.tasks.get(new.uid)
         if task is None:
             return
         if decided:
@@ -230,9 +256,9 @@ class Pools:
 
     def _evict(self, node: str) -> None:
         """Take a registered node out of its partition and hold it (see module doc)."""
-        entry = self.shim.nodes.get(node)
+        entry = self.books.nodes.get(node)
         if entry is not None:
-            self.shim.node_changed(entry.state, None)  # decommissioned in its partition
+            self.hooks.node_changed(entry.state, None)  # decommissioned in its partition
         del self.node_partition[node]
         if entry is not None:
             self._offer(entry.state)
@@ -247,21 +273,21 @@ class Pools:
     def _joined(self, task: Task) -> None:
         """A new pod of an application: told when its application waits for its partition, or
         when it names another partition than its application's."""
-        app = self.shim.apps.get(task.spec.app_id)
+        app = self.books.apps.get(task.spec.app_id)
         if app is None:
             return
-        mine, where = self.of_pod(task.spec, self.shim.namespaces.get(task.spec.namespace))
+        mine, where = self.of_pod(task.spec, self.books.namespaces.get(task.spec.namespace))
         if app.state is AppState.PARTITION:
-            if app.originator not in self.shim.tasks:  # its first pod went: this one decides again
-                self.shim._submit_app(app)
+            if app.originator not in self.books.tasks:  # its first pod went: this one decides again
+                self.hooks.submit_app(app)
             else:
                 self._unknown_partition(task, app, where)
         elif mine != self.app_partition[app.app_id]:
             spec = task.spec
-            self.shim._event(spec, WARNING, "Scheduling",
-                             f"pod {spec.alias}: {where or 'the default'}={mine} differs from the partition of its "
-                             f"application {app.app_id} ({self.app_partition[app.app_id]}): scheduled in the "
-                             "application's partition")
+            self.hooks.pod_event(spec, WARNING, "Scheduling",
+                                 f"pod {spec.alias}: {where or 'the default'}={mine} differs from the partition of its "
+                                 f"application {app.app_id} ({self.app_partition[app.app_id]}): scheduled in the "
+                                 "application's partition")
 
     # ------------------------------------------------------------------ the configuration
     def set_partitions(self, names: Iterable[str] | None) -> None:
@@ -272,23 +298,23 @@ class Pools:
         added, removed = frozenset(names) - self.known, self.known - frozenset(names)
         self.known = frozenset(names)
         log.info("partitions in the configuration: %s", ", ".join(sorted(self.known)))
-        shim = self.shim
+        books = self.books
         for name in [n for n, p in self.node_partition.items() if p in removed]:
             self._evict(name)  # held: its partition is unknown now
-        for app in list(shim.apps.values()):
+        for app in list(books.apps.values()):
             partition = self.app_partition.get(app.app_id)
             if partition in removed and app.state is not AppState.PARTITION:
                 app.state = AppState.PARTITION  # its asks went with the partition
-                for task in [shim.tasks[t] for t in app.tasks if t in shim.tasks]:
+                for task in [books.tasks[t] for t in app.tasks if t in books.tasks]:
                     task.where = Where.NOWHERE
                     if not task.node:
                         self._unknown_partition(task, app, "")
             elif partition in added and app.state is AppState.PARTITION:
                 if app.tasks:
                     app.state = AppState.NEW
-                    shim._submit_app(app)
+                    self.hooks.submit_app(app)
                 else:
-                    del shim.apps[app.app_id]
+                    del books.apps[app.app_id]
         for node, _ in list(self.held.values()):
             self._offer(node)
 
@@ -301,7 +327,7 @@ class Pools:
         return {"label": self.label, "partitions": sorted(self.known), "nodes": nodes,
                 "heldNodes": {name: why for name, (_, why) in self.held.items()},
                 "waitingApplications": {a.app_id: self.app_partition.get(a.app_id, DEFAULT_PARTITION)
-                                        for a in self.shim.apps.values() if a.state is AppState.PARTITION}}
+                                        for a in self.books.apps.values() if a.state is AppState.PARTITION}}
 
     # ------------------------------------------------------------------ stamping messages
     def stamp(self, kind: str, message: Any) -> Any:

@@ -55,7 +55,7 @@ from rmproxy.k8s.nodes import NodeState
 from rmproxy.k8s.outbox import Outbox
 from rmproxy.k8s.placeholders import GangHandling, PlaceholderSettings, app_gang
 from rmproxy.k8s.pods import PodState, Problem
-from rmproxy.k8s.pools import Pools
+from rmproxy.k8s.pools import Pools, ShimHooks
 from rmproxy.k8s.volumes import Volumes
 
 __all__ = ["Shim", "ShimSettings"]
@@ -120,7 +120,8 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         self._background: set[asyncio.Task] = set()
         self._reading_namespaces: set[str] = set()
         self._gang_init()
-        self.pools = Pools(self, settings.partition_label)
+        self.pools = Pools(self, ShimHooks(self.node_changed, self.pod_changed, self._submit_app, self._event),
+                           settings.partition_label)
 
     # ------------------------------------------------------------------ sending
     @property

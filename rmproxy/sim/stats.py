@@ -7,14 +7,12 @@ timeline (CSV/JSON output and the share columns of the summary).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Collection, Mapping, Protocol
 
-from rmproxy.sim.checks import Violation
+from rmproxy.sim.checks import Validator, Violation
+from rmproxy.sim.workload import Plan
 
-if TYPE_CHECKING:
-    from rmproxy.sim.cluster import SimCluster
-
-__all__ = ["Stats", "percentile", "queue_label"]
+__all__ = ["Stats", "Observed", "percentile", "queue_label"]
 
 SAMPLE_EVERY = 1.0
 PLACEHOLDER_COUNTS = ("allocated", "replaced", "timedout", "released")
@@ -27,6 +25,21 @@ def percentile(values: list[float], q: float) -> float | None:
     ordered = sorted(values)
     rank = max(0, min(len(ordered) - 1, int(round(q / 100 * len(ordered) + 0.5)) - 1))
     return ordered[rank]
+
+
+class Observed(Protocol):
+    """What the statistics read of the simulated cluster (``SimCluster`` is one)."""
+
+    plan: Plan
+    validator: Validator
+    nodes_accepted: Collection[str]
+    nodes_rejected: Mapping[str, str]
+
+    def counts(self) -> dict[str, int]: ...
+
+    def running_by_queue(self) -> dict[tuple[str, str], dict[str, int]]: ...
+
+    def app_outcomes(self) -> dict[str, int]: ...
 
 
 def queue_label(partition: str, queue: str) -> str:
@@ -75,7 +88,7 @@ class Stats:
             count += 1
         return count / window
 
-    def shares(self, cluster: "SimCluster") -> dict[str, float]:
+    def shares(self, cluster: Observed) -> dict[str, float]:
         """Dominant share of its partition's capacity that each queue's running tasks hold."""
         out = {}
         for (partition, queue), used in cluster.running_by_queue().items():
@@ -84,7 +97,7 @@ class Stats:
                 (v / cap[k] for k, v in used.items() if cap.get(k)), default=0.0)
         return out
 
-    def sample(self, now: float, cluster: "SimCluster") -> None:
+    def sample(self, now: float, cluster: Observed) -> None:
         if now < self._next_sample:
             return
         self._next_sample = now + SAMPLE_EVERY
@@ -96,7 +109,7 @@ class Stats:
             "shares": {k: round(v, 4) for k, v in sorted(self.shares(cluster).items())},
         })
 
-    def summary(self, cluster: "SimCluster", now: float) -> dict:
+    def summary(self, cluster: Observed, now: float) -> dict:
         """Everything the end-of-run table and ``--json`` show."""
         self.end = now
         counts = cluster.counts()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from common.config import load_config
-from rmproxy.bench import churn
+from rmproxy.bench import churn, series
 from rmproxy.bench.churn_workload import ChurnShape, TaskSource, config_yaml
 
 
@@ -66,10 +66,10 @@ def test_a_rate_is_sustained_only_with_a_low_p99_and_a_flat_backlog():
 
 
 def test_percentiles_and_slopes():
-    assert churn.percentile(list(range(1, 101)), 50) == 50 and churn.percentile(list(range(1, 101)), 99) == 99
-    assert churn.percentile([], 99) is None
-    assert churn.slope([(0, 1), (1, 3), (2, 5)]) == pytest.approx(2.0)
-    assert churn.slope([(1, 1)]) == 0.0
+    assert series.percentile(list(range(1, 101)), 50) == 50 and series.percentile(list(range(1, 101)), 99) == 99
+    assert series.percentile([], 99) is None
+    assert series.slope([(0, 1), (1, 3), (2, 5)]) == pytest.approx(2.0)
+    assert series.slope([(1, 1)]) == 0.0
 
 
 def test_a_small_run_places_every_task_and_keeps_the_running_count(fake):

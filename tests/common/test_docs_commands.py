@@ -30,7 +30,8 @@ DOCS = ["README.md", "docs/cli.md", "docs/rest.md", "docs/testing.md", "docs/ben
         "docs/configuration.md"]
 NUMBERS = {"N": "1", "S": "5"}
 # placeholders whose flag's type checks the shape of its value: a value of that shape
-SHAPED = {"HOST:PORT": "127.0.0.1:6443", "K=V,...": "team=a", "K[=V]:EFFECT,...": "dedicated=x:NoSchedule"}
+SHAPED = {"HOST:PORT": "127.0.0.1:6443", "K=V,...": "team=a", "K[=V]:EFFECT,...": "dedicated=x:NoSchedule",
+          "NAME=N,...": "blue=2"}
 PLACEHOLDERS = NUMBERS | SHAPED
 
 

@@ -116,9 +116,10 @@ def test_a_gang_gets_its_placeholders_and_its_pods_take_their_places(gang_cluste
     for n in real:
         assert on[n] == [pods_of(kube, "ml")[n]["spec"]["nodeName"]], (n, on[n])
         assert "PodBindFailure" not in events[f"ml/{n}"]
-    actions = gang_actions(kube, "ml")
-    for action in ("CreatingPlaceholders", "PlaceholderAllocated", "GangReservationComplete", "TaskGroupMatch"):
-        assert action in actions, actions
+    # events are posted by the shim's recorder after what they tell: waited for, not read at once
+    wanted = {"CreatingPlaceholders", "PlaceholderAllocated", "GangReservationComplete", "TaskGroupMatch"}
+    wait_until(lambda: wanted <= set(gang_actions(kube, "ml")), 30, f"the gang's events {sorted(wanted)}",
+               lambda: gang_actions(kube, "ml"))
     assert not placement_problems(kube), placement_problems(kube)
     app = c.korral_app("train")
     assert [(d["taskGroupName"], d["count"], d["replaced"]) for d in app["placeholderData"]] == [("workers", 4, 4)]
@@ -135,7 +136,8 @@ def test_a_gang_that_cannot_fit_times_out_soft_runs_its_pods_hard_fails_them(gan
 
     wait_until(gang_done(kube, "soft", {"soft-gang-0", "soft-gang-1"}), 90,
                "the soft gang's placeholders gone and its pods bound as ordinary pods", lambda: state(c, "soft", "soft-gang"))
-    assert "GangSchedulingFailed" in gang_actions(kube, "soft") and "PlaceholderTimeOut" in gang_actions(kube, "soft")
+    wait_until(lambda: {"GangSchedulingFailed", "PlaceholderTimeOut"} <= set(gang_actions(kube, "soft")), 30,
+               "the soft gang's timeout events", lambda: gang_actions(kube, "soft"))
     assert len([n for n in scheduled_on(kube, "soft") if n.startswith("tg-")]) == 2
 
     # failing the members' pods: the first status patches fail, and are retried
@@ -152,7 +154,9 @@ def test_a_gang_that_cannot_fit_times_out_soft_runs_its_pods_hard_fails_them(gan
     wait_until(hard_done, 90, "the hard gang's placeholders gone and its pods failed", c.logs)
     for p in pods_of(kube, "hard").values():
         assert p["status"]["reason"] == "ResourceReservationTimeout" and not p["spec"].get("nodeName")
-        assert "ApplicationFailed" in pod_events(kube)[f"hard/{p['metadata']['name']}"]
+    hard_names = [f"hard/{n}" for n in pods_of(kube, "hard")]
+    wait_until(lambda: all("ApplicationFailed" in pod_events(kube).get(n, ()) for n in hard_names), 30,
+               "ApplicationFailed on each hard member", lambda: {n: pod_events(kube).get(n) for n in hard_names})
     assert not placement_problems(kube), placement_problems(kube)
     for n, nodes in scheduled_on(kube, "soft").items():
         assert len(nodes) == 1, (n, nodes)
@@ -174,14 +178,21 @@ def test_malformed_gang_annotations_get_events_naming_pod_and_field_and_the_pods
     wait_until(lambda: all(p["spec"].get("nodeName") for p in pods_of(kube, "odd").values()
                            if not p["metadata"]["name"].startswith("tg-")), 60,
                "the pods with malformed gang annotations bound as ordinary pods", c.logs)
-    notes = {}
-    for e in kube.events("odd"):
-        if e["type"] == "Warning":
-            notes.setdefault(e["regarding"]["name"], []).append(e["note"])
-    assert any(GROUP in n and "minMember" in n for n in notes["zero"]), notes["zero"]
-    assert any(GROUP in n and "not valid JSON" in n for n in notes["garbled"]), notes["garbled"]
-    assert any("placeholderTimeoutInSeconds" in n and "'ten'" in n for n in notes["garbled"]), notes["garbled"]
-    assert any(GROUP_NAME in n and "nosuch" in n for n in notes["known-0"]), notes["known-0"]
+    def warnings() -> dict[str, list[str]]:
+        notes: dict[str, list[str]] = {}
+        for e in kube.events("odd"):
+            if e["type"] == "Warning":
+                notes.setdefault(e["regarding"]["name"], []).append(e["note"])
+        return notes
+
+    def named(notes, pod_name, *words) -> bool:
+        return any(all(w in n for w in words) for n in notes.get(pod_name, ()))
+
+    wait_until(lambda: (notes := warnings()) and named(notes, "zero", GROUP, "minMember")
+               and named(notes, "garbled", GROUP, "not valid JSON")
+               and named(notes, "garbled", "placeholderTimeoutInSeconds", "'ten'")
+               and named(notes, "known-0", GROUP_NAME, "nosuch"), 30,
+               "a warning naming each pod's bad field", warnings)
     assert not [n for n in pods_of(kube, "odd") if n.startswith("tg-zero") or n.startswith("tg-garbled")]
 
 

@@ -162,7 +162,8 @@ def test_two_node_pools_are_two_partitions_scheduled_at_once_and_one_survives_th
                  "application/merge-patch+json")
     wait_until(lambda: moved not in korral_nodes(c, "green"), 60, f"{moved} gone from partition green", c.logs)
     assert moved not in korral_nodes(c, "blue")
-    assert any(e["reason"] == "NodePartitionChanged" and e["regarding"]["name"] == moved for e in kube.events())
+    wait_until(lambda: any(e["reason"] == "NodePartitionChanged" and e["regarding"]["name"] == moved
+                           for e in kube.events()), 30, f"the NodePartitionChanged event on {moved}", c.logs)
     assert {name(p) for p in on_it} <= set(bound(kube))  # nothing running there is touched
     for p in on_it:
         kube.request("DELETE", f"/api/v1/namespaces/{p['metadata']['namespace']}/pods/{p['metadata']['name']}")

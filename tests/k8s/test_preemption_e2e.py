@@ -36,8 +36,15 @@ def test_root_high_takes_its_guarantee_back_from_preemptable_pods_only(cluster):
     wait_until(lambda: s.done(c), 60, "hi-1 and hi-2 bound, the victims gone", c.logs)
     assert s.problems(c, disturbed=False) == []
     victims = s.victims(c)
-    events = {e["regarding"]["name"]: e for e in c.kube.events(s.NS)
-              if e["reason"] == "Informational" and e["note"].startswith("Preempted by ")}
+
+    def preempted_events() -> dict:
+        return {e["regarding"]["name"]: e for e in c.kube.events(s.NS)
+                if e["reason"] == "Informational" and e["note"].startswith("Preempted by ")}
+    # the events are posted after what they tell: waited for
+    wait_until(lambda: set(victims) <= set(preempted_events()) and all(
+        "Preempted" in pod_events(c.kube).get(f"{s.NS}/{v}", ()) for v in victims), 30,
+        "each victim's preemption events", preempted_events)
+    events = preempted_events()
     uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in c.kube.pods(s.NS)}
     for v in victims:  # who preempted it, and why (YuniKorn's words): the preemptor's key is its pod's uid
         assert events[v]["note"] in {f"Preempted by {uids[h]} from application high in root.high"

@@ -68,7 +68,10 @@ def test_a_mixed_workload_is_bound_once_within_allocatable_and_what_waits_says_w
     assert "nsufficient" in big["message"]
     quota = condition(by_name["team/notebook-2"])
     assert quota["reason"] == "SchedulingSkipped" and "root.team" in quota["message"]
-    events = pod_events(kube)
+    # events are posted by the shim's recorder after what they tell: waited for
+    events = wait_until(lambda: (ev := pod_events(kube)) and all("Scheduled" in ev.get(n, ()) for n in expected - WAITING)
+                        and "PodUnschedulable" in ev.get("analytics/too-big", ()) and ev, 30,
+                        "a Scheduled event on every bound pod and PodUnschedulable on the one too big", c.logs)
     for n in expected - WAITING:
         # PodBindSuccessful is folded into Scheduled when the binding is written within the settle window
         assert events[n].count("Scheduled") == 1 and events[n].count("PodBindSuccessful") <= 1, (n, events[n])
@@ -124,7 +127,10 @@ def test_a_mixed_workload_is_bound_once_within_allocatable_and_what_waits_says_w
                  {"data": {"queues.yaml": extra}}, "application/merge-patch+json")
     wait_until(lambda: kube.get("/api/v1/namespaces/shop/pods/after-restart")["spec"].get("nodeName"), 60,
                "the pod created while the shim was down bound", c.logs)
-    events = pod_events(kube)
+    # events are posted by the shim's recorder after what they tell: waited for
+    events = wait_until(lambda: (ev := pod_events(kube)) and all("Scheduled" in ev.get(n, ()) for n in expected - WAITING)
+                        and "PodUnschedulable" in ev.get("analytics/too-big", ()) and ev, 30,
+                        "a Scheduled event on every bound pod and PodUnschedulable on the one too big", c.logs)
     for n in expected - WAITING:
         assert events[n].count("Scheduled") == 1, (n, events[n])  # nothing bound again after the restart
     running = {p["metadata"]["uid"]: p["spec"]["nodeName"] for p in ours(kube)
@@ -176,7 +182,8 @@ def test_pods_land_only_where_kubernetes_filters_allow(shim_cluster):
                             "the spread pod's condition", c.logs)
     assert not spread_pod["spec"].get("nodeName")
     assert "topology spread constraint (DoNotSchedule) on topology.kubernetes.io/zone" in condition(spread_pod)["message"]
-    assert "FailedScheduling" in pod_events(kube)["batch/spread"]
+    wait_until(lambda: "FailedScheduling" in pod_events(kube).get("batch/spread", ()), 30,
+               "FailedScheduling on the spread pod", c.logs)
 
 
 def test_an_in_place_resize_is_followed_and_one_without_room_refused(shim_cluster):

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import orjson
 
-from rmproxy.k8s.fake import kinds as kinds_mod
+from rmproxy.k8s.fake.catalog import all_kinds
 from rmproxy.k8s.fake.errors import ApiError, Resource, success_status
 from rmproxy.k8s.fake.kinds import Kind, check_base64
 from rmproxy.k8s.fake.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
@@ -110,7 +110,7 @@ class Api:
         self.store = store or Store()
         self.clock = clock
         self.rng = rng or random.Random()
-        self.kinds = kinds_mod.all_kinds()
+        self.kinds = all_kinds()
         self.by_path = {(k.group_version, k.plural): k for k in self.kinds}
         for k in self.kinds:
             self.store.bucket(self.bucket_name(k), k.fields)

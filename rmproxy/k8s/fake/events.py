@@ -10,12 +10,9 @@ which switches on the events.k8s.io rules.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from rmproxy.k8s.fake.kinds import Causes, Kind
-
-if TYPE_CHECKING:  # pragma: no cover
-    from rmproxy.k8s.fake.api import Api
+from rmproxy.k8s.fake.kinds import Causes, Kind, Objects
 
 __all__ = ["CoreEvents", "Events", "to_events_v1", "from_events_v1"]
 
@@ -94,10 +91,10 @@ class CoreEvents(Kind):
             out[f"involvedObject.{key}"] = inv.get(key, "")
         return out
 
-    def default(self, obj: dict[str, Any], api: "Api") -> None:
+    def default(self, obj: dict[str, Any], api: Objects) -> None:
         obj.update(_normalise_core(obj))
 
-    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None, api: "Api") -> Causes:
+    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None, api: Objects) -> Causes:
         causes: Causes = []
         namespace = obj["metadata"].get("namespace", "")
         inv = obj.get("involvedObject") or {}
@@ -150,7 +147,7 @@ class Events(CoreEvents):
     def to_view(self, obj: dict[str, Any]) -> dict[str, Any]:
         return to_events_v1(obj)
 
-    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None, api: "Api") -> Causes:
+    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None, api: Objects) -> Causes:
         causes: Causes = []
         if obj.get("eventTime") is None:
             causes.append(("FieldValueRequired", "eventTime", "Required value"))

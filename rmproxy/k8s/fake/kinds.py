@@ -10,16 +10,21 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 from rmproxy.k8s.fake.errors import Resource
 
-if TYPE_CHECKING:  # pragma: no cover
-    from rmproxy.k8s.fake.api import Api
-
-__all__ = ["Kind", "all_kinds", "dns_subdomain_causes", "dns_label_causes", "check_base64", "Causes"]
+__all__ = ["Kind", "Objects", "plain_kind", "dns_subdomain_causes", "dns_label_causes", "check_base64", "Causes"]
 
 Causes = list[tuple[str, str, str]]  # (reason, field, message)
+
+
+class Objects(Protocol):
+    """What a kind's hooks may read of the objects the server holds (``api.Api`` is one)."""
+
+    def lookup(self, group_version: str, plural: str, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def default_priority_class(self) -> dict[str, Any] | None: ...
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -104,17 +109,17 @@ class Kind:
 
     # -- strategy hooks ---------------------------------------------------------------------
 
-    def default(self, obj: dict[str, Any], api: "Api") -> None:
+    def default(self, obj: dict[str, Any], api: Objects) -> None:
         """Fill the defaults a create gets (decode-time defaulting)."""
 
-    def admit_create(self, obj: dict[str, Any], api: "Api") -> None:
+    def admit_create(self, obj: dict[str, Any], api: Objects) -> None:
         """Admission plugins on create (after validation's 422s come 403s from admission)."""
 
-    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None, api: "Api") -> Causes:
+    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None, api: Objects) -> Causes:
         meta = obj["metadata"]
         return self.name_check(meta.get("name", ""), "metadata.name") if old is None else []
 
-    def prepare_create(self, obj: dict[str, Any], api: "Api") -> None:
+    def prepare_create(self, obj: dict[str, Any], api: Objects) -> None:
         """What a create resets (e.g. a pod's status)."""
 
     def prepare_update(self, old: dict[str, Any], new: dict[str, Any], subresource: str) -> dict[str, Any]:
@@ -174,13 +179,13 @@ class Namespaces(Kind):
     def fields(self, obj: dict[str, Any]) -> dict[str, str]:
         return {"metadata.name": obj["metadata"]["name"], "status.phase": (obj.get("status") or {}).get("phase", "")}
 
-    def default(self, obj: dict[str, Any], api: "Api") -> None:
+    def default(self, obj: dict[str, Any], api: Objects) -> None:
         meta = obj["metadata"]
         meta["labels"] = dict(meta.get("labels") or {}, **{"kubernetes.io/metadata.name": meta.get("name", "")})
         spec = obj.setdefault("spec", {})
         spec.setdefault("finalizers", ["kubernetes"])
 
-    def prepare_create(self, obj: dict[str, Any], api: "Api") -> None:
+    def prepare_create(self, obj: dict[str, Any], api: Objects) -> None:
         obj["status"] = {"phase": "Active"}
 
     def prepare_update(self, old: dict[str, Any], new: dict[str, Any], subresource: str) -> dict[str, Any]:
@@ -208,7 +213,7 @@ class Nodes(Kind):
         return {"metadata.name": obj["metadata"]["name"],
                 "spec.unschedulable": "true" if spec.get("unschedulable") else "false"}
 
-    def default(self, obj: dict[str, Any], api: "Api") -> None:
+    def default(self, obj: dict[str, Any], api: Objects) -> None:
         obj.setdefault("spec", {})
         status = obj.setdefault("status", {})
         status.setdefault("daemonEndpoints", {"kubeletEndpoint": {"Port": 0}})
@@ -222,7 +227,7 @@ class Nodes(Kind):
         if status.get("capacity") and "allocatable" not in status:
             status["allocatable"] = dict(status["capacity"])
 
-    def admit_create(self, obj: dict[str, Any], api: "Api") -> None:
+    def admit_create(self, obj: dict[str, Any], api: Objects) -> None:
         # TaintNodesByCondition: every new node starts not-ready for scheduling (file 02)
         taints = obj["spec"].setdefault("taints", [])
         if not any(t.get("key") == "node.kubernetes.io/not-ready" and t.get("effect") == "NoSchedule" for t in taints):
@@ -256,7 +261,7 @@ class ConfigMaps(Kind):
     plural, kind, short_names = "configmaps", "ConfigMap", ("cm",)
     storage_hash = "qFsyl6wFWjQ="
 
-    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None, api: "Api") -> Causes:
+    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None, api: Objects) -> Causes:
         causes = super().validate(obj, old, api)
         data = obj.get("data") or {}
         binary = obj.get("binaryData") or {}
@@ -297,12 +302,12 @@ class PriorityClasses(Kind):
               "system-node-critical": (2000001000, "Used for system critical pods that must not be moved from "
                                        "their current node.")}
 
-    def default(self, obj: dict[str, Any], api: "Api") -> None:
+    def default(self, obj: dict[str, Any], api: Objects) -> None:
         obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
         if obj.get("globalDefault") is False:
             obj.pop("globalDefault")
 
-    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None, api: "Api") -> Causes:
+    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None, api: Objects) -> Causes:
         causes = super().validate(obj, old, api)
         value = obj.get("value")
         if not isinstance(value, int) or isinstance(value, bool):
@@ -330,11 +335,11 @@ class StorageClasses(Kind):
     plural, kind, group, namespaced, short_names = "storageclasses", "StorageClass", "storage.k8s.io", False, ("sc",)
     storage_hash = "K+m6uJwbjGY="
 
-    def default(self, obj: dict[str, Any], api: "Api") -> None:
+    def default(self, obj: dict[str, Any], api: Objects) -> None:
         obj.setdefault("reclaimPolicy", "Delete")
         obj.setdefault("volumeBindingMode", "Immediate")
 
-    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None, api: "Api") -> Causes:
+    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None, api: Objects) -> Causes:
         causes = super().validate(obj, old, api)
         if not obj.get("provisioner"):
             causes.append(("FieldValueRequired", "provisioner", "Required value"))
@@ -355,12 +360,12 @@ class _InUseProtected(Kind):
     returns_object_on_delete = True
     protection = ""
 
-    def admit_create(self, obj: dict[str, Any], api: "Api") -> None:
+    def admit_create(self, obj: dict[str, Any], api: Objects) -> None:
         fin = obj["metadata"].setdefault("finalizers", [])
         if self.protection not in fin:
             fin.append(self.protection)
 
-    def prepare_create(self, obj: dict[str, Any], api: "Api") -> None:
+    def prepare_create(self, obj: dict[str, Any], api: Objects) -> None:
         obj["status"] = {"phase": "Pending"}
 
 
@@ -369,7 +374,7 @@ class PersistentVolumeClaims(_InUseProtected):
     storage_hash = "QWTyNDq0dC4="
     protection = "kubernetes.io/pvc-protection"
 
-    def default(self, obj: dict[str, Any], api: "Api") -> None:
+    def default(self, obj: dict[str, Any], api: Objects) -> None:
         obj.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
 
 
@@ -378,13 +383,13 @@ class PersistentVolumes(_InUseProtected):
     storage_hash = "HN/zwEC+JgM="
     protection = "kubernetes.io/pv-protection"
 
-    def default(self, obj: dict[str, Any], api: "Api") -> None:
+    def default(self, obj: dict[str, Any], api: Objects) -> None:
         spec = obj.setdefault("spec", {})
         spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
         spec.setdefault("volumeMode", "Filesystem")
 
 
-def _plain(plural: str, kind: str, group: str = "", namespaced: bool = True, short: tuple[str, ...] = (),
+def plain_kind(plural: str, kind: str, group: str = "", namespaced: bool = True, short: tuple[str, ...] = (),
            storage_hash: str = "", verbs: tuple[str, ...] = ALL_VERBS, status: bool = False,
            generation: bool = False, categories: tuple[str, ...] = ()) -> type[Kind]:
     """A resource the double stores without behaviour of its own (no controller runs for it)."""
@@ -393,37 +398,3 @@ def _plain(plural: str, kind: str, group: str = "", namespaced: bool = True, sho
              "categories": categories, "subresources": {"status": ("get", "patch", "update")} if status else {}}
     return type(kind + "Kind", (Kind,), attrs)
 
-
-def all_kinds() -> list[Kind]:
-    from rmproxy.k8s.fake.events import CoreEvents, Events
-    from rmproxy.k8s.fake.pods import Pods
-
-    classes: list[type[Kind]] = [
-        Namespaces, Nodes, Pods, ConfigMaps, CoreEvents, PersistentVolumeClaims, PersistentVolumes,
-        _plain("services", "Service", short=("svc",), storage_hash="0/CO1lhkEBI=", status=True, categories=("all",)),
-        _plain("replicationcontrollers", "ReplicationController", short=("rc",), storage_hash="Jond2If31h0=",
-               status=True, generation=True, categories=("all",)),
-        _plain("serviceaccounts", "ServiceAccount", short=("sa",), storage_hash="pbx9ZvyFpBE="),
-        _plain("secrets", "Secret", storage_hash="S6u1pOWzb84="),
-        _plain("resourcequotas", "ResourceQuota", short=("quota",), storage_hash="8uhSgffRX6w=", status=True),
-        _plain("limitranges", "LimitRange", short=("limits",), storage_hash="EBKMFVe6cwo="),
-        Events, PriorityClasses, Leases, StorageClasses,
-        _plain("csinodes", "CSINode", "storage.k8s.io", namespaced=False, storage_hash="Pe62DkZtjuo="),
-        _plain("csidrivers", "CSIDriver", "storage.k8s.io", namespaced=False, storage_hash="hL6j/rwBV5w="),
-        _plain("csistoragecapacities", "CSIStorageCapacity", "storage.k8s.io", storage_hash="xeVl+2Ly1kE="),
-        _plain("volumeattachments", "VolumeAttachment", "storage.k8s.io", namespaced=False,
-               storage_hash="tJx/ezt6UDU=", status=True),
-        _plain("deployments", "Deployment", "apps", short=("deploy",), storage_hash="8aSe+NMegvE=", status=True,
-               generation=True, categories=("all",)),
-        _plain("replicasets", "ReplicaSet", "apps", short=("rs",), storage_hash="P1RzHs8/mWQ=", status=True,
-               generation=True, categories=("all",)),
-        _plain("statefulsets", "StatefulSet", "apps", short=("sts",), storage_hash="H+vl74LkKdo=", status=True,
-               generation=True, categories=("all",)),
-        _plain("daemonsets", "DaemonSet", "apps", short=("ds",), storage_hash="dd7pWHUlMKQ=", status=True,
-               generation=True, categories=("all",)),
-        _plain("jobs", "Job", "batch", storage_hash="mudhfqk/qZY=", status=True, generation=True,
-               categories=("all",)),
-        _plain("poddisruptionbudgets", "PodDisruptionBudget", "policy", short=("pdb",),
-               storage_hash="6BGBu0kpHtk=", status=True, generation=True),
-    ]
-    return [cls() for cls in classes]

@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import copy
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rmproxy.k8s.fake import quantity
 from rmproxy.k8s.fake.errors import ApiError
-from rmproxy.k8s.fake.kinds import Causes, Kind
-
-if TYPE_CHECKING:  # pragma: no cover
-    from rmproxy.k8s.fake.api import Api
+from rmproxy.k8s.fake.kinds import Causes, Kind, Objects
 
 __all__ = ["Pods", "qos_class", "decode_quantities", "grace_period"]
 
@@ -110,7 +107,7 @@ class Pods(Kind):
                 "status.phase": status.get("phase", ""), "status.podIP": status.get("podIP", ""),
                 "status.nominatedNodeName": status.get("nominatedNodeName", "")}
 
-    def default(self, obj: dict[str, Any], api: "Api") -> None:
+    def default(self, obj: dict[str, Any], api: Objects) -> None:
         decode_quantities(obj)
         spec = obj.setdefault("spec", {})
         for _, _, c in _containers(spec):
@@ -135,7 +132,7 @@ class Pods(Kind):
         spec.setdefault("schedulerName", "default-scheduler")
         spec.setdefault("enableServiceLinks", True)
 
-    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None, api: "Api") -> Causes:
+    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None, api: Objects) -> Causes:
         causes = super().validate(obj, old, api) if obj["metadata"].get("name") else []
         if not obj["metadata"].get("name"):
             causes.append(("FieldValueRequired", "metadata.name",
@@ -180,7 +177,7 @@ class Pods(Kind):
                                '"PreferNoSchedule", "NoExecute"'))
         return causes
 
-    def admit_create(self, obj: dict[str, Any], api: "Api") -> None:
+    def admit_create(self, obj: dict[str, Any], api: Objects) -> None:
         spec = obj["spec"]
         name = obj["metadata"].get("name", "")
         # Priority (file 08): priority and preemptionPolicy come from the class
@@ -211,7 +208,7 @@ class Pods(Kind):
                 tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute",
                                     "tolerationSeconds": 300})
 
-    def prepare_create(self, obj: dict[str, Any], api: "Api") -> None:
+    def prepare_create(self, obj: dict[str, Any], api: Objects) -> None:
         obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj["spec"])}
 
     def prepare_update(self, old: dict[str, Any], new: dict[str, Any], subresource: str) -> dict[str, Any]:
