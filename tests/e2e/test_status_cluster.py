@@ -19,9 +19,11 @@ def _rms(doc: dict) -> dict[str, dict]:
 
 
 def _status_naming(rm_id: str, *args: str) -> dict | None:
-    """The status once it shows ``rm_id`` (None before)."""
+    """The status once it shows ``rm_id`` as its rmproxy reported it (None before): right after a
+    registration the broker knows the RM's state and partitions, and its compatibility switch
+    only from the rmproxy's next heartbeat."""
     doc = _status(*args)
-    return doc if rm_id in _rms(doc) else None
+    return doc if "compatibility" in _rms(doc).get(rm_id, {}) else None
 
 
 def test_status_shows_workers_partitions_and_rms_from_any_entry_point(stack):
