@@ -23,7 +23,8 @@ Contract:
   cover the app's ``placeholderAsk`` the app goes Accepted -> Starting.
 - A real ask of a task group with an allocated placeholder replaces the oldest one on that
   placeholder's node, in one step (``replace``): the placeholder is released
-  (``PLACEHOLDER_REPLACED``, ``replacing uuid: <real uuid>``) and the real allocation made
+  (``PLACEHOLDER_REPLACED``, ``replacing uuid: <real uuid>``; a v1.8 RM reads it as
+  ``replacing allocationKey: <key>``, ``partition_worker/revision.py``) and the real allocation made
   in its place; the resources are never counted twice nor free in between. The RM's later
   release of the placeholder (PLACEHOLDER_REPLACED, S10) finds it gone: nothing to do.
 - All or nothing: a real ask with a task group waits (SKIPPED) while any placeholder ask of
