@@ -8,12 +8,13 @@ collector, 0.16 s without).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import time
 from typing import Callable, Iterator
 
-__all__ = ["gc_paused", "SteadyCollector"]
+__all__ = ["gc_paused", "SteadyCollector", "steady_until_stopped"]
 
 
 @contextlib.contextmanager
@@ -69,3 +70,23 @@ class SteadyCollector:
         inside a longer-lived process."""
         gc.unfreeze()
         gc.set_threshold(*self._thresholds)
+
+
+async def steady_until_stopped(stop: asyncio.Event, full_every: float = 60.0, interval: float = 1.0,
+                               healthy: Callable[[], bool] = lambda: True) -> bool:
+    """The idle loop of a long-lived asyncio process with a large heap (the k8s shim, the fake
+    API server): wait for ``stop``, a ``SteadyCollector`` turn every ``interval`` seconds.
+    Returns True when stopped, False as soon as ``healthy()`` is not (checked each turn)."""
+    collector = SteadyCollector(full_every=full_every)
+    try:
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), interval)
+            except asyncio.TimeoutError:
+                pass
+            collector.after_turn()
+            if not healthy():
+                return False
+        return True
+    finally:
+        collector.release()

@@ -26,7 +26,7 @@ import socket
 import grpc
 
 from common import addresses, security, si_v18_pb2 as si
-from common.gcpause import SteadyCollector
+from common.gcpause import steady_until_stopped
 from rmproxy.client import Backoff, ClientState, SchedulerAPI, SchedulerError, channel_options
 from rmproxy.k8s import kubeconfig
 from rmproxy.k8s.conditions import Explainer
@@ -215,20 +215,11 @@ class _Runner:
         shim.flush()
         if self.reloader.changed_event.is_set():
             await self.reloader.reload()  # the configmaps changed while we registered
-        collector = SteadyCollector(full_every=60.0)  # 50,000 pods' books: no full GC pass every few seconds
-        try:
-            while not stop.is_set():
-                try:
-                    await asyncio.wait_for(stop.wait(), 1.0)
-                except asyncio.TimeoutError:
-                    pass
-                collector.after_turn()
-                if self.api.state is ClientState.FAILED:
-                    log.error("k8s-shim: the scheduler client failed; exiting so that the shim is restarted")
-                    return 1
+        # 50,000 pods' books: no full GC pass every few seconds
+        if await steady_until_stopped(stop, healthy=lambda: self.api.state is not ClientState.FAILED):
             return 0
-        finally:
-            collector.release()
+        log.error("k8s-shim: the scheduler client failed; exiting so that the shim is restarted")
+        return 1
 
     def _channel(self) -> grpc.Channel | None:
         if self.credentials is None:

@@ -1,11 +1,12 @@
-"""``SteadyCollector``: survivors of a turn leave the collector's scans; a full pass now and then."""
+"""``SteadyCollector``: survivors of a turn leave the collector's scans; a full pass now and then; the idle loop built on it."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import weakref
 
-from common.gcpause import SteadyCollector
+from common.gcpause import SteadyCollector, steady_until_stopped
 
 
 class Clock:
@@ -46,3 +47,21 @@ def test_survivors_leave_the_scans_and_the_periodic_full_pass_frees_frozen_cycle
     finally:
         collector.release()
     assert gc.get_freeze_count() == 0 and gc.get_threshold() == before
+
+
+def test_the_idle_loop_ends_when_stopped_or_when_no_longer_healthy_and_restores_the_collector():
+    thresholds = gc.get_threshold()
+
+    async def stopped_soon() -> bool:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(0.05, stop.set)
+        return await steady_until_stopped(stop, interval=0.01)
+
+    async def unhealthy_after_two_turns() -> bool:
+        turns = []
+        return await steady_until_stopped(asyncio.Event(), interval=0.01,
+                                          healthy=lambda: turns.append(1) or len(turns) < 2)
+
+    assert asyncio.run(stopped_soon()) is True
+    assert asyncio.run(unhealthy_after_two_turns()) is False
+    assert gc.get_threshold() == thresholds and gc.get_freeze_count() == 0

@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common.gcpause import SteadyCollector
+from common.gcpause import steady_until_stopped
 from rmproxy.k8s.fake.cluster import ClusterOptions, FakeCluster, NodeTemplate, write_kubeconfig
 from rmproxy.k8s.fake.tls import TlsError, self_signed
 
@@ -137,14 +137,7 @@ async def serve(args: argparse.Namespace, tls: tuple[str, str] | None) -> int:
         loop.add_signal_handler(sig, stop.set)
     # 50,000 pods and their history are millions of objects: a full GC pass over them every few
     # seconds would cost more than serving them, and stall every client meanwhile
-    collector = SteadyCollector(full_every=60.0)
-    while not stop.is_set():
-        try:
-            await asyncio.wait_for(stop.wait(), 1.0)
-        except asyncio.TimeoutError:
-            pass
-        collector.after_turn()
-    collector.release()
+    await steady_until_stopped(stop)
     await cluster.stop()
     return 0
 
