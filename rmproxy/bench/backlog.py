@@ -22,7 +22,8 @@ import time
 from common import si_pb2
 from common.constants import CPU, MEMORY
 from common.si_resource import fill_si_resource
-from rmproxy.bench.e2e import _BenchRM, _ask, _ms, _percentile
+from rmproxy.bench.e2e import _BenchRM, _ask, _ms
+from common.series import percentile
 
 __all__ = ["configure", "run", "backlog_row"]
 
@@ -103,7 +104,7 @@ def backlog_row(si_address: str, worker_pids: list[int], mode: str, args: argpar
             time.sleep(0.05)
         return {"mode": mode, "nodes": args.nodes, "asks": args.asks, "apps": args.apps,
                 "idle_worker_cpu_percent": round(idle, 2),
-                "probe_p50_ms": _ms(_percentile(lat, 50)), "probe_p99_ms": _ms(_percentile(lat, 99)),
+                "probe_p50_ms": _ms(percentile(lat, 50)), "probe_p99_ms": _ms(percentile(lat, 99)),
                 "probes": len(lat)}
     finally:
         api.close()

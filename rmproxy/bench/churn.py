@@ -35,7 +35,7 @@ from common.gcpause import SteadyCollector
 from common.si_resource import fill_si_resource
 from rmproxy.bench.churn_workload import ChurnShape, TaskSource, config_yaml
 from rmproxy.bench.cpu import cpu_delta, cpu_snapshot
-from rmproxy.bench.series import percentile, slope
+from common.series import percentile, slope
 from rmproxy.client.callback import ResourceManagerCallback
 
 __all__ = ["configure", "run", "churn_run", "phase_summary"]

@@ -15,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
-from rmproxy.bench.series import percentile  # noqa: E402
+from common.series import percentile  # noqa: E402
 
 __all__ = ["plot", "per_second"]
 

@@ -34,6 +34,7 @@ from common.cli.stack.throwaway import LocalStack
 from common.si_resource import fill_si_resource
 from common.bench_scenario import CONFIG_YAML, node_request
 from rmproxy.bench.breakdown import Breakdown, format_breakdown
+from common.series import percentile
 from rmproxy.client.callback import ResourceManagerCallback
 
 __all__ = ["configure", "run", "e2e_row"]
@@ -66,13 +67,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--breakdown", action="store_true",
                         help="where each burst's time goes: CPU per process, the worker's stages (decode, apply, "
                              "cycle, respond, send), the RM's encode and decode (rmproxy/bench/breakdown.py)")
-
-
-def _percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, int(round(q / 100 * len(ordered) + 0.5)) - 1))]
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -245,8 +239,8 @@ def e2e_row(si_address: str, nodes: int, asks: int, rtt_samples: int = 200, rest
                 "allocations_per_second": round(asks / secs, 1),
                 "node_seconds": round(node_secs, 4),
                 "nodes_per_second": round(nodes / node_secs, 1) if node_secs > 0 else None,
-                "latency_p50_ms": _ms(_percentile(lat, 50)), "latency_p99_ms": _ms(_percentile(lat, 99)),
-                "single_ask_p50_ms": _ms(_percentile(rtts, 50)), "single_ask_p99_ms": _ms(_percentile(rtts, 99)),
+                "latency_p50_ms": _ms(percentile(lat, 50)), "latency_p99_ms": _ms(percentile(lat, 99)),
+                "single_ask_p50_ms": _ms(percentile(rtts, 50)), "single_ask_p99_ms": _ms(percentile(rtts, 99)),
                 "single_ask_samples": len(rtts), "rest_reads": readers.reads if readers else 0,
                 "si_revision": si_revision}
     finally:

@@ -55,7 +55,7 @@ from typing import Any
 import orjson
 
 from common.netutil import free_ports
-from rmproxy.bench.series import percentile, slope
+from common.series import percentile, slope
 from rmproxy.bench.cpu import cpu_seconds
 from rmproxy.k8s.http import HttpError, Pool
 

@@ -9,22 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Collection, Mapping, Protocol
 
+from common.series import percentile
 from rmproxy.sim.checks import Validator, Violation
 from rmproxy.sim.workload import Plan
 
-__all__ = ["Stats", "Observed", "percentile", "queue_label"]
+__all__ = ["Stats", "Observed", "queue_label"]
 
 SAMPLE_EVERY = 1.0
 PLACEHOLDER_COUNTS = ("allocated", "replaced", "timedout", "released")
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile (q in 0..100); None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, int(round(q / 100 * len(ordered) + 0.5)) - 1))
-    return ordered[rank]
 
 
 class Observed(Protocol):

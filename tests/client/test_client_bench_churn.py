@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from common.config import load_config
-from rmproxy.bench import churn, series
+from common import series
+from rmproxy.bench import churn
 from rmproxy.bench.churn_workload import ChurnShape, TaskSource, config_yaml
 
 

@@ -1,7 +1,7 @@
-"""Figures of a measured series the benches share: nearest-rank percentiles and a trend.
+"""Figures of a measured series: nearest-rank percentiles and a trend.
 
-Below the benches and their plots (``churn``, ``churn_plot``, ``k8s``), so each imports it and
-none of them another for these.
+The one definition the benches (``e2e``, ``backlog``, ``churn``, ``k8s``), their plots and the
+simulator's statistics use, so a p99 means the same in every report.
 """
 
 from __future__ import annotations
