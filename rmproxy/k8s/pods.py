@@ -108,6 +108,7 @@ class PodSpec:
     partition: str = ""  # the yunikorn.apache.org/partition annotation (rmproxy.k8s.pools)
     problems: tuple[Problem, ...] = ()
     requests: dict[str, Any] = field(default_factory=dict)  # container name -> its spec requests, as written
+    ref: Any = field(default=None, compare=False, repr=False)  # its events' Regarding, made once (rmproxy.k8s.shim)
 
     @property
     def blocked(self) -> Problem | None:
