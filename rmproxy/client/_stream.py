@@ -1,9 +1,9 @@
 """One long-lived bidirectional SI stream: an outbox feeding gRPC and a reader thread.
 
 The outbox is an unbounded FIFO, so ``send`` never blocks the caller. The reader
-thread hands each response to ``dispatch`` before reading the next one: the
-callbacks of one stream therefore never run concurrently and keep the
-scheduler's order. Once ``close`` was called no further response is dispatched. When the call ends for any reason the stream reports it once
+thread hands each response to ``dispatch(response, stream)`` before reading the next one
+(which runs the callback, or queues it for the RM's event loop in order): the callbacks of
+one stream therefore never run concurrently and keep the scheduler's order. Once ``close`` was called no further response is dispatched. When the call ends for any reason the stream reports it once
 through ``on_end(stream, error)`` (``error`` is ``None`` for a clean end).
 """
 
@@ -37,7 +37,7 @@ class Stream:
         attach: Any,
         rm_id: str,
         generation: int,
-        dispatch: Callable[[Any], None],
+        dispatch: Callable[[Any, "Stream"], None],
         on_end: Callable[["Stream", grpc.RpcError | None], None],
     ) -> None:
         self.kind = kind
@@ -83,6 +83,9 @@ class Stream:
     def closed(self) -> bool:
         return self._closed
 
+    def is_open(self) -> bool:
+        return not self._closed
+
     def _requests(self):
         while True:
             item = self._outbox.get()
@@ -101,7 +104,7 @@ class Stream:
                 if self._closed:
                     break  # replaced or closed: its responses belong to a wiped registration
                 try:
-                    self._dispatch(response)
+                    self._dispatch(response, self)
                 except Exception:  # a broken callback must not break the stream
                     log.exception("callback for %s response failed", self.kind)
         except grpc.RpcError as exc:

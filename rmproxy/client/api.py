@@ -14,7 +14,8 @@ One object serves both flavours:
   coroutine; the blocking calls have ``*_async`` twins that run in a worker
   thread. Callback methods may be ``async def``: they run on the event loop that
   called ``register_resource_manager_async`` (or the ``loop`` given to the
-  constructor) and the stream waits for each to finish, so per-stream ordering holds.
+  constructor), one at a time in the order each stream received them (handed over in
+  batches, ``rmproxy.client.relay``), so per-stream ordering holds.
 
 Resilience: when a stream ends with an error (rmproxy restarted, a resync
 ``korral: re-register: ...``, the RM unknown to the scheduler) or a
@@ -43,6 +44,7 @@ from rmproxy.client._stream import Stream
 from rmproxy.client.backoff import Backoff
 from rmproxy.client.callback import RecoverableState, ResourceManagerCallback, StateDumpPlugin
 from rmproxy.client.errors import ClientState, NotConnectedError, SchedulerError
+from rmproxy.client.relay import LoopRelay
 from rmproxy.client.revision import APPS_PER_REQUEST, NODES_PER_REQUEST, dialect
 
 __all__ = ["ClientState", "NotConnectedError", "SchedulerAPI", "SchedulerError", "channel_options"]
@@ -136,6 +138,7 @@ class SchedulerAPI:
         self._callback: ResourceManagerCallback = ResourceManagerCallback()
         self._hook: RecoverableState | None = None
         self._dump: StateDumpPlugin | None = None
+        self._relays: dict[str, LoopRelay] = {}  # stream kind (or "notices") -> its async callbacks' relay
         self.reconnects = 0  # completed recoveries, for observers and tests
 
     # ------------------------------------------------------------------ public API
@@ -528,17 +531,35 @@ class SchedulerAPI:
         except Exception:
             log.exception("callback %s failed", getattr(fn, "__qualname__", fn))
 
-    def _on_allocation(self, response: Any) -> None:
-        self._invoke(self._callback.update_allocation, response)
+    def _deliver(self, kind: str, live: Callable[[], bool], fn: Callable, args: tuple,
+                 then: Callable[[], None] | None = None) -> None:
+        """Run callback ``fn(*args)``, then ``then()``: a coroutine callback on the loop, through the
+        relay of ``kind`` (in order, without waiting for it: ``rmproxy.client.relay``), dropped if
+        ``live()`` is false by then; a plain one here, on the reader's thread."""
+        if self._loop is not None and inspect.iscoroutinefunction(fn):
+            relay = self._relays.get(kind)
+            if relay is None or relay.loop is not self._loop:
+                relay = self._relays[kind] = LoopRelay(self._loop)
+            relay.submit(live, fn, args, then)
+            return
+        try:
+            self._invoke(fn, *args)
+        finally:
+            if then is not None:
+                then()
 
-    def _on_application(self, response: Any) -> None:
-        self._invoke(self._callback.update_application, response)
-        self._tick_off("application", [a.applicationID for a in response.accepted],
-                       [a.applicationID for a in response.rejected])
+    def _on_allocation(self, response: Any, stream: Stream) -> None:
+        self._deliver("allocation", stream.is_open, self._callback.update_allocation, (response,))
 
-    def _on_node(self, response: Any) -> None:
-        self._invoke(self._callback.update_node, response)
-        self._tick_off("node", [n.nodeID for n in response.accepted], [n.nodeID for n in response.rejected])
+    def _on_application(self, response: Any, stream: Stream) -> None:
+        self._deliver("application", stream.is_open, self._callback.update_application, (response,),
+                      lambda: self._tick_off("application", [a.applicationID for a in response.accepted],
+                                             [a.applicationID for a in response.rejected]))
+
+    def _on_node(self, response: Any, stream: Stream) -> None:
+        self._deliver("node", stream.is_open, self._callback.update_node, (response,),
+                      lambda: self._tick_off("node", [n.nodeID for n in response.accepted],
+                                             [n.nodeID for n in response.rejected]))
 
     def _tick_off(self, kind: str, *id_lists: list[str]) -> None:
         with self._cond:
@@ -567,12 +588,16 @@ class SchedulerAPI:
             elif code is not grpc.StatusCode.CANCELLED:
                 self._lost(generation, f"notice stream: {_describe(exc)}")
 
+    def _current(self, generation: int) -> Callable[[], bool]:
+        return lambda: generation == self._generation and self._state is not ClientState.CLOSED
+
     def _notice_events(self, notice: korral_pb2.SchedulerNotice, generation: int) -> None:
-        self._invoke(self._callback.send_event, list(notice.events.events))
+        self._deliver("notices", self._current(generation), self._callback.send_event, (list(notice.events.events),))
 
     def _notice_states(self, notice: korral_pb2.SchedulerNotice, generation: int) -> None:
+        live = self._current(generation)
         for state in notice.schedulingStates.states:
-            self._invoke(self._callback.update_container_scheduling_state, state)
+            self._deliver("notices", live, self._callback.update_container_scheduling_state, (state,))
 
     def _notice_dump(self, notice: korral_pb2.SchedulerNotice, generation: int) -> None:
         if self._dump is None:

@@ -3,8 +3,8 @@
 ``ResourceManagerCallback`` mirrors the Go interface of the spec method for method.
 Every method has a do-nothing default so an RM overrides only what it consumes.
 A method may be a plain function or an ``async def`` coroutine function: the
-client runs coroutine callbacks on the event loop given to ``SchedulerAPI`` and
-waits for them, so the ordering guarantees below hold for both flavours.
+client runs coroutine callbacks on the event loop given to ``SchedulerAPI``, one at
+a time in the order received, so the ordering guarantees below hold for both flavours.
 
 Ordering guarantee (the contract of ``SchedulerAPI``): callbacks fed by one
 stream never run concurrently with each other and run in the order the

@@ -15,7 +15,8 @@ Two things keep a busy cluster's API server for the pods rather than for their e
   every ``series_interval`` seconds while it grows. Events that happen once per pod (``ONCE``)
   are not tracked.
 - **Folding** a pod's routine notices (``settle`` seconds, 0 turns it off): an event posted with
-  ``hold`` waits that long before it is sent; a later event of the same object may ``supersede``
+  ``hold`` waits that long (at most ``EXPIRE_TICK``, 50 ms, more: held events falling due
+  together are sent together, not with a timer each) before it is sent; a later event of the same object may ``supersede``
   it (it is dropped: the later one says more) or ``fold_into`` it (the later one is dropped and
   the held one sent at once: it said enough). Any other event of the object sends what is held
   first, so the order stays. The shim holds a pod's "queued" notice (superseded by
@@ -44,6 +45,7 @@ MAX_NOTE = 1024
 CLUSTER_SCOPED_NAMESPACE = "default"  # where client-go puts events about cluster-scoped objects
 SERIES_WINDOW = 360.0  # client-go's: an isomorphic event within 6 minutes joins the series
 SERIES_LIMIT = 20_000  # series tracked at most (the oldest are forgotten first)
+EXPIRE_TICK = 0.05  # held events are sent at most this much after their window passed
 
 # YuniKorn's shim's reasons (reason == action), and what each says
 REASONS = {
@@ -129,6 +131,7 @@ class EventRecorder:
         self.senders = senders
         self.clock = clock
         self.settle = settle
+        self._tick = min(EXPIRE_TICK, settle)
         self.series_interval = series_interval
         self.posted = self.dropped = self.refused = 0
         self.folded = 0  # held events not sent: a later event of the same object said more, or they said enough
@@ -190,8 +193,8 @@ class EventRecorder:
                 self._emit(h.at, h.regarding, h.type, h.reason, h.note, h.action)
             if not held:
                 del self._held[regarding]
-        if due:
-            self._timer = asyncio.get_running_loop().call_later(max(due[0][0] - now, 0.001), self._expire)
+        if due:  # not a wake-up per pod: what falls due within a tick is sent together
+            self._timer = asyncio.get_running_loop().call_later(max(due[0][0] - now, self._tick), self._expire)
 
     def _emit(self, at: float, regarding: Regarding, type_: str, reason: str, note: str, action: str = "") -> None:
         namespace = regarding.namespace or CLUSTER_SCOPED_NAMESPACE

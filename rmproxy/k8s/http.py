@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import ssl as ssl_module
-from dataclasses import dataclass
 from typing import AsyncIterator, Callable
 from urllib.parse import urlsplit
 
@@ -41,19 +40,96 @@ class HttpError(Exception):
     """The server could not be reached, closed the connection, answered garbage, or timed out."""
 
 
-@dataclass(slots=True)
 class Response:
-    status: int
-    headers: dict[str, str]  # names in lower case
-    body: bytes
+    """An answer: ``status``, ``headers`` (names in lower case; read from the head only when asked
+    for: the shim's requests seldom need them) and ``body``."""
+
+    __slots__ = ("status", "head", "body", "_headers")
+
+    def __init__(self, status: int, head: bytes, body: bytes) -> None:
+        self.status, self.head, self.body = status, head, body
+        self._headers: dict[str, str] | None = None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        if self._headers is None:
+            self._headers = _parse_headers(self.head)
+        return self._headers
+
+    def __repr__(self) -> str:
+        return f"Response(status={self.status}, body={self.body[:80]!r})"
+
+
+def _parse_headers(head: bytes) -> dict[str, str]:
+    headers = {}
+    for line in head.decode("latin-1").split("\r\n")[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return headers
+
+
+def _header(lower_head: bytes, name: bytes) -> bytes | None:
+    """The value of header ``name`` (given as ``b"\\r\\ncontent-length:"``) in a head in lower case; None if
+    absent."""
+    at = lower_head.find(name)
+    if at < 0:
+        return None
+    at += len(name)
+    end = lower_head.find(b"\r\n", at)
+    return lower_head[at:end if end >= 0 else len(lower_head)].strip()
+
+
+class _Watchdog:
+    """The timeouts of a pool's connections, with one timer for all of them: a request (or a
+    stream's read) only notes its deadline, and the timer, set for the earliest deadline it knows
+    of, fails the connections whose deadline passed. A timer per request (set, then cancelled
+    when the answer comes, a few thousand times a second) cost more than the request's parsing."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.watched: set[_Connection] = set()
+        self._handle: asyncio.TimerHandle | None = None
+        self._at = float("inf")
+
+    def arm(self, conn: "_Connection", deadline: float) -> None:
+        self.watched.add(conn)
+        if deadline < self._at:
+            if self._handle is not None:
+                self._handle.cancel()
+            self._at = deadline
+            self._handle = self.loop.call_at(deadline, self._check)
+
+    def _check(self) -> None:
+        self._handle, self._at = None, float("inf")
+        now = self.loop.time()
+        nearest = float("inf")
+        for conn in list(self.watched):
+            deadline = conn.deadline
+            if deadline is None or conn.closed:
+                self.watched.discard(conn)
+            elif deadline <= now:
+                self.watched.discard(conn)
+                conn.timed_out()
+            elif deadline < nearest:
+                nearest = deadline
+        if nearest < float("inf"):
+            self._at = nearest
+            self._handle = self.loop.call_at(nearest, self._check)
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle, self._at = None, float("inf")
+        self.watched.clear()
 
 
 class _Connection(asyncio.Protocol):
     """One connection: one request at a time. The response is parsed as bytes arrive; its body
-    goes to ``_sink`` (a buffer, or a stream's line splitter)."""
+    goes to a buffer, or to a stream's line splitter."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, watchdog: _Watchdog) -> None:
         self.loop = loop
+        self.watchdog = watchdog
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.reused = False
@@ -62,13 +138,14 @@ class _Connection(asyncio.Protocol):
         self._state = _DONE
         self._left = 0  # bytes of the current body or chunk still to come
         self._status = 0
-        self._headers: dict[str, str] = {}
+        self._head = b""
         self._keep_alive = True
         self._body = bytearray()
         self._stream: Stream | None = None
         self._waiter: asyncio.Future | None = None  # the response head (stream) or the whole response
         self._got_bytes = False
-        self._timer: asyncio.TimerHandle | None = None
+        self.deadline: float | None = None  # when the answer (a stream: its next bytes) is overdue
+        self._timeout = 0.0
         self._error: HttpError | None = None
 
     # -- asyncio.Protocol --------------------------------------------------------------------
@@ -80,8 +157,17 @@ class _Connection(asyncio.Protocol):
         if self._state == _DONE:  # bytes nobody asked for: the connection cannot be trusted
             self._fail(HttpError("unexpected bytes from the server between requests"))
             return
-        self._buf += data
         try:
+            if self._state == _HEAD and not self._buf and self._stream is None:
+                end = data.find(_HEAD_END)
+                if end >= 0:  # the usual answer: its head (and often its whole body) in one read
+                    self._read_head(data[:end])
+                    if self._state == _LENGTH and len(data) - end - 4 == self._left:
+                        self._body, self._state = data[end + 4:], _DONE
+                        self._complete()
+                        return
+                    data = data[end + 4:]
+            self._buf += data
             self._parse()
         except HttpError as exc:
             self._fail(exc)
@@ -97,9 +183,7 @@ class _Connection(asyncio.Protocol):
         elif self._state != _DONE:
             what = "the server closed the connection" if exc is None else f"connection lost: {exc}"
             self._fail(HttpError(what), close=False)
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self.deadline = None
 
     # -- requests ----------------------------------------------------------------------------
     def send(self, data: bytes, stream: "Stream | None", timeout: float | None) -> asyncio.Future:
@@ -108,28 +192,26 @@ class _Connection(asyncio.Protocol):
         self._state, self._buf, self._body = _HEAD, bytearray(), bytearray()
         self._stream, self._got_bytes, self._error = stream, False, None
         self._waiter = waiter = self.loop.create_future()
-        if timeout is not None:
-            self._timer = self.loop.call_later(timeout, self._timed_out, timeout)
+        self.rearm(timeout)
         self.transport.write(data)
         return waiter
 
     def rearm(self, timeout: float | None) -> None:
-        """Restart the read timer (a stream: the time allowed between two reads)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if timeout is not None and not self.closed:
-            self._timer = self.loop.call_later(timeout, self._timed_out, timeout)
+        """Restart the clock (a stream: the time allowed between two reads)."""
+        if timeout is None or self.closed:
+            self.deadline = None
+            return
+        self._timeout = timeout
+        self.deadline = deadline = self.loop.time() + timeout
+        self.watchdog.arm(self, deadline)
 
-    def _timed_out(self, timeout: float) -> None:
-        self._timer = None
-        self._fail(HttpError(f"no answer within {timeout:g}s"))
+    def timed_out(self) -> None:
+        self.deadline = None
+        self._fail(HttpError(f"no answer within {self._timeout:g}s"))
 
     def close(self) -> None:
         self.closed = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self.deadline = None
         if self.transport is not None:
             self.transport.close()
 
@@ -200,29 +282,29 @@ class _Connection(asyncio.Protocol):
             self._complete()
 
     def _read_head(self, head: bytes) -> None:
-        lines = head.split(b"\r\n")
-        parts = lines[0].split(b" ", 2)
+        end = head.find(b"\r\n")
+        first = head[:end] if end >= 0 else head
+        parts = first.split(b" ", 2)
         if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
-            raise HttpError(f"not an HTTP/1.1 response: {lines[0][:60]!r}")
+            raise HttpError(f"not an HTTP/1.1 response: {first[:60]!r}")
         try:
             status = int(parts[1])
         except ValueError:
-            raise HttpError(f"bad status line {lines[0][:60]!r}") from None
-        headers = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(b":")
-            headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+            raise HttpError(f"bad status line {first[:60]!r}") from None
         if 100 <= status < 200:  # an interim answer (100 Continue): the real one follows
             return
-        self._status, self._headers = status, headers
-        self._keep_alive = headers.get("connection", "").lower() != "close" and parts[0] == b"HTTP/1.1"
-        if "chunked" in headers.get("transfer-encoding", "").lower():
+        lower = head.lower()  # only the headers that frame the body are read here (Response.headers)
+        self._status, self._head = status, head
+        self._keep_alive = parts[0] == b"HTTP/1.1" and _header(lower, b"\r\nconnection:") != b"close"
+        encoding = _header(lower, b"\r\ntransfer-encoding:")
+        length = _header(lower, b"\r\ncontent-length:")
+        if encoding is not None and b"chunked" in encoding:
             self._state = _CHUNK_SIZE
-        elif "content-length" in headers:
+        elif length is not None:
             try:
-                self._left = int(headers["content-length"])
+                self._left = int(length)
             except ValueError:
-                raise HttpError(f"bad Content-Length {headers['content-length'][:20]!r}") from None
+                raise HttpError(f"bad Content-Length {length[:20]!r}") from None
             self._state = _LENGTH if self._left else _DONE
         elif status in (204, 304):
             self._state = _DONE
@@ -231,7 +313,7 @@ class _Connection(asyncio.Protocol):
         if self._stream is not None:
             waiter, self._waiter = self._waiter, None
             if waiter is not None and not waiter.done():
-                waiter.set_result(Response(status, headers, b""))
+                waiter.set_result(Response(status, head, b""))
 
     def _emit(self, data) -> None:
         if self._stream is not None:
@@ -240,9 +322,7 @@ class _Connection(asyncio.Protocol):
             self._body += data
 
     def _complete(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self.deadline = None
         if not self._keep_alive:
             self.close()
         stream, self._stream = self._stream, None
@@ -251,7 +331,7 @@ class _Connection(asyncio.Protocol):
             return
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
-            waiter.set_result(Response(self._status, self._headers, bytes(self._body)))
+            waiter.set_result(Response(self._status, self._head, bytes(self._body)))
 
     def _fail(self, exc: HttpError, close: bool = True) -> None:
         self._state = _DONE
@@ -373,6 +453,7 @@ class Pool:
         self._streams: set[_Connection] = set()
         self.requests = 0  # counters for the state dump and the benchmark
         self.connects = 0
+        self._watchdog: _Watchdog | None = None
 
     def _head(self, method: str, target: str, extra: str) -> str:
         if self._auth is not None:
@@ -384,7 +465,9 @@ class Pool:
 
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
-        conn = _Connection(loop)
+        if self._watchdog is None or self._watchdog.loop is not loop:
+            self._watchdog = _Watchdog(loop)
+        conn = _Connection(loop, self._watchdog)
         try:
             await loop.create_connection(lambda: conn, self.host, self.port, ssl=self.ssl,
                                          server_hostname=self.host if self.ssl else None)
@@ -511,6 +594,8 @@ class Pool:
         self._streams.clear()
         self._idle.clear()
         self._open = 0
+        if self._watchdog is not None:
+            self._watchdog.close()
         for waiter in self._waiters:
             if not waiter.done():
                 waiter.set_exception(HttpError("the client is closed"))

@@ -20,6 +20,7 @@ decode of a Pod costs more than the shim may spend on it), and the answers of th
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any, AsyncIterator
 from urllib.parse import quote, urlencode
 
@@ -81,10 +82,19 @@ class ApiError(Exception):
         return cls(method, path, status, reason, message, kind, after)
 
 
+_UNQUOTED = re.compile(r"[A-Za-z0-9_.~-]*").fullmatch  # what quote(..., safe="") leaves as it is
+
+
+def segment(name: str) -> str:
+    """``name`` as one segment of a path: quoted, unless it needs no quoting (every valid
+    Kubernetes name: quoting those cost more than the rest of building a request)."""
+    return name if _UNQUOTED(name) else quote(name, safe="")
+
+
 def pod_path(namespace: str, name: str = "", sub: str = "") -> str:
-    path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods"
+    path = f"/api/v1/namespaces/{segment(namespace)}/pods"
     if name:
-        path += f"/{quote(name, safe='')}"
+        path += f"/{segment(name)}"
     return f"{path}/{sub}" if sub else path
 
 
@@ -196,11 +206,10 @@ class KubeClient:
 
     async def patch_event_series(self, namespace: str, name: str, count: int, last_observed: str) -> None:
         """Bring an event's ``series`` (count, lastObservedTime) up to date (merge patch)."""
-        await self.send("PATCH", f"/apis/events.k8s.io/v1/namespaces/{quote(namespace, safe='')}/events/"
-                        f"{quote(name, safe='')}",
+        await self.send("PATCH", f"/apis/events.k8s.io/v1/namespaces/{segment(namespace)}/events/{segment(name)}",
                         orjson.dumps({"series": {"count": count, "lastObservedTime": last_observed}}), MERGE)
 
     async def create_event(self, namespace: str, event: dict | bytes) -> None:
         """POST an event (a dict, or its JSON already encoded); the answer is not decoded."""
         data = event if isinstance(event, bytes) else orjson.dumps(event)
-        await self.send("POST", f"/apis/events.k8s.io/v1/namespaces/{quote(namespace, safe='')}/events", data)
+        await self.send("POST", f"/apis/events.k8s.io/v1/namespaces/{segment(namespace)}/events", data)

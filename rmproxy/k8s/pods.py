@@ -108,6 +108,7 @@ class PodSpec:
     partition: str = ""  # the yunikorn.apache.org/partition annotation (rmproxy.k8s.pools)
     problems: tuple[Problem, ...] = ()
     requests: dict[str, Any] = field(default_factory=dict)  # container name -> its spec requests, as written
+    ref: Any = field(default=None, compare=False, repr=False)  # its events' Regarding, made once (rmproxy.k8s.shim)
 
     @property
     def blocked(self) -> Problem | None:
@@ -133,18 +134,28 @@ class PodState:
 
 
 # ---------------------------------------------------------------------- identity
+_LABEL, _ANNOTATION = "labels", "annotations"
+# every place an application ID (a queue) may be set, in YuniKorn's precedence: (where, which map, key)
+_APP_ID_PLACES = ((f"metadata.labels[{LABEL_APP_ID}]", _LABEL, LABEL_APP_ID),
+                  (f"metadata.annotations[{ANNOTATION_APP_ID}]", _ANNOTATION, ANNOTATION_APP_ID),
+                  (f"metadata.labels[{LABEL_APPLICATION_ID}]", _LABEL, LABEL_APPLICATION_ID),
+                  (f"metadata.labels[{LABEL_SPARK_APP}]", _LABEL, LABEL_SPARK_APP))
+_QUEUE_PLACES = ((f"metadata.labels[{LABEL_QUEUE}]", _LABEL, LABEL_QUEUE),
+                 (f"metadata.annotations[{ANNOTATION_QUEUE}]", _ANNOTATION, ANNOTATION_QUEUE),
+                 (f"metadata.labels[{LABEL_QUEUE_SHORT}]", _LABEL, LABEL_QUEUE_SHORT))
+
+
+def _candidates(places: tuple, labels: dict, annotations: dict) -> list[tuple[str, str]]:
+    """(where, value) of each place, in order."""
+    return [(where, (labels if which is _LABEL else annotations).get(key, "")) for where, which, key in places]
+
+
 def _app_id_candidates(labels: dict, annotations: dict) -> list[tuple[str, str]]:
-    """(where, value) of every place an application ID may be set, in YuniKorn's precedence."""
-    return [(f"metadata.labels[{LABEL_APP_ID}]", labels.get(LABEL_APP_ID, "")),
-            (f"metadata.annotations[{ANNOTATION_APP_ID}]", annotations.get(ANNOTATION_APP_ID, "")),
-            (f"metadata.labels[{LABEL_APPLICATION_ID}]", labels.get(LABEL_APPLICATION_ID, "")),
-            (f"metadata.labels[{LABEL_SPARK_APP}]", labels.get(LABEL_SPARK_APP, ""))]
+    return _candidates(_APP_ID_PLACES, labels, annotations)
 
 
 def _queue_candidates(labels: dict, annotations: dict) -> list[tuple[str, str]]:
-    return [(f"metadata.labels[{LABEL_QUEUE}]", labels.get(LABEL_QUEUE, "")),
-            (f"metadata.annotations[{ANNOTATION_QUEUE}]", annotations.get(ANNOTATION_QUEUE, "")),
-            (f"metadata.labels[{LABEL_QUEUE_SHORT}]", labels.get(LABEL_QUEUE_SHORT, ""))]
+    return _candidates(_QUEUE_PLACES, labels, annotations)
 
 
 def _first(candidates: list[tuple[str, str]]) -> str:

@@ -21,6 +21,7 @@ _DECIMAL = {"n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1
 _QUANTITY = re.compile(r"([+-]?)(\d+\.?\d*|\.\d+)(?:(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|[eE]([+-]?\d+))?")
 _MAX_EXPONENT = 30  # far past int64 already; bounds the work a hostile "1e999999999" could cause
 _CACHE: dict[str, Fraction] = {}  # the same few strings ("100m", "64Mi") come back for every pod
+_SI_CACHE: dict[tuple[str, str], tuple[str, int]] = {}  # si_value's answers to them
 
 
 def parse(text: str) -> Fraction:
@@ -64,6 +65,11 @@ def milli_value(text: str) -> int:
 def si_value(name: str, text: str) -> tuple[str, int]:
     """A Kubernetes resource entry as the SI names and counts it: ``cpu`` becomes ``vcore`` in
     milli-cores, every other name keeps its name in whole units."""
-    if name == "cpu":
-        return "vcore", milli_value(text)
-    return name, value(text)
+    key = (name, text) if type(text) is str else None
+    cached = _SI_CACHE.get(key) if key is not None else None
+    if cached is not None:
+        return cached
+    result = ("vcore", milli_value(text)) if name == "cpu" else (name, value(text))
+    if key is not None and len(_SI_CACHE) < 4096:
+        _SI_CACHE[key] = result
+    return result

@@ -97,7 +97,10 @@ class ShimSettings:
 
 
 def _pod_ref(spec) -> Regarding:
-    return Regarding("Pod", spec.name, spec.namespace, spec.uid)
+    ref = spec.ref
+    if ref is None:  # a pod has a few events: its reference is made once
+        ref = spec.ref = Regarding("Pod", spec.name, spec.namespace, spec.uid)
+    return ref
 
 
 class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlugin):
