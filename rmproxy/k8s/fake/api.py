@@ -21,7 +21,7 @@ import orjson
 from rmproxy.k8s.fake.catalog import all_kinds
 from rmproxy.k8s.fake.errors import ApiError, Resource, success_status
 from rmproxy.k8s.fake.kinds import Kind, check_base64
-from rmproxy.k8s.fake.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
+from rmproxy.k8s.fake.patch import MERGE_KEYS, PatchError, json_patch, merge_patch, strategic_merge_patch
 from rmproxy.k8s.fake.pods import Pods, grace_period
 from rmproxy.k8s.fake.selectors import FieldSelector, LabelSelector
 from rmproxy.k8s.fake.store import Entry, Filter, Store
@@ -82,12 +82,14 @@ def _read_token(token: str) -> tuple[int, str]:
 def _fields_v1(value: Any, field: str = "", depth: int = 4) -> Any:
     """A managedFields fieldsV1 tree for ``value`` (maps by key, merge-key lists by their key),
     ``depth`` levels deep: enough to say which fields a manager set, cheap on a hot path."""
-    from rmproxy.k8s.fake.patch import MERGE_KEYS
-
     if depth <= 0:
         return {}
+    below = depth - 1
     if isinstance(value, dict):
-        out = {"f:" + k: _fields_v1(v, k, depth - 1) for k, v in value.items()}
+        out = {}
+        for k, v in value.items():  # leaves (most values) without a call
+            out["f:" + k] = _fields_v1(v, k, below) if below > 0 and (
+                isinstance(v, dict) or (isinstance(v, list) and k in MERGE_KEYS)) else {}
         return {".": {}, **out} if out and field else out
     if isinstance(value, list) and field in MERGE_KEYS:
         key = MERGE_KEYS[field]
@@ -97,7 +99,7 @@ def _fields_v1(value: Any, field: str = "", depth: int = 4) -> Any:
                 ident = {key: item[key]}
                 if field == "ports":
                     ident["protocol"] = item.get("protocol", "TCP")
-                out["k:" + orjson.dumps(ident).decode()] = {".": {}, **_fields_v1(item, "", depth - 1)}
+                out["k:" + orjson.dumps(ident).decode()] = {".": {}, **_fields_v1(item, "", below)}
         return out
     return {}
 
