@@ -151,6 +151,8 @@ class Api:
 
     def default_priority_class(self) -> dict[str, Any] | None:
         for entry in self.store.entries("scheduling.k8s.io/priorityclasses"):
+            if b'"globalDefault"' not in entry.raw:
+                continue  # most classes: not the default, and not decoded to say so
             obj = entry.decode()
             if obj.get("globalDefault"):
                 return obj
@@ -173,7 +175,9 @@ class Api:
         key = self.key(kind, meta.get("namespace", ""), meta["name"])
         return self.store.write(self.bucket_name(kind), key, obj, delete=delete)
 
-    def _managed(self, meta: dict[str, Any], manager: str, kind: Kind, body: Any, subresource: str = "") -> None:
+    @staticmethod
+    def _fields_set(body: Any, subresource: str = "") -> dict[str, Any]:
+        """The fieldsV1 of what a request's body sets (its managedFields entry)."""
         fields = _fields_v1({k: v for k, v in body.items() if k not in ("kind", "apiVersion", "metadata", "status")
                              or (k == "status" and subresource == "status")}) if isinstance(body, dict) else {}
         bmeta = body.get("metadata") if isinstance(body, dict) else None
@@ -182,6 +186,12 @@ class Api:
                                                                "finalizers", "generateName")}
             if picked:
                 fields = {"f:metadata": _fields_v1(picked), **fields}
+        return fields
+
+    def _managed(self, meta: dict[str, Any], manager: str, kind: Kind, body: Any, subresource: str = "",
+                 fields: dict[str, Any] | None = None) -> None:
+        if fields is None:
+            fields = self._fields_set(body, subresource)
         entry: dict[str, Any] = {"manager": manager, "operation": "Update", "apiVersion": kind.api_version,
                                  "time": self.now(), "fieldsType": "FieldsV1", "fieldsV1": fields}
         if subresource:
@@ -249,8 +259,12 @@ class Api:
 
     # -- create -----------------------------------------------------------------------------
 
-    def create(self, kind: Kind, namespace: str, body: Any, manager: str = "unknown") -> dict[str, Any]:
-        obj = self._decode_body(kind, body, namespace)
+    def create(self, kind: Kind, namespace: str, body: Any, manager: str = "unknown",
+               fresh: bool = False) -> dict[str, Any]:
+        """``fresh``: the body is the caller's to give away (decoded for this request), so it is
+        taken over rather than copied."""
+        fields = self._fields_set(body)  # before defaulting can touch a fresh body
+        obj = self._decode_body(kind, body, namespace, fresh=fresh)
         meta = obj["metadata"]
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + "".join(self.rng.choice(NAME_SUFFIX_CHARS) for _ in range(5))
@@ -268,7 +282,7 @@ class Api:
         meta["creationTimestamp"] = self.now()
         if kind.has_generation:
             meta["generation"] = 1
-        self._managed(meta, manager, kind, body)
+        self._managed(meta, manager, kind, body, fields=fields)
         meta["resourceVersion"] = ""  # keeps its place; the store fills it in
         obj = {"metadata": _ordered_meta(meta), **{k: v for k, v in obj.items() if k not in ("metadata", "status")},
                **({"status": obj["status"]} if "status" in obj else {})}
@@ -382,9 +396,14 @@ class Api:
         return self._store_update(kind, entry.decode(), new, subresource, manager, body)
 
     def patch(self, kind: Kind, namespace: str, name: str, patch_type: str, patch: Any, subresource: str = "",
-              manager: str = "unknown") -> dict[str, Any]:
+              manager: str = "unknown", stored: dict[str, Any] | None = None) -> dict[str, Any]:
+        """``stored``: the object as a controller just read it (left unchanged), used when it is
+        still the stored version, so that it is not decoded twice."""
         entry = self.entry(kind, namespace, name)
-        old = entry.decode()
+        if stored is not None and stored["metadata"].get("resourceVersion") == str(entry.rv):
+            old = stored
+        else:
+            old = entry.decode()
         current = self.view(kind, old)
         try:
             if patch_type == "merge":

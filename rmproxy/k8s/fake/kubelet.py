@@ -29,6 +29,7 @@ import hashlib
 import ipaddress
 import logging
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from rmproxy.k8s.fake.api import Api, DeleteOptions
@@ -222,7 +223,8 @@ class FakeKubelet:
         if spec.get("initContainers"):
             status["initContainerStatuses"] = [self._terminated(self._running(c, meta.get("uid", ""), now, 0), now, 0)
                                                for c in spec["initContainers"]]
-        self.api.patch(self.pods, meta["namespace"], meta["name"], "strategic", {"status": status}, "status", MANAGER)
+        self.api.patch(self.pods, meta["namespace"], meta["name"], "strategic", {"status": status}, "status", MANAGER,
+                       stored=pod)
         self.state[key] = "running"
         self.actuated[key] = _resources(spec)
         self.generations[key] = meta.get("generation", 1)
@@ -313,8 +315,7 @@ class FakeKubelet:
     def _running(self, c: dict[str, Any], uid: str, now: str, restarts: int) -> dict[str, Any]:
         image = c.get("image", "")
         return {"name": c["name"], "state": {"running": {"startedAt": now}}, "lastState": {}, "ready": True,
-                "restartCount": restarts, "image": image,
-                "imageID": f"{image}@sha256:" + hashlib.sha256(image.encode()).hexdigest(),
+                "restartCount": restarts, "image": image, "imageID": _image_id(image),
                 "containerID": self._container_id(uid, c["name"], restarts), "started": True}
 
     @staticmethod
@@ -348,7 +349,7 @@ class FakeKubelet:
                 fresh["lastState"] = self._terminated(cs, now, code)["state"]
                 restarted.append(fresh)
             self.api.patch(self.pods, meta["namespace"], meta["name"], "strategic",
-                           {"status": {"containerStatuses": restarted}}, "status", MANAGER)
+                           {"status": {"containerStatuses": restarted}}, "status", MANAGER, stored=pod)
             self._schedule_exit(key, pod)
             return
         phase = "Succeeded" if code == 0 else "Failed"
@@ -356,7 +357,8 @@ class FakeKubelet:
                        "reason": "PodCompleted" if code == 0 else "PodFailed"} for t in ("Ready", "ContainersReady")]
         done = {"phase": phase, "conditions": conditions,
                 "containerStatuses": [self._terminated(cs, now, code) for cs in current]}
-        self.api.patch(self.pods, meta["namespace"], meta["name"], "strategic", {"status": done}, "status", MANAGER)
+        self.api.patch(self.pods, meta["namespace"], meta["name"], "strategic", {"status": done}, "status", MANAGER,
+                       stored=pod)
         self.state[key] = "finished"
 
     def _terminate(self, key: str, pod: dict[str, Any]) -> None:
@@ -372,6 +374,11 @@ class FakeKubelet:
             return
         self.api.delete(self.pods, meta["namespace"], meta["name"], DeleteOptions(grace_period=0,
                                                                                    uid=meta.get("uid")))
+
+
+@lru_cache(maxsize=1024)  # a function of the image name: a cluster runs few images
+def _image_id(image: str) -> str:
+    return f"{image}@sha256:" + hashlib.sha256(image.encode()).hexdigest()
 
 
 def _resources(spec: dict[str, Any]) -> dict[str, Any]:

@@ -101,6 +101,11 @@ class WatchQueue:
         if self._wake is not None and not self._wake.done():
             self._wake.set_result(None)
 
+    def poke(self) -> None:
+        """Wake the watch without an event (a timer of its own, the server stopping)."""
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
     def take(self) -> list[Event]:
         out, self.events = self.events, []
         return out
