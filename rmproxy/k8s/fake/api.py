@@ -11,7 +11,6 @@ import base64
 import datetime as dt
 import random
 import time
-import uuid
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable
@@ -60,6 +59,14 @@ class DeleteOptions:
     propagation: str | None = None
     uid: str | None = None
     resource_version: str | None = None
+
+
+def _uuid4(bits: int) -> str:
+    """``str(uuid.UUID(int=bits, version=4))``, without the UUID object."""
+    bits = (bits & ~(0xc000 << 48)) | (0x8000 << 48)  # the RFC 4122 variant
+    bits = (bits & ~(0xf000 << 64)) | (4 << 76)  # version 4
+    h = "%032x" % bits
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def _token(rv: int, start: str) -> str:
@@ -278,7 +285,7 @@ class Api:
         kind.prepare_create(obj, self)
         for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
             meta.pop(key, None)
-        meta["uid"] = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+        meta["uid"] = _uuid4(self.rng.getrandbits(128))
         meta["creationTimestamp"] = self.now()
         if kind.has_generation:
             meta["generation"] = 1

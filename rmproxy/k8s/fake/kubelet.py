@@ -67,7 +67,7 @@ class FakeKubelet:
         self.start_seconds = start_seconds
         self.pods = api.kind("v1", "pods")
         self.nodes = api.kind("v1", "nodes")
-        self.served: dict[str, dict[str, Any]] = {}  # node name -> {"ip", "cidr", "next"}
+        self.served: dict[str, dict[str, Any]] = {}  # node name -> {"ip", "first", "hosts", "next"}
         self.timers: dict[str, asyncio.TimerHandle] = {}  # pod key -> its next step
         self.state: dict[str, str] = {}  # pod key -> "starting" | "running" | "terminating"
         self.actuated: dict[str, dict[str, Any]] = {}  # pod key -> container -> the resources it runs with
@@ -106,7 +106,9 @@ class FakeKubelet:
         addresses = (node.get("status") or {}).get("addresses") or []
         ip = next((a["address"] for a in addresses if a.get("type") == "InternalIP"), "")
         cidr = (node.get("spec") or {}).get("podCIDR") or "10.244.0.0/24"
-        self.served[name] = {"ip": ip, "cidr": ipaddress.ip_network(cidr, strict=False), "next": 0}
+        network = ipaddress.ip_network(cidr, strict=False)
+        self.served[name] = {"ip": ip, "first": network.network_address + 1,
+                             "hosts": max(network.num_addresses - 2, 1), "next": 0}
         assert self.loop is not None
         self.loop.call_soon(self._make_ready, name)
 
@@ -202,9 +204,8 @@ class FakeKubelet:
 
     def _pod_ip(self, node: str) -> str:
         info = self.served[node]
-        hosts = info["cidr"].num_addresses - 2
         info["next"] += 1
-        return str(info["cidr"].network_address + 1 + (info["next"] - 1) % max(hosts, 1))
+        return str(info["first"] + (info["next"] - 1) % info["hosts"])
 
     def _run(self, key: str, pod: dict[str, Any]) -> None:
         meta, spec = pod["metadata"], pod["spec"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,7 @@ class ServerOptions:
     bookmark_interval: float = 60.0  # seconds between BOOKMARKs on a watch without timeoutSeconds
     watch_timeout: float = 1800.0  # a watch without timeoutSeconds ends after 1-2x this
     address: str = "127.0.0.1:6443"  # what /api reports as the server address
+    watch_flush_gap: float = 0.002  # seconds a watch waits after a write before its next one
 
 
 def _dumps(obj: Any) -> bytes:
@@ -83,6 +85,23 @@ def _int_param(query: Any, name: str) -> int | None:
         return int(value)
     except ValueError:
         raise ApiError.bad_request(f'strconv.ParseInt: parsing "{value}": invalid syntax') from None
+
+
+@lru_cache(maxsize=256)  # clients send few distinct Accept headers
+def _media_of(header: str) -> str:
+    """The media type to answer in for an Accept header (406 when none is served)."""
+    if not header.strip():
+        return JSON
+    for part in header.split(","):
+        media, _, params = part.strip().partition(";")
+        media = media.strip().lower()
+        if "as=" in params.replace(" ", ""):
+            continue  # Table and discovery variants: not served, a plainer choice follows
+        if media in (JSON, "application/*", "*/*", "application/json-patch+json"):
+            return JSON
+        if media == YAML:
+            return YAML
+    raise ApiError(406, "NotAcceptable", "406: Not Acceptable", {})
 
 
 class _Plain404(Exception):
@@ -177,19 +196,7 @@ class FakeApiServer:
 
     @staticmethod
     def _accept(request: web.Request) -> str:
-        header = request.headers.get("Accept", "")
-        if not header.strip():
-            return JSON
-        for part in header.split(","):
-            media, _, params = part.strip().partition(";")
-            media = media.strip().lower()
-            if "as=" in params.replace(" ", ""):
-                continue  # Table and discovery variants: not served, a plainer choice follows
-            if media in (JSON, "application/*", "*/*", "application/json-patch+json"):
-                return JSON
-            if media == YAML:
-                return YAML
-        raise ApiError(406, "NotAcceptable", "406: Not Acceptable", {})
+        return _media_of(request.headers.get("Accept", ""))
 
     def _answer(self, body: Any, media: str, status: int = 200) -> web.Response:
         if media == YAML:
@@ -569,6 +576,9 @@ class FakeApiServer:
                            for line in (self._line(ev, flt, body_of),) if line is not None]
                     if out:
                         await resp.write(b"".join(out))
+                        # what comes within the next moment goes out in one write with the
+                        # rest (a busy watch: a write per few events, not one per event)
+                        await asyncio.sleep(self.options.watch_flush_gap)
                 now = loop.time()
                 if now >= deadline:
                     break
