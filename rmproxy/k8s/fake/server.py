@@ -49,7 +49,6 @@ class ServerOptions:
     bookmark_interval: float = 60.0  # seconds between BOOKMARKs on a watch without timeoutSeconds
     watch_timeout: float = 1800.0  # a watch without timeoutSeconds ends after 1-2x this
     address: str = "127.0.0.1:6443"  # what /api reports as the server address
-    watch_flush_gap: float = 0.002  # seconds a watch waits after a write before its next one
 
 
 def _dumps(obj: Any) -> bytes:
@@ -576,9 +575,6 @@ class FakeApiServer:
                            for line in (self._line(ev, flt, body_of),) if line is not None]
                     if out:
                         await resp.write(b"".join(out))
-                        # what comes within the next moment goes out in one write with the
-                        # rest (a busy watch: a write per few events, not one per event)
-                        await asyncio.sleep(self.options.watch_flush_gap)
                 now = loop.time()
                 if now >= deadline:
                     break
