@@ -178,21 +178,16 @@ _DELETE = object()
 
 def _strip(value: Any) -> Any:
     """A patch value with its directives removed (what gets stored when nothing is merged)."""
-    if isinstance(value, (dict, list)):
-        try:  # most values hold no directive and no null: a copy in one go
-            raw = orjson.dumps(value)
-        except (TypeError, orjson.JSONEncodeError):
-            raw = b'"$'
-        if b'"$' not in raw and b"null" not in raw:
-            return orjson.loads(raw)
     return _strip_each(value)
 
 
 def _strip_each(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _strip_each(v) for k, v in value.items() if not k.startswith("$") and v is not None}
+        return {k: _strip_each(v) if isinstance(v, (dict, list)) else v for k, v in value.items()
+                if v is not None and not k.startswith("$")}
     if isinstance(value, list):
-        return [_strip_each(v) for v in value if not (isinstance(v, dict) and v.get("$patch") == "replace")]
+        return [_strip_each(v) if isinstance(v, (dict, list)) else v for v in value
+                if not (isinstance(v, dict) and v.get("$patch") == "replace")]
     return value
 
 
@@ -258,6 +253,8 @@ def _ordered(field: str, items: list, order: list) -> list:
 
 def _hashable(value: Any) -> Any:
     """A merge key's value as a dict key (one that is itself a list or a map: as JSON text)."""
+    if type(value) is str:  # noqa: E721 - the usual merge key, at once
+        return value
     try:
         hash(value)
         return value
