@@ -11,7 +11,6 @@ import base64
 import datetime as dt
 import random
 import time
-import uuid
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable
@@ -21,7 +20,7 @@ import orjson
 from rmproxy.k8s.fake.catalog import all_kinds
 from rmproxy.k8s.fake.errors import ApiError, Resource, success_status
 from rmproxy.k8s.fake.kinds import Kind, check_base64
-from rmproxy.k8s.fake.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
+from rmproxy.k8s.fake.patch import MERGE_KEYS, PatchError, json_patch, merge_patch, strategic_merge_patch
 from rmproxy.k8s.fake.pods import Pods, grace_period
 from rmproxy.k8s.fake.selectors import FieldSelector, LabelSelector
 from rmproxy.k8s.fake.store import Entry, Filter, Store
@@ -62,6 +61,14 @@ class DeleteOptions:
     resource_version: str | None = None
 
 
+def _uuid4(bits: int) -> str:
+    """``str(uuid.UUID(int=bits, version=4))``, without the UUID object."""
+    bits = (bits & ~(0xc000 << 48)) | (0x8000 << 48)  # the RFC 4122 variant
+    bits = (bits & ~(0xf000 << 64)) | (4 << 76)  # version 4
+    h = "%032x" % bits
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def _token(rv: int, start: str) -> str:
     raw = orjson.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": start + "\x00"})
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
@@ -82,12 +89,14 @@ def _read_token(token: str) -> tuple[int, str]:
 def _fields_v1(value: Any, field: str = "", depth: int = 4) -> Any:
     """A managedFields fieldsV1 tree for ``value`` (maps by key, merge-key lists by their key),
     ``depth`` levels deep: enough to say which fields a manager set, cheap on a hot path."""
-    from rmproxy.k8s.fake.patch import MERGE_KEYS
-
     if depth <= 0:
         return {}
+    below = depth - 1
     if isinstance(value, dict):
-        out = {"f:" + k: _fields_v1(v, k, depth - 1) for k, v in value.items()}
+        out = {}
+        for k, v in value.items():  # leaves (most values) without a call
+            out["f:" + k] = _fields_v1(v, k, below) if below > 0 and (
+                isinstance(v, dict) or (isinstance(v, list) and k in MERGE_KEYS)) else {}
         return {".": {}, **out} if out and field else out
     if isinstance(value, list) and field in MERGE_KEYS:
         key = MERGE_KEYS[field]
@@ -97,7 +106,7 @@ def _fields_v1(value: Any, field: str = "", depth: int = 4) -> Any:
                 ident = {key: item[key]}
                 if field == "ports":
                     ident["protocol"] = item.get("protocol", "TCP")
-                out["k:" + orjson.dumps(ident).decode()] = {".": {}, **_fields_v1(item, "", depth - 1)}
+                out["k:" + orjson.dumps(ident).decode()] = {".": {}, **_fields_v1(item, "", below)}
         return out
     return {}
 
@@ -149,6 +158,8 @@ class Api:
 
     def default_priority_class(self) -> dict[str, Any] | None:
         for entry in self.store.entries("scheduling.k8s.io/priorityclasses"):
+            if b'"globalDefault"' not in entry.raw:
+                continue  # most classes: not the default, and not decoded to say so
             obj = entry.decode()
             if obj.get("globalDefault"):
                 return obj
@@ -171,7 +182,9 @@ class Api:
         key = self.key(kind, meta.get("namespace", ""), meta["name"])
         return self.store.write(self.bucket_name(kind), key, obj, delete=delete)
 
-    def _managed(self, meta: dict[str, Any], manager: str, kind: Kind, body: Any, subresource: str = "") -> None:
+    @staticmethod
+    def _fields_set(body: Any, subresource: str = "") -> dict[str, Any]:
+        """The fieldsV1 of what a request's body sets (its managedFields entry)."""
         fields = _fields_v1({k: v for k, v in body.items() if k not in ("kind", "apiVersion", "metadata", "status")
                              or (k == "status" and subresource == "status")}) if isinstance(body, dict) else {}
         bmeta = body.get("metadata") if isinstance(body, dict) else None
@@ -180,6 +193,12 @@ class Api:
                                                                "finalizers", "generateName")}
             if picked:
                 fields = {"f:metadata": _fields_v1(picked), **fields}
+        return fields
+
+    def _managed(self, meta: dict[str, Any], manager: str, kind: Kind, body: Any, subresource: str = "",
+                 fields: dict[str, Any] | None = None) -> None:
+        if fields is None:
+            fields = self._fields_set(body, subresource)
         entry: dict[str, Any] = {"manager": manager, "operation": "Update", "apiVersion": kind.api_version,
                                  "time": self.now(), "fieldsType": "FieldsV1", "fieldsV1": fields}
         if subresource:
@@ -247,8 +266,12 @@ class Api:
 
     # -- create -----------------------------------------------------------------------------
 
-    def create(self, kind: Kind, namespace: str, body: Any, manager: str = "unknown") -> dict[str, Any]:
-        obj = self._decode_body(kind, body, namespace)
+    def create(self, kind: Kind, namespace: str, body: Any, manager: str = "unknown",
+               fresh: bool = False) -> dict[str, Any]:
+        """``fresh``: the body is the caller's to give away (decoded for this request), so it is
+        taken over rather than copied."""
+        fields = self._fields_set(body)  # before defaulting can touch a fresh body
+        obj = self._decode_body(kind, body, namespace, fresh=fresh)
         meta = obj["metadata"]
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + "".join(self.rng.choice(NAME_SUFFIX_CHARS) for _ in range(5))
@@ -262,11 +285,11 @@ class Api:
         kind.prepare_create(obj, self)
         for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
             meta.pop(key, None)
-        meta["uid"] = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+        meta["uid"] = _uuid4(self.rng.getrandbits(128))
         meta["creationTimestamp"] = self.now()
         if kind.has_generation:
             meta["generation"] = 1
-        self._managed(meta, manager, kind, body)
+        self._managed(meta, manager, kind, body, fields=fields)
         meta["resourceVersion"] = ""  # keeps its place; the store fills it in
         obj = {"metadata": _ordered_meta(meta), **{k: v for k, v in obj.items() if k not in ("metadata", "status")},
                **({"status": obj["status"]} if "status" in obj else {})}
@@ -380,9 +403,14 @@ class Api:
         return self._store_update(kind, entry.decode(), new, subresource, manager, body)
 
     def patch(self, kind: Kind, namespace: str, name: str, patch_type: str, patch: Any, subresource: str = "",
-              manager: str = "unknown") -> dict[str, Any]:
+              manager: str = "unknown", stored: dict[str, Any] | None = None) -> dict[str, Any]:
+        """``stored``: the object as a controller just read it (left unchanged), used when it is
+        still the stored version, so that it is not decoded twice."""
         entry = self.entry(kind, namespace, name)
-        old = entry.decode()
+        if stored is not None and stored["metadata"].get("resourceVersion") == str(entry.rv):
+            old = stored
+        else:
+            old = entry.decode()
         current = self.view(kind, old)
         try:
             if patch_type == "merge":

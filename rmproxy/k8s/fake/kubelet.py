@@ -29,6 +29,7 @@ import hashlib
 import ipaddress
 import logging
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from rmproxy.k8s.fake.api import Api, DeleteOptions
@@ -66,7 +67,7 @@ class FakeKubelet:
         self.start_seconds = start_seconds
         self.pods = api.kind("v1", "pods")
         self.nodes = api.kind("v1", "nodes")
-        self.served: dict[str, dict[str, Any]] = {}  # node name -> {"ip", "cidr", "next"}
+        self.served: dict[str, dict[str, Any]] = {}  # node name -> {"ip", "first", "hosts", "next"}
         self.timers: dict[str, asyncio.TimerHandle] = {}  # pod key -> its next step
         self.state: dict[str, str] = {}  # pod key -> "starting" | "running" | "terminating"
         self.actuated: dict[str, dict[str, Any]] = {}  # pod key -> container -> the resources it runs with
@@ -105,7 +106,9 @@ class FakeKubelet:
         addresses = (node.get("status") or {}).get("addresses") or []
         ip = next((a["address"] for a in addresses if a.get("type") == "InternalIP"), "")
         cidr = (node.get("spec") or {}).get("podCIDR") or "10.244.0.0/24"
-        self.served[name] = {"ip": ip, "cidr": ipaddress.ip_network(cidr, strict=False), "next": 0}
+        network = ipaddress.ip_network(cidr, strict=False)
+        self.served[name] = {"ip": ip, "first": network.network_address + 1,
+                             "hosts": max(network.num_addresses - 2, 1), "next": 0}
         assert self.loop is not None
         self.loop.call_soon(self._make_ready, name)
 
@@ -201,9 +204,8 @@ class FakeKubelet:
 
     def _pod_ip(self, node: str) -> str:
         info = self.served[node]
-        hosts = info["cidr"].num_addresses - 2
         info["next"] += 1
-        return str(info["cidr"].network_address + 1 + (info["next"] - 1) % max(hosts, 1))
+        return str(info["first"] + (info["next"] - 1) % info["hosts"])
 
     def _run(self, key: str, pod: dict[str, Any]) -> None:
         meta, spec = pod["metadata"], pod["spec"]
@@ -222,7 +224,8 @@ class FakeKubelet:
         if spec.get("initContainers"):
             status["initContainerStatuses"] = [self._terminated(self._running(c, meta.get("uid", ""), now, 0), now, 0)
                                                for c in spec["initContainers"]]
-        self.api.patch(self.pods, meta["namespace"], meta["name"], "strategic", {"status": status}, "status", MANAGER)
+        self.api.patch(self.pods, meta["namespace"], meta["name"], "strategic", {"status": status}, "status", MANAGER,
+                       stored=pod)
         self.state[key] = "running"
         self.actuated[key] = _resources(spec)
         self.generations[key] = meta.get("generation", 1)
@@ -313,8 +316,7 @@ class FakeKubelet:
     def _running(self, c: dict[str, Any], uid: str, now: str, restarts: int) -> dict[str, Any]:
         image = c.get("image", "")
         return {"name": c["name"], "state": {"running": {"startedAt": now}}, "lastState": {}, "ready": True,
-                "restartCount": restarts, "image": image,
-                "imageID": f"{image}@sha256:" + hashlib.sha256(image.encode()).hexdigest(),
+                "restartCount": restarts, "image": image, "imageID": _image_id(image),
                 "containerID": self._container_id(uid, c["name"], restarts), "started": True}
 
     @staticmethod
@@ -348,7 +350,7 @@ class FakeKubelet:
                 fresh["lastState"] = self._terminated(cs, now, code)["state"]
                 restarted.append(fresh)
             self.api.patch(self.pods, meta["namespace"], meta["name"], "strategic",
-                           {"status": {"containerStatuses": restarted}}, "status", MANAGER)
+                           {"status": {"containerStatuses": restarted}}, "status", MANAGER, stored=pod)
             self._schedule_exit(key, pod)
             return
         phase = "Succeeded" if code == 0 else "Failed"
@@ -356,7 +358,8 @@ class FakeKubelet:
                        "reason": "PodCompleted" if code == 0 else "PodFailed"} for t in ("Ready", "ContainersReady")]
         done = {"phase": phase, "conditions": conditions,
                 "containerStatuses": [self._terminated(cs, now, code) for cs in current]}
-        self.api.patch(self.pods, meta["namespace"], meta["name"], "strategic", {"status": done}, "status", MANAGER)
+        self.api.patch(self.pods, meta["namespace"], meta["name"], "strategic", {"status": done}, "status", MANAGER,
+                       stored=pod)
         self.state[key] = "finished"
 
     def _terminate(self, key: str, pod: dict[str, Any]) -> None:
@@ -372,6 +375,11 @@ class FakeKubelet:
             return
         self.api.delete(self.pods, meta["namespace"], meta["name"], DeleteOptions(grace_period=0,
                                                                                    uid=meta.get("uid")))
+
+
+@lru_cache(maxsize=1024)  # a function of the image name: a cluster runs few images
+def _image_id(image: str) -> str:
+    return f"{image}@sha256:" + hashlib.sha256(image.encode()).hexdigest()
 
 
 def _resources(spec: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import orjson
+
 __all__ = ["PatchError", "merge_patch", "json_patch", "strategic_merge_patch", "MERGE_KEYS"]
 
 
@@ -176,10 +178,16 @@ _DELETE = object()
 
 def _strip(value: Any) -> Any:
     """A patch value with its directives removed (what gets stored when nothing is merged)."""
+    return _strip_each(value)
+
+
+def _strip_each(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _strip(v) for k, v in value.items() if not k.startswith("$") and v is not None}
+        return {k: _strip_each(v) if isinstance(v, (dict, list)) else v for k, v in value.items()
+                if v is not None and not k.startswith("$")}
     if isinstance(value, list):
-        return [_strip(v) for v in value if not (isinstance(v, dict) and v.get("$patch") == "replace")]
+        return [_strip_each(v) if isinstance(v, (dict, list)) else v for v in value
+                if not (isinstance(v, dict) and v.get("$patch") == "replace")]
     return value
 
 
@@ -243,6 +251,17 @@ def _ordered(field: str, items: list, order: list) -> list:
     return listed + others
 
 
+def _hashable(value: Any) -> Any:
+    """A merge key's value as a dict key (one that is itself a list or a map: as JSON text)."""
+    if type(value) is str:  # noqa: E721 - the usual merge key, at once
+        return value
+    try:
+        hash(value)
+        return value
+    except TypeError:
+        return (_hashable, orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=repr))
+
+
 def _smp_list(field: str, original: Any, patch: list) -> list:
     original = original if isinstance(original, list) else []
     if field in PRIMITIVE_MERGE:
@@ -259,7 +278,12 @@ def _smp_list(field: str, original: Any, patch: list) -> list:
     for item in patch:
         if key not in item:
             raise PatchError(f"map: {item} does not contain declared merge key: {key}")
-        idx = next((i for i, x in enumerate(merged) if isinstance(x, dict) and x.get(key) == item[key]), None)
+        wanted = item[key]
+        idx = None
+        for i, x in enumerate(merged):
+            if isinstance(x, dict) and x.get(key) == wanted:
+                idx = i
+                break
         if item.get("$patch") == "delete":
             if idx is not None:
                 merged.pop(idx)
@@ -268,12 +292,23 @@ def _smp_list(field: str, original: Any, patch: list) -> list:
             merged.append(_strip(item))
         else:
             merged[idx] = _smp_map(merged[idx], item)
-        patched.append(item[key])
+        patched.append(wanted)
     # Kubernetes' order: items the patch named and items only the server had, interleaved by their
     # place in the original list; a new item goes before server-only items that follow it.
-    server_order = [x.get(key) for x in original if isinstance(x, dict)]
-    patch_items = sorted((x for x in merged if x.get(key) in patched), key=lambda x: patched.index(x.get(key)))
-    server_only = [x for x in merged if x.get(key) not in patched]
+    server_order: dict[Any, int] = {}  # key -> its first place in the original
+    for i, x in enumerate(original):
+        if isinstance(x, dict):
+            server_order.setdefault(_hashable(x.get(key)), i)
+    patch_order: dict[Any, int] = {}
+    for i, k in enumerate(patched):
+        patch_order.setdefault(_hashable(k), i)
+    patch_items = sorted((x for x in merged if _hashable(x.get(key)) in patch_order),
+                         key=lambda x: patch_order[_hashable(x.get(key))])
+    server_only = [x for x in merged if _hashable(x.get(key)) not in patch_order]
+    if not server_only:
+        return patch_items
+    if not patch_items:
+        return server_only
     out: list[Any] = []
     i = j = 0
     while i < len(server_only) or j < len(patch_items):
@@ -284,8 +319,8 @@ def _smp_list(field: str, original: Any, patch: list) -> list:
             out.append(patch_items[j])
             j += 1
         else:
-            li = server_order.index(server_only[i].get(key)) if server_only[i].get(key) in server_order else -1
-            ri = server_order.index(patch_items[j].get(key)) if patch_items[j].get(key) in server_order else -1
+            li = server_order.get(_hashable(server_only[i].get(key)), -1)
+            ri = server_order.get(_hashable(patch_items[j].get(key)), -1)
             if li >= 0 and ri >= 0 and li < ri:
                 out.append(server_only[i])
                 i += 1

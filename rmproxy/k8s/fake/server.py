@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +86,23 @@ def _int_param(query: Any, name: str) -> int | None:
         raise ApiError.bad_request(f'strconv.ParseInt: parsing "{value}": invalid syntax') from None
 
 
+@lru_cache(maxsize=256)  # clients send few distinct Accept headers
+def _media_of(header: str) -> str:
+    """The media type to answer in for an Accept header (406 when none is served)."""
+    if not header.strip():
+        return JSON
+    for part in header.split(","):
+        media, _, params = part.strip().partition(";")
+        media = media.strip().lower()
+        if "as=" in params.replace(" ", ""):
+            continue  # Table and discovery variants: not served, a plainer choice follows
+        if media in (JSON, "application/*", "*/*", "application/json-patch+json"):
+            return JSON
+        if media == YAML:
+            return YAML
+    raise ApiError(406, "NotAcceptable", "406: Not Acceptable", {})
+
+
 class _Plain404(Exception):
     """A path outside the API: answered in plain text like Go's mux."""
 
@@ -112,11 +130,14 @@ class FakeApiServer:
         self._stopping: asyncio.Future | None = None
         self.rng = random.Random()
         self.faults: list[dict[str, Any]] = []  # FAULTS_PATH's: method, pathPrefix, status, count left
+        self._open_watches: set[WatchQueue] = set()
 
     async def _on_shutdown(self, app: web.Application) -> None:
         stopping = self.stopping()
         if not stopping.done():
             stopping.set_result(None)  # open watches end their streams
+        for queue in list(self._open_watches):
+            queue.poke()
 
     def stopping(self) -> asyncio.Future:
         if self._stopping is None:
@@ -174,19 +195,7 @@ class FakeApiServer:
 
     @staticmethod
     def _accept(request: web.Request) -> str:
-        header = request.headers.get("Accept", "")
-        if not header.strip():
-            return JSON
-        for part in header.split(","):
-            media, _, params = part.strip().partition(";")
-            media = media.strip().lower()
-            if "as=" in params.replace(" ", ""):
-                continue  # Table and discovery variants: not served, a plainer choice follows
-            if media in (JSON, "application/*", "*/*", "application/json-patch+json"):
-                return JSON
-            if media == YAML:
-                return YAML
-        raise ApiError(406, "NotAcceptable", "406: Not Acceptable", {})
+        return _media_of(request.headers.get("Accept", ""))
 
     def _answer(self, body: Any, media: str, status: int = 200) -> web.Response:
         if media == YAML:
@@ -335,7 +344,7 @@ class FakeApiServer:
                     raise ApiError.method_not_allowed()
                 body, _ = await self._body(request, kind.kind)
                 self._strict(request, kind, body)
-                obj = api.create(kind, ns, body, self._manager(request))
+                obj = api.create(kind, ns, body, self._manager(request), fresh=True)
                 return self._answer(api.full(kind, obj), media, 201)
             if method == "DELETE" and not route.watch:
                 return await self._delete_collection(request, media, kind, route.namespace)
@@ -528,6 +537,7 @@ class FakeApiServer:
             return prefix + (self.api.view_raw(kind, raw) if view else raw)[1:]
 
         queue = WatchQueue()
+        timer: asyncio.TimerHandle | None = None
         try:
             if start_rv is None:
                 start_rv = self.api.store.rv
@@ -545,6 +555,16 @@ class FakeApiServer:
             marks = [deadline - 2.2, deadline - 1.0] if timeout is not None and timeout > 0 else []
             next_mark = marks.pop(0) if marks else started + self.options.bookmark_interval
             stopping = self.stopping()
+            self._open_watches.add(queue)
+            # the watch waits on its queue alone; a timer of its own pokes it for the deadline, the
+            # next bookmark and a look at the connection (at least once a second), re-armed only
+            # when it has rung: waking per event costs one future, not a wait() with a timeout
+            rang = True
+
+            def ring() -> None:
+                nonlocal rang
+                rang = True
+                queue.poke()
             while True:
                 if queue.overflowed:  # this watcher fell too far behind
                     await self._expired(resp, start_rv, bucket.compacted_rv + 1)
@@ -565,14 +585,18 @@ class FakeApiServer:
                     next_mark = marks.pop(0) if marks else now + self.options.bookmark_interval
                 if request.transport is None or request.transport.is_closing() or stopping.done():
                     break
-                wake = min(deadline, next_mark if bookmarks else deadline, now + 1.0) - now
-                await asyncio.wait([queue.wake(), stopping], timeout=max(wake, 0.0),
-                                   return_when=asyncio.FIRST_COMPLETED)
+                if rang:
+                    rang = False
+                    timer = loop.call_at(min(deadline, next_mark if bookmarks else deadline, now + 1.0), ring)
+                await queue.wake()
             await resp.write_eof()
         except ConnectionResetError:
             pass  # the client went away
         finally:
             bucket.watchers.discard(queue)
+            self._open_watches.discard(queue)
+            if timer is not None:
+                timer.cancel()
         return resp
 
     @staticmethod

@@ -98,6 +98,10 @@ class WatchQueue:
         if len(self.events) > self.limit:
             self.overflowed = True
             self.events.clear()
+        self.poke()
+
+    def poke(self) -> None:
+        """Wake the watch (for an event, its own timer, the server stopping)."""
         if self._wake is not None and not self._wake.done():
             self._wake.set_result(None)
 
