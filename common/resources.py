@@ -162,18 +162,22 @@ class Resource:
         ``what`` names the objects involved (e.g. ``"node n1 allocated - alloc u1"``) and
         is put in the error message.
         """
-        v = dict(self._v)
-        bad = []
+        v = self._v.copy()
+        bad = None
         for k, q in other._v.items():
-            s = v.get(k, 0) - q
-            if s < 0 <= v.get(k, 0):
-                bad.append(k)
-            v[k] = _clamp(s)
-        if bad:
+            was = v.get(k, 0)
+            s = was - q
+            if s < 0 <= was:
+                bad = [k] if bad is None else bad + [k]
+            v[k] = s if MIN_INT64 <= s <= MAX_INT64 else _clamp(s)
+        if bad is not None:
             raise NegativeResourceError(
                 f"{what or 'resource subtraction'}: {self} - {other} goes negative for {sorted(bad)}"
             )
-        return Resource._trusted(v)
+        r = _new(Resource)  # _trusted, inlined: a release runs it for its node and its app
+        r._v = v
+        r._hash = None
+        return r
 
     def sub_eliminate_negative(self, other: "Resource") -> "Resource":
         """``self - other`` with negative components clamped to zero (YuniKorn SubEliminateNegative)."""
