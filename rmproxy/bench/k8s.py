@@ -413,6 +413,7 @@ async def _measure(shape: Shape, code: Path, stack, workdir: Path, procs: _Proce
         result = summarize(shape, books, samples, t0, creation, created, bound_all - t0, cpu0, cpu_end,
                            load0, os.getloadavg()[0], rss, str(code))
         result["events_per_pod"] = round(await _events(pool) / created, 2) if created else None
+        result["shim_events"] = await _shim_events(rest)
         return result
     finally:
         if watcher_task is not None:
@@ -426,6 +427,21 @@ async def _events(pool: Pool) -> int:
     """How many events the shim got into the API server about the benchmark's pods."""
     page = await _json(pool, "GET", f"/apis/events.k8s.io/v1/namespaces/{NAMESPACE}/events?limit=1")
     return len(page["items"]) + int((page.get("metadata") or {}).get("remainingItemCount") or 0)
+
+
+async def _shim_events(rest: Pool) -> dict[str, int] | None:
+    """The shim's own event counters (posted, dropped when the API server did not keep up, folded,
+    counted in a series), from its state dump inside Korral's full state dump; None when the dump
+    does not have them."""
+    try:
+        r = await rest.request("GET", "/debug/fullstatedump")
+        if r.status != 200:
+            return None
+        rms = orjson.loads(r.body).get("rmDiagnostics") or {}
+        shim = (rms.get(RM_ID) or {}).get("stateDump")  # the shim's dump, already decoded
+        return shim.get("events") if isinstance(shim, dict) else None
+    except (HttpError, ValueError):
+        return None
 
 
 async def _warm_up(pool: Pool, shape: Shape, procs: _Processes) -> None:
@@ -561,14 +577,21 @@ def _line(r: dict) -> str:
     return (f"rate {r['shape']['rate']:>6,.0f}/s  created {r['creation_rate']:,.0f}/s  bound {r['bound_per_second']:,.0f}/s "
             f"({'sustained' if r['sustained'] else 'NOT sustained'}, backlog slope {r['backlog_slope_per_s']}/s"
             f"{'' if r['offered'] else ', the rate was not offered: the creator fell behind'})  "
-            f"create->bind p50 {lat['p50']} ms p99 {lat['p99']} ms  events/pod {r.get('events_per_pod')}  "
+            f"create->bind p50 {lat['p50']} ms p99 {lat['p99']} ms  events/pod {r.get('events_per_pod')}"
+            f"{_dropped_text(r.get('shim_events'))}  "
             f"cpu s/1000 pods: {cpu_text}  "
             f"load {r['loadavg_1m'][0]:.1f}-{r['loadavg_1m'][1]:.1f}  [{r['code']}]")
 
 
+def _dropped_text(counters: dict | None) -> str:
+    if not counters:
+        return ""
+    return f" (the shim dropped {counters.get('dropped', 0):,})"
+
+
 def _medians(results: list[dict]) -> dict:
     out: dict[str, Any] = {"runs": len(results)}
-    for key in HEADLINE + ("creation_rate", "events_per_pod"):
+    for key in HEADLINE + ("creation_rate", "events_per_pod", "shim_events.dropped"):
         values = [_get(r, key) for r in results if _get(r, key) is not None]
         out[key] = round(median(values), 2) if values else None
     cpu: dict[str, list[float]] = {}

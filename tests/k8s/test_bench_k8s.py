@@ -30,6 +30,8 @@ def test_a_small_run_binds_every_pod_and_reports_each_process(tmp_path):
     assert result["created"] == 300 and result["unbound"] == 0 and result["create_errors"] == 0
     assert result["bound_per_second"] > 0 and result["latency_ms"]["p50"] > 0
     assert result["events_per_pod"] >= 1  # Scheduled at least, for every pod
+    shim_events = result["shim_events"]  # the shim's own counters, read from Korral's full state dump
+    assert shim_events["posted"] >= 300 and shim_events["dropped"] >= 0
     cpu = result["cpu_seconds_per_1000_pods"]
     assert {"k8s-fake", "k8s-shim", "rmproxy", "broker", "bench"} <= set(cpu)
     assert any(name.startswith("worker") for name in cpu)
