@@ -11,7 +11,9 @@ def short_name(name: str, rm_id: str = "") -> str:
     """Normalise an RM-supplied partition name: ``""`` -> ``default``, ``[rm]x`` -> ``x``.
 
     YuniKorn keys partitions by ``[rmID]name`` internally; RMs send the short
-    name (or nothing). Lower-cased, as YuniKorn's config loader stores names.
+    name (or nothing). Only ``default`` is matched in any case, as YuniKorn's config validator
+    does; other names keep their case (two names differing only in case are refused as
+    duplicates when the config is loaded).
     """
     if name.startswith("["):
         close = name.find("]")
