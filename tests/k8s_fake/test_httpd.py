@@ -260,3 +260,31 @@ def test_tls_with_the_clients_the_tests_and_the_shim_use(tmp_path):
             status, body = await asyncio.to_thread(urllib_get, "/api/v1/pods", {})
             assert status == 401 and json.loads(body)["reason"] == "Unauthorized"
     asyncio.run(scenario())
+
+
+def test_watches_of_one_resource_share_lines_but_each_gets_its_own_event_type():
+    async def scenario():
+        async with served() as cluster:
+            pods = cluster.api.kind("v1", "pods")
+            cluster.api.create(pods, "default", {"metadata": {"name": "a", "labels": {"v": "1"}},
+                                                 "spec": {"containers": [{"name": "c", "image": "b"}]}})
+            streams = []
+            for query in ("", "", "&labelSelector=v%3D2"):
+                raw = await Raw.open(cluster)
+                await raw.send(f"GET /api/v1/namespaces/default/pods?watch=1&resourceVersion="
+                               f"{cluster.store.rv}{query} HTTP/1.1\r\n\r\n".encode())
+                await asyncio.wait_for(raw.reader.readuntil(b"\r\n\r\n"), 10)
+                streams.append(raw)
+            await wait_until_async(lambda: len(cluster.server._open_watches) == 3, 10, "three watches")
+            cluster.api.patch(pods, "default", "a", "merge", {"metadata": {"labels": {"v": "2"}}})
+
+            async def line(raw: Raw) -> bytes:
+                size = int((await asyncio.wait_for(raw.reader.readline(), 10)).strip(), 16)
+                return (await asyncio.wait_for(raw.reader.readexactly(size + 2), 10))[:-2]
+            plain, again, selected = [await line(raw) for raw in streams]
+            assert plain == again and json.loads(plain)["type"] == "MODIFIED"
+            assert json.loads(selected)["type"] == "ADDED"  # moved into its selector
+            assert json.loads(selected)["object"] == json.loads(plain)["object"]
+            for raw in streams:
+                raw.close()
+    asyncio.run(scenario())

@@ -150,14 +150,20 @@ class Stream:
         self.started = True
         conn.write(_head_prefix(status, content_type) + b"Transfer-Encoding: chunked\r\n" + _date() + b"\r\n")
 
-    async def write(self, data: bytes) -> None:
-        """Send ``data`` as one chunk; waits while the client is slow to read (raises
-        ConnectionResetError when it is gone)."""
+    async def write(self, data: bytes | list[bytes]) -> None:
+        """Send ``data`` (or the pieces of it) as one chunk; waits while the client is slow to
+        read (raises ConnectionResetError when it is gone)."""
         conn = self._conn
         if conn.closed:
             raise ConnectionResetError("the client closed the connection")
         if data and self._body:
-            conn.write(b"%x\r\n" % len(data) + data + b"\r\n")
+            if type(data) is list:
+                size = 0
+                for piece in data:
+                    size += len(piece)
+                conn.write(b"".join([b"%x\r\n" % size, *data, b"\r\n"]))
+            else:
+                conn.write(b"".join((b"%x\r\n" % len(data), data, b"\r\n")))
         if conn.write_paused:
             await conn.drained()
 

@@ -134,6 +134,8 @@ class FakeApiServer:
         self.rng = random.Random()
         self.faults: list[dict[str, Any]] = []  # FAULTS_PATH's: method, pathPrefix, status, count left
         self._open_watches: set[WatchQueue] = set()
+        # (id(event), line type) -> (event, line) for the watches woken in this loop iteration
+        self._shared_lines: dict[tuple[int, bytes], tuple[Event, bytes]] = {}
 
     def _on_shutdown(self) -> None:
         stopping = self.stopping()
@@ -543,6 +545,7 @@ class FakeApiServer:
         view = kind.to_view
 
         as_table = wants_table(request.headers.get("accept", ""))
+        shared = not as_table and not view
 
         def body_of(raw: bytes) -> bytes:
             if as_table:  # kubectl get -w: each event's object is a one-row Table
@@ -588,9 +591,9 @@ class FakeApiServer:
                 events = queue.take()
                 if events:
                     out = [line for ev in events if ev.rv > start_rv
-                           for line in (self._line(ev, flt, body_of),) if line is not None]
+                           for line in (self._line(ev, flt, body_of, shared),) if line is not None]
                     if out:
-                        await resp.write(b"".join(out))
+                        await resp.write(out)
                 now = loop.time()
                 if now >= deadline:
                     break
@@ -616,18 +619,34 @@ class FakeApiServer:
                 timer.cancel()
         return resp
 
-    @staticmethod
-    def _line(ev: Event, flt: Filter, body_of: Any) -> bytes | None:
+    def _line(self, ev: Event, flt: Filter, body_of: Any, shared: bool) -> bytes | None:
+        """The watch line of ``ev`` for a watch selecting ``flt`` (None: not for it). ``shared``:
+        the watch sends the stored form, so its line is the same bytes as any other such watch's
+        of this resource and is encoded once for all of them (kept for the loop iteration that
+        wakes them all)."""
         if ev.type == "DELETED":
-            return b'{"type":"DELETED","object":' + body_of(ev.new.raw) + b"}\n" if flt.matches(ev.new) else None
-        now_in = flt.matches(ev.new)
-        was_in = ev.prev is not None and flt.matches(ev.prev)
-        if now_in:
-            kind = "MODIFIED" if was_in else "ADDED"
-            return b'{"type":"%s","object":' % kind.encode() + body_of(ev.new.raw) + b"}\n"
-        if was_in:  # left the selector: DELETED with the state it had (file 16)
-            return b'{"type":"DELETED","object":' + body_of(ev.prev_at_rv()) + b"}\n"
-        return None
+            if not flt.matches(ev.new):
+                return None
+            type_ = b"DELETED"
+        else:
+            now_in = flt.matches(ev.new)
+            was_in = ev.prev is not None and flt.matches(ev.prev)
+            if not now_in:
+                if was_in:  # left the selector: DELETED with the state it had (file 16)
+                    return b'{"type":"DELETED","object":' + body_of(ev.prev_at_rv()) + b"}\n"
+                return None
+            type_ = b"MODIFIED" if was_in else b"ADDED"
+        if not shared:
+            return b'{"type":"' + type_ + b'","object":' + body_of(ev.new.raw) + b"}\n"
+        lines = self._shared_lines
+        cached = lines.get((id(ev), type_))
+        if cached is not None and cached[0] is ev:
+            return cached[1]
+        line = b'{"type":"' + type_ + b'","object":' + body_of(ev.new.raw) + b"}\n"
+        if not lines:
+            asyncio.get_running_loop().call_soon(lines.clear)
+        lines[(id(ev), type_)] = (ev, line)
+        return line
 
     @staticmethod
     async def _expired(resp: Stream, rv: int, oldest: int) -> None:
