@@ -288,3 +288,18 @@ def test_watches_of_one_resource_share_lines_but_each_gets_its_own_event_type():
             for raw in streams:
                 raw.close()
     asyncio.run(scenario())
+
+
+def test_a_client_that_half_closes_gets_its_answer_and_an_incomplete_request_a_closed_connection():
+    async def scenario():
+        async with served() as cluster:
+            raw = await Raw.open(cluster)
+            await raw.send(b"GET /version HTTP/1.1\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n")
+            raw.writer.write_eof()
+            assert (await raw.answer())[0] == 200 and (await raw.answer())[2] == b"ok"
+            assert await raw.closed()
+            raw = await Raw.open(cluster)
+            await raw.send(post(POD)[:-10])
+            raw.writer.write_eof()
+            assert await raw.closed()
+    asyncio.run(scenario())

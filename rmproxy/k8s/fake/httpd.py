@@ -218,7 +218,9 @@ class _Connection(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         self.eof = True
-        return self.busy or bool(self.buf)  # keep the write side open for the answer in progress
+        if not self.busy:
+            self._process()  # what is buffered is answered; an incomplete request closes
+        return not self.closed  # keep the write side open for the answer in progress
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
