@@ -166,8 +166,8 @@ def test_limits_and_malformed_requests_get_a_real_servers_errors_and_a_closed_co
                 assert status == 400 and body.startswith(b"400 Bad Request"), bad
                 assert headers["content-type"] == "text/plain; charset=utf-8" and await raw.closed()
 
-            raw = await Raw.open(cluster)  # the server is still fine
-            await raw.send(b"HEAD /version HTTP/1.1\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n")
+            raw = await Raw.open(cluster)  # the server is still fine; the absolute form is understood
+            await raw.send(b"HEAD /version HTTP/1.1\r\n\r\nGET http://x:1/healthz HTTP/1.1\r\n\r\n")
             head = await asyncio.wait_for(raw.reader.readuntil(b"\r\n\r\n"), 10)
             assert head.startswith(b"HTTP/1.1 405 ") and b"Content-Length: " in head
             assert (await raw.answer())[2] == b"ok"  # HEAD's answer had no body

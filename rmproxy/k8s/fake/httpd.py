@@ -323,6 +323,8 @@ class _Connection(asyncio.Protocol):
             method, target, version = lines[0].split(" ")
         except ValueError:
             raise _bad("malformed HTTP request line") from None
+        if target.startswith(("http://", "https://")):  # absolute form (RFC 9112 3.2.2): the path is what counts
+            target = "/" + target.split("/", 3)[3] if target.count("/") >= 3 else "/"
         if not version.startswith("HTTP/1.") or not method or not target.startswith(("/", "*")):
             raise _bad("malformed HTTP request line")
         headers: dict[str, str] = {}
