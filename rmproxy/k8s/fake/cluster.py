@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from aiohttp import web
 
 from rmproxy.k8s.fake.api import Api
 from rmproxy.k8s.fake.gc import GarbageCollector
@@ -60,7 +59,6 @@ class FakeCluster:
         self.api = Api(self.store)
         self.server = FakeApiServer(self.api, ServerOptions(token=self.options.token,
                                                             bookmark_interval=self.options.bookmark_interval))
-        self.runner: web.AppRunner | None = None
         self.host = "127.0.0.1"
         self.port = 0
         self._bootstrap()
@@ -106,14 +104,11 @@ class FakeCluster:
                 port = s.getsockname()[1]
         self.port = port
         self.server.options.address = f"{host}:{port}"
-        self.runner = web.AppRunner(self.server.app, access_log=None, shutdown_timeout=2.0)
-        await self.runner.setup()
         context = None
         if self.options.tls:
             context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             context.load_cert_chain(*self.options.tls)
-        site = web.TCPSite(self.runner, host, port, reuse_address=True, ssl_context=context)
-        await site.start()
+        await self.server.http.start(host, port, context)
         for controller in self.controllers:
             controller.start()
         return self.url
@@ -121,9 +116,7 @@ class FakeCluster:
     async def stop(self) -> None:
         for controller in self.controllers:
             await controller.stop()
-        if self.runner is not None:
-            await self.runner.cleanup()
-            self.runner = None
+        await self.server.http.stop(grace=2.0)
 
     def kubeconfig(self, user: str = "korral") -> dict[str, Any]:
         user_entry: dict[str, Any] = {"token": self.options.token} if self.options.token else {}

@@ -1,6 +1,9 @@
-"""The HTTP front of the fake API server: an aiohttp app that routes Kubernetes REST paths to
-:class:`~rmproxy.k8s.fake.api.Api`, checks the bearer token, negotiates media types, encodes
-lists from stored bytes and streams watches.
+"""The HTTP front of the fake API server: one handler on :mod:`~rmproxy.k8s.fake.httpd` that
+routes Kubernetes REST paths to :class:`~rmproxy.k8s.fake.api.Api`, checks the bearer token,
+negotiates media types, encodes lists from stored bytes and streams watches.
+
+A request is answered in the call that received it (no task) unless it has to wait: lists and
+watches are coroutines the HTTP server runs as tasks.
 
 Routing is one catch-all handler so that every answer a real server gives for a bad path or verb
 (JSON 404 for an unknown resource, plain-text 404 outside the API, 405 for a verb a resource
@@ -14,16 +17,16 @@ import logging
 import random
 from functools import lru_cache
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Coroutine
 
 import orjson
 import yaml
-from aiohttp import web
 
 from rmproxy.k8s.fake import discovery, openapi
 from rmproxy.k8s.fake.tables import table, wants_table
 from rmproxy.k8s.fake.api import PATCH_TYPES, Api, DeleteOptions
 from rmproxy.k8s.fake.errors import ApiError, status_body
+from rmproxy.k8s.fake.httpd import HttpServer, Request, Response, Stream
 from rmproxy.k8s.fake.kinds import Kind
 from rmproxy.k8s.fake.selectors import SelectorError, parse_fields, parse_labels
 from rmproxy.k8s.fake.store import Event, Filter, WatchQueue
@@ -41,6 +44,8 @@ OBJECT_META = {"name", "generateName", "namespace", "selfLink", "uid", "resource
                "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations",
                "ownerReferences", "finalizers", "managedFields", "clusterName"}
 YAML = "application/yaml"
+TEXT = "text/plain; charset=utf-8"
+MAX_BODY = 64 * 1024 * 1024  # bytes of a request body (413 beyond)
 
 
 @dataclass(slots=True)
@@ -118,21 +123,21 @@ class _Route:
 
 
 class FakeApiServer:
-    """The aiohttp application around one :class:`Api`."""
+    """The HTTP front (:class:`~rmproxy.k8s.fake.httpd.HttpServer`) around one :class:`Api`."""
 
     def __init__(self, api: Api, options: ServerOptions | None = None):
         self.api = api
         self.options = options or ServerOptions()
         self.served = discovery.served_group_versions(api.kinds)
-        self.app = web.Application(client_max_size=64 * 1024 * 1024)
-        self.app.router.add_route("*", "/{tail:.*}", self.handle)
-        self.app.on_shutdown.append(self._on_shutdown)
+        self.http = HttpServer(self.handle, MAX_BODY, on_stopping=self._on_shutdown)
         self._stopping: asyncio.Future | None = None
         self.rng = random.Random()
         self.faults: list[dict[str, Any]] = []  # FAULTS_PATH's: method, pathPrefix, status, count left
         self._open_watches: set[WatchQueue] = set()
+        # (id(event), line type) -> (event, line) for the watches woken in this loop iteration
+        self._shared_lines: dict[tuple[int, bytes], tuple[Event, bytes]] = {}
 
-    async def _on_shutdown(self, app: web.Application) -> None:
+    def _on_shutdown(self) -> None:
         stopping = self.stopping()
         if not stopping.done():
             stopping.set_result(None)  # open watches end their streams
@@ -146,41 +151,53 @@ class FakeApiServer:
 
     # -- the front door ----------------------------------------------------------------------
 
-    async def handle(self, request: web.Request) -> web.StreamResponse:
+    def handle(self, request: Request) -> Response | Coroutine[Any, Any, Response | Stream]:
+        """The answer to ``request``, or (for what has to wait: lists, watches) a coroutine of it."""
         try:
             if self.options.token is not None:
-                if request.headers.get("Authorization", "") != f"Bearer {self.options.token}":
+                if request.headers.get("authorization", "") != f"Bearer {self.options.token}":
                     raise ApiError.unauthorized()
             if request.path.startswith("/openapi/"):
                 return self._openapi(request)
             media = self._accept(request)
-            return await self._dispatch(request, media)
-        except _Plain404:
-            return web.Response(status=404, text="404 page not found\n", content_type="text/plain", charset="utf-8")
-        except ApiError as exc:
-            return self._error(exc)
-        except Exception:  # noqa: BLE001 - a bug must answer a Status, not drop the connection
-            log.exception("fake API server: %s %s failed", request.method, request.path_qs)
-            return self._error(ApiError(500, "InternalError", "an error on the server has prevented the request "
-                                        "from succeeding", {}))
+            result = self._dispatch(request, media)
+        except Exception as exc:  # noqa: BLE001 - a bug must answer a Status, not drop the connection
+            return self._failed(exc, request)
+        if type(result) is Response:
+            return result
+        return self._guarded(result, request)
 
-    def _openapi(self, request: web.Request) -> web.Response:
+    async def _guarded(self, pending: Coroutine[Any, Any, Response | Stream], request: Request) -> Response | Stream:
+        try:
+            return await pending
+        except Exception as exc:  # noqa: BLE001 - as in handle()
+            return self._failed(exc, request)
+
+    def _failed(self, exc: Exception, request: Request) -> Response:
+        if isinstance(exc, _Plain404):
+            return Response(404, b"404 page not found\n", TEXT)
+        if isinstance(exc, ApiError):
+            return self._error(exc)
+        log.error("fake API server: %s %s failed", request.method, request.path_qs, exc_info=exc)
+        return self._error(ApiError(500, "InternalError", "an error on the server has prevented the request "
+                                    "from succeeding", {}))
+
+    def _openapi(self, request: Request) -> Response:
         path = request.path.rstrip("/")
         if path == "/openapi/v3":
-            return web.Response(body=_dumps(openapi.root(self.api.kinds)), content_type=JSON)
+            return Response(200, _dumps(openapi.root(self.api.kinds)), JSON)
         if path.startswith("/openapi/v3/"):
             rest = path[len("/openapi/v3/"):]
             for gv in self.served:
                 if openapi.path_of(gv) == rest:
-                    return web.Response(body=_dumps(openapi.group_version_doc(self.api.kinds, gv)),
-                                        content_type=JSON)
+                    return Response(200, _dumps(openapi.group_version_doc(self.api.kinds, gv)), JSON)
         raise _Plain404()
 
-    async def _add_fault(self, request: web.Request, media: str) -> web.StreamResponse:
+    def _add_fault(self, request: Request, media: str) -> Response:
         if request.method != "POST":
             raise ApiError.method_not_allowed()
         try:
-            body = orjson.loads(await request.read())
+            body = orjson.loads(request.body)
             fault = {"method": str(body.get("method", "*")).upper(), "pathPrefix": str(body.get("pathPrefix", "/")),
                      "status": int(body.get("status", 500)), "count": int(body.get("count", 1))}
         except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError) as exc:
@@ -190,34 +207,34 @@ class FakeApiServer:
         self.faults.append(fault)
         return self._answer({"faults": self.faults}, media)
 
-    def _error(self, exc: ApiError) -> web.Response:
-        return web.Response(status=exc.code, body=_dumps(exc.body()), content_type=JSON)
+    def _error(self, exc: ApiError) -> Response:
+        return Response(exc.code, _dumps(exc.body()), JSON)
 
     @staticmethod
-    def _accept(request: web.Request) -> str:
-        return _media_of(request.headers.get("Accept", ""))
+    def _accept(request: Request) -> str:
+        return _media_of(request.headers.get("accept", ""))
 
-    def _answer(self, body: Any, media: str, status: int = 200) -> web.Response:
+    def _answer(self, body: Any, media: str, status: int = 200) -> Response:
         if media == YAML:
             text = yaml.dump(body, Dumper=_YamlDumper, sort_keys=True, default_flow_style=False, allow_unicode=True)
-            return web.Response(status=status, text=text, content_type=YAML)
-        return web.Response(status=status, body=_dumps(body), content_type=JSON)
+            return Response(status, text.encode(), YAML + "; charset=utf-8")
+        return Response(status, _dumps(body), JSON)
 
-    def _raw(self, raw: bytes, media: str, status: int = 200) -> web.Response:
+    def _raw(self, raw: bytes, media: str, status: int = 200) -> Response:
         if media == YAML:
             return self._answer(orjson.loads(raw), media, status)
-        return web.Response(status=status, body=raw, content_type=JSON)
+        return Response(status, raw, JSON)
 
     # -- routing -------------------------------------------------------------------------------
 
-    async def _dispatch(self, request: web.Request, media: str) -> web.StreamResponse:
+    def _dispatch(self, request: Request, media: str) -> Response | Coroutine[Any, Any, Response | Stream]:
         path = request.path
         method = request.method
         parts = [p for p in path.split("/") if p]
         if path in ("/healthz", "/livez", "/readyz"):
-            return web.Response(text="ok", content_type="text/plain")
+            return Response(200, b"ok", TEXT)
         if path == FAULTS_PATH:
-            return await self._add_fault(request, media)
+            return self._add_fault(request, media)
         fault = next((f for f in self.faults if f["method"] in ("*", method) and path.startswith(f["pathPrefix"])),
                      None)
         if fault is not None:
@@ -263,7 +280,7 @@ class FakeApiServer:
         if not rest:
             return self._answer(discovery.resource_list(self.api.kinds, gv), media)
         route = self._route(gv, rest)
-        return await self._serve(request, media, route)
+        return self._serve(request, media, route)
 
     def _route(self, gv: str, rest: list[str]) -> _Route:
         watch = False
@@ -290,9 +307,10 @@ class FakeApiServer:
             raise ApiError.unknown_resource()
         return _Route(kind, namespace, name, sub, watch)
 
-    async def _body(self, request: web.Request, kind_name: str, patch: bool = False) -> tuple[Any, str]:
-        ctype = request.headers.get("Content-Type", JSON).split(";")[0].strip().lower()
-        raw = await request.read()
+    @staticmethod
+    def _body(request: Request, kind_name: str, patch: bool = False) -> tuple[Any, str]:
+        ctype = request.headers.get("content-type", JSON).split(";")[0].strip().lower()
+        raw = request.body
         if patch:
             ptype = PATCH_TYPES.get(ctype)
             if ptype is None or ptype == "apply":
@@ -317,19 +335,19 @@ class FakeApiServer:
         return body, ptype
 
     @staticmethod
-    def _manager(request: web.Request) -> str:
+    def _manager(request: Request) -> str:
         manager = request.query.get("fieldManager")
         if manager:
             return manager
-        agent = request.headers.get("User-Agent", "")
+        agent = request.headers.get("user-agent", "")
         return agent.split("/")[0].split(" ")[0] or "unknown"
 
-    async def _serve(self, request: web.Request, media: str, route: _Route) -> web.StreamResponse:
+    def _serve(self, request: Request, media: str, route: _Route) -> Response | Coroutine[Any, Any, Response | Stream]:
         method, api, kind, q = request.method, self.api, route.kind, request.query
         if route.bindings:
             if method != "POST":
                 raise ApiError.method_not_allowed()
-            body, _ = await self._body(request, "Binding")
+            body, _ = self._body(request, "Binding")
             name = (body.get("metadata") or {}).get("name", "") if isinstance(body, dict) else ""
             return self._answer(api.bind(route.namespace or "", name, body), media, 201)
         assert kind is not None
@@ -337,32 +355,32 @@ class FakeApiServer:
         if route.name is None:  # a collection
             if method == "GET":
                 if route.watch or _bool_param(q.get("watch")):
-                    return await self._watch(request, kind, route.namespace)
-                return await self._list(request, media, kind, route.namespace)
+                    return self._watch(request, kind, route.namespace)
+                return self._list(request, media, kind, route.namespace)
             if method == "POST" and not route.watch:
                 if kind.namespaced and route.namespace is None:
                     raise ApiError.method_not_allowed()
-                body, _ = await self._body(request, kind.kind)
+                body, _ = self._body(request, kind.kind)
                 self._strict(request, kind, body)
                 obj = api.create(kind, ns, body, self._manager(request), fresh=True)
                 return self._answer(api.full(kind, obj), media, 201)
             if method == "DELETE" and not route.watch:
-                return await self._delete_collection(request, media, kind, route.namespace)
+                return self._delete_collection(request, media, kind, route.namespace)
             raise ApiError.method_not_allowed()
         name, sub = route.name, route.subresource
         if route.watch:
             if method != "GET":
                 raise ApiError.method_not_allowed()
-            return await self._watch(request, kind, route.namespace, name)
+            return self._watch(request, kind, route.namespace, name)
         verbs = kind.subresources.get(sub, ()) if sub else ("get", "update", "patch", "delete")
         verb = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete", "POST": "create"}.get(method)
         if verb not in verbs:
             raise ApiError.method_not_allowed()
         if sub == "binding":
-            body, _ = await self._body(request, "Binding")
+            body, _ = self._body(request, "Binding")
             return self._answer(api.bind(ns, name, body), media, 201)
         if sub == "eviction":
-            body, _ = await self._body(request, "Eviction")
+            body, _ = self._body(request, "Eviction")
             return self._answer(api.evict(ns, name, body), media, 201)
         if sub in ("log", "exec", "attach", "proxy"):
             raise ApiError(400, "BadRequest", f"the fake cluster runs no containers: {kind.plural}/{sub} is not "
@@ -370,12 +388,12 @@ class FakeApiServer:
         status_sub = sub if sub in ("status", "finalize", "resize") else ""
         if method == "GET":
             entry = api.entry(kind, ns, name)
-            if wants_table(request.headers.get("Accept", "")):
+            if wants_table(request.headers.get("accept", "")):
                 return self._answer(table(kind.plural, [api.view(kind, entry.decode())], str(entry.rv),
                                           api.clock()), media)
             return self._raw(kind.prefix() + api.view_raw(kind, entry.raw)[1:], media)
         if method == "PUT":
-            body, _ = await self._body(request, kind.kind)
+            body, _ = self._body(request, kind.kind)
             self._strict(request, kind, body)
             if sub == "finalize":
                 obj = self._finalize(kind, name, body)
@@ -383,16 +401,16 @@ class FakeApiServer:
                 obj = api.update(kind, ns, name, body, status_sub, self._manager(request))
             return self._answer(api.full(kind, obj), media)
         if method == "PATCH":
-            body, ptype = await self._body(request, kind.kind, patch=True)
+            body, ptype = self._body(request, kind.kind, patch=True)
             obj = api.patch(kind, ns, name, ptype, body, status_sub, self._manager(request))
             return self._answer(api.full(kind, obj), media)
         # DELETE
-        options = await self._delete_options(request)
+        options = self._delete_options(request)
         body, is_object = api.delete(kind, ns, name, options)
         return self._answer(api.full(kind, body) if is_object else body, media)
 
     @staticmethod
-    def _strict(request: web.Request, kind: Kind, body: Any) -> None:
+    def _strict(request: Request, kind: Kind, body: Any) -> None:
         """``fieldValidation=Strict`` (kubectl's default): unknown fields of the object's top level
         and metadata are a 400, as a real server's strict decoder says."""
         if request.query.get("fieldValidation") != "Strict" or not isinstance(body, dict):
@@ -416,11 +434,12 @@ class FakeApiServer:
         self.api._maybe_finish_deletion(kind, obj)
         return obj
 
-    async def _delete_options(self, request: web.Request) -> DeleteOptions:
+    @staticmethod
+    def _delete_options(request: Request) -> DeleteOptions:
         q = request.query
         options = DeleteOptions(grace_period=_int_param(q, "gracePeriodSeconds"),
                                 propagation=q.get("propagationPolicy"))
-        raw = await request.read()
+        raw = request.body
         if raw.strip():
             try:
                 body = orjson.loads(raw)
@@ -445,7 +464,7 @@ class FakeApiServer:
 
     # -- lists -------------------------------------------------------------------------------
 
-    def _selectors(self, request: web.Request, kind: Kind) -> tuple[Any, Any]:
+    def _selectors(self, request: Request, kind: Kind) -> tuple[Any, Any]:
         try:
             labels = parse_labels(request.query.get("labelSelector"))
             fields = parse_fields(request.query.get("fieldSelector"), kind.supports_field)
@@ -455,14 +474,14 @@ class FakeApiServer:
             fields.terms = tuple((kind.translate_field(f), eq, v) for f, eq, v in fields.terms)
         return labels, fields
 
-    async def _list(self, request: web.Request, media: str, kind: Kind, namespace: str | None) -> web.Response:
+    async def _list(self, request: Request, media: str, kind: Kind, namespace: str | None) -> Response:
         q = request.query
         labels, fields = self._selectors(request, kind)
         limit = _int_param(q, "limit")
         _int_param(q, "timeoutSeconds")
         result = await self.api.list(kind, namespace, labels, fields, q.get("resourceVersion"),
                                      q.get("resourceVersionMatch"), limit, q.get("continue"))
-        if wants_table(request.headers.get("Accept", "")):
+        if wants_table(request.headers.get("accept", "")):
             objects = [self.api.view(kind, e.decode()) for e in result.entries]
             return self._answer(table(kind.plural, objects, str(result.rv), self.api.clock(), result.continue_token),
                                 media)
@@ -479,10 +498,10 @@ class FakeApiServer:
         body = head + _dumps(meta) + b',"items":[' + b",".join(items) + b"]}"
         return self._raw(body, media)
 
-    async def _delete_collection(self, request: web.Request, media: str, kind: Kind,
-                                 namespace: str | None) -> web.Response:
+    async def _delete_collection(self, request: Request, media: str, kind: Kind,
+                                 namespace: str | None) -> Response:
         labels, fields = self._selectors(request, kind)
-        options = await self._delete_options(request)
+        options = self._delete_options(request)
         result = await self.api.list(kind, namespace, labels, fields, None, None, None, None)
         deleted = []
         for entry in result.entries:
@@ -499,8 +518,8 @@ class FakeApiServer:
 
     # -- watches -----------------------------------------------------------------------------
 
-    async def _watch(self, request: web.Request, kind: Kind, namespace: str | None,
-                     name: str | None = None) -> web.StreamResponse:
+    async def _watch(self, request: Request, kind: Kind, namespace: str | None,
+                     name: str | None = None) -> Stream:
         q = request.query
         labels, fields = self._selectors(request, kind)
         if name is not None:
@@ -517,9 +536,7 @@ class FakeApiServer:
         bookmarks = _bool_param(q.get("allowWatchBookmarks")) if "allowWatchBookmarks" in q else False
         flt = Filter(namespace, None if labels.empty else labels, None if fields.empty else fields)
         bucket = self.api.store.buckets[self.api.bucket_name(kind)]
-        resp = web.StreamResponse(status=200, headers={"Content-Type": JSON})
-        resp.enable_chunked_encoding()
-        await resp.prepare(request)
+        resp = request.stream(JSON)
         loop = asyncio.get_running_loop()
         started = loop.time()
         deadline = started + (timeout if timeout is not None and timeout > 0
@@ -527,7 +544,8 @@ class FakeApiServer:
         prefix = kind.prefix()
         view = kind.to_view
 
-        as_table = wants_table(request.headers.get("Accept", ""))
+        as_table = wants_table(request.headers.get("accept", ""))
+        shared = not as_table and not view
 
         def body_of(raw: bytes) -> bytes:
             if as_table:  # kubectl get -w: each event's object is a one-row Table
@@ -538,6 +556,7 @@ class FakeApiServer:
 
         queue = WatchQueue()
         timer: asyncio.TimerHandle | None = None
+        forget_gone = request.on_gone(queue.poke)  # a client that leaves ends its watch at once
         try:
             if start_rv is None:
                 start_rv = self.api.store.rv
@@ -572,9 +591,9 @@ class FakeApiServer:
                 events = queue.take()
                 if events:
                     out = [line for ev in events if ev.rv > start_rv
-                           for line in (self._line(ev, flt, body_of),) if line is not None]
+                           for line in (self._line(ev, flt, body_of, shared),) if line is not None]
                     if out:
-                        await resp.write(b"".join(out))
+                        await resp.write(out)
                 now = loop.time()
                 if now >= deadline:
                     break
@@ -583,7 +602,7 @@ class FakeApiServer:
                         mark = _dumps({"type": "BOOKMARK", "object": kind.bookmark(bucket.last_rv)})
                         await resp.write(mark + b"\n")
                     next_mark = marks.pop(0) if marks else now + self.options.bookmark_interval
-                if request.transport is None or request.transport.is_closing() or stopping.done():
+                if request.gone or stopping.done():
                     break
                 if rang:
                     rang = False
@@ -593,27 +612,44 @@ class FakeApiServer:
         except ConnectionResetError:
             pass  # the client went away
         finally:
+            forget_gone()
             bucket.watchers.discard(queue)
             self._open_watches.discard(queue)
             if timer is not None:
                 timer.cancel()
         return resp
 
-    @staticmethod
-    def _line(ev: Event, flt: Filter, body_of: Any) -> bytes | None:
+    def _line(self, ev: Event, flt: Filter, body_of: Any, shared: bool) -> bytes | None:
+        """The watch line of ``ev`` for a watch selecting ``flt`` (None: not for it). ``shared``:
+        the watch sends the stored form, so its line is the same bytes as any other such watch's
+        of this resource and is encoded once for all of them (kept for the loop iteration that
+        wakes them all)."""
         if ev.type == "DELETED":
-            return b'{"type":"DELETED","object":' + body_of(ev.new.raw) + b"}\n" if flt.matches(ev.new) else None
-        now_in = flt.matches(ev.new)
-        was_in = ev.prev is not None and flt.matches(ev.prev)
-        if now_in:
-            kind = "MODIFIED" if was_in else "ADDED"
-            return b'{"type":"%s","object":' % kind.encode() + body_of(ev.new.raw) + b"}\n"
-        if was_in:  # left the selector: DELETED with the state it had (file 16)
-            return b'{"type":"DELETED","object":' + body_of(ev.prev_at_rv()) + b"}\n"
-        return None
+            if not flt.matches(ev.new):
+                return None
+            type_ = b"DELETED"
+        else:
+            now_in = flt.matches(ev.new)
+            was_in = ev.prev is not None and flt.matches(ev.prev)
+            if not now_in:
+                if was_in:  # left the selector: DELETED with the state it had (file 16)
+                    return b'{"type":"DELETED","object":' + body_of(ev.prev_at_rv()) + b"}\n"
+                return None
+            type_ = b"MODIFIED" if was_in else b"ADDED"
+        if not shared:
+            return b'{"type":"' + type_ + b'","object":' + body_of(ev.new.raw) + b"}\n"
+        lines = self._shared_lines
+        cached = lines.get((id(ev), type_))
+        if cached is not None and cached[0] is ev:
+            return cached[1]
+        line = b'{"type":"' + type_ + b'","object":' + body_of(ev.new.raw) + b"}\n"
+        if not lines:
+            asyncio.get_running_loop().call_soon(lines.clear)
+        lines[(id(ev), type_)] = (ev, line)
+        return line
 
     @staticmethod
-    async def _expired(resp: web.StreamResponse, rv: int, oldest: int) -> None:
+    async def _expired(resp: Stream, rv: int, oldest: int) -> None:
         body = status_body(410, "Expired", f"too old resource version: {rv} ({oldest})")
         await resp.write(_dumps({"type": "ERROR", "object": body}) + b"\n")
         await resp.write_eof()
