@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import re
 import ssl as ssl_module
 from typing import AsyncIterator, Callable
 from urllib.parse import urlsplit
@@ -75,15 +76,8 @@ def _parse_headers(head: bytes) -> dict[str, str]:
     return headers
 
 
-def _header(lower_head: bytes, name: bytes) -> bytes | None:
-    """The value of header ``name`` (given as ``b"\\r\\ncontent-length:"``) in a head in lower case; None if
-    absent."""
-    at = lower_head.find(name)
-    if at < 0:
-        return None
-    at += len(name)
-    end = lower_head.find(b"\r\n", at)
-    return lower_head[at:end if end >= 0 else len(lower_head)].strip()
+# the headers that frame a body, as (name, value) pairs of a head in lower case
+_FRAMING = re.compile(rb"\r\n(connection|transfer-encoding|content-length):[ \t]*([^\r]*)").findall
 
 
 class _Watchdog:
@@ -308,11 +302,14 @@ class _Connection(asyncio.Protocol):
             raise HttpError(f"bad status line {first[:60]!r}") from None
         if 100 <= status < 200:  # an interim answer (100 Continue): the real one follows
             return
-        lower = head.lower()  # only the headers that frame the body are read here (Response.headers)
+        # only the headers that frame the body are read here (Response.headers), in one pass
+        framing = dict(reversed(_FRAMING(head.lower())))  # the first of a repeated header counts
         self._status, self._head = status, head
-        self._keep_alive = parts[0] == b"HTTP/1.1" and _header(lower, b"\r\nconnection:") != b"close"
-        encoding = _header(lower, b"\r\ntransfer-encoding:")
-        length = _header(lower, b"\r\ncontent-length:")
+        self._keep_alive = parts[0] == b"HTTP/1.1" and framing.get(b"connection", b"").strip() != b"close"
+        encoding = framing.get(b"transfer-encoding")
+        length = framing.get(b"content-length")
+        if length is not None:
+            length = length.strip()
         if encoding is not None and b"chunked" in encoding:
             self._state = _CHUNK_SIZE
         elif length is not None:

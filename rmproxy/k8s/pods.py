@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from operator import attrgetter
 from typing import Any, Callable
 
 import logging
@@ -628,7 +629,7 @@ def refresher(rules: PodRules, keep: Callable[[str, str, bool], bool]) -> Callab
 
 def lite_watch(rules: PodRules, keep: Callable[[str, str, bool], bool]) -> LiteWatch:
     """The informer's light reading of a known pod's watch lines (``refresher``)."""
-    return LiteWatch(LITE_DECODER, lambda pod: pod.metadata.uid, lambda pod: pod.metadata.resourceVersion,
+    return LiteWatch(LITE_DECODER, attrgetter("metadata.uid"), attrgetter("metadata.resourceVersion"),
                      refresher(rules, keep))
 
 

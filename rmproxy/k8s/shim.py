@@ -158,7 +158,8 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         if task is None:
             self._pod_new(new)
             return
-        prev, task.pod = task.pod, new
+        prev = task.pod
+        task.follow(new)
         if new.spec is not prev.spec and new.spec.resource != prev.spec.resource:
             self._resized(task, prev.spec.resource)
         elif task.booked is not None and new.mark != prev.mark:
