@@ -5,10 +5,10 @@ configmap and returns at once; while ``run()`` runs, they are posted with at mos
 requests in flight (each a request with a callback, ``KubeClient.submit_event``: no task per
 event). The queue of events waiting for a sender is bounded (``capacity``): when the API server
 cannot keep up, further events are dropped and counted (as client-go's broadcaster drops them),
-never the scheduling; ``counters()`` has the counts (the shim's state dump: ``events``), and the
-drops are logged (the 1st, 10th, 100th, every 1,000th, and the total when the shim stops). An
-event the server refuses is logged, not retried. Notes are cut to the 1,024 characters the
-server accepts.
+never the scheduling; ``counters()`` has the counts (in the shim's state dump as ``events``, and
+logged on SIGUSR1 and when the shim stops), and the drops are logged as they happen (the 1st,
+10th, 100th, every 1,000th). An event the server refuses is logged, not retried. Notes are cut
+to the 1,024 characters the server accepts.
 
 The reasons are YuniKorn's shim's (``REASONS``), so tooling that watches for them keeps working.
 Two things keep a busy cluster's API server for the pods rather than for their events:
@@ -269,8 +269,6 @@ class EventRecorder:
             await self._patch_series()
         finally:
             self._running = False
-            if self.dropped:
-                log.warning("%d events dropped in all: the API server did not keep up", self.dropped)
 
     def _send(self, namespace: str, event: dict) -> None:
         self._sending += 1

@@ -110,14 +110,14 @@ class PodSpec:
     problems: tuple[Problem, ...] = ()
     requests: dict[str, Any] = field(default_factory=dict)  # container name -> its spec requests, as written
     ref: Any = field(default=None, compare=False, repr=False)  # its events' Regarding, made once (rmproxy.k8s.shim)
+    alias: str = field(init=False, compare=False, repr=False)  # namespace/name
 
     @property
     def blocked(self) -> Problem | None:
         return next((p for p in self.problems if p.blocking), None)
 
-    @property
-    def alias(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        self.alias = f"{self.namespace}/{self.name}"  # in most of its events' notes: made once
 
 
 @dataclass(slots=True)

@@ -147,7 +147,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         task.add_done_callback(self._background.discard)
 
     def _event(self, spec, type_: str, reason: str, note: str, **fold) -> None:
-        self.events.post(_pod_ref(spec), type_, reason, note, **fold)
+        self.events.post(spec.ref or _pod_ref(spec), type_, reason, note, **fold)
 
     # ------------------------------------------------------------------ our pods
     def pod_changed(self, old: PodState | None, new: PodState | None) -> None:
