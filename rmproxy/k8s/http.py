@@ -233,57 +233,62 @@ class _Connection(asyncio.Protocol):
     def _parse(self) -> None:
         buf = self._buf
         pos = 0
-        while True:
-            state = self._state
-            if state == _HEAD:
-                end = buf.find(_HEAD_END, pos)
-                if end < 0:
-                    if len(buf) - pos > _MAX_HEAD:
-                        raise HttpError("response head too large")
+        pieces: list = []  # of the body, handed on together at the end of the pass (a watch: one feed, not one per chunk)
+        try:
+            while True:
+                state = self._state
+                if state == _HEAD:
+                    end = buf.find(_HEAD_END, pos)
+                    if end < 0:
+                        if len(buf) - pos > _MAX_HEAD:
+                            raise HttpError("response head too large")
+                        break
+                    self._read_head(bytes(buf[pos:end]))
+                    pos = end + 4
+                elif state == _LENGTH or state == _CHUNK_DATA:
+                    take = min(self._left, len(buf) - pos)
+                    if take:
+                        pieces.append(buf[pos:pos + take])
+                        pos += take
+                        self._left -= take
+                    if self._left:
+                        break
+                    self._state = _DONE if state == _LENGTH else _CHUNK_CRLF
+                elif state == _CHUNK_SIZE:
+                    end = buf.find(b"\r\n", pos)
+                    if end < 0:
+                        break
+                    size_text = bytes(buf[pos:end]).split(b";", 1)[0].strip()
+                    try:
+                        self._left = int(size_text, 16)
+                    except ValueError:
+                        raise HttpError(f"bad chunk size {size_text[:20]!r}") from None
+                    pos = end + 2
+                    self._state = _CHUNK_DATA if self._left else _TRAILER
+                elif state == _CHUNK_CRLF:
+                    if len(buf) - pos < 2:
+                        break
+                    if buf[pos:pos + 2] != b"\r\n":
+                        raise HttpError("chunk not followed by CRLF")
+                    pos += 2
+                    self._state = _CHUNK_SIZE
+                elif state == _TRAILER:  # trailer lines after the last chunk, then an empty line
+                    end = buf.find(b"\r\n", pos)
+                    if end < 0:
+                        break
+                    if end == pos:
+                        self._state = _DONE
+                    pos = end + 2
+                elif state == _UNTIL_CLOSE:
+                    if pos < len(buf):
+                        pieces.append(buf[pos:])
+                        pos = len(buf)
                     break
-                self._read_head(bytes(buf[pos:end]))
-                pos = end + 4
-            elif state == _LENGTH or state == _CHUNK_DATA:
-                take = min(self._left, len(buf) - pos)
-                if take:
-                    self._emit(buf[pos:pos + take])
-                    pos += take
-                    self._left -= take
-                if self._left:
+                else:  # _DONE
                     break
-                self._state = _DONE if state == _LENGTH else _CHUNK_CRLF
-            elif state == _CHUNK_SIZE:
-                end = buf.find(b"\r\n", pos)
-                if end < 0:
-                    break
-                size_text = bytes(buf[pos:end]).split(b";", 1)[0].strip()
-                try:
-                    self._left = int(size_text, 16)
-                except ValueError:
-                    raise HttpError(f"bad chunk size {size_text[:20]!r}") from None
-                pos = end + 2
-                self._state = _CHUNK_DATA if self._left else _TRAILER
-            elif state == _CHUNK_CRLF:
-                if len(buf) - pos < 2:
-                    break
-                if buf[pos:pos + 2] != b"\r\n":
-                    raise HttpError("chunk not followed by CRLF")
-                pos += 2
-                self._state = _CHUNK_SIZE
-            elif state == _TRAILER:  # trailer lines after the last chunk, then an empty line
-                end = buf.find(b"\r\n", pos)
-                if end < 0:
-                    break
-                if end == pos:
-                    self._state = _DONE
-                pos = end + 2
-            elif state == _UNTIL_CLOSE:
-                if pos < len(buf):
-                    self._emit(buf[pos:])
-                    pos = len(buf)
-                break
-            else:  # _DONE
-                break
+        finally:
+            if pieces:
+                self._emit(pieces[0] if len(pieces) == 1 else b"".join(pieces))
         del buf[:pos]
         if self._state == _DONE:
             if buf:
