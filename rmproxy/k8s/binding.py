@@ -2,7 +2,8 @@
 
 ``Binder.bind(job)`` posts ``pods/{name}/binding`` (with the pod's uid, so a pod recreated under
 the same name is never bound) in the background, at most ``concurrency`` requests at a time, and
-reports one ``Outcome`` per job through ``on_outcome``. The job's unbound WaitForFirstConsumer
+reports one ``Outcome`` per job through ``on_outcome``. A job is a chain of callbacks (the
+request's answer, a retry's timer), not a task: a binding per pod costs a few calls. The job's unbound WaitForFirstConsumer
 claims (placed with ``--best-effort-constraints``) first get the node in the annotation
 ``volume.kubernetes.io/selected-node``, as kube-scheduler's volume binding gives it, so that their
 provisioner makes the volume where the pod goes; a claim that cannot be annotated refuses the job.
@@ -22,6 +23,7 @@ Transient errors are retried with capped exponential backoff and full jitter (ho
 from __future__ import annotations
 
 import asyncio
+import collections
 import enum
 import logging
 import re
@@ -88,61 +90,70 @@ class Binder:
         self.on_outcome = on_outcome
         self.deadline = deadline
         self.backoff = backoff or Backoff(base=0.1, cap=5.0)
-        self._slots = asyncio.Semaphore(concurrency)
-        self._tasks: set[asyncio.Task] = set()
+        self._free = concurrency  # requests that may start now
+        self._waiting: collections.deque[tuple[BindJob, float, int, int]] = collections.deque()
+        self._closed = False
         self.in_flight = 0
 
     def bind(self, job: BindJob) -> None:
-        task = asyncio.get_running_loop().create_task(self._bind(job))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _bind(self, job: BindJob) -> None:
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + self.deadline
         self.in_flight += 1
-        try:
-            result = None
-            for claim in job.claims:  # as kube-scheduler's volume binding: the provisioner follows the node
-                result = await self._retrying(job, give_up, f"claim {claim}",
-                                              lambda c=claim: self.client.select_node(job.namespace, c, job.node))
-                if result.outcome is not Outcome.BOUND:
-                    result = Result(job, Outcome.REFUSED, error=f"persistentvolumeclaim {claim}: {result.error}",
-                                    tries=result.tries)
-                    break
+        self._try(job, asyncio.get_running_loop().time() + self.deadline, 0, 0)
+
+    def _try(self, job: BindJob, give_up: float, step: int, tries: int) -> None:
+        """Request ``step`` of ``job`` (its claims' node, one by one, then the binding) once a slot is free."""
+        if self._closed:
+            return
+        if self._free:
+            self._free -= 1
+            self._send(job, give_up, step, tries)
+        else:
+            self._waiting.append((job, give_up, step, tries))
+
+    def _send(self, job: BindJob, give_up: float, step: int, tries: int) -> None:
+        def answered(error: ApiError | None) -> None:
+            self._answered(job, give_up, step, tries + 1, error)
+        if step < len(job.claims):  # as kube-scheduler's volume binding: the provisioner follows the node
+            self.client.submit_select_node(job.namespace, job.claims[step], job.node, answered)
+        else:
+            self.client.submit_bind(job.namespace, job.name, job.uid, job.node, answered)
+
+    def _answered(self, job: BindJob, give_up: float, step: int, tries: int, error: ApiError | None) -> None:
+        if self._waiting:  # the slot goes to the next request waiting
+            self._send(*self._waiting.popleft())
+        else:
+            self._free += 1
+        if self._closed:
+            return
+        if error is None:
+            result = Result(job, Outcome.BOUND, tries=tries)
+        else:
+            result = classify(job, error)
+            if result is None:
+                loop = asyncio.get_running_loop()
+                delay = error.retry_after or self.backoff.delay(tries - 1)
+                what = f"claim {job.claims[step]}" if step < len(job.claims) else "bind"
+                if loop.time() + delay <= give_up:
+                    log.info("%s of %s/%s to %s: %s; retrying in %.2fs", what, job.namespace, job.name, job.node,
+                             error, delay)
+                    loop.call_later(delay, self._try, job, give_up, step, tries)
+                    return
+                result = Result(job, Outcome.REFUSED, tries=tries,
+                                error=f"{error} (still failing after {tries} tries in {self.deadline:g}s)")
             else:
-                result = await self._retrying(job, give_up, "bind",
-                                              lambda: self.client.bind(job.namespace, job.name, job.uid, job.node))
-        finally:
-            self.in_flight -= 1
+                result = Result(job, result.outcome, result.node, result.error, tries)
+        if step < len(job.claims):
+            if result.outcome is Outcome.BOUND:
+                self._try(job, give_up, step + 1, 0)
+                return
+            result = Result(job, Outcome.REFUSED, error=f"persistentvolumeclaim {job.claims[step]}: {result.error}",
+                            tries=tries)
+        self.in_flight -= 1
         try:
             self.on_outcome(result)
         except Exception:
             log.exception("handling the bind outcome of %s/%s failed", job.namespace, job.name)
 
-    async def _retrying(self, job: BindJob, give_up: float, what: str, call) -> Result:
-        """``call`` until it succeeds (BOUND), fails for good, or transient errors pass the deadline."""
-        loop = asyncio.get_running_loop()
-        tries = 0
-        while True:
-            tries += 1
-            try:
-                async with self._slots:
-                    await call()
-                return Result(job, Outcome.BOUND, tries=tries)
-            except ApiError as exc:
-                result = classify(job, exc)
-                if result is not None:
-                    return Result(job, result.outcome, result.node, result.error, tries)
-                delay = exc.retry_after or self.backoff.delay(tries - 1)
-                if loop.time() + delay > give_up:
-                    return Result(job, Outcome.REFUSED, tries=tries,
-                                  error=f"{exc} (still failing after {tries} tries in {self.deadline:g}s)")
-                log.info("%s of %s/%s to %s: %s; retrying in %.2fs", what, job.namespace, job.name, job.node, exc,
-                         delay)
-                await asyncio.sleep(delay)
-
     async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        """No outcome is reported any more; retries waiting for their time are not made."""
+        self._closed = True
+        self._waiting.clear()

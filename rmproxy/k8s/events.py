@@ -1,10 +1,14 @@
 """Kubernetes events (events.k8s.io/v1) with YuniKorn's reasons, posted in the background.
 
 ``EventRecorder.post(regarding, type, reason, note)`` queues an event about a pod, node or
-configmap and returns at once; ``run()`` posts them with a few concurrent requests. The queue is
-bounded: when the API server cannot keep up, further events are dropped and counted (as
-client-go's broadcaster drops them), never the scheduling. An event the server refuses is
-logged, not retried. Notes are cut to the 1,024 characters the server accepts.
+configmap and returns at once; while ``run()`` runs, they are posted with at most ``senders``
+requests in flight (each a request with a callback, ``KubeClient.submit_event``: no task per
+event). The queue of events waiting for a sender is bounded (``capacity``): when the API server
+cannot keep up, further events are dropped and counted (as client-go's broadcaster drops them),
+never the scheduling; ``counters()`` has the counts (in the shim's state dump as ``events``, and
+logged on SIGUSR1 and when the shim stops), and the drops are logged as they happen (the 1st,
+10th, 100th, every 1,000th). An event the server refuses is logged, not retried. Notes are cut
+to the 1,024 characters the server accepts.
 
 The reasons are YuniKorn's shim's (``REASONS``), so tooling that watches for them keeps working.
 Two things keep a busy cluster's API server for the pods rather than for their events:
@@ -34,6 +38,9 @@ import logging
 import time
 from dataclasses import dataclass
 from functools import lru_cache
+
+import orjson
+
 from rmproxy.k8s.kubeclient import ApiError, KubeClient
 
 __all__ = ["EventRecorder", "Regarding", "NORMAL", "WARNING", "REASONS", "ONCE", "micro_time"]
@@ -92,6 +99,16 @@ class Regarding:
         return ref
 
 
+class _Waiting(collections.deque):
+    """The events waiting for a sender, ``(namespace, event)``, oldest first."""
+
+    def empty(self) -> bool:
+        return not self
+
+    def get_nowait(self) -> tuple[str, dict]:
+        return self.popleft()
+
+
 @lru_cache(maxsize=64)
 def _second(whole: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
@@ -127,8 +144,11 @@ class EventRecorder:
     def __init__(self, client: KubeClient, controller: str, instance: str, *, capacity: int = 4096,
                  senders: int = 8, clock=time.time, settle: float = 0.0, series_interval: float = 10.0) -> None:
         self.client, self.controller, self.instance = client, controller, instance
-        self.queue: asyncio.Queue[tuple[str, dict]] = asyncio.Queue(capacity)
+        self.queue = _Waiting()  # events waiting for a sender, at most ``capacity``
+        self.capacity = capacity
         self.senders = senders
+        self._sending = 0  # requests in flight
+        self._running = False  # run() runs: events are sent
         self.clock = clock
         self.settle = settle
         self._tick = min(EXPIRE_TICK, settle)
@@ -217,9 +237,11 @@ class EventRecorder:
                  "reportingInstance": self.instance, "action": action, "reason": reason, "type": type_,
                  "note": note if len(note) <= MAX_NOTE else note[:MAX_NOTE - 3] + "...",
                  "regarding": regarding.as_json()}
-        try:
-            self.queue.put_nowait((namespace, event))
-        except asyncio.QueueFull:
+        if self._running and self._sending < self.senders:
+            self._send(namespace, event)
+        elif len(self.queue) < self.capacity:
+            self.queue.append((namespace, event))
+        else:
             self.dropped += 1
             if self.dropped in (1, 10, 100) or self.dropped % 1000 == 0:
                 log.warning("%d events dropped: the API server does not keep up (last: %s %s)", self.dropped,
@@ -239,19 +261,28 @@ class EventRecorder:
             self._finished.append(series)
 
     async def run(self) -> None:
-        await asyncio.gather(*(self._send() for _ in range(self.senders)), self._patch_series())
+        """Post the events (queued and to come) and keep the series' counts up to date, until cancelled."""
+        self._running = True
+        try:
+            while self.queue and self._sending < self.senders:
+                self._send(*self.queue.popleft())
+            await self._patch_series()
+        finally:
+            self._running = False
 
-    async def _send(self) -> None:
-        while True:
-            namespace, event = await self.queue.get()
-            try:
-                await self.client.create_event(namespace, event)
+    def _send(self, namespace: str, event: dict) -> None:
+        self._sending += 1
+
+        def answered(error: ApiError | None) -> None:
+            self._sending -= 1
+            if error is None:
                 self.posted += 1
-            except ApiError as exc:
+            else:
                 self.refused += 1
-                log.info("event %s about %s not posted: %s", event["reason"], event["regarding"]["name"], exc)
-            finally:
-                self.queue.task_done()
+                log.info("event %s about %s not posted: %s", event["reason"], event["regarding"]["name"], error)
+            if self._running and self.queue:
+                self._send(*self.queue.popleft())
+        self.client.submit_event(namespace, orjson.dumps(event), answered)
 
     async def _patch_series(self) -> None:
         """Every ``series_interval``: the grown series' counts to the server; series older than

@@ -6,10 +6,14 @@ request in its layers (URL objects, header multidicts, tracing hooks, a task per
 one writes one pre-assembled buffer per request on a kept-alive connection and parses the answer
 in place, a tenth of that. What it does:
 
-- ``Pool.request(method, target, body, content_type)`` -> ``Response(status, headers, body)`` on
-  an idle connection of the pool (at most ``limit`` open; callers queue beyond that); a request
-  whose kept-alive connection the server had closed before answering is sent once more on a new
-  one. Connections idle for ``idle_seconds`` are closed instead of reused.
+- ``Pool.submit(method, target, body, content_type, timeout, done)``: the request is written
+  on an idle connection of the pool at once, and ``done(response, None)`` (or ``done(None,
+  HttpError)``) is called on the loop when its answer is in: no task and no coroutine per
+  request, the shim's bindings and events cost a few calls each. Without an idle connection a
+  new one is opened (at most ``limit``; requests queue beyond that, in order). A request whose
+  kept-alive connection the server had closed before answering is sent once more on a new one.
+  Connections idle for ``idle_seconds`` are closed instead of reused.
+- ``Pool.request(...)`` -> ``Response(status, headers, body)``: the same, awaited.
 - ``Pool.stream(target, read_timeout)``: a GET whose body is read as it comes, as batches of
   complete lines (a watch); on a connection of its own, closed at the end.
 - Framing: ``Content-Length``, ``Transfer-Encoding: chunked``, or the body until the server
@@ -24,11 +28,15 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
+import re
 import ssl as ssl_module
 from typing import AsyncIterator, Callable
 from urllib.parse import urlsplit
 
 __all__ = ["HttpError", "Pool", "Response", "Stream"]
+
+log = logging.getLogger(__name__)
 
 _HEAD_END = b"\r\n\r\n"
 _MAX_HEAD = 64 * 1024
@@ -68,15 +76,8 @@ def _parse_headers(head: bytes) -> dict[str, str]:
     return headers
 
 
-def _header(lower_head: bytes, name: bytes) -> bytes | None:
-    """The value of header ``name`` (given as ``b"\\r\\ncontent-length:"``) in a head in lower case; None if
-    absent."""
-    at = lower_head.find(name)
-    if at < 0:
-        return None
-    at += len(name)
-    end = lower_head.find(b"\r\n", at)
-    return lower_head[at:end if end >= 0 else len(lower_head)].strip()
+# the headers that frame a body, as (name, value) pairs of a head in lower case
+_FRAMING = re.compile(rb"\r\n(connection|transfer-encoding|content-length):[ \t]*([^\r]*)").findall
 
 
 class _Watchdog:
@@ -142,7 +143,8 @@ class _Connection(asyncio.Protocol):
         self._keep_alive = True
         self._body = bytearray()
         self._stream: Stream | None = None
-        self._waiter: asyncio.Future | None = None  # the response head (stream) or the whole response
+        self._waiter: asyncio.Future | None = None  # a stream's response head
+        self._done: Callable[[Response | None, HttpError | None], None] | None = None  # a request's answer
         self._got_bytes = False
         self.deadline: float | None = None  # when the answer (a stream: its next bytes) is overdue
         self._timeout = 0.0
@@ -186,9 +188,16 @@ class _Connection(asyncio.Protocol):
         self.deadline = None
 
     # -- requests ----------------------------------------------------------------------------
-    def send(self, data: bytes, stream: "Stream | None", timeout: float | None) -> asyncio.Future:
-        """Write one request; the future resolves with the ``Response`` (for a stream: with its
-        status and headers once the head is in; the body then flows into ``stream``)."""
+    def send(self, data: bytes, timeout: float | None, done: Callable[[Response | None, HttpError | None], None]) -> None:
+        """Write one request; ``done`` gets its ``Response`` or the ``HttpError``."""
+        self._state, self._buf, self._body = _HEAD, bytearray(), bytearray()
+        self._got_bytes, self._error, self._done = False, None, done
+        self.rearm(timeout)
+        self.transport.write(data)
+
+    def send_stream(self, data: bytes, stream: "Stream", timeout: float | None) -> asyncio.Future:
+        """Write a request whose body flows into ``stream``; the future resolves with a
+        ``Response`` of its status and headers once the head is in."""
         self._state, self._buf, self._body = _HEAD, bytearray(), bytearray()
         self._stream, self._got_bytes, self._error = stream, False, None
         self._waiter = waiter = self.loop.create_future()
@@ -224,57 +233,62 @@ class _Connection(asyncio.Protocol):
     def _parse(self) -> None:
         buf = self._buf
         pos = 0
-        while True:
-            state = self._state
-            if state == _HEAD:
-                end = buf.find(_HEAD_END, pos)
-                if end < 0:
-                    if len(buf) - pos > _MAX_HEAD:
-                        raise HttpError("response head too large")
+        pieces: list = []  # of the body, handed on together at the end of the pass (a watch: one feed, not one per chunk)
+        try:
+            while True:
+                state = self._state
+                if state == _HEAD:
+                    end = buf.find(_HEAD_END, pos)
+                    if end < 0:
+                        if len(buf) - pos > _MAX_HEAD:
+                            raise HttpError("response head too large")
+                        break
+                    self._read_head(bytes(buf[pos:end]))
+                    pos = end + 4
+                elif state == _LENGTH or state == _CHUNK_DATA:
+                    take = min(self._left, len(buf) - pos)
+                    if take:
+                        pieces.append(buf[pos:pos + take])
+                        pos += take
+                        self._left -= take
+                    if self._left:
+                        break
+                    self._state = _DONE if state == _LENGTH else _CHUNK_CRLF
+                elif state == _CHUNK_SIZE:
+                    end = buf.find(b"\r\n", pos)
+                    if end < 0:
+                        break
+                    size_text = bytes(buf[pos:end]).split(b";", 1)[0].strip()
+                    try:
+                        self._left = int(size_text, 16)
+                    except ValueError:
+                        raise HttpError(f"bad chunk size {size_text[:20]!r}") from None
+                    pos = end + 2
+                    self._state = _CHUNK_DATA if self._left else _TRAILER
+                elif state == _CHUNK_CRLF:
+                    if len(buf) - pos < 2:
+                        break
+                    if buf[pos:pos + 2] != b"\r\n":
+                        raise HttpError("chunk not followed by CRLF")
+                    pos += 2
+                    self._state = _CHUNK_SIZE
+                elif state == _TRAILER:  # trailer lines after the last chunk, then an empty line
+                    end = buf.find(b"\r\n", pos)
+                    if end < 0:
+                        break
+                    if end == pos:
+                        self._state = _DONE
+                    pos = end + 2
+                elif state == _UNTIL_CLOSE:
+                    if pos < len(buf):
+                        pieces.append(buf[pos:])
+                        pos = len(buf)
                     break
-                self._read_head(bytes(buf[pos:end]))
-                pos = end + 4
-            elif state == _LENGTH or state == _CHUNK_DATA:
-                take = min(self._left, len(buf) - pos)
-                if take:
-                    self._emit(buf[pos:pos + take])
-                    pos += take
-                    self._left -= take
-                if self._left:
+                else:  # _DONE
                     break
-                self._state = _DONE if state == _LENGTH else _CHUNK_CRLF
-            elif state == _CHUNK_SIZE:
-                end = buf.find(b"\r\n", pos)
-                if end < 0:
-                    break
-                size_text = bytes(buf[pos:end]).split(b";", 1)[0].strip()
-                try:
-                    self._left = int(size_text, 16)
-                except ValueError:
-                    raise HttpError(f"bad chunk size {size_text[:20]!r}") from None
-                pos = end + 2
-                self._state = _CHUNK_DATA if self._left else _TRAILER
-            elif state == _CHUNK_CRLF:
-                if len(buf) - pos < 2:
-                    break
-                if buf[pos:pos + 2] != b"\r\n":
-                    raise HttpError("chunk not followed by CRLF")
-                pos += 2
-                self._state = _CHUNK_SIZE
-            elif state == _TRAILER:  # trailer lines after the last chunk, then an empty line
-                end = buf.find(b"\r\n", pos)
-                if end < 0:
-                    break
-                if end == pos:
-                    self._state = _DONE
-                pos = end + 2
-            elif state == _UNTIL_CLOSE:
-                if pos < len(buf):
-                    self._emit(buf[pos:])
-                    pos = len(buf)
-                break
-            else:  # _DONE
-                break
+        finally:
+            if pieces:
+                self._emit(pieces[0] if len(pieces) == 1 else b"".join(pieces))
         del buf[:pos]
         if self._state == _DONE:
             if buf:
@@ -293,11 +307,14 @@ class _Connection(asyncio.Protocol):
             raise HttpError(f"bad status line {first[:60]!r}") from None
         if 100 <= status < 200:  # an interim answer (100 Continue): the real one follows
             return
-        lower = head.lower()  # only the headers that frame the body are read here (Response.headers)
+        # only the headers that frame the body are read here (Response.headers), in one pass
+        framing = dict(reversed(_FRAMING(head.lower())))  # the first of a repeated header counts
         self._status, self._head = status, head
-        self._keep_alive = parts[0] == b"HTTP/1.1" and _header(lower, b"\r\nconnection:") != b"close"
-        encoding = _header(lower, b"\r\ntransfer-encoding:")
-        length = _header(lower, b"\r\ncontent-length:")
+        self._keep_alive = parts[0] == b"HTTP/1.1" and framing.get(b"connection", b"").strip() != b"close"
+        encoding = framing.get(b"transfer-encoding")
+        length = framing.get(b"content-length")
+        if length is not None:
+            length = length.strip()
         if encoding is not None and b"chunked" in encoding:
             self._state = _CHUNK_SIZE
         elif length is not None:
@@ -329,9 +346,9 @@ class _Connection(asyncio.Protocol):
         if stream is not None:
             stream._end(None)
             return
-        waiter, self._waiter = self._waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(Response(self._status, self._head, bytes(self._body)))
+        done, self._done = self._done, None
+        if done is not None:
+            _answer(done, Response(self._status, self._head, bytes(self._body)), None)
 
     def _fail(self, exc: HttpError, close: bool = True) -> None:
         self._state = _DONE
@@ -344,6 +361,19 @@ class _Connection(asyncio.Protocol):
         stream, self._stream = self._stream, None
         if stream is not None:
             stream._end(exc)
+        done, self._done = self._done, None
+        if done is not None:
+            _answer(done, None, exc)
+
+
+def _answer(done: Callable[[Response | None, HttpError | None], None], response: Response | None,
+            error: HttpError | None) -> None:
+    """Hand an answer to its request's callback (which runs inside the protocol's callback: what
+    it raises must not break the connection)."""
+    try:
+        done(response, error)
+    except Exception:
+        log.exception("handling the answer of a request failed")
 
 
 class Stream:
@@ -451,6 +481,7 @@ class Pool:
         self._waiters: collections.deque[asyncio.Future] = collections.deque()
         self._pooled: set[_Connection] = set()
         self._streams: set[_Connection] = set()
+        self._acquiring: set[asyncio.Task] = set()  # requests waiting for a connection (``_later``)
         self.requests = 0  # counters for the state dump and the benchmark
         self.connects = 0
         self._watchdog: _Watchdog | None = None
@@ -476,16 +507,25 @@ class Pool:
         self.connects += 1
         return conn
 
-    async def _acquire(self) -> _Connection:
-        """An idle connection, a new one (a slot under ``limit`` taken first), or the next one
-        released, in the order callers came."""
-        now = asyncio.get_running_loop().time()
+    def _idle_connection(self) -> _Connection | None:
+        """The connection used last, if one is idle and fresh enough."""
+        if not self._idle:
+            return None
+        now = self._watchdog.loop.time()
         while self._idle:
             conn = self._idle.pop()
             if not conn.closed and now - conn.idle_since < self.idle_seconds:
                 conn.reused = True
                 return conn
             self._drop(conn)
+        return None
+
+    async def _acquire(self) -> _Connection:
+        """An idle connection, a new one (a slot under ``limit`` taken first), or the next one
+        released, in the order callers came."""
+        conn = self._idle_connection()
+        if conn is not None:
+            return conn
         if self._open < self.limit:
             self._open += 1
             return await self._new()
@@ -544,9 +584,11 @@ class Pool:
                 self._open += 1
                 waiter.set_result(None)
 
-    async def request(self, method: str, target: str, body: bytes | None = None, content_type: str = "",
-                      timeout: float | None = 30.0) -> Response:
-        """One request and its whole answer (see module doc)."""
+    def submit(self, method: str, target: str, body: bytes | None = None, content_type: str = "",
+               timeout: float | None = 30.0,
+               done: Callable[[Response | None, HttpError | None], None] = lambda response, error: None) -> None:
+        """One request; ``done(response, None)`` or ``done(None, HttpError)`` when it is answered
+        (see module doc)."""
         extra = ""
         if body is not None:
             extra = f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n" if content_type else \
@@ -555,21 +597,56 @@ class Pool:
         if body:
             data += body
         self.requests += 1
-        for attempt in (0, 1):
-            conn = await self._acquire()
-            try:
-                response = await conn.send(data, None, timeout)
-            except HttpError:
+        conn = self._idle_connection()
+        if conn is not None:
+            self._send(conn, data, timeout, done, True)
+        else:
+            self._later(data, timeout, done, True)
+
+    def _send(self, conn: _Connection, data: bytes, timeout: float | None,
+              done: Callable[[Response | None, HttpError | None], None], again: bool) -> None:
+        def answered(response: Response | None, error: HttpError | None) -> None:
+            if error is None:
+                self._release(conn)
+            else:
                 self._drop(conn)
-                if attempt == 0 and conn.reused and conn.silent:
-                    continue  # the server had closed the kept-alive connection: once more on a new one
-                raise
-            except BaseException:
-                self._drop(conn)  # cancelled midway: the connection's state is unknown
-                raise
-            self._release(conn)
-            return response
-        raise AssertionError("unreachable")
+                if again and conn.reused and conn.silent:  # the server had closed the kept-alive connection:
+                    self._later(data, timeout, done, False)  # once more on a new one
+                    return
+            done(response, error)
+        conn.send(data, timeout, answered)
+
+    def _later(self, data: bytes, timeout: float | None, done: Callable[[Response | None, HttpError | None], None],
+               again: bool) -> None:
+        """Send once a connection is free or opened (in a task: the rare way)."""
+        async def acquire() -> None:
+            try:
+                conn = await self._acquire()
+            except HttpError as exc:
+                _answer(done, None, exc)
+                return
+            self._send(conn, data, timeout, done, again)
+
+        def finished(task: asyncio.Task) -> None:
+            self._acquiring.discard(task)
+            if task.cancelled():  # the pool was closed meanwhile
+                _answer(done, None, HttpError("the client is closed"))
+            elif task.exception() is not None:
+                _answer(done, None, HttpError(f"cannot send the request: {task.exception()!r}"))
+        task = asyncio.get_running_loop().create_task(acquire())
+        self._acquiring.add(task)
+        task.add_done_callback(finished)
+
+    async def request(self, method: str, target: str, body: bytes | None = None, content_type: str = "",
+                      timeout: float | None = 30.0) -> Response:
+        """One request and its whole answer, awaited (``submit``)."""
+        answer = asyncio.get_running_loop().create_future()
+
+        def done(response: Response | None, error: HttpError | None) -> None:
+            if not answer.done():
+                answer.set_result(response) if error is None else answer.set_exception(error)
+        self.submit(method, target, body, content_type, timeout, done)
+        return await answer
 
     async def stream(self, target: str, read_timeout: float | None,
                      connect_timeout: float | None = 30.0) -> Stream:
@@ -579,7 +656,7 @@ class Pool:
         self._streams.add(conn)
         stream = Stream(conn, read_timeout, self._streams.discard)
         try:
-            head = await conn.send(self._head("GET", target, "").encode(), stream, connect_timeout)
+            head = await conn.send_stream(self._head("GET", target, "").encode(), stream, connect_timeout)
         except BaseException:
             stream.close()
             raise
@@ -588,6 +665,8 @@ class Pool:
         return stream
 
     async def close(self) -> None:
+        for task in list(self._acquiring):
+            task.cancel()
         for conn in [*self._pooled, *self._streams]:
             conn.close()
         self._pooled.clear()

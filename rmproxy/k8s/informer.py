@@ -22,7 +22,9 @@ Watch lines of objects the store already holds (``MODIFIED``, ``DELETED``) can b
 decoding them whole: with a ``LiteWatch``, such a line is decoded into a small struct of the few
 fields that change (msgspec skips the rest unread: a pod's managedFields and spec are most of
 its bytes), and ``refresh(lite, old)`` makes the new kept value from it and the old one (or says
-``FULL``: decode this one whole). Every other line is decoded whole.
+``FULL``: decode this one whole). A ``DELETED`` line of an object not kept (a pod the store let go
+when it ended) is read lightly too: only its resourceVersion counts. Every other line is
+decoded whole.
 
 ``synced`` is set after the first list was applied. ``relists`` counts lists after the first.
 """
@@ -211,8 +213,10 @@ class Informer(Generic[T]):
         key = lite.key(obj)
         old = self.store.get(key)
         if old is None:
-            return False
-        if deleted:
+            if not deleted:
+                return False
+            new = None  # an object not kept (or already gone): only its resourceVersion counts
+        elif deleted:
             new = None
         else:
             try:
@@ -225,11 +229,16 @@ class Informer(Generic[T]):
         rv = lite.version(obj)
         if rv:
             self.resource_version = rv
+        if old is None:
+            return True
         if new is None:
             del self.store[key]
         else:
             self.store[key] = new
-        self._notify(old, new)
+        try:
+            self.on_change(old, new)
+        except Exception:
+            log.exception("informer %s: handler failed", self.name)
         return True
 
     def _apply(self, line: dict) -> None:

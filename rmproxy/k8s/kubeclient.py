@@ -9,24 +9,28 @@ decode of a Pod costs more than the shim may spend on it), and the answers of th
 
 - ``get`` / ``list`` (one page) of any path; ``watch_batches`` yields a watch's lines as raw
   bytes, in batches as they arrive, until the server ends the stream (``watch``: as dicts);
-- ``bind``: ``POST pods/{name}/binding``; a real server answers 201 with a ``Status``, which is
-  not decoded as a Binding; the binding names the pod's uid, so a pod recreated under the same
-  name is never bound by mistake (409);
-- ``patch_status`` (strategic merge of a pod's status), ``create_event`` (events.k8s.io/v1) and
-  ``patch_event_series`` (an event series' count), ``delete``, ``select_node`` (a
+- ``submit_bind``: ``POST pods/{name}/binding``; a real server answers 201 with a ``Status``,
+  which is not decoded as a Binding; the binding names the pod's uid, so a pod recreated under
+  the same name is never bound by mistake (409);
+- ``patch_status`` (strategic merge of a pod's status), ``submit_event`` (events.k8s.io/v1) and
+  ``patch_event_series`` (an event series' count), ``delete``, ``submit_select_node`` (a
   WaitForFirstConsumer claim's node annotation).
+
+The ``submit_*`` calls are the hot ones (a binding and an event or two per pod): they take a
+callback, ``done(None)`` or ``done(ApiError)``, instead of being awaited, so that each costs no
+task and no chain of coroutines (``submit``; ``Pool.submit``).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 from urllib.parse import quote, urlencode
 
 import orjson
 
-from rmproxy.k8s.http import HttpError, Pool
+from rmproxy.k8s.http import HttpError, Pool, Response
 from rmproxy.k8s.kubeconfig import KubeConfig
 
 __all__ = ["ApiError", "KubeClient", "JSON", "STRATEGIC_MERGE", "MERGE"]
@@ -98,6 +102,14 @@ def pod_path(namespace: str, name: str = "", sub: str = "") -> str:
     return f"{path}/{sub}" if sub else path
 
 
+def _failed(method: str, path: str, resp: Response | None, exc: HttpError | None) -> ApiError:
+    """The ``ApiError`` of a refused request (``resp``) or of one that got no answer (``exc``)."""
+    path = path.split("?", 1)[0]
+    if resp is None:
+        return ApiError(method, path, 0, message=str(exc))
+    return ApiError.from_response(method, path, resp.status, resp.body, resp.headers.get("retry-after"))
+
+
 def _target(path: str, query: dict[str, str] | None) -> str:
     return f"{path}?{urlencode(query, quote_via=quote, safe='')}" if query else path
 
@@ -134,11 +146,20 @@ class KubeClient:
         try:
             resp = await self.pool.request(method, path, data, content_type if data is not None else "", timeout)
         except HttpError as exc:
-            raise ApiError(method, path.split("?", 1)[0], 0, message=str(exc)) from None
+            raise _failed(method, path, None, exc) from None
         if resp.status >= 400:
-            raise ApiError.from_response(method, path.split("?", 1)[0], resp.status, resp.body,
-                                         resp.headers.get("retry-after"))
+            raise _failed(method, path, resp, None)
         return resp.body
+
+    def submit(self, method: str, path: str, data: bytes | None, content_type: str,
+               done: Callable[[ApiError | None], None]) -> None:
+        """A request whose answer is not read: ``done(None)`` when it succeeded, ``done(ApiError)``
+        otherwise; no task, no coroutine (``Pool.submit``)."""
+        assert self.pool is not None, "KubeClient.start() first"
+
+        def answered(resp: Response | None, exc: HttpError | None) -> None:
+            done(None if exc is None and resp.status < 400 else _failed(method, path, resp, exc))
+        self.pool.submit(method, path, data, content_type if data is not None else "", REQUEST_TIMEOUT, answered)
 
     async def request(self, method: str, path: str, *, query: dict[str, str] | None = None,
                       body: Any = None, content_type: str = JSON, timeout: float = REQUEST_TIMEOUT) -> Any:
@@ -181,12 +202,13 @@ class KubeClient:
                     raise ApiError("GET", path, 0, message=f"watch line is not JSON: {exc}") from None
 
     # ------------------------------------------------------------------ the shim's calls
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
-        """Bind the pod (of this uid) to ``node``. A 201 ``Status`` is success (not decoded)."""
+    def submit_bind(self, namespace: str, name: str, uid: str, node: str, done: Callable[[ApiError | None], None]) -> None:
+        """Bind the pod (of this uid) to ``node``; ``done(None)`` when bound (a real server answers
+        201 with a ``Status``, not decoded), ``done(ApiError)`` if not (``submit``)."""
         body = orjson.dumps({"apiVersion": "v1", "kind": "Binding",
                              "metadata": {"name": name, "namespace": namespace, "uid": uid},
                              "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
-        await self.send("POST", pod_path(namespace, name, "binding"), body)
+        self.submit("POST", pod_path(namespace, name, "binding"), body, JSON, done)
 
     async def create_pod(self, namespace: str, pod: dict) -> None:
         """Create a pod (a gang's placeholder); the answer is not decoded."""
@@ -195,11 +217,11 @@ class KubeClient:
     async def patch_status(self, namespace: str, name: str, patch: dict) -> None:
         await self.send("PATCH", pod_path(namespace, name, "status"), orjson.dumps(patch), STRATEGIC_MERGE)
 
-    async def select_node(self, namespace: str, claim: str, node: str) -> None:
-        """Give a WaitForFirstConsumer claim its node (``volume.kubernetes.io/selected-node``)."""
-        await self.send(
-            "PATCH", f"/api/v1/namespaces/{quote(namespace, safe='')}/persistentvolumeclaims/{quote(claim, safe='')}",
-            orjson.dumps({"metadata": {"annotations": {SELECTED_NODE: node}}}), MERGE)
+    def submit_select_node(self, namespace: str, claim: str, node: str, done: Callable[[ApiError | None], None]) -> None:
+        """Give a WaitForFirstConsumer claim its node (``volume.kubernetes.io/selected-node``);
+        ``done`` as ``submit_bind``'s."""
+        self.submit("PATCH", f"/api/v1/namespaces/{segment(namespace)}/persistentvolumeclaims/{segment(claim)}",
+                    orjson.dumps({"metadata": {"annotations": {SELECTED_NODE: node}}}), MERGE, done)
 
     async def delete(self, path: str, body: dict | None = None) -> Any:
         return await self.request("DELETE", path, body=body)
@@ -209,7 +231,6 @@ class KubeClient:
         await self.send("PATCH", f"/apis/events.k8s.io/v1/namespaces/{segment(namespace)}/events/{segment(name)}",
                         orjson.dumps({"series": {"count": count, "lastObservedTime": last_observed}}), MERGE)
 
-    async def create_event(self, namespace: str, event: dict | bytes) -> None:
-        """POST an event (a dict, or its JSON already encoded); the answer is not decoded."""
-        data = event if isinstance(event, bytes) else orjson.dumps(event)
-        await self.send("POST", f"/apis/events.k8s.io/v1/namespaces/{segment(namespace)}/events", data)
+    def submit_event(self, namespace: str, event: bytes, done: Callable[[ApiError | None], None]) -> None:
+        """POST an event (its JSON); ``done`` as ``submit_bind``'s (the answer is not decoded)."""
+        self.submit("POST", f"/apis/events.k8s.io/v1/namespaces/{segment(namespace)}/events", event, JSON, done)

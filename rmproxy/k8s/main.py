@@ -6,7 +6,8 @@ volume claims, storage classes, our pods (``spec.schedulerName`` = ``--scheduler
 pods of other schedulers that run on nodes; once every list is in, register with Korral (SI v1.8,
 rmID ``service.clusterId``) and replay the cluster: applications, nodes drained, the pods already
 running as placed allocations, the others as asks; nodes open once their pods are counted.
-Then follow the cluster until SIGTERM or SIGINT.
+Then follow the cluster until SIGTERM or SIGINT. SIGUSR1 logs the shim's counters in one line
+(events posted, dropped, refused, folded, in series; API requests), as it does when it stops.
 
 A configmap that cannot be read, or a config Korral refuses at registration, is reported (log and
 a ``ConfigRejected`` event) and the shim waits for the configmaps to change, scheduling nothing
@@ -34,6 +35,7 @@ from rmproxy.k8s.config import ConfigMapError
 from rmproxy.k8s.events import EventRecorder
 from rmproxy.k8s.informer import Informer, name_key
 from rmproxy.k8s.kubeclient import KubeClient
+from rmproxy.k8s.loop import new_event_loop
 from rmproxy.k8s.namespaces import read_namespace, read_priority_class
 from rmproxy.k8s.nodes import read_node
 from rmproxy.k8s.pods import TERMINATED, PodRules, decoder, lite_watch
@@ -97,7 +99,8 @@ def _seconds(text: str) -> float:
 def run(args: argparse.Namespace) -> int:
     addresses.setup_logging(args.log_level, "k8s-shim")
     try:
-        return asyncio.run(_main(args))
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:  # its waits coalesced when busy (loop.py)
+            return runner.run(_main(args))
     except KeyboardInterrupt:
         return 0
 
@@ -120,6 +123,7 @@ async def _main(args: argparse.Namespace) -> int:
         instance = args.instance or socket.gethostname()
         events = EventRecorder(client, args.scheduler_name, f"{args.scheduler_name}-{instance}",
                                settle=args.event_settle_seconds)
+        loop.add_signal_handler(signal.SIGUSR1, _log_counters, "counters", events, client)
         runner = _Runner(args, client, events, namespace, credentials)
         tasks = [asyncio.create_task(events.run(), name="events")]
         try:
@@ -129,6 +133,18 @@ async def _main(args: argparse.Namespace) -> int:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await runner.close()
+            _log_counters("stopping", events, client)
+
+
+def _log_counters(when: str, events: EventRecorder, client: KubeClient) -> None:
+    """One line of the shim's counters (on SIGUSR1, and when it stops): the events posted,
+    dropped (the API server did not keep up), refused, folded and counted in series; the API
+    requests made and the connections opened. Logged as a warning: it is asked for, whatever
+    the log level."""
+    pool = client.pool
+    log.warning("k8s-shim %s: events %s; API requests %d, connections %d", when,
+                " ".join(f"{name}={count}" for name, count in events.counters().items()),
+                pool.requests if pool is not None else 0, pool.connects if pool is not None else 0)
 
 
 class _Runner:

@@ -83,13 +83,15 @@ class Task:
         """The size the core books for it (placed), as far as the shim knows."""
         return self.booked if self.booked is not None else self.pod.spec.resource
 
-    @property
-    def uid(self) -> str:
-        return self.pod.uid
+    uid: str = field(init=False)  # the pod's (read often: plain attributes, not properties)
+    spec: PodSpec = field(init=False)  # the pod's: ``follow`` keeps it so
 
-    @property
-    def spec(self) -> PodSpec:
-        return self.pod.spec
+    def __post_init__(self) -> None:
+        self.uid, self.spec = self.pod.uid, self.pod.spec
+
+    def follow(self, pod: PodState) -> None:
+        """The pod as the API server has it now."""
+        self.pod, self.spec = pod, pod.spec
 
 
 @dataclass(slots=True, eq=False)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from operator import attrgetter
 from typing import Any, Callable
 
 import logging
@@ -109,14 +110,14 @@ class PodSpec:
     problems: tuple[Problem, ...] = ()
     requests: dict[str, Any] = field(default_factory=dict)  # container name -> its spec requests, as written
     ref: Any = field(default=None, compare=False, repr=False)  # its events' Regarding, made once (rmproxy.k8s.shim)
+    alias: str = field(init=False, compare=False, repr=False)  # namespace/name
 
     @property
     def blocked(self) -> Problem | None:
         return next((p for p in self.problems if p.blocking), None)
 
-    @property
-    def alias(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        self.alias = f"{self.namespace}/{self.name}"  # in most of its events' notes: made once
 
 
 @dataclass(slots=True)
@@ -628,7 +629,7 @@ def refresher(rules: PodRules, keep: Callable[[str, str, bool], bool]) -> Callab
 
 def lite_watch(rules: PodRules, keep: Callable[[str, str, bool], bool]) -> LiteWatch:
     """The informer's light reading of a known pod's watch lines (``refresher``)."""
-    return LiteWatch(LITE_DECODER, lambda pod: pod.metadata.uid, lambda pod: pod.metadata.resourceVersion,
+    return LiteWatch(LITE_DECODER, attrgetter("metadata.uid"), attrgetter("metadata.resourceVersion"),
                      refresher(rules, keep))
 
 

@@ -147,7 +147,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         task.add_done_callback(self._background.discard)
 
     def _event(self, spec, type_: str, reason: str, note: str, **fold) -> None:
-        self.events.post(_pod_ref(spec), type_, reason, note, **fold)
+        self.events.post(spec.ref or _pod_ref(spec), type_, reason, note, **fold)
 
     # ------------------------------------------------------------------ our pods
     def pod_changed(self, old: PodState | None, new: PodState | None) -> None:
@@ -158,7 +158,8 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         if task is None:
             self._pod_new(new)
             return
-        prev, task.pod = task.pod, new
+        prev = task.pod
+        task.follow(new)
         if new.spec is not prev.spec and new.spec.resource != prev.spec.resource:
             self._resized(task, prev.spec.resource)
         elif task.booked is not None and new.mark != prev.mark:

@@ -28,14 +28,14 @@ NAMESPACE = "korral"
 # the API calls of rmproxy.k8s.kubeclient.KubeClient the shim makes, as RBAC names them
 # (api group, resource, verb); test_every_client_call_is_in_this_table keeps it complete
 CALLS = {
-    "bind": ("", "pods/binding", "create"),
+    "submit_bind": ("", "pods/binding", "create"),
     "patch_status": ("", "pods/status", "patch"),
     "delete": ("", "pods", "delete"),  # preemption victims, a gang's placeholders
     "create_pod": ("", "pods", "create"),  # a gang's placeholders
-    "create_event": ("events.k8s.io", "events", "create"),
+    "submit_event": ("events.k8s.io", "events", "create"),
     "patch_event_series": ("events.k8s.io", "events", "patch"),  # a series' count (repeated events)
     "get": ("", "namespaces", "get"),  # a namespace read before its watch shows it
-    "select_node": ("", "persistentvolumeclaims", "patch"),  # best effort: a WaitForFirstConsumer claim's node
+    "submit_select_node": ("", "persistentvolumeclaims", "patch"),  # best effort: a WaitForFirstConsumer claim's node
 }
 
 
@@ -148,6 +148,6 @@ def test_rbac_grants_exactly_what_the_shim_uses(objs):
 
 def test_every_client_call_is_in_this_table():
     public = {n for n in vars(KubeClient) if not n.startswith("_") and callable(getattr(KubeClient, n))}
-    plumbing = {"start", "close", "request", "send", "watch", "watch_batches"}  # generic: the informers' list/watch,
+    plumbing = {"start", "close", "request", "send", "submit", "watch", "watch_batches"}  # generic: the informers' list/watch,
     # or used by the calls
     assert public - plumbing == set(CALLS), "a new KubeClient call needs its RBAC verb in CALLS and in rbac.yaml"

@@ -10,7 +10,7 @@ import time
 
 from rmproxy.k8s.events import NORMAL, WARNING, EventRecorder, Regarding
 from rmproxy.k8s.fake.cluster import ClusterOptions, FakeCluster
-from rmproxy.k8s.kubeclient import KubeClient
+from rmproxy.k8s.kubeclient import ApiError, KubeClient
 from rmproxy.k8s.kubeconfig import KubeConfig
 from tests.conftest import wait_until_async
 
@@ -139,4 +139,43 @@ def test_isomorphic_events_become_a_series_patched_on_the_server():
                            ("PodUnschedulable", "Warning", "another type: its own series"),
                            ("TaskCompleted", "Normal", "done"), ("TaskCompleted", "Normal", "done")]
         assert rec.counters() == {"posted": 4, "dropped": 0, "refused": 0, "folded": 0, "inSeries": 3}
+    run(main())
+
+
+class HeldKube:
+    """An API client whose event requests wait until the test answers them."""
+
+    def __init__(self) -> None:
+        self.pending: list = []  # (event body, done)
+
+    def submit_event(self, namespace, event, done):
+        self.pending.append((event, done))
+
+    def answer(self, n: int, error=None) -> None:
+        for _, done in self.pending[:n]:
+            done(error)
+        del self.pending[:n]
+
+
+def test_at_most_senders_in_flight_the_waiting_queue_bounded_and_drops_counted():
+    async def main():
+        kube = HeldKube()
+        rec = EventRecorder(kube, "yunikorn", "t", capacity=3, senders=2)
+        for i in range(4):  # before run(): they wait (three), the fourth is dropped
+            rec.post(Regarding("Pod", f"p{i}", "ns", f"uid-{i}"), NORMAL, "Scheduled", "placed")
+        assert len(rec.queue) == 3 and rec.dropped == 1 and kube.pending == []
+        runner = asyncio.create_task(rec.run())
+        await asyncio.sleep(0)
+        assert len(kube.pending) == 2 and len(rec.queue) == 1  # two in flight, one waits
+        for i in range(4, 7):  # two more fit in the queue, the last one does not
+            rec.post(Regarding("Pod", f"p{i}", "ns", f"uid-{i}"), NORMAL, "Scheduled", "placed")
+        assert len(rec.queue) == 3 and rec.dropped == 2
+        kube.answer(1)
+        assert len(kube.pending) == 2 and len(rec.queue) == 2  # an answer starts the next one
+        kube.answer(2, ApiError("POST", "/events", 422, "Invalid", "bad"))
+        while kube.pending:
+            kube.answer(1)
+        runner.cancel()
+        await asyncio.gather(runner, return_exceptions=True)
+        assert rec.counters() == {"posted": 3, "dropped": 2, "refused": 2, "folded": 0, "inSeries": 0}
     run(main())

@@ -285,3 +285,47 @@ def test_garbage_instead_of_http_is_an_error():
 def test_only_http_urls_are_accepted():
     with pytest.raises(ValueError, match="not an http"):
         Pool("ftp://example")
+
+
+def test_submitted_requests_answer_through_their_callback_in_order_on_kept_alive_connections():
+    async def main():
+        async with Server() as server:
+            pool = Pool(server.url, limit=2)
+            answers: list = []
+            try:
+                await pool.request("GET", "/echo")  # one connection open and idle
+                tasks_before = len(asyncio.all_tasks())
+                pool.submit("POST", "/echo?n=1", b"1", "text/plain", 5.0, lambda r, e: answers.append((r, e)))
+                assert len(asyncio.all_tasks()) == tasks_before  # on the idle connection: no task
+                while not answers:
+                    await asyncio.sleep(0.01)
+                # a callback that fails is logged; the connection goes on serving
+                pool.submit("GET", "/echo", done=lambda r, e: 1 / 0)
+                for n in range(2, 6):
+                    pool.submit("POST", f"/echo?n={n}", b"x", "", 5.0, lambda r, e: answers.append((r, e)))
+                while len(answers) < 5:
+                    await asyncio.sleep(0.01)
+            finally:
+                await pool.close()
+        assert all(e is None and r.status == 201 for r, e in answers)
+        assert sorted(json.loads(r.body)["path"] for r, _ in answers) == [f"/echo?n={n}" for n in range(1, 6)]
+        assert pool.connects <= 2 and server.connections <= 2
+    run(main())
+
+
+def test_requests_waiting_for_a_connection_fail_when_the_pool_closes():
+    async def main():
+        async with Server() as server:
+            pool = Pool(server.url, limit=1)
+            server.release.clear()
+            answers: list = []
+            for _ in range(3):
+                pool.submit("GET", "/echo", done=lambda r, e: answers.append((r, e)))
+            while server.active < 1:
+                await asyncio.sleep(0.01)
+            await pool.close()
+            while len(answers) < 3:
+                await asyncio.sleep(0.01)
+            server.release.set()
+        assert all(r is None and isinstance(e, HttpError) for r, e in answers)
+    run(main())

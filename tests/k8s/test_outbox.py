@@ -92,3 +92,15 @@ def test_nothing_is_sent_before_registration_and_clear_drops_what_the_replay_cov
         box.flush()
         assert api.sent == []
     asyncio.run(main())
+
+
+def test_the_pause_after_a_flush_grows_with_what_it_carried_and_shrinks_back():
+    async def main():
+        box = Outbox(interval=0.005, longest=0.02)
+        box.api = Api()
+        for sizes, pause in (([1], 0.005), ([5], 0.005), ([20], 0.01), ([80], 0.02), ([500], 0.02), ([3], 0.005)):
+            for i in range(sizes[0]):
+                box.put("alloc", ask(f"k{i}"))
+            box.flush()
+            assert abs(box.pause - pause) < 1e-9, (sizes, box.pause)
+    asyncio.run(main())

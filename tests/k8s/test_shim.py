@@ -57,10 +57,13 @@ class FakeKube:
         self.selected: list[tuple[str, str]] = []
         self.namespace_annotations: dict[str, str] = {}
 
-    async def bind(self, namespace, name, uid, node):
+    def submit_bind(self, namespace, name, uid, node, done):
         self.binds.append((name, node))
-        if node in self.refuse:
-            raise self.refuse[node]
+        self._answer(done, self.refuse.get(node))
+
+    @staticmethod
+    def _answer(done, error=None):
+        asyncio.get_running_loop().call_soon(done, error)  # on a later turn, as a server answers
 
     async def get(self, path):
         assert path.startswith("/api/v1/namespaces/"), path
@@ -71,14 +74,15 @@ class FakeKube:
     async def patch_status(self, namespace, name, patch):
         self.patches.append((name, patch))
 
-    async def select_node(self, namespace, claim, node):
+    def submit_select_node(self, namespace, claim, node, done):
         self.selected.append((claim, node))
+        self._answer(done)
 
     async def delete(self, path, body=None):
         self.deletes.append(path)
 
-    async def create_event(self, namespace, event):
-        pass
+    def submit_event(self, namespace, event, done):
+        self._answer(done)
 
 
 def raw_pod(name, node="", app="app-1", scheduler="yunikorn", cpu="100m", phase="Pending", uid=None, **spec):

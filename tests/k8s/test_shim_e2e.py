@@ -7,6 +7,8 @@ reload and a bad one; cordon; a shim restart that binds nothing twice; an in-pla
 from __future__ import annotations
 
 import json
+import re
+import signal
 
 import pytest
 
@@ -113,6 +115,11 @@ def test_a_mixed_workload_is_bound_once_within_allocatable_and_what_waits_says_w
     wait_until(lambda: not c.korral_nodes()["node-b"]["schedulable"], 30, "node-b drained", c.logs)
     kube.request("PATCH", "/api/v1/nodes/node-b", {"spec": {"unschedulable": False}}, "application/merge-patch+json")
     wait_until(lambda: c.korral_nodes()["node-b"]["schedulable"], 30, "node-b open again", c.logs)
+
+    # SIGUSR1: the shim's counters (events posted, dropped, ...; API requests) in one line of its log
+    c.shim.send_signal(signal.SIGUSR1)
+    wait_until(lambda: re.search(r"k8s-shim counters: events posted=\d+ dropped=\d+ refused=\d+",
+                                 c.shim_log.read_text()), 30, "the shim's counters logged", c.logs)
 
     # a shim killed and restarted with that bad configmap waits (saying why) until it is fixed, then
     # reports what runs and binds only the new pod
