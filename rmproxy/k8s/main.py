@@ -35,7 +35,6 @@ from rmproxy.k8s.config import ConfigMapError
 from rmproxy.k8s.events import EventRecorder
 from rmproxy.k8s.informer import Informer, name_key
 from rmproxy.k8s.kubeclient import KubeClient
-from rmproxy.k8s.loop import new_event_loop
 from rmproxy.k8s.namespaces import read_namespace, read_priority_class
 from rmproxy.k8s.nodes import read_node
 from rmproxy.k8s.pods import TERMINATED, PodRules, decoder, lite_watch
@@ -99,8 +98,7 @@ def _seconds(text: str) -> float:
 def run(args: argparse.Namespace) -> int:
     addresses.setup_logging(args.log_level, "k8s-shim")
     try:
-        with asyncio.Runner(loop_factory=new_event_loop) as runner:  # its waits coalesced when busy (loop.py)
-            return runner.run(_main(args))
+        return asyncio.run(_main(args))
     except KeyboardInterrupt:
         return 0
 
