@@ -303,3 +303,25 @@ def test_a_client_that_half_closes_gets_its_answer_and_an_incomplete_request_a_c
             raw.writer.write_eof()
             assert await raw.closed()
     asyncio.run(scenario())
+
+
+def test_a_kept_alive_connection_without_requests_is_closed_but_not_a_watch():
+    async def scenario():
+        async with served(idle_timeout=0.6) as cluster:
+            idle, watching = await Raw.open(cluster), await Raw.open(cluster)
+            await idle.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert (await idle.answer())[0] == 200
+            await watching.send(b"GET /api/v1/namespaces/default/pods?watch=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+            head = await asyncio.wait_for(watching.reader.readuntil(b"\r\n\r\n"), 10)
+            assert b" 200 " in head.split(b"\r\n")[0]
+            assert await idle.closed()  # within the sweep after 0.6 s without a request
+            await watching.send(b"")
+            raw = await Raw.open(cluster)  # the watch still streams: a pod created is seen on it
+            await raw.send(post(POD))
+            assert (await raw.answer())[0] == 201
+            line = await asyncio.wait_for(watching.reader.readline(), 10)  # the chunk size
+            assert int(line.strip(), 16) > 0
+            assert b'"ADDED"' in await asyncio.wait_for(watching.reader.readline(), 10)
+            for conn in (watching, raw):
+                conn.close()
+    asyncio.run(scenario())

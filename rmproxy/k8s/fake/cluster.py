@@ -44,6 +44,7 @@ class ClusterOptions:
     token: str | None = None
     history: int = 10_000  # watch/list history kept per resource (older versions answer 410)
     bookmark_interval: float = 60.0
+    idle_timeout: float = 90.0  # kube-apiserver's: a kept-alive connection without a request is closed
     nodes: NodeTemplate = field(default_factory=NodeTemplate)
     pools: list[NodeTemplate] = field(default_factory=list)  # more nodes, one template per node pool
     kubelet: bool = True
@@ -58,7 +59,8 @@ class FakeCluster:
         self.store = Store(history=self.options.history)
         self.api = Api(self.store)
         self.server = FakeApiServer(self.api, ServerOptions(token=self.options.token,
-                                                            bookmark_interval=self.options.bookmark_interval))
+                                                            bookmark_interval=self.options.bookmark_interval,
+                                                            idle_timeout=self.options.idle_timeout))
         self.host = "127.0.0.1"
         self.port = 0
         self._bootstrap()

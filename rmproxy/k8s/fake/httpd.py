@@ -17,6 +17,8 @@ lists and watches) and writes each answer as one buffer. What it does:
 - streamed answers (watches) in chunked encoding; a write waits while the transport's buffer is
   above its high-water mark, so a slow reader holds its lines in the watch's bounded queue, not
   in this process's memory;
+- a kept-alive connection with no request for ``idle_timeout`` seconds (90, kube-apiserver's) is
+  closed, as Go's server does, so that a client that vanished without closing does not keep it;
 - TLS through the ``ssl.SSLContext`` given to ``start``; ``stop`` closes the listener, lets
   running handlers end (watches end their streams cleanly) for a grace period, then closes every
   connection.
@@ -186,6 +188,7 @@ class _Connection(asyncio.Protocol):
         self.write_paused = False
         self.read_paused = False
         self.continued = False  # 100 Continue sent for the request being read
+        self.last_active = time.monotonic()  # when a request last arrived or was answered
         self.lost_callbacks: list[Callable[[], None]] = []
         self._drain_waiters: list[asyncio.Future] = []
 
@@ -224,6 +227,7 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
+        self.last_active = time.monotonic()
         if self.busy:
             if len(self.buf) > _PAUSE_READING_AT + self.server.max_body and not self.read_paused:
                 self.read_paused = True
@@ -304,6 +308,7 @@ class _Connection(asyncio.Protocol):
         elif not (isinstance(result, Stream) and result.finished and keep):
             self.close()  # a stream cut short (its end cannot be told but by closing), or the last one
         self.busy = False
+        self.last_active = time.monotonic()
         if not self.closed:
             self._process()
 
@@ -426,9 +431,11 @@ class HttpServer:
     awaitable of a Response or of a finished :class:`Stream`."""
 
     def __init__(self, handler: Handler, max_body: int, on_stopping: Callable[[], None] | None = None,
-                 failure_log: Callable[[Request], None] | None = None) -> None:
+                 failure_log: Callable[[Request], None] | None = None, idle_timeout: float = 90.0) -> None:
         self.handler = handler
         self.max_body = max_body
+        self.idle_timeout = idle_timeout
+        self._sweep: asyncio.TimerHandle | None = None
         self.on_stopping = on_stopping
         self._failure_log = failure_log
         self.connections: set[_Connection] = set()
@@ -443,12 +450,28 @@ class HttpServer:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: _Connection(self), host, port, ssl=ssl_context,
                                                 reuse_address=True, backlog=1024)
+        self._sweep = loop.call_later(self._sweep_every(), self._close_idle)
+
+    def _sweep_every(self) -> float:
+        return min(10.0, self.idle_timeout / 3)
+
+    def _close_idle(self) -> None:
+        """Close the kept-alive connections that waited ``idle_timeout`` for a request (a
+        connection with a request in progress or a watch streaming is busy, never idle)."""
+        now = time.monotonic()
+        for conn in list(self.connections):
+            if not conn.busy and not conn.buf and now - conn.last_active >= self.idle_timeout:
+                conn.close()
+        self._sweep = asyncio.get_running_loop().call_later(self._sweep_every(), self._close_idle)
 
     async def stop(self, grace: float = 2.0) -> None:
         """Stop listening, let running handlers finish for ``grace`` seconds (``on_stopping`` tells
         watches to end), then close every connection."""
         if self._server is None:
             return
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
         self._server.close()
         if self.on_stopping is not None:
             self.on_stopping()

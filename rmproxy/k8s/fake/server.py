@@ -53,6 +53,7 @@ class ServerOptions:
     token: str | None = None  # bearer token every request must carry; None: no authentication
     bookmark_interval: float = 60.0  # seconds between BOOKMARKs on a watch without timeoutSeconds
     watch_timeout: float = 1800.0  # a watch without timeoutSeconds ends after 1-2x this
+    idle_timeout: float = 90.0  # a kept-alive connection without a request this long is closed
     address: str = "127.0.0.1:6443"  # what /api reports as the server address
 
 
@@ -129,7 +130,8 @@ class FakeApiServer:
         self.api = api
         self.options = options or ServerOptions()
         self.served = discovery.served_group_versions(api.kinds)
-        self.http = HttpServer(self.handle, MAX_BODY, on_stopping=self._on_shutdown)
+        self.http = HttpServer(self.handle, MAX_BODY, on_stopping=self._on_shutdown,
+                               idle_timeout=self.options.idle_timeout)
         self._stopping: asyncio.Future | None = None
         self.rng = random.Random()
         self.faults: list[dict[str, Any]] = []  # FAULTS_PATH's: method, pathPrefix, status, count left
