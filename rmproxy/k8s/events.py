@@ -99,16 +99,6 @@ class Regarding:
         return ref
 
 
-class _Waiting(collections.deque):
-    """The events waiting for a sender, ``(namespace, event)``, oldest first."""
-
-    def empty(self) -> bool:
-        return not self
-
-    def get_nowait(self) -> tuple[str, dict]:
-        return self.popleft()
-
-
 @lru_cache(maxsize=64)
 def _second(whole: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
@@ -144,7 +134,8 @@ class EventRecorder:
     def __init__(self, client: KubeClient, controller: str, instance: str, *, capacity: int = 4096,
                  senders: int = 8, clock=time.time, settle: float = 0.0, series_interval: float = 10.0) -> None:
         self.client, self.controller, self.instance = client, controller, instance
-        self.queue = _Waiting()  # events waiting for a sender, at most ``capacity``
+        # events waiting for a sender, ``(namespace, event)``, oldest first; at most ``capacity``
+        self.queue: collections.deque[tuple[str, dict]] = collections.deque()
         self.capacity = capacity
         self.senders = senders
         self._sending = 0  # requests in flight

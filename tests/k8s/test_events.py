@@ -20,8 +20,8 @@ OTHER = Regarding("Pod", "p2", "ns", "uid-2")
 
 def queued(rec: EventRecorder) -> list[tuple[str, str, str]]:
     out = []
-    while not rec.queue.empty():
-        _, event = rec.queue.get_nowait()
+    while rec.queue:
+        _, event = rec.queue.popleft()
         out.append((event["regarding"]["name"], event["reason"], event["eventTime"]))
     return out
 
@@ -70,7 +70,7 @@ def test_a_pod_that_waits_gets_its_queued_notice_with_the_time_it_was_queued():
         stamp = clock.now
         assert queued(rec) == []
         clock.now += 0.06
-        await wait_until_async(lambda: not rec.queue.empty(), 5, "the window to pass")
+        await wait_until_async(lambda: bool(rec.queue), 5, "the window to pass")
         [(name, reason, at)] = queued(rec)
         assert (name, reason) == ("p1", "Scheduling")
         assert at.startswith(time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(stamp)))
@@ -87,7 +87,7 @@ def test_a_slow_binding_gets_scheduled_when_the_window_passes_then_its_own_event
         rec = EventRecorder(None, "yunikorn", "t", settle=0.05, clock=clock)
         rec.post(POD, NORMAL, "Scheduled", "assigned", hold=True, supersedes=("Scheduling",))
         clock.now += 0.06
-        await wait_until_async(lambda: not rec.queue.empty(), 5, "the window to pass")
+        await wait_until_async(lambda: bool(rec.queue), 5, "the window to pass")
         rec.post(POD, NORMAL, "PodBindSuccessful", "bound", fold_into=("Scheduled",))
         assert [e[1] for e in queued(rec)] == ["Scheduled", "PodBindSuccessful"]
     run(main())

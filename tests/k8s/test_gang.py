@@ -193,8 +193,8 @@ def show_created(w: World) -> list[str]:
 
 def gang_notes(w: World) -> list[tuple[str, str, str]]:
     out = []
-    while not w.events.queue.empty():
-        _, e = w.events.queue.get_nowait()
+    while w.events.queue:
+        _, e = w.events.queue.popleft()
         out.append((e["regarding"]["name"], e["reason"], e["action"], e["note"], e["type"]))
     return out
 

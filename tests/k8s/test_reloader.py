@@ -36,8 +36,8 @@ def cm(name: str, **data: str) -> dict:
 
 def reasons(events: EventRecorder) -> list[tuple[str, str]]:
     out = []
-    while not events.queue.empty():
-        _, e = events.queue.get_nowait()
+    while events.queue:
+        _, e = events.queue.popleft()
         out.append((e["reason"], e["note"]))
     return out
 

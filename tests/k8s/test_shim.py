@@ -144,8 +144,8 @@ class World:
 
     def notes(self, reason=None):
         out = []
-        while not self.events.queue.empty():
-            _, event = self.events.queue.get_nowait()
+        while self.events.queue:
+            _, event = self.events.queue.popleft()
             out.append((event["regarding"]["name"], event["reason"], event["note"]))
         return [n for n in out if reason is None or n[1] == reason]
 
