@@ -3,8 +3,9 @@
 ``Binder.bind(job)`` posts ``pods/{name}/binding`` (with the pod's uid, so a pod recreated under
 the same name is never bound) in the background, at most ``concurrency`` requests at a time, and
 reports one ``Outcome`` per job through ``on_outcome``. A job is a chain of callbacks (the
-request's answer, a retry's timer), not a task: a binding per pod costs a few calls. The job's unbound WaitForFirstConsumer
-claims (placed with ``--best-effort-constraints``) first get the node in the annotation
+request's answer, a retry's timer), not a task: a binding per pod costs a few calls. The job's
+unbound WaitForFirstConsumer claims (placed with ``--best-effort-constraints``) first get the
+node in the annotation
 ``volume.kubernetes.io/selected-node``, as kube-scheduler's volume binding gives it, so that their
 provisioner makes the volume where the pod goes; a claim that cannot be annotated refuses the job.
 
