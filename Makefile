@@ -25,7 +25,7 @@ CONSTRAINTS_USED := $(VENV)/.korral-constraints-used
 # make test-stress: the tests that run real processes (stacks from `korral up`, supervisord, workers
 # against a real broker), STRESS_RUNS times in a row while a busy loop keeps one core busy.
 STRESS_RUNS ?= 5
-STRESS_TESTS ?= tests/e2e tests/stack tests/client/test_client_stack.py tests/sim/test_sim_run.py \
+STRESS_TESTS ?= tests/e2e tests/stack tests/si_client/test_client_stack.py tests/simulator/test_sim_run.py \
   tests/rest tests/web tests/worker/test_liveness.py tests/deploy/test_supervisord.py tests/deploy/test_compose_run.py
 
 .PHONY: help setup redis-server slapd chromium netfilter demo demo-k8s demo-k8s-pools test bench soak soak-net lock test-stress FORCE
@@ -138,10 +138,10 @@ netfilter:
 # Korral, the fake API server and the shim, each its own process; everything it starts is stopped by
 # the demo itself (also on failure, Ctrl-C or SIGTERM).
 demo-k8s: setup
-	$(PY) -m rmproxy.k8s.demo
+	$(PY) -m k8s_shim.demo
 
 demo-k8s-pools: setup
-	$(PY) -m rmproxy.k8s.demo --pools
+	$(PY) -m k8s_shim.demo --pools
 
 demo: setup
 	@mkdir -p "$(DEMO_DIR)"

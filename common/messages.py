@@ -258,7 +258,7 @@ class Heartbeat(Body):
 class Status(Body):
     """STATUS, broker -> rmproxy (and to ``korral status --broker``): the broker's whole view as
     one document (workers, partitions, rmproxies, counters), kept as the map it is: rmproxy
-    serves it as JSON and patches it with ownership events (``rmproxy.server.cluster_view``). Sent to
+    serves it as JSON and patches it with ownership events (``rmproxy.cluster_view``). Sent to
     the broker, an empty STATUS asks for one."""
 
     doc: dict = field(default_factory=dict)

@@ -4,7 +4,7 @@
 ``common/si.proto``); ``v1.8`` is scheduler-interface v1.8.0 (``common/si_v18.proto``). An RM may
 declare its revision at registration with the ``buildInfo`` key ``si.revision``; otherwise
 rmproxy decides it from the first message that only one revision can send. The rule is in
-docs/si-revisions.md; rmproxy applies it (``rmproxy.server.revision``), the worker answers in
+docs/si-revisions.md; rmproxy applies it (``rmproxy.revision``), the worker answers in
 the decided revision (``partition_worker.si_dialects``).
 """
 

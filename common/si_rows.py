@@ -3,7 +3,7 @@
 Reading an ask's protobuf fields costs about 1.5 us, building an SI ``Allocation`` about 1.3 us:
 a quarter of the worker's time in a burst, on the one core its partition has. So rmproxy, on
 its own core, reads every ask of every SI revision into an ``AskRow``
-(``rmproxy.server.revision``), the worker applies rows and reports each new allocation as an
+(``rmproxy.revision``), the worker applies rows and reports each new allocation as an
 ``AllocationRow``, and rmproxy writes those into the RM's revision of ``AllocationResponse``.
 Rows are the worker's only way in for asks and its only way out for new allocations; everything
 else of the allocation stream (releases, SI v1.8 allocations placed on a node or of another

@@ -2,7 +2,7 @@
 
 The stack never gives a worker an ask in protobuf nor takes a new allocation from it in
 protobuf: rmproxy reads an ``AllocationRequest`` into rows and writes the worker's rows into the
-RM's ``AllocationResponse`` (``rmproxy.server.revision``). ``SISession`` does exactly that around
+RM's ``AllocationResponse`` (``rmproxy.revision``). ``SISession`` does exactly that around
 the session, through the wire form (``pack``/``unpack``, ``wire``/``decode``), so a test can send
 an SI allocation request of either revision and read the SI response the RM would get.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from common import si_internal_pb2 as si
 from common.si_rows import NewAllocations, RequestRows
 from partition_worker.session import Outbox, PartitionSession
-from rmproxy.server import revision
+from rmproxy import revision
 
 __all__ = ["SISession", "SIOutbox", "ASK_BATCH"]
 

@@ -1,9 +1,11 @@
 """The module map's rules (docs/architecture.md), checked on every import statement of the tree.
 
 - ``common/`` is the library everyone shares: it imports nothing above it;
-- the processes (``broker``, ``rmproxy.server``, ``partition_worker``) do not import each other;
-- the RM side (``rmproxy.client``, ``rmproxy.sim``, ``rmproxy.bench``, ``rmproxy.k8s``) does not import the
-  rmproxy server or a worker: it speaks to them over gRPC and REST like any RM;
+- the processes (``broker``, ``rmproxy``, ``partition_worker``) do not import each other;
+- the two sides of the SI stay apart: the RM side (``si_client``, the library every Python RM uses;
+  the RMs ``k8s_shim``, ``simulator``, ``benchmarks``) does not import the rmproxy server or a worker
+  (it speaks to them over gRPC and REST like any RM), and the server side (``rmproxy``, ``broker``,
+  ``partition_worker``) never imports an RM or the client library;
 - the scheduling core and the placement rules import no process code (their purity, no I/O and
   no clock, is checked by tests/core/test_purity.py);
 - ``common.cli`` starts the processes by module name (``korral broker|rmproxy|worker``), never by
@@ -26,7 +28,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("common", "broker", "partition_worker", "rmproxy")
+PACKAGES = ("common", "broker", "partition_worker", "rmproxy", "si_client", "k8s_shim", "simulator", "benchmarks")
 
 # area -> the areas its modules may import (besides itself)
 ALLOWED: dict[str, set[str]] = {
@@ -37,37 +39,31 @@ ALLOWED: dict[str, set[str]] = {
     "partition_worker.core": {"common", "partition_worker.placement"},
     "partition_worker.placement": {"common"},
     "rmproxy": {"common"},
-    "rmproxy.server": {"common"},
-    "rmproxy.client": {"common"},
-    "rmproxy.sim": {"common", "common.cli", "rmproxy.client"},  # korral sim finds a stack as the CLI does
-    "rmproxy.k8s": {"common", "rmproxy.client"},
-    "rmproxy.bench": {"common", "common.cli", "rmproxy.client", "rmproxy.k8s"},
-    "rmproxy.k8s.fake": {"common"},  # the fake API server: never the shim it is a test bed for
+    "si_client": {"common"},
+    "simulator": {"common", "common.cli", "si_client"},  # korral sim finds a stack as the CLI does
+    "k8s_shim": {"common", "si_client"},
+    "benchmarks": {"common", "common.cli", "si_client", "k8s_shim"},
+    "k8s_shim.fake": {"common"},  # the fake API server: never the shim it is a test bed for
 }
 SUBAREAS = {"common": ("cli",), "partition_worker": ("core", "placement"),
-            "rmproxy": ("server", "client", "sim", "bench", "k8s")}
+            "k8s_shim": ("fake",)}
 
-
-NESTED = {"rmproxy.k8s": ("fake",)}
-
-# rmproxy.server's modules that the parts below may import (besides their own package and
-# everything outside rmproxy.server); the REST API is given the rest as ``webapi.seams`` protocols.
-_SERVER_VALUES = {"rmproxy.server.errors", "rmproxy.server.rms", "rmproxy.server.cluster_view",
-                  "rmproxy.server.worker_requests"}
+# rmproxy's modules that the parts below may import (besides their own package and
+# everything outside rmproxy); the REST API is given the rest as ``webapi.seams`` protocols.
+_SERVER_VALUES = {"rmproxy.errors", "rmproxy.rms", "rmproxy.cluster_view",
+                  "rmproxy.worker_requests"}
 SERVER_PARTS: dict[str, set[str]] = {
-    "rmproxy.server.webapi": _SERVER_VALUES,
-    "rmproxy.server.broker_side": _SERVER_VALUES | {"rmproxy.server.broker_link"},
-    "rmproxy.server.rm_registry": _SERVER_VALUES | {"rmproxy.server.revision"},
-    "rmproxy.server.router": _SERVER_VALUES | {"rmproxy.server.revision", "rmproxy.server.split"},
-    "rmproxy.server.config_changes": _SERVER_VALUES,
-    "rmproxy.server.service": _SERVER_VALUES | {"rmproxy.server.revision", "rmproxy.server.split"},
+    "rmproxy.webapi": _SERVER_VALUES,
+    "rmproxy.broker_side": _SERVER_VALUES | {"rmproxy.broker_link"},
+    "rmproxy.rm_registry": _SERVER_VALUES | {"rmproxy.revision"},
+    "rmproxy.router": _SERVER_VALUES | {"rmproxy.revision", "rmproxy.split"},
+    "rmproxy.config_changes": _SERVER_VALUES,
+    "rmproxy.service": _SERVER_VALUES | {"rmproxy.revision", "rmproxy.split"},
 }
 
 
 def area(module: str) -> str:
     parts = module.split(".")
-    if len(parts) > 2 and parts[2] in NESTED.get(f"{parts[0]}.{parts[1]}", ()):
-        return ".".join(parts[:3])
     if len(parts) > 1 and parts[1] in SUBAREAS.get(parts[0], ()):
         return f"{parts[0]}.{parts[1]}"
     return parts[0]
@@ -112,9 +108,9 @@ def test_the_cli_names_real_modules_for_the_processes_it_starts():
 
 def test_the_rules_catch_an_upward_import(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("def f():\n    from rmproxy.server.proxy import Proxy\n")
+    bad.write_text("def f():\n    from rmproxy.proxy import Proxy\n")
     [(line, module)] = imports(bad)
-    assert line == 2 and area(module) == "rmproxy.server" and area(module) not in ALLOWED["common"]
+    assert line == 2 and area(module) == "rmproxy" and area(module) not in ALLOWED["common"]
 
 
 def _part(module: str) -> str | None:
@@ -127,15 +123,15 @@ def test_rmproxys_parts_reach_each_other_only_through_protocols(path: Path):
     assert here is not None
     wrong = [f"{path.relative_to(REPO)}:{line} imports {m}, which {here} may not import (give it a protocol)"
              for line, m in imports(path)
-             if m.startswith("rmproxy.server.") and _part(m) != here and m not in SERVER_PARTS[here]]
+             if m.startswith("rmproxy.") and _part(m) != here and m not in SERVER_PARTS[here]]
     assert not wrong, "\n".join(wrong)
 
 
 def test_the_server_rules_catch_the_rest_api_reaching_for_the_proxy(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("from rmproxy.server.proxy import Proxy\nfrom rmproxy.server.rm_registry import RMRegistry\n")
-    assert [m for _, m in imports(bad) if m not in SERVER_PARTS["rmproxy.server.webapi"]] == [
-        "rmproxy.server.proxy", "rmproxy.server.rm_registry"]
+    bad.write_text("from rmproxy.proxy import Proxy\nfrom rmproxy.rm_registry import RMRegistry\n")
+    assert [m for _, m in imports(bad) if m not in SERVER_PARTS["rmproxy.webapi"]] == [
+        "rmproxy.proxy", "rmproxy.rm_registry"]
 
 # ------------------------------------------------------------------ inside the scheduling core
 CORE = REPO / "partition_worker" / "core"
@@ -236,11 +232,11 @@ def test_the_house_has_no_import_circle():
 def test_the_house_rules_see_every_kind_of_import(tmp_path):
     src = tmp_path / "mod.py"
     src.write_text("from typing import TYPE_CHECKING\nfrom . import stats\nfrom .cluster import SimCluster\n"
-                   "if TYPE_CHECKING:\n    from rmproxy.sim.report import Report\n"
+                   "if TYPE_CHECKING:\n    from simulator.report import Report\n"
                    "def f():\n    import common.config.loader\n")
-    assert house_imports(src, "rmproxy.sim.mod") == {"rmproxy.sim.stats", "rmproxy.sim.cluster", "rmproxy.sim.report",
+    assert house_imports(src, "simulator.mod") == {"simulator.stats", "simulator.cluster", "simulator.report",
                                                      "common.config.loader"}
-    assert circles({"rmproxy.sim.cluster": {"rmproxy.sim.stats"}, "rmproxy.sim.stats": {"rmproxy.sim.cluster"}})
+    assert circles({"simulator.cluster": {"simulator.stats"}, "simulator.stats": {"simulator.cluster"}})
 
 
 def test_the_core_has_no_import_circle():

@@ -23,11 +23,11 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "down": ("common.cli.stack.down", "stop a stack started by `korral up`"),
     "status": ("common.cli.status", "show the processes, partitions and RMs of a stack"),
     "broker": ("broker.main", "run the broker process"),
-    "rmproxy": ("rmproxy.server.main", "run the rmproxy process (gRPC SI front door and REST API)"),
+    "rmproxy": ("rmproxy.main", "run the rmproxy process (gRPC SI front door and REST API)"),
     "worker": ("partition_worker.main", "run a partition worker process"),
     "check-config": ("common.config.check", "validate a queues.yaml file offline"),
-    "sim": ("rmproxy.sim", "run a simulated cluster (a hollow-node RM) against a stack"),
-    "k8s-shim": ("rmproxy.k8s.main", "schedule a Kubernetes cluster's pods (schedulerName yunikorn) with Korral"),
+    "sim": ("simulator", "run a simulated cluster (a hollow-node RM) against a stack"),
+    "k8s-shim": ("k8s_shim.main", "schedule a Kubernetes cluster's pods (schedulerName yunikorn) with Korral"),
     "bench": ("common.cli.bench", "run a benchmark: core | e2e | recovery"),
     "keys": ("common.cli.keys", "generate CURVE key pairs for secured links"),
     "dump": ("common.cli.dump", "write the full state dump of a stack to a file"),
@@ -35,7 +35,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "apps": ("common.cli.restcli", "list applications (REST client)"),
     "nodes": ("common.cli.restcli", "list nodes (REST client)"),
     "explain": ("common.cli.explain", "why an application's asks wait (REST client)"),
-    "k8s-fake": ("rmproxy.k8s.fake.main", "run a fake Kubernetes API server with fake nodes (try the shim "
+    "k8s-fake": ("k8s_shim.fake.main", "run a fake Kubernetes API server with fake nodes (try the shim "
                                           "and kubectl without a cluster)"),
     "config": ("common.cli.config", "an RM's queues.yaml on a running stack: get, apply (--dry-run), diff, "
                                     "history, rollback (rmproxy's admin endpoint)"),

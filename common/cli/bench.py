@@ -9,13 +9,13 @@ __all__ = ["BENCHES", "configure", "run"]
 
 BENCHES = {
     "core": ("partition_worker.bench", "the scheduling core in-process (YuniKorn's core benchmark scenario)"),
-    "e2e": ("rmproxy.bench.e2e", "the same scenario through gRPC, rmproxy, broker and a worker"),
-    "recovery": ("rmproxy.bench.recovery", "kill -9 a worker; time until its partition is back"),
-    "backlog": ("rmproxy.bench.backlog", "100,000 unschedulable asks on 5,000 nodes, with and without the "
+    "e2e": ("benchmarks.e2e", "the same scenario through gRPC, rmproxy, broker and a worker"),
+    "recovery": ("benchmarks.recovery", "kill -9 a worker; time until its partition is back"),
+    "backlog": ("benchmarks.backlog", "100,000 unschedulable asks on 5,000 nodes, with and without the "
                                          "unschedulable-ask backoff: idle worker CPU, latency of asks behind them"),
-    "churn": ("rmproxy.bench.churn",
+    "churn": ("benchmarks.churn",
               "steady state through the stack: tasks arriving at fixed rates and ending; latency, backlog, CPU"),
-    "k8s": ("rmproxy.bench.k8s", "pods per second through the Kubernetes shim on the fake cluster: binding rate, "
+    "k8s": ("benchmarks.k8s", "pods per second through the Kubernetes shim on the fake cluster: binding rate, "
                                  "creation -> binding latency, CPU per 1,000 pods of each process"),
     "compare": ("partition_worker.bench_compare",
                 "YuniKorn's own core benchmark and `bench core`, interleaved: both rates and the ratios"),

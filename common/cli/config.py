@@ -41,7 +41,7 @@ from common.units import human_resource
 __all__ = ["configure", "run", "ACTIONS", "format_dry_run"]
 
 ADMIN = "/ws/v1/korral/admin/config"
-ALLOW_REMOVAL_FLAG = "--allow-partition-removal"  # rmproxy.server.errors names both in its refusal
+ALLOW_REMOVAL_FLAG = "--allow-partition-removal"  # rmproxy.errors names both in its refusal
 ALLOW_REMOVAL_PARAM = "allowPartitionRemoval"
 ACTIONS = {
     "get": "print the active config (ending with its checksum line)",

@@ -96,7 +96,7 @@ def test_a_bad_body_is_forwarded_and_the_worker_drops_it(stack, caplog):
 
 
 def test_a_bad_answer_body_is_forwarded_and_rmproxy_drops_it(stack, caplog):
-    from rmproxy.server.proxy import Proxy
+    from rmproxy.proxy import Proxy
 
     _, broker, worker, proxy, epoch = stack
     bad = _with_body(Kind.QUERY_RESULT, epoch, b"\xc6\x00\x00\xff\xff")  # a bin cut short

@@ -222,7 +222,7 @@ def test_rmproxy_ready_route_exists():
     """The healthcheck's path is a route of the real REST app."""
     from unittest import mock
 
-    from rmproxy.server.webapi import build_app
+    from rmproxy.webapi import build_app
 
     app = build_app(mock.MagicMock(name="proxy"))  # only registers handlers; none is called
     routes = {r.resource.canonical for r in app.router.routes() if r.resource is not None}

@@ -71,7 +71,7 @@ def package_files() -> set[str]:
     """Every file the installed package should carry: modules and package data of the find-include packages.
 
     ``[tool.setuptools.packages.find]`` in pyproject.toml finds namespace packages too, so every
-    directory under a top package (``rmproxy/server/web`` with the dashboard's assets) is a package.
+    directory under a top package (``rmproxy/web`` with the dashboard's assets) is a package.
     """
     cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     tops = [p.rstrip("*") for p in cfg["packages"]["find"]["include"]]

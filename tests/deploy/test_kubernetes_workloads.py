@@ -30,7 +30,7 @@ VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["versi
 def _rest_routes() -> set[str]:
     from unittest import mock
 
-    from rmproxy.server.webapi import build_app
+    from rmproxy.webapi import build_app
 
     app = build_app(mock.MagicMock(name="proxy"))  # only registers handlers; none is called
     return {r.resource.canonical for r in app.router.routes() if r.resource is not None}

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from common.cli.stack.down import ProcId, load_stack, supervisor_rpc
-from rmproxy.client import ClientState
+from si_client import ClientState
 from tests.conftest import wait_until
 from tests.e2e.soak_rm import (NODE_MEMORY, NODE_VCORE, NODES_PER_PARTITION, OP_TIMEOUT, PARTITIONS, QUEUE_OF,
                                USER, Load, SoakRM, _now, http_get, soak_config)

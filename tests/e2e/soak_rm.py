@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 import grpc
 
 from common import si_pb2
-from rmproxy.client import Backoff, ClientState, SchedulerAPI, SchedulerError, channel_options
-from rmproxy.bench.cluster_rm import ClusterRM
+from si_client import Backoff, ClientState, SchedulerAPI, SchedulerError, channel_options
+from benchmarks.cluster_rm import ClusterRM
 from tests.conftest import Background, wait_until
 from tests.si_builders import ask, release
 

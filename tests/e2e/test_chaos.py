@@ -1,6 +1,6 @@
 """Chaos soak (issue 12): SIGKILL every kind of Korral process, over and over, under load.
 
-Two RMs (rmproxy.client, ``tests.e2e.soak.SoakRM``), each with two partitions (the same names:
+Two RMs (si_client, ``tests.e2e.soak.SoakRM``), each with two partitions (the same names:
 REST tells them apart by ``?rmID=``), keep submitting asks and finishing tasks in all four
 partitions. Step by step, a process is killed by pid (round-robin over worker, broker, rmproxy
 and Redis; a worker is the owner of a partition three times in four, else a spare), and every

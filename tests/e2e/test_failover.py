@@ -1,6 +1,6 @@
 """Failover with a workload running: kill -9 a worker, the rmproxy, the broker or Redis.
 
-After each kill the partition is owned again, the RM (rmproxy.client) recovers
+After each kill the partition is owned again, the RM (si_client) recovers
 by re-registering and replaying, scheduling continues, and the scheduler holds
 exactly the allocations the RM holds: none lost, none doubled.
 """
@@ -15,8 +15,8 @@ import urllib.request
 
 import pytest
 
-from rmproxy.bench.recovery import start_two_partitions
-from rmproxy.bench.cluster_rm import ClusterRM, scheduler_view
+from benchmarks.recovery import start_two_partitions
+from benchmarks.cluster_rm import ClusterRM, scheduler_view
 from tests.conftest import Background, wait_until
 
 

@@ -30,7 +30,7 @@ import grpc
 import pytest
 
 from common import si_pb2
-from rmproxy.bench.recovery import provided_partitions
+from benchmarks.recovery import provided_partitions
 from tests.conftest import wait_until
 from tests.e2e.netns import NetLab, tails, unavailable_reason
 from tests.e2e.sirm import SIRM

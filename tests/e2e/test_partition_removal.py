@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from common.constants import NODE_PARTITION
-from rmproxy.bench.cluster_rm import ClusterRM, scheduler_view
-from rmproxy.client import SchedulerAPI
+from benchmarks.cluster_rm import ClusterRM, scheduler_view
+from si_client import SchedulerAPI
 from tests.conftest import Background, run_korral, wait_until
 from tests.rest.workload import http
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 from rich.console import Console
 
 from common import si_pb2
-from rmproxy.sim.presets import PRESETS
-from rmproxy.sim.runner import SimOptions, simulate
-from rmproxy.sim.workload import parse_workload, plan
+from simulator.presets import PRESETS
+from simulator.runner import SimOptions, simulate
+from simulator.workload import parse_workload, plan
 from tests.e2e.sirm import SIRM
 from tests.si_builders import app, ask, node, release, resource
 

@@ -230,7 +230,7 @@ def test_bench_e2e_measures_both_revisions_interleaved(module_stack, capsys):
     import argparse
     import json
 
-    from rmproxy.bench import e2e as bench_e2e
+    from benchmarks import e2e as bench_e2e
 
     parser = argparse.ArgumentParser()
     bench_e2e.configure(parser)

@@ -9,9 +9,9 @@ import sys
 from rich.console import Console
 
 from common import security
-from rmproxy.sim.presets import PRESETS
-from rmproxy.sim.runner import SimOptions, simulate
-from rmproxy.sim.workload import parse_workload, plan
+from simulator.presets import PRESETS
+from simulator.runner import SimOptions, simulate
+from simulator.workload import parse_workload, plan
 from tests.conftest import korral_env, run_korral, start_stack, stop_and_verify, wait_until
 from tests.e2e.test_security import make_keys
 

@@ -12,9 +12,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from rmproxy.k8s.fake.api import DeleteOptions
-from rmproxy.k8s.fake.cluster import ClusterOptions, FakeCluster, NodeTemplate
-from rmproxy.k8s.fake.errors import ApiError
+from k8s_shim.fake.api import DeleteOptions
+from k8s_shim.fake.cluster import ClusterOptions, FakeCluster, NodeTemplate
+from k8s_shim.fake.errors import ApiError
 from tests.conftest import wait_until_async
 
 pytestmark = pytest.mark.timeout(60)

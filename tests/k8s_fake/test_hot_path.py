@@ -12,9 +12,9 @@ import uuid
 import aiohttp
 import pytest
 
-from rmproxy.k8s.fake.api import Api, _fields_v1, _uuid4
-from rmproxy.k8s.fake.cluster import ClusterOptions, FakeCluster
-from rmproxy.k8s.fake.patch import strategic_merge_patch
+from k8s_shim.fake.api import Api, _fields_v1, _uuid4
+from k8s_shim.fake.cluster import ClusterOptions, FakeCluster
+from k8s_shim.fake.patch import strategic_merge_patch
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -1,4 +1,4 @@
-"""The double's own HTTP/1.1 server (rmproxy/k8s/fake/httpd.py) on the wire: keep-alive and
+"""The double's own HTTP/1.1 server (k8s_shim/fake/httpd.py) on the wire: keep-alive and
 pipelining, request bodies by length and chunked, ``Expect: 100-continue``, the limits and the
 errors they give, HEAD, watches to a slow reader (bounded memory), shutdown with open watches,
 and TLS with the clients the tests use (aiohttp, urllib, the shim's own)."""
@@ -16,10 +16,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from rmproxy.k8s.fake.cluster import ClusterOptions, FakeCluster
-from rmproxy.k8s.fake.httpd import MAX_HEAD
-from rmproxy.k8s.fake.server import MAX_BODY
-from rmproxy.k8s.http import Pool
+from k8s_shim.fake.cluster import ClusterOptions, FakeCluster
+from k8s_shim.fake.httpd import MAX_HEAD
+from k8s_shim.fake.server import MAX_BODY
+from k8s_shim.http import Pool
 from tests.conftest import wait_until_async
 
 pytestmark = pytest.mark.timeout(60)
@@ -230,7 +230,7 @@ def test_stop_ends_open_watches_and_closes_idle_connections():
 
 
 def test_tls_with_the_clients_the_tests_and_the_shim_use(tmp_path):
-    from rmproxy.k8s.fake.tls import self_signed
+    from k8s_shim.fake.tls import self_signed
     cert, key = self_signed(tmp_path, "127.0.0.1")
 
     async def scenario():

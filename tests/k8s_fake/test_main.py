@@ -8,9 +8,9 @@ import asyncio
 import aiohttp
 import pytest
 
-from rmproxy.k8s.fake.cluster import ClusterOptions, FakeCluster
-from rmproxy.k8s.fake.main import parse_labels_flag, parse_taints_flag
-from rmproxy.k8s.fake.server import COMPACT_PATH, FAULTS_PATH
+from k8s_shim.fake.cluster import ClusterOptions, FakeCluster
+from k8s_shim.fake.main import parse_labels_flag, parse_taints_flag
+from k8s_shim.fake.server import COMPACT_PATH, FAULTS_PATH
 from tests.conftest import run_korral
 
 

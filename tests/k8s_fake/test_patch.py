@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rmproxy.k8s.fake.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
+from k8s_shim.fake.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 
 POD = {"metadata": {"labels": {"a": "1", "b": "2"}, "finalizers": ["x"]},
        "spec": {"containers": [{"name": "c1", "image": "i1"}, {"name": "c2", "image": "i2"}],

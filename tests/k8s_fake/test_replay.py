@@ -21,8 +21,8 @@ import aiohttp
 import pytest
 import yaml
 
-from rmproxy.k8s.fake.api import Api
-from rmproxy.k8s.fake.cluster import ClusterOptions, FakeCluster
+from k8s_shim.fake.api import Api
+from k8s_shim.fake.cluster import ClusterOptions, FakeCluster
 from tests.conftest import wait_until_async
 from tests.k8s_fake.wire import (Translator, compare, compare_lines, load, recordings, sorted_by_key, WIRE)
 

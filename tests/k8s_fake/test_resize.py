@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from rmproxy.k8s.fake.errors import ApiError
-from rmproxy.k8s.fake.cluster import NodeTemplate
+from k8s_shim.fake.errors import ApiError
+from k8s_shim.fake.cluster import NodeTemplate
 from tests.conftest import wait_until_async
 from tests.k8s_fake.test_cluster import _pod, pod, running
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rmproxy.k8s.fake.selectors import SelectorError, parse_fields, parse_labels
+from k8s_shim.fake.selectors import SelectorError, parse_fields, parse_labels
 
 LABELS = {"app": "web", "tier": "front", "n": "7"}
 

@@ -17,8 +17,8 @@ from aiohttp import web
 from common import security
 from common.registry import Registration
 from common.restclient import RestClient, RestError
-from rmproxy.server.webapi._http import errors_middleware
-from rmproxy.server.webapi.admin import AdminApi, AdminAuth
+from rmproxy.webapi._http import errors_middleware
+from rmproxy.webapi.admin import AdminApi, AdminAuth
 from tests.conftest import wait_until
 from tests.e2e.conftest import make_cert, pki  # noqa: F401 (pki is a fixture)
 

@@ -1,4 +1,4 @@
-"""gzip as YuniKorn answers (``rmproxy.server.webapi.compress``): only when asked, only from 1,400
+"""gzip as YuniKorn answers (``rmproxy.webapi.compress``): only when asked, only from 1,400
 bytes, once, never on the event stream; whole answers and streamed ones alike."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from rmproxy.server.webapi._http import json_response, stream_json_list
-from rmproxy.server.webapi.compress import GZIP_MIN, STREAM_PATH, gzip_middleware, start_sized
+from rmproxy.webapi._http import json_response, stream_json_list
+from rmproxy.webapi.compress import GZIP_MIN, STREAM_PATH, gzip_middleware, start_sized
 
 BIG = [{"name": f"node-{i:04d}"} for i in range(200)]  # ~4 KB of JSON
 

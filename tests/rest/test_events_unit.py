@@ -1,4 +1,4 @@
-"""The event follower and streams of rmproxy (``rmproxy.server.webapi.events``) against fake
+"""The event follower and streams of rmproxy (``rmproxy.webapi.events``) against fake
 workers: every record reaches a stream once, in order, without gaps between the history and the
 live records; a new session's ring is followed from its start; a slow stream is dropped."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 
 from common.messages import EventsQuery
-from rmproxy.server.webapi.cluster import Target
-from rmproxy.server.webapi.events import POLL_INTERVAL, STREAM_BUFFER, EventFollower, EventStream
+from rmproxy.webapi.cluster import Target
+from rmproxy.webapi.events import POLL_INTERVAL, STREAM_BUFFER, EventFollower, EventStream
 
 
 class FakeRing:

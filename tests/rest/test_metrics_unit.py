@@ -12,8 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from common.compat import Compat
 from partition_worker.core import CoreSettings, ReleaseAlloc
 from partition_worker.core.dao_totals import metrics_dao
-from rmproxy.server.webapi.cluster import Target
-from rmproxy.server.webapi.metrics import render_metrics
+from rmproxy.webapi.cluster import Target
+from rmproxy.webapi.metrics import render_metrics
 from tests.core.harness import SECOND, Harness, partition_config, q
 
 PROXY = {"name": "p", "brokerConnected": True, "dropped": 0, "resyncs": 0, "resyncSeconds": 0.0,

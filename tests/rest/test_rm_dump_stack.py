@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from rmproxy.bench.cluster_rm import ClusterRM
+from benchmarks.cluster_rm import ClusterRM
 from tests.conftest import wait_until
 from tests.rest.workload import http
 from tests.si_builders import node

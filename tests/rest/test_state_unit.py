@@ -6,9 +6,9 @@ import asyncio
 import json
 from types import SimpleNamespace
 
-from rmproxy.server.rms import RMSession
-from rmproxy.server.webapi.config import config_with_checksum
-from rmproxy.server.webapi.state import RawJSON, StateApi, pretty_dump
+from rmproxy.rms import RMSession
+from rmproxy.webapi.config import config_with_checksum
+from rmproxy.webapi.state import RawJSON, StateApi, pretty_dump
 
 
 async def rm_dumps(held: SimpleNamespace, answering: set[str]) -> dict:
@@ -32,7 +32,7 @@ def subscribed_rms(*rm_ids: str) -> dict[str, RMSession]:
 
 
 def test_rm_state_dumps_are_requested_and_collected(monkeypatch) -> None:
-    import rmproxy.server.webapi.state as state
+    import rmproxy.webapi.state as state
 
     monkeypatch.setattr(state, "RM_DUMP_WAIT", 0.5)
     held = SimpleNamespace(state_dumps={}, rms=subscribed_rms("rm-a", "rm-b"))
@@ -94,12 +94,12 @@ def test_config_checksum_line_is_replaced_not_duplicated() -> None:
 
 
 def test_partitions_of_another_rmproxys_rm_are_not_queried_until_the_broker_routes_replies() -> None:
-    from rmproxy.server.cluster_view import ClusterView
-    from rmproxy.server.webapi._http import ApiError
-    from rmproxy.server.webapi.cluster import ClusterReader, Target
+    from rmproxy.cluster_view import ClusterView
+    from rmproxy.webapi._http import ApiError
+    from rmproxy.webapi.cluster import ClusterReader, Target
 
     from common.messages import PartitionQuery
-    from rmproxy.server.worker_requests import WorkerRequests
+    from rmproxy.worker_requests import WorkerRequests
 
     sent = []
     view = ClusterView()
@@ -116,7 +116,7 @@ def test_partitions_of_another_rmproxys_rm_are_not_queried_until_the_broker_rout
 
 
 def test_resync_observer_counts_and_times_until_re_registration() -> None:
-    from rmproxy.server.webapi.korral import ResyncObserver
+    from rmproxy.webapi.korral import ResyncObserver
 
     obs = ResyncObserver()
     obs.resync_started("rm-1", "partition default has a new owner (epoch 2)")
@@ -128,7 +128,7 @@ def test_resync_observer_counts_and_times_until_re_registration() -> None:
 
 
 def test_the_dump_is_written_in_pieces_that_add_up_to_the_document() -> None:
-    from rmproxy.server.webapi.state import _chunks
+    from rmproxy.webapi.state import _chunks
 
     parts = [b"a" * 700, b"b" * 10, b"c" * 3000, b"", b"d" * 5]
     pieces = list(_chunks(parts, 1000))

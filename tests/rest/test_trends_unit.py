@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rmproxy.server.webapi.trends import TRENDS_QUEUES, columns
+from rmproxy.webapi.trends import TRENDS_QUEUES, columns
 
 S = 1_000_000_000
 

@@ -1,4 +1,4 @@
-"""rmproxy's one path for config changes (rmproxy/server/config_changes.py) without a network:
+"""rmproxy's one path for config changes (rmproxy/config_changes.py) without a network:
 compare-and-swap, the no-op, the audit records, one change per RM at a time, the RM's
 re-registration recorded (by the gRPC service) even by an rmproxy that did not hold it before,
 the refusal of an operator's change that removes a partition holding nodes or applications, and
@@ -16,10 +16,10 @@ from common.config import config_checksum, load_config
 from common.envelope import Kind
 from common.messages import PartitionOwned, Reply, RMPartitions
 from common.registry import ConfigRecord, Registration
-from rmproxy.server.errors import ConfigUpdateError
-from rmproxy.server.rms import RMSession
-from rmproxy.server.service import SchedulerService
-from rmproxy.server.worker_requests import NoAnswer
+from rmproxy.errors import ConfigUpdateError
+from rmproxy.rms import RMSession
+from rmproxy.service import SchedulerService
+from rmproxy.worker_requests import NoAnswer
 from tests.rmproxy.test_proxy_lifecycle import MemoryStore, make_proxy
 
 OLD = "partitions: [{name: default, queues: [{name: root, submitacl: '*'}]}]\n"

@@ -13,8 +13,8 @@ import pytest
 from common import si_pb2
 from common.envelope import Envelope, Kind
 from common.registry import Registration
-from rmproxy.server.errors import ConfigUpdateError
-from rmproxy.server.rms import RMSession
+from rmproxy.errors import ConfigUpdateError
+from rmproxy.rms import RMSession
 from tests.conftest import wait_until_async
 from tests.rmproxy.test_proxy_lifecycle import make_proxy
 

@@ -9,8 +9,8 @@ import time
 from common import si_internal_pb2 as si, si_pb2
 from common.envelope import Kind
 from common.registry import Registration
-from rmproxy.server.proxy import Proxy
-from rmproxy.server.rms import RMSession, RMState
+from rmproxy.proxy import Proxy
+from rmproxy.rms import RMSession, RMState
 from tests.si_builders import internal
 
 

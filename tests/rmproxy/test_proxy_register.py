@@ -12,8 +12,8 @@ import pytest
 
 from common import si_pb2
 from common.envelope import Envelope, Kind
-from rmproxy.server.errors import RegistrationError
-from rmproxy.server.rm_registry import REGISTER_TIMEOUT
+from rmproxy.errors import RegistrationError
+from rmproxy.rm_registry import REGISTER_TIMEOUT
 from tests.conftest import wait_until_async
 from tests.rmproxy.test_proxy_lifecycle import make_proxy
 

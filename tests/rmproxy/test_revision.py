@@ -12,9 +12,9 @@ from common import si_internal_pb2 as si
 from common.envelope import Kind
 from common.messages import SiRevision
 from common.si_revision import Revision, declared_revision
-from rmproxy.server.errors import RegistrationError
-from rmproxy.server.revision import RevisionError, decisive_fields, settle
-from rmproxy.server.rms import RMSession
+from rmproxy.errors import RegistrationError
+from rmproxy.revision import RevisionError, decisive_fields, settle
+from rmproxy.rms import RMSession
 from tests.rmproxy.test_proxy_lifecycle import make_proxy
 
 ASK = si.AllocationAsk(allocationKey="k", applicationID="app")

@@ -11,8 +11,8 @@ from common import si_internal_pb2 as si
 from common.envelope import Envelope, Kind
 from common.si_revision import Revision
 from common.si_rows import AllocationRow, AskRow, NewAllocations, RequestRows
-from rmproxy.server import router as router_module
-from rmproxy.server.rms import RMSession
+from rmproxy import router as router_module
+from rmproxy.rms import RMSession
 from tests.rmproxy.test_proxy_lifecycle import make_proxy
 from tests.si_builders import internal
 

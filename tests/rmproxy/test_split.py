@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from common import si_internal_pb2 as si
-from rmproxy.server import split
+from rmproxy import split
 from tests.si_builders import internal
 
 app, ask, node, remove_app = internal.app, internal.ask, internal.node, internal.remove_app

@@ -9,7 +9,7 @@ import pytest
 
 from common.envelope import Kind
 from common.messages import ConfigUpdate, NodesQuery, PartitionQuery, Reply
-from rmproxy.server.worker_requests import NoAnswer, WorkerRequests
+from rmproxy.worker_requests import NoAnswer, WorkerRequests
 
 
 def test_a_reply_resolves_its_request_and_the_table_empties():

@@ -13,7 +13,7 @@ from common import si_internal_pb2 as si
 from common.envelope import Envelope, Kind
 from common.si_revision import Revision
 from common.si_rows import AllocationRow, NewAllocations
-from rmproxy.server.rms import Close, RMSession
+from rmproxy.rms import Close, RMSession
 from tests.rmproxy.test_proxy_lifecycle import make_proxy
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from rmproxy.server.webapi.dashboard import WEB_DIR
+from rmproxy.webapi.dashboard import WEB_DIR
 from tests.rest.workload import Loaded
 
 UPLOT = WEB_DIR / "vendor" / "uplot"

@@ -1,0 +1,44 @@
+"""Every resource the double serves, each with its strategy (:mod:`.kinds`, :mod:`.pods`,
+:mod:`.events`): above them all, so none of them needs the others' list."""
+
+from __future__ import annotations
+
+from k8s_shim.fake.events import CoreEvents, Events
+from k8s_shim.fake.kinds import (ConfigMaps, Kind, Leases, Namespaces, Nodes, PersistentVolumeClaims,
+                                    PersistentVolumes, PriorityClasses, StorageClasses, plain_kind)
+from k8s_shim.fake.pods import Pods
+
+__all__ = ["all_kinds"]
+
+
+def all_kinds() -> list[Kind]:
+    classes: list[type[Kind]] = [
+        Namespaces, Nodes, Pods, ConfigMaps, CoreEvents, PersistentVolumeClaims, PersistentVolumes,
+        plain_kind("services", "Service", short=("svc",), storage_hash="0/CO1lhkEBI=", status=True,
+                   categories=("all",)),
+        plain_kind("replicationcontrollers", "ReplicationController", short=("rc",), storage_hash="Jond2If31h0=",
+                   status=True, generation=True, categories=("all",)),
+        plain_kind("serviceaccounts", "ServiceAccount", short=("sa",), storage_hash="pbx9ZvyFpBE="),
+        plain_kind("secrets", "Secret", storage_hash="S6u1pOWzb84="),
+        plain_kind("resourcequotas", "ResourceQuota", short=("quota",), storage_hash="8uhSgffRX6w=", status=True),
+        plain_kind("limitranges", "LimitRange", short=("limits",), storage_hash="EBKMFVe6cwo="),
+        Events, PriorityClasses, Leases, StorageClasses,
+        plain_kind("csinodes", "CSINode", "storage.k8s.io", namespaced=False, storage_hash="Pe62DkZtjuo="),
+        plain_kind("csidrivers", "CSIDriver", "storage.k8s.io", namespaced=False, storage_hash="hL6j/rwBV5w="),
+        plain_kind("csistoragecapacities", "CSIStorageCapacity", "storage.k8s.io", storage_hash="xeVl+2Ly1kE="),
+        plain_kind("volumeattachments", "VolumeAttachment", "storage.k8s.io", namespaced=False,
+                   storage_hash="tJx/ezt6UDU=", status=True),
+        plain_kind("deployments", "Deployment", "apps", short=("deploy",), storage_hash="8aSe+NMegvE=", status=True,
+                   generation=True, categories=("all",)),
+        plain_kind("replicasets", "ReplicaSet", "apps", short=("rs",), storage_hash="P1RzHs8/mWQ=", status=True,
+                   generation=True, categories=("all",)),
+        plain_kind("statefulsets", "StatefulSet", "apps", short=("sts",), storage_hash="H+vl74LkKdo=", status=True,
+                   generation=True, categories=("all",)),
+        plain_kind("daemonsets", "DaemonSet", "apps", short=("ds",), storage_hash="dd7pWHUlMKQ=", status=True,
+                   generation=True, categories=("all",)),
+        plain_kind("jobs", "Job", "batch", storage_hash="mudhfqk/qZY=", status=True, generation=True,
+                   categories=("all",)),
+        plain_kind("poddisruptionbudgets", "PodDisruptionBudget", "policy", short=("pdb",),
+                   storage_hash="6BGBu0kpHtk=", status=True, generation=True),
+    ]
+    return [cls() for cls in classes]

@@ -1,0 +1,236 @@
+"""A thin async adapter over the Kubernetes REST API: the few calls the shim makes, raw JSON.
+
+Requests go over ``k8s_shim.http`` (kept-alive HTTP/1.1 connections, one pre-assembled
+buffer per request); bodies are decoded with orjson into plain dicts (no typed models: a typed
+decode of a Pod costs more than the shim may spend on it), and the answers of the hot calls
+(binding, events, status patches) are not decoded at all unless they are errors. Errors arrive as
+``ApiError`` built from the server's ``Status`` body (``status``, ``reason``, ``message``,
+``details.kind``), or with status 0 when the server could not be reached. The calls:
+
+- ``get`` / ``list`` (one page) of any path; ``watch_batches`` yields a watch's lines as raw
+  bytes, in batches as they arrive, until the server ends the stream (``watch``: as dicts);
+- ``submit_bind``: ``POST pods/{name}/binding``; a real server answers 201 with a ``Status``,
+  which is not decoded as a Binding; the binding names the pod's uid, so a pod recreated under
+  the same name is never bound by mistake (409);
+- ``patch_status`` (strategic merge of a pod's status), ``submit_event`` (events.k8s.io/v1) and
+  ``patch_event_series`` (an event series' count), ``delete``, ``submit_select_node`` (a
+  WaitForFirstConsumer claim's node annotation).
+
+The ``submit_*`` calls are the hot ones (a binding and an event or two per pod): they take a
+callback, ``done(None)`` or ``done(ApiError)``, instead of being awaited, so that each costs no
+task and no chain of coroutines (``submit``; ``Pool.submit``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, AsyncIterator, Callable
+from urllib.parse import quote, urlencode
+
+import orjson
+
+from k8s_shim.http import HttpError, Pool, Response
+from k8s_shim.kubeconfig import KubeConfig
+
+__all__ = ["ApiError", "KubeClient", "JSON", "STRATEGIC_MERGE", "MERGE"]
+
+log = logging.getLogger(__name__)
+
+JSON = "application/json"
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+MERGE = "application/merge-patch+json"
+REQUEST_TIMEOUT = 30.0
+WATCH_READ_SLACK = 30.0  # a watch may stay quiet up to its timeoutSeconds; then this much longer
+USER_AGENT = "korral-k8s-shim/0.1"
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+
+
+class ApiError(Exception):
+    """A request the API server refused (or that did not reach it: ``status`` 0)."""
+
+    def __init__(self, method: str, path: str, status: int, reason: str = "", message: str = "",
+                 details_kind: str = "", retry_after: float | None = None) -> None:
+        self.method, self.path, self.status = method, path, status
+        self.reason, self.message, self.details_kind = reason, message, details_kind
+        self.retry_after = retry_after
+        what = f"HTTP {status}" if status else "no answer"
+        super().__init__(f"{method} {path}: {what}{' ' + reason if reason else ''}: {message}")
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying as is: no answer, throttled, or the server's own trouble. A 500 from a
+        bad request (v1.24 answers an invalid binding target with 500 and no reason) is not."""
+        if self.status in (0, 429, 502, 503, 504):
+            return True
+        return self.status == 500 and self.reason in ("InternalError", "ServerTimeout", "Timeout")
+
+    @classmethod
+    def from_response(cls, method: str, path: str, status: int, body: bytes,
+                      retry_after: str | None = None) -> "ApiError":
+        reason = message = kind = ""
+        try:
+            doc = orjson.loads(body)
+            if isinstance(doc, dict):
+                reason, message = str(doc.get("reason", "")), str(doc.get("message", ""))
+                details = doc.get("details")
+                kind = str(details.get("kind", "")) if isinstance(details, dict) else ""
+        except orjson.JSONDecodeError:
+            message = body[:500].decode("utf-8", "replace").strip()
+        after = None
+        if retry_after:
+            try:
+                after = float(retry_after)
+            except ValueError:
+                pass
+        return cls(method, path, status, reason, message, kind, after)
+
+
+_UNQUOTED = re.compile(r"[A-Za-z0-9_.~-]*").fullmatch  # what quote(..., safe="") leaves as it is
+
+
+def segment(name: str) -> str:
+    """``name`` as one segment of a path: quoted, unless it needs no quoting (every valid
+    Kubernetes name: quoting those cost more than the rest of building a request)."""
+    return name if _UNQUOTED(name) else quote(name, safe="")
+
+
+def pod_path(namespace: str, name: str = "", sub: str = "") -> str:
+    path = f"/api/v1/namespaces/{segment(namespace)}/pods"
+    if name:
+        path += f"/{segment(name)}"
+    return f"{path}/{sub}" if sub else path
+
+
+def _failed(method: str, path: str, resp: Response | None, exc: HttpError | None) -> ApiError:
+    """The ``ApiError`` of a refused request (``resp``) or of one that got no answer (``exc``)."""
+    path = path.split("?", 1)[0]
+    if resp is None:
+        return ApiError(method, path, 0, message=str(exc))
+    return ApiError.from_response(method, path, resp.status, resp.body, resp.headers.get("retry-after"))
+
+
+def _target(path: str, query: dict[str, str] | None) -> str:
+    return f"{path}?{urlencode(query, quote_via=quote, safe='')}" if query else path
+
+
+class KubeClient:
+    """One API server connection pool. ``start`` before use (on the running loop), ``close`` after."""
+
+    def __init__(self, config: KubeConfig, *, connections: int = 64) -> None:
+        self.config = config
+        self._connections = connections
+        self.pool: Pool | None = None
+
+    async def start(self) -> None:
+        self.pool = Pool(self.config.server, ssl=self.config.ssl, limit=self._connections,
+                         headers={"User-Agent": USER_AGENT, "Accept": JSON}, auth=self.config.auth_header)
+
+    async def close(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
+            self.pool = None
+
+    async def __aenter__(self) -> "KubeClient":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ generic
+    async def send(self, method: str, path: str, data: bytes | None = None, content_type: str = JSON,
+                   timeout: float = REQUEST_TIMEOUT) -> bytes:
+        """The raw answer of a request that succeeded; ``ApiError`` otherwise."""
+        assert self.pool is not None, "KubeClient.start() first"
+        try:
+            resp = await self.pool.request(method, path, data, content_type if data is not None else "", timeout)
+        except HttpError as exc:
+            raise _failed(method, path, None, exc) from None
+        if resp.status >= 400:
+            raise _failed(method, path, resp, None)
+        return resp.body
+
+    def submit(self, method: str, path: str, data: bytes | None, content_type: str,
+               done: Callable[[ApiError | None], None]) -> None:
+        """A request whose answer is not read: ``done(None)`` when it succeeded, ``done(ApiError)``
+        otherwise; no task, no coroutine (``Pool.submit``)."""
+        assert self.pool is not None, "KubeClient.start() first"
+
+        def answered(resp: Response | None, exc: HttpError | None) -> None:
+            done(None if exc is None and resp.status < 400 else _failed(method, path, resp, exc))
+        self.pool.submit(method, path, data, content_type if data is not None else "", REQUEST_TIMEOUT, answered)
+
+    async def request(self, method: str, path: str, *, query: dict[str, str] | None = None,
+                      body: Any = None, content_type: str = JSON, timeout: float = REQUEST_TIMEOUT) -> Any:
+        """The decoded JSON answer of a request (None for an empty body); ``ApiError`` otherwise."""
+        raw = await self.send(method, _target(path, query), orjson.dumps(body) if body is not None else None,
+                              content_type, timeout)
+        return orjson.loads(raw) if raw else None
+
+    async def get(self, path: str, query: dict[str, str] | None = None) -> Any:
+        return await self.request("GET", path, query=query)
+
+    async def watch_batches(self, path: str, query: dict[str, str], timeout_seconds: int) -> AsyncIterator[list[bytes]]:
+        """The lines of a watch (``watch=true`` added) as raw bytes, in batches as they arrive,
+        until the server ends the stream. An HTTP error raises ``ApiError`` (410 included); a
+        connection lost midway ends the iteration with ``ApiError`` status 0."""
+        assert self.pool is not None, "KubeClient.start() first"
+        target = _target(path, dict(query, watch="true", timeoutSeconds=str(timeout_seconds)))
+        try:
+            stream = await self.pool.stream(target, timeout_seconds + WATCH_READ_SLACK, REQUEST_TIMEOUT)
+        except HttpError as exc:
+            raise ApiError("GET", path, 0, message=f"watch ended: {exc}") from None
+        try:
+            if stream.status >= 400:
+                raise ApiError.from_response("GET", path, stream.status, await stream.read(),
+                                             stream.headers.get("retry-after"))
+            async for batch in stream.batches():
+                yield batch
+        except HttpError as exc:
+            raise ApiError("GET", path, 0, message=f"watch ended: {exc}") from None
+        finally:
+            stream.close()
+
+    async def watch(self, path: str, query: dict[str, str], timeout_seconds: int) -> AsyncIterator[dict]:
+        """``watch_batches`` as dicts, one per line."""
+        async for batch in self.watch_batches(path, query, timeout_seconds):
+            for line in batch:
+                try:
+                    yield orjson.loads(line)
+                except orjson.JSONDecodeError as exc:
+                    raise ApiError("GET", path, 0, message=f"watch line is not JSON: {exc}") from None
+
+    # ------------------------------------------------------------------ the shim's calls
+    def submit_bind(self, namespace: str, name: str, uid: str, node: str, done: Callable[[ApiError | None], None]) -> None:
+        """Bind the pod (of this uid) to ``node``; ``done(None)`` when bound (a real server answers
+        201 with a ``Status``, not decoded), ``done(ApiError)`` if not (``submit``)."""
+        body = orjson.dumps({"apiVersion": "v1", "kind": "Binding",
+                             "metadata": {"name": name, "namespace": namespace, "uid": uid},
+                             "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+        self.submit("POST", pod_path(namespace, name, "binding"), body, JSON, done)
+
+    async def create_pod(self, namespace: str, pod: dict) -> None:
+        """Create a pod (a gang's placeholder); the answer is not decoded."""
+        await self.send("POST", pod_path(namespace), orjson.dumps(pod))
+
+    async def patch_status(self, namespace: str, name: str, patch: dict) -> None:
+        await self.send("PATCH", pod_path(namespace, name, "status"), orjson.dumps(patch), STRATEGIC_MERGE)
+
+    def submit_select_node(self, namespace: str, claim: str, node: str, done: Callable[[ApiError | None], None]) -> None:
+        """Give a WaitForFirstConsumer claim its node (``volume.kubernetes.io/selected-node``);
+        ``done`` as ``submit_bind``'s."""
+        self.submit("PATCH", f"/api/v1/namespaces/{segment(namespace)}/persistentvolumeclaims/{segment(claim)}",
+                    orjson.dumps({"metadata": {"annotations": {SELECTED_NODE: node}}}), MERGE, done)
+
+    async def delete(self, path: str, body: dict | None = None) -> Any:
+        return await self.request("DELETE", path, body=body)
+
+    async def patch_event_series(self, namespace: str, name: str, count: int, last_observed: str) -> None:
+        """Bring an event's ``series`` (count, lastObservedTime) up to date (merge patch)."""
+        await self.send("PATCH", f"/apis/events.k8s.io/v1/namespaces/{segment(namespace)}/events/{segment(name)}",
+                        orjson.dumps({"series": {"count": count, "lastObservedTime": last_observed}}), MERGE)
+
+    def submit_event(self, namespace: str, event: bytes, done: Callable[[ApiError | None], None]) -> None:
+        """POST an event (its JSON); ``done`` as ``submit_bind``'s (the answer is not decoded)."""
+        self.submit("POST", f"/apis/events.k8s.io/v1/namespaces/{segment(namespace)}/events", event, JSON, done)

@@ -1,0 +1,171 @@
+"""Partitions per node pool end to end: ``korral up`` (two partitions, each on its own worker, and
+a spare), ``korral k8s-fake --node-pools`` (two labelled pools of fake nodes) and ``korral
+k8s-shim --partition-label``, all real processes. Pods of both pools are scheduled at once, each
+bound only to a node of its pool and within allocatable; a node and a pod naming a partition the
+config lacks wait, saying why, until a reload adds it; ``kill -9`` of one pool's worker: the other
+pool's worker keeps its partition and binds, the killed pool recovers and binds what waited, and
+nothing is bound twice; a node relabelled into the other pool leaves its partition at once and
+joins the other once the pods running on it have ended."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from common.netutil import http_get_json
+from k8s_shim.demo import configmap, namespace, node, pod
+from tests.conftest import wait_until
+from tests.k8s_shim.cluster import ShimCluster, condition, placement_problems, pod_events
+from tests.k8s_shim.test_shim_e2e import name, ours
+
+LABEL = "korral.io/pool"
+PARTITION = "yunikorn.apache.org/partition"
+POOLS = ("blue", "green")
+
+
+def queues(*partitions: str) -> str:
+    out = "partitions:\n"
+    for p in partitions:
+        out += (f"  - name: {p}\n    placementrules:\n      - name: tag\n        value: namespace\n"
+                "        create: true\n    queues:\n      - name: root\n        submitacl: '*'\n")
+    return out
+
+
+@pytest.fixture
+def pools_cluster(stack_factory, tmp_path):
+    cluster = ShimCluster(stack_factory(workers=3), tmp_path)  # a worker per partition, and a spare
+    try:
+        kube = cluster.start_fake("--node-pools", "blue=2,green=2", "--node-pool-label", LABEL,
+                                  "--node-cpu", "4", "--node-memory", "8Gi")
+        kube.create("/api/v1/namespaces", namespace("yunikorn"))
+        kube.create("/api/v1/namespaces/yunikorn/configmaps",
+                    configmap("yunikorn-configs", "yunikorn", {"queues.yaml": queues(*POOLS)}))
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def korral_nodes(c: ShimCluster, partition: str) -> dict[str, dict]:
+    body = http_get_json(f"http://{c.stack.rest_address}/ws/v1/partition/%5Bmycluster%5D{partition}/nodes").body
+    return {n["nodeID"]: n for n in body} if isinstance(body, list) else {}
+
+
+def owner_pid(c: ShimCluster, partition: str) -> int | None:
+    workers = http_get_json(f"http://{c.stack.rest_address}/ws/v1/korral/stack").body["cluster"].get("workers", [])
+    return next((w["pid"] for w in workers if w.get("partition") == f"mycluster/{partition}"), None)
+
+
+def pool_of(kube, node_name: str) -> str:
+    return kube.get(f"/api/v1/nodes/{node_name}")["metadata"]["labels"].get(LABEL, "")
+
+
+def pool_pod(pool: str, i: int, via_namespace: bool) -> dict:
+    """A 1-cpu pod of ``pool``: by its namespace's annotation, or by its own in the other team's namespace."""
+    if via_namespace:
+        return pod(f"{pool}-{i}", f"{pool}-team", "1", "256Mi", labels={"applicationId": f"{pool}-app"})
+    other = "green" if pool == "blue" else "blue"
+    return pod(f"{pool}-{i}", f"{other}-team", "1", "256Mi", labels={"applicationId": f"{pool}-own-{i}"},
+               annotations={PARTITION: pool})
+
+
+def bound(kube) -> dict[str, str]:
+    return {name(p): p["spec"]["nodeName"] for p in ours(kube) if p["spec"].get("nodeName")}
+
+
+def create(kube, pods: list[dict]) -> set[str]:
+    for p in pods:
+        kube.create(f"/api/v1/namespaces/{p['metadata']['namespace']}/pods", p)
+    return {name(p) for p in pods}
+
+
+def expected_pool(p: str) -> str:
+    return p.split("/")[1].split("-")[0]
+
+
+def test_two_node_pools_are_two_partitions_scheduled_at_once_and_one_survives_the_others_worker(pools_cluster):
+    c, kube = pools_cluster, pools_cluster.kube
+    kube.create("/api/v1/nodes", node("purple-node-0", "4", "8Gi", {LABEL: "purple"}))  # a pool the config lacks
+    c.start_shim("--partition-label", LABEL)
+    for p in POOLS:
+        wait_until(lambda: sorted(n for n, v in korral_nodes(c, p).items() if v["schedulable"]) ==
+                   [f"{p}-node-0", f"{p}-node-1"], 60, f"the {p} pool's nodes registered in partition {p}", c.logs)
+    for p in POOLS:
+        kube.create("/api/v1/namespaces", namespace(f"{p}-team", {PARTITION: p}))
+
+    # both pools at once, interleaved: by namespace, and by the pod's own annotation in the other team's namespace
+    first = create(kube, [pool_pod(p, i, via_namespace=i < 4) for i in range(6) for p in POOLS])
+    lost = create(kube, [pod("lost", "blue-team", "100m", "64Mi", labels={"applicationId": "lost"},
+                             annotations={PARTITION: "purple"})])
+    create(kube, [pod("huge", "green-team", "6", "64Mi", labels={"applicationId": "huge"})])  # fits no green node
+    wait_until(lambda: set(bound(kube)) == first, 90, "the pods of both pools bound", c.logs)
+    for p, n in bound(kube).items():
+        assert pool_of(kube, n) == expected_pool(p), (p, n)
+    assert not placement_problems(kube), placement_problems(kube)
+    # what names a partition the config lacks waits, saying so; Korral's partitions never saw it
+    events = kube.events()
+    assert any(e["reason"] == "NodeRejected" and e["regarding"]["name"] == "purple-node-0"
+               and f"metadata.labels[{LABEL}]=purple names a partition the configuration lacks" in e["note"]
+               for e in events)
+    note = next(e["note"] for e in events if e["regarding"].get("name") == "lost" and e["reason"] == "FailedScheduling")
+    assert f"metadata.annotations[{PARTITION}]=purple names a partition the configuration lacks" in note
+    assert all("purple-node-0" not in korral_nodes(c, p) for p in POOLS)
+    # why a pod waits is asked of its own partition: the green pool's two nodes
+    huge = wait_until(lambda: condition(kube.get("/api/v1/namespaces/green-team/pods/huge")), 60,
+                      "the huge pod's PodScheduled condition", c.logs)
+    assert huge["reason"] == "Unschedulable" and huge["message"].startswith("0/2 nodes are available: "), huge
+
+    # kill -9 the blue pool's worker (by its pid, a child of the stack's supervisord)
+    blue_pid, green_pid = owner_pid(c, "blue"), owner_pid(c, "green")
+    assert blue_pid and green_pid and blue_pid != green_pid
+    assert blue_pid in {p.pid for n, p in c.stack.current_procs().items() if n.startswith("worker")}
+    os.kill(blue_pid, signal.SIGKILL)
+    killed = time.monotonic()
+    second = create(kube, [pool_pod(p, i, via_namespace=True) for i in range(6, 8) for p in POOLS])
+    green_new = {p for p in second if expected_pool(p) == "green"}
+    wait_until(lambda: green_new <= set(bound(kube)), 90, "the green pool binding after blue's worker died", c.logs)
+    green_after = time.monotonic() - killed
+    wait_until(lambda: second <= set(bound(kube)), 90, "the blue pool recovered and bound what waited", c.logs)
+    print(f"after kill -9 of blue's worker: green's new pods bound in {green_after:.1f}s, "
+          f"blue's in {time.monotonic() - killed:.1f}s")
+    wait_until(lambda: "scheduler connection restored" in c.shim_log.read_text(), 60,
+               "the shim re-registered after the loss of blue's worker", c.logs)
+    assert owner_pid(c, "green") == green_pid  # the green pool's worker kept its partition
+    assert owner_pid(c, "blue") not in (None, blue_pid)
+    for p, n in bound(kube).items():
+        assert pool_of(kube, n) == expected_pool(p), (p, n)
+    assert not placement_problems(kube), placement_problems(kube)
+    for p, reasons in pod_events(kube).items():
+        assert reasons.count("Scheduled") <= 1, (p, reasons)  # nothing bound twice
+    for part in POOLS:  # each partition holds exactly the pods running in its pool
+        running = {p["metadata"]["uid"] for p in ours(kube)
+                   if p["spec"].get("nodeName") and pool_of(kube, p["spec"]["nodeName"]) == part}
+        wait_until(lambda: {a["allocationKey"] for n in korral_nodes(c, part).values()
+                            for a in n.get("allocations") or []} == running, 60,
+                   f"partition {part}'s allocations equal its pool's running pods", c.logs)
+
+    # the config gains the purple partition (the spare worker takes it): its node and its pod are taken
+    kube.request("PATCH", "/api/v1/namespaces/yunikorn/configmaps/yunikorn-configs",
+                 {"data": {"queues.yaml": queues(*POOLS, "purple")}}, "application/merge-patch+json")
+    wait_until(lambda: lost <= set(bound(kube)), 90, "the purple pod bound once its partition exists", c.logs)
+    assert bound(kube)["blue-team/lost"] == "purple-node-0"
+    assert "purple-node-0" in korral_nodes(c, "purple")
+
+    # a node relabelled into the other pool leaves green at once, and joins blue only once the green
+    # pods running on it have ended (blue would not count them)
+    moved = "green-node-1"
+    on_it = [p for p in ours(kube) if p["spec"].get("nodeName") == moved]
+    assert on_it
+    kube.request("PATCH", f"/api/v1/nodes/{moved}", {"metadata": {"labels": {LABEL: "blue"}}},
+                 "application/merge-patch+json")
+    wait_until(lambda: moved not in korral_nodes(c, "green"), 60, f"{moved} gone from partition green", c.logs)
+    assert moved not in korral_nodes(c, "blue")
+    wait_until(lambda: any(e["reason"] == "NodePartitionChanged" and e["regarding"]["name"] == moved
+                           for e in kube.events()), 30, f"the NodePartitionChanged event on {moved}", c.logs)
+    assert {name(p) for p in on_it} <= set(bound(kube))  # nothing running there is touched
+    for p in on_it:
+        kube.request("DELETE", f"/api/v1/namespaces/{p['metadata']['namespace']}/pods/{p['metadata']['name']}")
+    wait_until(lambda: moved in korral_nodes(c, "blue"), 60, f"{moved} registered in partition blue", c.logs)
+    assert not placement_problems(kube), placement_problems(kube)
