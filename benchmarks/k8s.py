@@ -57,7 +57,7 @@ import orjson
 from common.netutil import free_ports
 from common.series import percentile, slope
 from benchmarks.cpu import cpu_seconds
-from k8s_shim.http import HttpError, Pool
+from k8s_shim.kube.http import HttpError, Pool
 
 __all__ = ["configure", "run", "Shape", "k8s_run", "pod_body", "queues_yaml", "summarize"]
 
@@ -339,7 +339,7 @@ async def _run(shape: Shape, code: Path, stack, workdir: Path) -> dict:
 
 
 async def _fake_pool(url: str, kubeconfig: Path, limit: int) -> Pool:
-    from k8s_shim import kubeconfig as kc
+    from k8s_shim.kube import kubeconfig as kc
 
     conf = kc.load(str(kubeconfig))
     return Pool(url, ssl=conf.ssl, limit=limit, auth=conf.auth_header,

@@ -29,20 +29,20 @@ import grpc
 from common import addresses, security, si_v18_pb2 as si
 from common.gcpause import steady_until_stopped
 from si_client import Backoff, ClientState, SchedulerAPI, SchedulerError, channel_options
-from k8s_shim import kubeconfig
-from k8s_shim.conditions import Explainer
+from k8s_shim.kube import kubeconfig
+from k8s_shim.writes.conditions import Explainer
 from k8s_shim.config import ConfigMapError
-from k8s_shim.events import EventRecorder
-from k8s_shim.informer import Informer, name_key
-from k8s_shim.kubeclient import KubeClient
-from k8s_shim.namespaces import read_namespace, read_priority_class
-from k8s_shim.nodes import read_node
-from k8s_shim.pods import TERMINATED, PodRules, decoder, lite_watch
+from k8s_shim.writes.events import EventRecorder
+from k8s_shim.watch.informer import Informer, name_key
+from k8s_shim.kube.kubeclient import KubeClient
+from k8s_shim.translate.namespaces import read_namespace, read_priority_class
+from k8s_shim.translate.nodes import read_node
+from k8s_shim.translate.pods import TERMINATED, PodRules, decoder, lite_watch
 from k8s_shim.pools import config_partitions
 from k8s_shim.reloader import Reloader
-from k8s_shim.placeholders import PlaceholderSettings
+from k8s_shim.writes.placeholders import PlaceholderSettings
 from k8s_shim.shim import Shim, ShimSettings
-from k8s_shim.volumes import Claim
+from k8s_shim.translate.volumes import Claim
 
 __all__ = ["configure", "run", "watched"]
 

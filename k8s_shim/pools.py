@@ -40,11 +40,11 @@ from common.config.errors import ConfigError
 from common.config.loader import load_config
 from common.constants import DEFAULT_PARTITION, NODE_PARTITION
 from common.partitions import short_name
-from k8s_shim.events import WARNING, EventRecorder, Regarding
-from k8s_shim.model import App, AppState, NodeEntry, Task, Where
-from k8s_shim.namespaces import NamespaceInfo
-from k8s_shim.nodes import NodeState
-from k8s_shim.pods import ANNOTATION_PARTITION, PodSpec, PodState
+from k8s_shim.writes.events import WARNING, EventRecorder, Regarding
+from k8s_shim.translate.model import App, AppState, NodeEntry, Task, Where
+from k8s_shim.translate.namespaces import NamespaceInfo
+from k8s_shim.translate.nodes import NodeState
+from k8s_shim.translate.pods import ANNOTATION_PARTITION, PodSpec, PodState
 
 if TYPE_CHECKING:
     from si_client import RecoverySnapshot

@@ -19,7 +19,7 @@ import grpc
 from common import si_v18_pb2 as si
 from si_client import SchedulerError
 from k8s_shim.config import CONFIGS_NAME, DEFAULTS_NAME, ConfigMapError, Loaded, load
-from k8s_shim.events import WARNING, EventRecorder, Regarding
+from k8s_shim.writes.events import WARNING, EventRecorder, Regarding
 
 __all__ = ["Reloader"]
 

@@ -2,7 +2,7 @@
 
 ``Shim`` is an RM on ``si_client`` (SI v1.8). Informers feed it (``pod_changed``,
 ``foreign_changed``, ``node_changed``, ...); the scheduler's answers arrive through the client's
-callbacks, which run on the same loop, so the books (``k8s_shim.model``) need no lock.
+callbacks, which run on the same loop, so the books (``k8s_shim.translate.model``) need no lock.
 Messages to the scheduler go through an ``Outbox`` (sent together at the end of the loop turn, in
 order); volume claims are kept by ``Volumes``.
 
@@ -12,7 +12,7 @@ What happens to a pod (YuniKorn's shim's contract):
    (``AddApplicationRequest``) and its tasks are asked for once the core accepts it (asks sent
    before the verdict could overtake it on another stream). A pod already on a node is reported
    as placed there (``application.create.force``), once its node is registered.
-2. An allocation (``new``) is bound through ``pods/{name}/binding`` (``k8s_shim.binding``);
+2. An allocation (``new``) is bound through ``pods/{name}/binding`` (``k8s_shim.writes.binding``);
    events ``Scheduled`` and ``PodBindSuccessful``. A refused bind releases the allocation, and
    the pod is asked for again after a backoff, with the refusing node excluded for a while
    (a ``metadata.name NotIn`` term in its required node affinity).
@@ -44,19 +44,20 @@ import orjson
 
 from common import si_pb2, si_v18_pb2 as si
 from si_client import RecoverableState, RecoverySnapshot, ResourceManagerCallback, SchedulerAPI, StateDumpPlugin
-from k8s_shim import model, nodes as nodemsg
-from k8s_shim.binding import Binder, BindJob, Outcome, Result
-from k8s_shim.conditions import SKIPPED, UNSCHEDULABLE, Explainer, condition_patch
-from k8s_shim.events import NORMAL, WARNING, EventRecorder, Regarding
-from k8s_shim.kubeclient import ApiError, KubeClient, pod_path
-from k8s_shim.model import App, AppState, Foreign, Hold, NodeEntry, NodePhase, Task, Where
-from k8s_shim.namespaces import NamespaceInfo, read_namespace
-from k8s_shim.nodes import NodeState
+from k8s_shim.translate import model
+from k8s_shim.translate import nodes as nodemsg
+from k8s_shim.writes.binding import Binder, BindJob, Outcome, Result
+from k8s_shim.writes.conditions import SKIPPED, UNSCHEDULABLE, Explainer, condition_patch
+from k8s_shim.writes.events import NORMAL, WARNING, EventRecorder, Regarding
+from k8s_shim.kube.kubeclient import ApiError, KubeClient, pod_path
+from k8s_shim.translate.model import App, AppState, Foreign, Hold, NodeEntry, NodePhase, Task, Where
+from k8s_shim.translate.namespaces import NamespaceInfo, read_namespace
+from k8s_shim.translate.nodes import NodeState
 from k8s_shim.outbox import Outbox
-from k8s_shim.placeholders import GangHandling, PlaceholderSettings, app_gang
-from k8s_shim.pods import PodState, Problem
+from k8s_shim.writes.placeholders import GangHandling, PlaceholderSettings, app_gang
+from k8s_shim.translate.pods import PodState, Problem
 from k8s_shim.pools import Pools, ShimHooks
-from k8s_shim.volumes import Volumes
+from k8s_shim.translate.volumes import Volumes
 
 __all__ = ["Shim", "ShimSettings"]
 

@@ -41,12 +41,18 @@ ALLOWED: dict[str, set[str]] = {
     "rmproxy": {"common"},
     "si_client": {"common"},
     "simulator": {"common", "common.cli", "si_client"},  # korral sim finds a stack as the CLI does
-    "k8s_shim": {"common", "si_client"},
-    "benchmarks": {"common", "common.cli", "si_client", "k8s_shim"},
+    "k8s_shim": {"common", "si_client", "k8s_shim.kube", "k8s_shim.watch", "k8s_shim.translate",
+                 "k8s_shim.writes"},
+    # inside the shim, one way: the API client, the informers, the readers, the writes
+    "k8s_shim.kube": {"common"},
+    "k8s_shim.watch": {"common", "si_client", "k8s_shim.kube"},
+    "k8s_shim.translate": {"common", "k8s_shim.watch"},  # a reader hands the informer its decode
+    "k8s_shim.writes": {"common", "si_client", "k8s_shim.kube", "k8s_shim.translate"},
+    "benchmarks": {"common", "common.cli", "si_client", "k8s_shim", "k8s_shim.kube"},
     "k8s_shim.fake": {"common"},  # the fake API server: never the shim it is a test bed for
 }
 SUBAREAS = {"common": ("cli",), "partition_worker": ("core", "placement"),
-            "k8s_shim": ("fake",)}
+            "k8s_shim": ("fake", "kube", "watch", "translate", "writes")}
 
 # rmproxy's modules that the parts below may import (besides their own package and
 # everything outside rmproxy); the REST API is given the rest as ``webapi.seams`` protocols.

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from k8s_shim.config import load
-from k8s_shim.kubeclient import KubeClient
+from k8s_shim.kube.kubeclient import KubeClient
 from k8s_shim.main import watched
 from tests.deploy.compose import env_var_is_read, host_port, parse_korral
 from tests.deploy.kube import KUBE, containers, find, pod_template, service_target
@@ -25,7 +25,7 @@ kubernetes_validate = pytest.importorskip(
 
 SHIM = KUBE / "k8s-shim"
 NAMESPACE = "korral"
-# the API calls of k8s_shim.kubeclient.KubeClient the shim makes, as RBAC names them
+# the API calls of k8s_shim.kube.kubeclient.KubeClient the shim makes, as RBAC names them
 # (api group, resource, verb); test_every_client_call_is_in_this_table keeps it complete
 CALLS = {
     "submit_bind": ("", "pods/binding", "create"),

@@ -19,7 +19,7 @@ import pytest
 from k8s_shim.fake.cluster import ClusterOptions, FakeCluster
 from k8s_shim.fake.httpd import MAX_HEAD
 from k8s_shim.fake.server import MAX_BODY
-from k8s_shim.http import Pool
+from k8s_shim.kube.http import Pool
 from tests.conftest import wait_until_async
 
 pytestmark = pytest.mark.timeout(60)

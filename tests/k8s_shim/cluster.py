@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from common.netutil import free_ports, http_get_json
-from k8s_shim import quantity
+from k8s_shim.translate import quantity
 from k8s_shim.demo import Kube
 from tests.conftest import korral_env, stop_process, wait_until
 
@@ -122,7 +122,7 @@ class ShimCluster:
 
 def requests_of(pod: dict) -> dict[str, int]:
     """What a pod requests as the shim computes it (vcore in milli-cores)."""
-    from k8s_shim.pods import pod_size
+    from k8s_shim.translate.pods import pod_size
 
     return pod_size(pod["spec"], pod.get("status") or {}, [])
 

@@ -1,4 +1,4 @@
-"""Binding (``k8s_shim.binding``) against a scripted API server answering as a real
+"""Binding (``k8s_shim.writes.binding``) against a scripted API server answering as a real
 kube-apiserver did (recordings 21 and 22): a 201 Status is success; 409 already assigned is
 success on the same node and "elsewhere" on another; 404 and a uid mismatch mean the pod is
 gone; other refusals give up at once; transient errors are retried with backoff until the
@@ -11,9 +11,9 @@ import asyncio
 import pytest
 
 from si_client import Backoff
-from k8s_shim.binding import Binder, BindJob, Outcome
-from k8s_shim.kubeclient import KubeClient
-from k8s_shim.kubeconfig import KubeConfig
+from k8s_shim.writes.binding import Binder, BindJob, Outcome
+from k8s_shim.kube.kubeclient import KubeClient
+from k8s_shim.kube.kubeconfig import KubeConfig
 from tests.conftest import wait_until_async
 from tests.k8s_shim.scripted import WIRE_DIR, Scripted, recording, reply
 

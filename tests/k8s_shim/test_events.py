@@ -1,4 +1,4 @@
-"""The shim's event recorder (``k8s_shim.events``): a pod's routine notices held for the
+"""The shim's event recorder (``k8s_shim.writes.events``): a pod's routine notices held for the
 settle window and folded when a later event says more, warnings sending what is held first, the
 window 0 posting every event as YuniKorn does, and isomorphic events counted in a series that is
 patched on the server (checked against the fake API server)."""
@@ -8,10 +8,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-from k8s_shim.events import NORMAL, WARNING, EventRecorder, Regarding
+from k8s_shim.writes.events import NORMAL, WARNING, EventRecorder, Regarding
 from k8s_shim.fake.cluster import ClusterOptions, FakeCluster
-from k8s_shim.kubeclient import ApiError, KubeClient
-from k8s_shim.kubeconfig import KubeConfig
+from k8s_shim.kube.kubeclient import ApiError, KubeClient
+from k8s_shim.kube.kubeconfig import KubeConfig
 from tests.conftest import wait_until_async
 
 POD = Regarding("Pod", "p1", "ns", "uid-1")

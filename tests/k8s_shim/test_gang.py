@@ -1,5 +1,5 @@
 """Gang scheduling in the shim: the annotations read as YuniKorn's shim reads them
-(``k8s_shim.gang``), the placeholder pods it makes (``k8s_shim.placeholders``), and the
+(``k8s_shim.translate.gang``), the placeholder pods it makes (``k8s_shim.writes.placeholders``), and the
 shim's part with the scheduler and the API server at the edge replaced (``tests.k8s_shim.test_shim``'s
 ``World``): what goes to the core, which pods are made, bound, deleted and failed."""
 
@@ -14,12 +14,12 @@ import pytest
 
 from common import si_v18_pb2 as si
 from common.constants import TAG_APP_TASK_GROUPS, TAG_SCHEDULING_POLICY_PARAMETERS
-from k8s_shim.gang import (ANNOTATION_PLACEHOLDER, ANNOTATION_POLICY, ANNOTATION_TASK_GROUP_NAME,
+from k8s_shim.translate.gang import (ANNOTATION_PLACEHOLDER, ANNOTATION_POLICY, ANNOTATION_TASK_GROUP_NAME,
                               ANNOTATION_TASK_GROUPS, parse_task_groups, placeholder_ask, placeholder_name, read_gang)
-from k8s_shim.kubeclient import ApiError
-from k8s_shim.model import App
-from k8s_shim.placeholders import PlaceholderSettings, app_gang, placeholder_pod
-from k8s_shim.pods import PodRules, read_pod
+from k8s_shim.kube.kubeclient import ApiError
+from k8s_shim.translate.model import App
+from k8s_shim.writes.placeholders import PlaceholderSettings, app_gang, placeholder_pod
+from k8s_shim.translate.pods import PodRules, read_pod
 from tests.k8s_shim.test_shim import FakeKube, World, raw_node, raw_pod, registered_node, run, sent, turn
 
 GROUPS = [{"name": "workers", "minMember": 2, "minResource": {"cpu": "500m", "memory": "256Mi"},

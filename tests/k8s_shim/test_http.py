@@ -1,4 +1,4 @@
-"""The shim's lean HTTP/1.1 client (``k8s_shim.http``): framing (Content-Length, chunked with
+"""The shim's lean HTTP/1.1 client (``k8s_shim.kube.http``): framing (Content-Length, chunked with
 trailers, until close), kept-alive connections reused and replaced when the server closed them,
 the connection limit, timeouts, and streamed bodies read as batches of lines, against aiohttp's
 server and against a raw socket server that splits its answers where it likes."""
@@ -11,7 +11,7 @@ import json
 import pytest
 from aiohttp import web
 
-from k8s_shim.http import HttpError, Pool
+from k8s_shim.kube.http import HttpError, Pool
 
 
 def run(coro):

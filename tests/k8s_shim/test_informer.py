@@ -1,4 +1,4 @@
-"""The shim's informer (``k8s_shim.informer``) against a scripted API server: list in pages,
+"""The shim's informer (``k8s_shim.watch.informer``) against a scripted API server: list in pages,
 watch from the list's resourceVersion with bookmarks, relist on 410 (in-stream ERROR and HTTP),
 restart a list whose continue token expired, watch again after a dropped connection; and the
 lines of a real kube-apiserver's recordings where they are at hand."""
@@ -9,9 +9,9 @@ import asyncio
 
 import pytest
 
-from k8s_shim.informer import Informer
-from k8s_shim.kubeclient import KubeClient
-from k8s_shim.kubeconfig import KubeConfig
+from k8s_shim.watch.informer import Informer
+from k8s_shim.kube.kubeclient import KubeClient
+from k8s_shim.kube.kubeconfig import KubeConfig
 from tests.conftest import wait_until_async
 from tests.k8s_shim.scripted import WIRE_DIR, Scripted, lines, recording, reply
 

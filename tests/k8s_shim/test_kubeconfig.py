@@ -1,4 +1,4 @@
-"""How the shim finds the API server (``k8s_shim.kubeconfig``): kubeconfig contexts, tokens,
+"""How the shim finds the API server (``k8s_shim.kube.kubeconfig``): kubeconfig contexts, tokens,
 client certificates, exec plugins, the in-cluster service account, and the errors that name the
 entry at fault."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from k8s_shim import kubeconfig
-from k8s_shim.kubeconfig import KubeConfigError
+from k8s_shim.kube import kubeconfig
+from k8s_shim.kube.kubeconfig import KubeConfigError
 from tests.e2e.conftest import make_ca, make_cert
 
 

@@ -1,4 +1,4 @@
-"""Known pods' watch lines read lightly (``k8s_shim.pods.lite_watch`` in the informer): the
+"""Known pods' watch lines read lightly (``k8s_shim.translate.pods.lite_watch`` in the informer): the
 store and the changes the shim sees are exactly those of decoding every line whole, the pod's
 spec is read once, and a line the light decoder cannot read is decoded whole."""
 
@@ -9,9 +9,9 @@ import copy
 import orjson
 import pytest
 
-from k8s_shim.informer import Informer
+from k8s_shim.watch.informer import Informer
 from k8s_shim.main import _keep_ours
-from k8s_shim.pods import PodRules, decoder, lite_watch
+from k8s_shim.translate.pods import PodRules, decoder, lite_watch
 from tests.k8s_shim.scripted import WIRE_DIR, recording
 
 RULES = PodRules("yunikorn")

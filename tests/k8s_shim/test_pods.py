@@ -1,5 +1,5 @@
-"""YuniKorn's pod contract as the shim reads it (``k8s_shim.pods``, ``k8s_shim.namespaces``,
-``k8s_shim.quantity``): the precedence of app ID, queue and user; sizes with init containers,
+"""YuniKorn's pod contract as the shim reads it (``k8s_shim.translate.pods``, ``k8s_shim.translate.namespaces``,
+``k8s_shim.translate.quantity``): the precedence of app ID, queue and user; sizes with init containers,
 native sidecars, overhead and pod-level resources; tags; unsupported constraints; and every bad
 input named by its field."""
 
@@ -14,9 +14,9 @@ from common.constants import (APP_TAG_NAMESPACE_RESOURCE_GUARANTEED, APP_TAG_NAM
                               APP_TAG_NAMESPACE_RESOURCE_QUOTA, CREATION_TIME, TAG_HOST_PORTS, TAG_NAMESPACE,
                               TAG_NODE_AFFINITY, TAG_NODE_SELECTOR_PREFIX, TAG_POD_NAME, TAG_REQUIRED_NODE,
                               TAG_TOLERATIONS)
-from k8s_shim import quantity
-from k8s_shim.namespaces import read_namespace, read_priority_class
-from k8s_shim.pods import PodRules, app_identity, decoder, pod_size, read_pod
+from k8s_shim.translate import quantity
+from k8s_shim.translate.namespaces import read_namespace, read_priority_class
+from k8s_shim.translate.pods import PodRules, app_identity, decoder, pod_size, read_pod
 
 RULES = PodRules()
 

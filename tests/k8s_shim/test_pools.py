@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from common import si_v18_pb2 as si
 from common.constants import NODE_PARTITION
-from k8s_shim.namespaces import read_namespace
+from k8s_shim.translate.namespaces import read_namespace
 from k8s_shim.pools import config_partitions
 from tests.k8s_shim.test_shim import OTHERS, World, raw_node, raw_pod, run, sent, turn
 

@@ -13,7 +13,7 @@ import grpc
 
 from si_client import SchedulerError
 from k8s_shim import reloader as reloader_module
-from k8s_shim.events import EventRecorder
+from k8s_shim.writes.events import EventRecorder
 from k8s_shim.reloader import Reloader
 from tests.conftest import wait_until_async
 

@@ -1,5 +1,5 @@
 """In-place pod resize (KEP-1287) in the shim: a pod's size as YuniKorn computes it from its spec
-and its container statuses (``k8s_shim.pods.pod_size``), followed on every update of a known
+and its container statuses (``k8s_shim.translate.pods.pod_size``), followed on every update of a known
 pod (``decoder``/``resized``), and sent to the core by the shim (``Shim._resized``): a placed
 pod's allocation again with its node and the new size, a pending pod's ask replaced, a foreign
 pod's allocation replaced; a refused resize keeps the core's size in the shim's books and its
@@ -11,7 +11,7 @@ import copy
 import pytest
 
 from common import si_pb2, si_v18_pb2 as si
-from k8s_shim.pods import pod_size
+from k8s_shim.translate.pods import pod_size
 from tests.k8s_shim.test_shim import OTHERS, OURS, World, raw_node, raw_pod, registered_node, run, sent, turn
 
 

@@ -15,13 +15,13 @@ from common import si_pb2, si_v18_pb2 as si
 from common.constants import (APP_TAG_CREATE_FORCE, APP_TAG_NAMESPACE_RESOURCE_QUOTA, TAG_FOREIGN, TAG_NODE_AFFINITY,
                               TAG_UNSUPPORTED_CONSTRAINTS)
 from si_client import ClientState
-from k8s_shim.events import EventRecorder
-from k8s_shim.kubeclient import ApiError
-from k8s_shim.namespaces import read_namespace
-from k8s_shim.nodes import read_node
-from k8s_shim.pods import PodRules, decoder
+from k8s_shim.writes.events import EventRecorder
+from k8s_shim.kube.kubeclient import ApiError
+from k8s_shim.translate.namespaces import read_namespace
+from k8s_shim.translate.nodes import read_node
+from k8s_shim.translate.pods import PodRules, decoder
 from k8s_shim.shim import Shim, ShimSettings
-from k8s_shim.volumes import Claim
+from k8s_shim.translate.volumes import Claim
 from tests.conftest import wait_until_async
 
 RULES = PodRules()
@@ -273,7 +273,7 @@ def test_a_refused_bind_releases_and_asks_again_without_that_node():
 
 
 def test_the_pods_own_affinity_keeps_its_terms_when_a_node_is_excluded():
-    from k8s_shim.model import exclude_nodes
+    from k8s_shim.translate.model import exclude_nodes
     required = json.dumps({"nodeSelectorTerms": [
         {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
         {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1", "n2"]}]}]})

@@ -32,9 +32,9 @@ import orjson
 from common.constants import (DOMAIN_K8S, DOMAIN_YUNIKORN, GROUP_LABEL, TAG_HOST_PORTS, TAG_NAMESPACE,
                               TAG_NODE_AFFINITY, TAG_NODE_SELECTOR_PREFIX, TAG_POD_NAME, TAG_REQUIRED_NODE,
                               TAG_TOLERATIONS, CREATION_TIME)
-from k8s_shim import quantity
-from k8s_shim.gang import GangSpec, read_gang
-from k8s_shim.informer import FULL, LiteWatch
+from k8s_shim.translate import quantity
+from k8s_shim.translate.gang import GangSpec, read_gang
+from k8s_shim.watch.informer import FULL, LiteWatch
 
 __all__ = ["PodRules", "PodSpec", "PodState", "Problem", "read_pod", "decoder", "refresher", "lite_watch", "LitePod",
            "LiteEvent", "LITE_DECODER", "app_identity", "pod_size", "resized", "resize_mark",
@@ -104,7 +104,7 @@ class PodSpec:
     image_pull_secrets: tuple[str, ...] = ()
     static: bool = False  # a static (mirror) pod: owned by its Node
     created: int = 0  # creationTimestamp, unix seconds
-    gang: GangSpec | None = None  # its gang annotations (k8s_shim.gang), None without any
+    gang: GangSpec | None = None  # its gang annotations (k8s_shim.translate.gang), None without any
     owners: tuple[dict, ...] = ()  # a placeholder's owner references (its app's, copied when it was made)
     partition: str = ""  # the yunikorn.apache.org/partition annotation (k8s_shim.pools)
     problems: tuple[Problem, ...] = ()

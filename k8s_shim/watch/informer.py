@@ -42,7 +42,7 @@ import orjson
 import msgspec
 
 from si_client import Backoff
-from k8s_shim.kubeclient import ApiError, KubeClient
+from k8s_shim.kube.kubeclient import ApiError, KubeClient
 
 __all__ = ["Informer", "LiteWatch", "uid_key", "name_key", "FULL"]
 

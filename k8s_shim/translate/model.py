@@ -20,9 +20,9 @@ from common.constants import (APP_TAG_CREATE_FORCE, APP_TAG_NAMESPACE, DOMAIN_YU
                               TAG_FOREIGN, TAG_NODE_AFFINITY, TAG_SCHEDULING_POLICY_PARAMETERS,
                               TAG_UNSUPPORTED_CONSTRAINTS)
 from common.si_resource import fill_si_resource
-from k8s_shim.gang import AppGang, placeholder_ask
-from k8s_shim.nodes import NodeState
-from k8s_shim.pods import PodSpec, PodState
+from k8s_shim.translate.gang import AppGang, placeholder_ask
+from k8s_shim.translate.nodes import NodeState
+from k8s_shim.translate.pods import PodSpec, PodState
 
 __all__ = ["Where", "Hold", "Task", "App", "AppState", "NodeEntry", "NodePhase", "Foreign", "ask", "placed", "books",
            "foreign_allocation", "release", "foreign_release", "add_application", "exclude_nodes",
@@ -106,7 +106,7 @@ class App:
     tasks: set[str] = field(default_factory=set)
     originator: str = ""  # the uid of the pod that made the app (YuniKorn's originator task)
     created: int = 0
-    gang: AppGang | None = None  # its task groups and placeholders (k8s_shim.placeholders)
+    gang: AppGang | None = None  # its task groups and placeholders (k8s_shim.writes.placeholders)
 
 
 @dataclass(slots=True, eq=False)

@@ -20,8 +20,8 @@ from common import si_v18_pb2 as si
 from common.constants import (INSTANCE_TYPE, K8S_HOST_NAME, K8S_RACK_NAME, NODE_LABELS, NODE_READY_ATTRIBUTE,
                               NODE_TAINTS)
 from common.si_resource import fill_si_resource
-from k8s_shim import quantity
-from k8s_shim.pods import Problem
+from k8s_shim.translate import quantity
+from k8s_shim.translate.pods import Problem
 
 __all__ = ["NodeState", "read_node", "create_drained", "update", "action", "DEFAULT_RACK",
            "DEFAULT_INSTANCE_TYPE_LABEL"]

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from si_client import Backoff
-from k8s_shim.kubeclient import ApiError, KubeClient
+from k8s_shim.kube.kubeclient import ApiError, KubeClient
 
 __all__ = ["Binder", "BindJob", "Outcome", "Result"]
 

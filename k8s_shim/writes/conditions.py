@@ -18,7 +18,7 @@ import aiohttp
 import orjson
 
 from common.partitions import qualified_name
-from k8s_shim.events import micro_time
+from k8s_shim.writes.events import micro_time
 
 __all__ = ["condition_patch", "explain_message", "Explainer", "UNSCHEDULABLE", "SKIPPED"]
 

@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 
 from common.constants import DOMAIN_YUNIKORN
-from k8s_shim import quantity
+from k8s_shim.translate import quantity
 
 __all__ = ["TaskGroup", "GangSpec", "read_gang", "placeholder_name", "placeholder_ask", "group_size",
            "ANNOTATION_TASK_GROUPS", "ANNOTATION_TASK_GROUP_NAME", "ANNOTATION_POLICY", "ANNOTATION_PLACEHOLDER",

@@ -4,7 +4,7 @@ YuniKorn's shim does it (the scheduler's side is the core's ``gang`` module).
 ``GangHandling`` is a part of ``Shim`` (a mixin on its books): the shim calls its ``_gang_*``
 hooks at the points named below, and it uses the shim's books, outbox and event helpers.
 
-1. An application whose first pod carries valid task groups (``k8s_shim.gang``) is added with
+1. An application whose first pod carries valid task groups (``k8s_shim.translate.gang``) is added with
    its ``placeholderAsk`` (every group's ``minResource`` x ``minMember``), timeout and style, and
    both annotations as tags (``model.add_application``).
 2. Once the core accepts it, its placeholder pods are created through the API (``placeholder_pod``):
@@ -43,14 +43,14 @@ import time
 from dataclasses import dataclass
 
 from common import si_v18_pb2 as si
-from k8s_shim import model
-from k8s_shim.binding import BindJob
-from k8s_shim.events import NORMAL, WARNING
-from k8s_shim.gang import (ANNOTATION_PLACEHOLDER, ANNOTATION_POLICY, ANNOTATION_TASK_GROUP_NAME,
+from k8s_shim.translate import model
+from k8s_shim.writes.binding import BindJob
+from k8s_shim.writes.events import NORMAL, WARNING
+from k8s_shim.translate.gang import (ANNOTATION_PLACEHOLDER, ANNOTATION_POLICY, ANNOTATION_TASK_GROUP_NAME,
                               ANNOTATION_TASK_GROUPS, AppGang, TaskGroup, placeholder_name)
-from k8s_shim.kubeclient import ApiError, pod_path
-from k8s_shim.model import App, Hold, Task, Where
-from k8s_shim.pods import LABEL_APP_ID, LABEL_QUEUE, PodSpec
+from k8s_shim.kube.kubeclient import ApiError, pod_path
+from k8s_shim.translate.model import App, Hold, Task, Where
+from k8s_shim.translate.pods import LABEL_APP_ID, LABEL_QUEUE, PodSpec
 
 __all__ = ["GangHandling", "PlaceholderSettings", "placeholder_pod", "app_gang", "REASON",
            "RESERVATION_TIMEOUT"]

@@ -23,8 +23,8 @@ import orjson
 
 from common.constants import (APP_TAG_NAMESPACE_RESOURCE_GUARANTEED, APP_TAG_NAMESPACE_RESOURCE_MAX_APPS,
                               APP_TAG_NAMESPACE_RESOURCE_QUOTA, DOMAIN_YUNIKORN)
-from k8s_shim import quantity
-from k8s_shim.pods import ANNOTATION_ALLOW_PREEMPTION, ANNOTATION_PARTITION, Problem
+from k8s_shim.translate import quantity
+from k8s_shim.translate.pods import ANNOTATION_ALLOW_PREEMPTION, ANNOTATION_PARTITION, Problem
 
 __all__ = ["NamespaceInfo", "read_namespace", "read_priority_class", "APP_TAG_NAMESPACE_PARENT_QUEUE"]
 

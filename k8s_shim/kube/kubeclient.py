@@ -1,6 +1,6 @@
 """A thin async adapter over the Kubernetes REST API: the few calls the shim makes, raw JSON.
 
-Requests go over ``k8s_shim.http`` (kept-alive HTTP/1.1 connections, one pre-assembled
+Requests go over ``k8s_shim.kube.http`` (kept-alive HTTP/1.1 connections, one pre-assembled
 buffer per request); bodies are decoded with orjson into plain dicts (no typed models: a typed
 decode of a Pod costs more than the shim may spend on it), and the answers of the hot calls
 (binding, events, status patches) are not decoded at all unless they are errors. Errors arrive as
@@ -30,8 +30,8 @@ from urllib.parse import quote, urlencode
 
 import orjson
 
-from k8s_shim.http import HttpError, Pool, Response
-from k8s_shim.kubeconfig import KubeConfig
+from k8s_shim.kube.http import HttpError, Pool, Response
+from k8s_shim.kube.kubeconfig import KubeConfig
 
 __all__ = ["ApiError", "KubeClient", "JSON", "STRATEGIC_MERGE", "MERGE"]
 

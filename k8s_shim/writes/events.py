@@ -41,7 +41,7 @@ from functools import lru_cache
 
 import orjson
 
-from k8s_shim.kubeclient import ApiError, KubeClient
+from k8s_shim.kube.kubeclient import ApiError, KubeClient
 
 __all__ = ["EventRecorder", "Regarding", "NORMAL", "WARNING", "REASONS", "ONCE", "micro_time"]
 
