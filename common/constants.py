@@ -17,7 +17,8 @@ __all__ = [
     "NODE_READY_ATTRIBUTE", "DEFAULT_PARTITION", "KEY_SCHEDULING_POLICY_PARAMETERS",
     "TAG_SCHEDULING_POLICY_PARAMETERS", "TAG_NODE_SELECTOR_PREFIX", "K8S_HOST_NAME", "K8S_RACK_NAME", "NODE_LABELS",
     "TAG_FOREIGN", "NODE_TAINTS", "TAG_TOLERATIONS", "TAG_NODE_AFFINITY", "TAG_HOST_PORTS",
-    "TAG_UNSUPPORTED_CONSTRAINTS",
+    "TAG_UNSUPPORTED_CONSTRAINTS", "TAG_POD_LABELS", "TAG_POD_AFFINITY", "TAG_TOPOLOGY_SPREAD",
+    "TAG_NODE_REQUIREMENTS",
 ]
 
 # Node attributes
@@ -74,6 +75,31 @@ TAG_NODE_AFFINITY = "korral.io/node-affinity"
 # the host ports of the pod's containers (list of {hostIP, hostPort, protocol}; protocol TCP
 # when absent, hostIP 0.0.0.0 when absent)
 TAG_HOST_PORTS = "korral.io/host-ports"
+# Inter-pod constraints (kube-scheduler's InterPodAffinity and PodTopologySpread filters). The
+# core counts pods per topology domain from what every allocation carries (placed, foreign,
+# placeholder): its namespace (TAG_NAMESPACE), its labels (TAG_POD_LABELS) and its own required
+# anti-affinity (TAG_POD_AFFINITY, for the symmetric rule). Label selectors are Kubernetes'
+# LabelSelector ({matchLabels, matchExpressions}); matchLabelKeys / mismatchLabelKeys arrive
+# already merged into the selector (the API server stores them so), and namespaceSelector is
+# resolved by the RM into ``namespaces``.
+# ask and allocation tag: the pod's labels as a JSON object
+TAG_POD_LABELS = "korral.io/pod-labels"
+# ask and allocation tag: the pod's inter-pod affinity, JSON
+#   {"required": [TERM...], "requiredAnti": [TERM...],
+#    "preferred": [{"weight": W, "term": TERM}...], "preferredAnti": [...]}
+# TERM = {"selector": LabelSelector | null (matches nothing), "topologyKey": KEY,
+#         "namespaces": [NS...] | null (null: every namespace)}; absent keys are empty lists
+TAG_POD_AFFINITY = "korral.io/pod-affinity"
+# ask tag: the pod's spec.topologySpreadConstraints, JSON list, Kubernetes' field names
+#   [{"maxSkew", "topologyKey", "whenUnsatisfiable", "selector" (labelSelector, merged),
+#     "minDomains"?, "nodeAffinityPolicy"?, "nodeTaintsPolicy"?}]; counted in the pod's namespace
+TAG_TOPOLOGY_SPREAD = "korral.io/topology-spread"
+# ask tag: further required node selectors, all of which a node must match, each with the reason
+# a node that does not match is rejected for (volumes' node affinity and zones, the nodes where a
+# claim's devices or a WaitForFirstConsumer volume can be had, nodes excluded for a while), JSON
+#   [{"reason": "node(s) had volume node affinity conflict", "nodeSelector": {"nodeSelectorTerms": [...]},
+#     "retry": false}]   (retry: whether waiting can help)
+TAG_NODE_REQUIREMENTS = "korral.io/node-requirements"
 # ask tag: constraints the core does not evaluate (required inter-pod affinity, topology spread
 # DoNotSchedule, ...), comma-separated human names; every node rejects such an ask, naming them
 TAG_UNSUPPORTED_CONSTRAINTS = "korral.io/unsupported-constraints"
