@@ -2,7 +2,7 @@
 
 Start-up, in YuniKorn's shim's order: read the configmaps (``yunikorn-defaults``,
 ``yunikorn-configs``) of the shim's namespace; list and watch namespaces, priority classes, nodes,
-volume claims, storage classes, our pods (``spec.schedulerName`` = ``--scheduler-name``) and the
+volume claims, persistent volumes, storage classes, CSI nodes, our pods (``spec.schedulerName`` = ``--scheduler-name``) and the
 pods of other schedulers that run on nodes; once every list is in, register with Korral (SI v1.8,
 rmID ``service.clusterId``) and replay the cluster: applications, nodes drained, the pods already
 running as placed allocations, the others as asks; nodes open once their pods are counted.
@@ -42,7 +42,7 @@ from k8s_shim.pools import config_partitions
 from k8s_shim.reloader import Reloader
 from k8s_shim.writes.placeholders import PlaceholderSettings
 from k8s_shim.shim import Shim, ShimSettings
-from k8s_shim.translate.volumes import Claim
+from k8s_shim.translate.volumes import read_claim, read_csinode, read_storage_class, read_volume
 
 __all__ = ["configure", "run", "watched"]
 
@@ -184,7 +184,7 @@ class _Runner:
         placeholders = PlaceholderSettings(conf.placeholder_image, conf.placeholder_run_as_user,
                                            conf.placeholder_run_as_group, conf.placeholder_fs_group)
         settings = ShimSettings(args.scheduler_name, args.best_effort_constraints, placeholders=placeholders,
-                                partition_label=args.partition_label)
+                                partition_label=args.partition_label, volume_bind_timeout=conf.volume_bind_timeout)
         shim = self.shim = Shim(self.client, settings,
                                 conf.cluster_id, self.events, self.explainer)
         pools = shim.pools
@@ -197,10 +197,10 @@ class _Runner:
             self._informer("namespaces", lambda raw, old: read_namespace(raw), shim.namespace_changed),
             self._informer("priorityclasses", lambda raw, old: (raw["metadata"]["name"], read_priority_class(raw)),
                            shim.priority_class_changed),
-            self._informer("storageclasses",
-                           lambda raw, old: (raw["metadata"]["name"], raw.get("volumeBindingMode") or "Immediate"),
-                           shim.storage_class_changed),
-            self._informer("persistentvolumeclaims", _claim, shim.claim_changed),
+            self._informer("storageclasses", read_storage_class, shim.storage_class_changed),
+            self._informer("persistentvolumes", read_volume, shim.volume_changed),
+            self._informer("persistentvolumeclaims", read_claim, shim.claim_changed),
+            self._informer("csinodes", read_csinode, shim.csinode_changed),
             self._informer("nodes", lambda raw, old: read_node(raw, conf.instance_type_label),
                            pools.node_changed if pools.enabled else shim.node_changed),
             self._informer("pods", decoder(rules, _keep_ours), pools.pod_changed if pools.enabled else shim.pod_changed,
@@ -305,7 +305,9 @@ def watched(namespace: str) -> dict[str, str]:
     return {"configmaps": f"/api/v1/namespaces/{namespace}/configmaps", "namespaces": "/api/v1/namespaces",
             "priorityclasses": "/apis/scheduling.k8s.io/v1/priorityclasses",
             "storageclasses": "/apis/storage.k8s.io/v1/storageclasses",
-            "persistentvolumeclaims": "/api/v1/persistentvolumeclaims", "nodes": "/api/v1/nodes",
+            "persistentvolumeclaims": "/api/v1/persistentvolumeclaims",
+            "persistentvolumes": "/api/v1/persistentvolumes", "csinodes": "/apis/storage.k8s.io/v1/csinodes",
+            "nodes": "/api/v1/nodes",
             "pods": "/api/v1/pods", "foreign pods": "/api/v1/pods"}
 
 
@@ -320,10 +322,3 @@ def _keep_others(node: str, phase: str, ours: bool) -> bool:
 
 def _uid(raw: dict) -> str:
     return raw["metadata"]["uid"]
-
-
-def _claim(raw: dict, old) -> tuple[str, Claim]:
-    meta, spec, status = raw["metadata"], raw.get("spec") or {}, raw.get("status") or {}
-    bound = bool(spec.get("volumeName")) or status.get("phase") == "Bound"
-    return (f"{meta.get('namespace', '')}/{meta['name']}",
-            Claim(bound, spec.get("storageClassName") or "", bool(meta.get("deletionTimestamp"))))

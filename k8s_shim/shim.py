@@ -34,6 +34,7 @@ through ``_queue`` (and the replay) names its partition.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 import time
@@ -57,7 +58,9 @@ from k8s_shim.outbox import Outbox
 from k8s_shim.writes.placeholders import GangHandling, PlaceholderSettings, app_gang
 from k8s_shim.translate.pods import PodState, Problem
 from k8s_shim.pools import Pools, ShimHooks
-from k8s_shim.translate.volumes import Volumes
+from k8s_shim.translate.volumes import RWOP, Volumes
+from k8s_shim.writes.prebind import Gate, PreBinder
+from k8s_shim.writes.volume_binding import NO_ROOM, volume_gate
 
 __all__ = ["Shim", "ShimSettings"]
 
@@ -95,6 +98,7 @@ class ShimSettings:
     bind_deadline: float = 60.0  # transient bind errors are retried this long
     placeholders: PlaceholderSettings = PlaceholderSettings()
     partition_label: str = ""  # a node label naming its partition (k8s_shim.pools); "": all in default
+    volume_bind_timeout: float = 600.0  # service.volumeBindTimeout: a pod's volumes must be bound this soon
 
 
 def _pod_ref(spec) -> Regarding:
@@ -121,6 +125,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         self.namespaces: dict[str, NamespaceInfo] = {}
         self.priority_classes: dict[str, bool] = {}
         self.volumes = Volumes()
+        self.prebinder = PreBinder(self._prebound, self._prebind_failed)
         self._background: set[asyncio.Task] = set()
         self._reading_namespaces: set[str] = set()
         self._gang_init()
@@ -297,6 +302,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
             return
         now = self.clock()
         task.avoid = {n: until for n, until in task.avoid.items() if until > now}
+        task.excluded = {n: e for n, e in task.excluded.items() if e[0] > now}
         self._queue("alloc", model.ask(task, app, self._allow_self(task), list(task.avoid)))
         task.where = Where.ASKED
         self._gang_synced(task, app)
@@ -317,14 +323,16 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
             self._queue("release", model.release(task.uid, spec.app_id, f"pod {spec.alias} ended"))
             self._unplace(task)
         self._gang_pod_gone(task)
+        self.prebinder.cancel(task.uid)
         if task.node:
             self.node_pods.get(task.node, set()).discard(task.uid)
-        self.volumes.release(task.uid, spec.namespace, spec.claims)
+        self._recheck(self.volumes.release(task.uid, spec.namespace, spec.claims))  # a ReadWriteOncePod claim is free
         if task.bound:
             self._event(spec, NORMAL, "TaskCompleted", f"Task {spec.alias} is completed")
 
     def _unplace(self, task: Task) -> None:
         """``task`` is no longer in the core (or never will be as it was)."""
+        self.prebinder.cancel(task.uid)  # writes before a binding that will not be
         if task.where is Where.PLACED:
             self._counted(task.node, task.uid)
         task.where = Where.NOWHERE
@@ -355,8 +363,9 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         best_effort = self.settings.best_effort_constraints
         found = [] if best_effort else list(spec.unsupported)
         constraints = tuple(found + self.volumes.waits(spec.namespace, spec.claims, best_effort))
+        changed = self._set_volume_needs(task)
         if constraints == task.constraints:
-            return False
+            return changed
         task.constraints = constraints
         if constraints and not task.node:
             self._event(spec, WARNING, "FailedScheduling",
@@ -364,6 +373,34 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
                         f"{'; '.join(constraints)} (it waits; --best-effort-constraints places pods with "
                         "unevaluated constraints anyway)")
         return True
+
+    def _set_volume_needs(self, task: Task) -> bool:
+        """The node requirements of the pod's volumes and the CSI volumes it attaches; True if changed."""
+        spec = task.spec
+        if not spec.claims and not task.requirements.get("volumes") and not task.counted:
+            return False
+        required = self.volumes.requirements(spec.namespace, spec.claims, self._rwop_in_use(task))
+        counted = self.volumes.attach_counts(spec.namespace, spec.claims)
+        if required == task.requirements.get("volumes", []) and counted == task.counted:
+            return False
+        if required:
+            task.requirements["volumes"] = required
+        else:
+            task.requirements.pop("volumes", None)
+        task.counted = counted
+        return True
+
+    def _rwop_in_use(self, task: Task) -> set[str]:
+        """The pod's ReadWriteOncePod claims another pod of ours is placed with."""
+        out = set()
+        for name in task.spec.claims:
+            key = f"{task.spec.namespace}/{name}"
+            claim = self.volumes.claims.get(key)
+            if claim is not None and RWOP in claim.access_modes and any(
+                    uid != task.uid and uid in self.tasks and self.tasks[uid].node
+                    for uid in self.volumes.users.get(key, ())):
+                out.add(key)
+        return out
 
     def _recheck(self, uids: set[str]) -> None:
         for uid in uids:
@@ -376,9 +413,86 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
 
     def claim_changed(self, old, new) -> None:
         self._recheck(self.volumes.claim_changed(old, new))
+        self.prebinder.check()
 
     def storage_class_changed(self, old, new) -> None:
         self._recheck(self.volumes.storage_class_changed(old, new))
+
+    def volume_changed(self, old, new) -> None:
+        self._recheck(self.volumes.volume_changed(old, new))
+
+    def csinode_changed(self, old, new) -> None:
+        """A node's CSI volume limits are counted node resources (``attachable-volumes-csi-<driver>``)."""
+        entry = self.nodes.get(self.volumes.csinode_changed(old, new))
+        if entry is not None:
+            self.node_changed(entry.state, entry.state)
+
+    def _with_volume_limits(self, node: NodeState) -> NodeState:
+        limits = self.volumes.node_limits(node.name)
+        kept = {k: v for k, v in node.allocatable.items() if not k.startswith("attachable-volumes-csi-")}
+        if not limits and len(kept) == len(node.allocatable):
+            return node
+        return dataclasses.replace(node, allocatable={**kept, **limits})
+
+    # ------------------------------------------------------------------ writes before the binding
+    def _start_binding(self, task: Task, job: BindJob) -> None:
+        """Bind ``task``'s pod, after the writes and the wait its volumes need (a ``Gate``)."""
+        spec = task.spec
+        if self._rwop_in_use(task):
+            self._prebind_failed(Gate(job, [], lambda: ("", ""), 0), "a ReadWriteOncePod claim it uses is "
+                                 "in use by another pod", False, exclude=False)
+            return
+        entry = self.nodes.get(job.node)
+        gate = volume_gate(self.volumes, self.client, job, spec.claims, entry.state.labels if entry else {},
+                           self.settings.volume_bind_timeout, self._spawn)
+        if gate is NO_ROOM:
+            self._prebind_failed(Gate(job, [], lambda: ("", ""), 0),
+                                 "a volume claim of the pod cannot have its volume there any more", False)
+        elif gate is not None:
+            self.prebinder.start(gate)
+        elif not self._gang_defer_bind(job):
+            self.binder.bind(job)
+        for key in self._rwop_keys(task):  # the other pods of its ReadWriteOncePod claims now wait
+            self._recheck(set(self.volumes.users.get(key, ())) - {task.uid})
+
+    def _rwop_keys(self, task: Task) -> list[str]:
+        ns = task.spec.namespace
+        return [f"{ns}/{n}" for n in task.spec.claims
+                if (c := self.volumes.claims.get(f"{ns}/{n}")) is not None and RWOP in c.access_modes]
+
+    def _prebound(self, gate: Gate) -> None:
+        job = gate.job
+        task = self.tasks.get(job.uid)
+        if task is None or task.attempt != job.attempt or task.where is not Where.PLACED:
+            return
+        if not self._gang_defer_bind(job):
+            self.binder.bind(job)
+
+    def _prebind_failed(self, gate: Gate, why: str, timed_out: bool, exclude: bool = True) -> None:
+        """The writes before the binding failed or timed out: the allocation goes back to the core
+        and the pod is asked for again, without that node for a while unless the node is not at fault."""
+        job = gate.job
+        task = self.tasks.get(job.uid)
+        if task is None or task.attempt != job.attempt or task.where is not Where.PLACED or task.node != job.node:
+            return
+        spec = task.spec
+        if timed_out:
+            why = (f"its volumes were not bound on node {job.node} within service.volumeBindTimeout "
+                   f"({self.settings.volume_bind_timeout:g}s; waiting for {why})")
+        exclude = exclude and (timed_out or "cannot have" in why or "write refused" in why)
+        self._queue("release", model.release(task.uid, spec.app_id, f"pre-binding on {job.node} failed: {why}"))
+        self._unplace(task)
+        self.node_pods.get(task.node, set()).discard(task.uid)
+        task.node = ""
+        note = f"pod {spec.alias} not bound to node {job.node}: {why}; the allocation is released and the pod " \
+               "asked for again"
+        if exclude:
+            task.excluded[job.node] = (self.clock() + self.settings.avoid_seconds,
+                                       "node(s) were excluded for a while: the pod's volumes were not bound there")
+            note += f" without node {job.node} for {self.settings.avoid_seconds:g}s"
+        self._event(spec, WARNING, "FailedScheduling", note)
+        self._set_constraints(task)
+        self._sync(task)
 
     def namespace_changed(self, old: NamespaceInfo | None, new: NamespaceInfo | None) -> None:
         if new is None:
@@ -433,6 +547,8 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
 
     # ------------------------------------------------------------------ nodes
     def node_changed(self, old: NodeState | None, new: NodeState | None) -> None:
+        if new is not None:
+            new = self._with_volume_limits(new)
         if new is None:
             entry = self.nodes.pop(old.name, None)
             if entry is None:
@@ -588,10 +704,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         app = self.apps.get(spec.app_id)
         if app is not None:
             self._gang_allocated(task, app)
-        job = BindJob(task.uid, spec.namespace, spec.name, task.node, task.attempt,
-                      self.volumes.to_place(spec.namespace, spec.claims))
-        if not self._gang_defer_bind(job):
-            self.binder.bind(job)
+        self._start_binding(task, BindJob(task.uid, spec.namespace, spec.name, task.node, task.attempt))
 
     def _bind_outcome(self, result: Result) -> None:
         job = result.job

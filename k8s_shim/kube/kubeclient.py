@@ -223,6 +223,15 @@ class KubeClient:
         self.submit("PATCH", f"/api/v1/namespaces/{segment(namespace)}/persistentvolumeclaims/{segment(claim)}",
                     orjson.dumps({"metadata": {"annotations": {SELECTED_NODE: node}}}), MERGE, done)
 
+    async def patch_claim(self, namespace: str, name: str, patch: dict) -> None:
+        """Merge-patch a volume claim (its selected node before its pod's binding)."""
+        await self.send("PATCH", f"/api/v1/namespaces/{segment(namespace)}/persistentvolumeclaims/{segment(name)}",
+                        orjson.dumps(patch), MERGE)
+
+    async def patch_volume(self, name: str, patch: dict) -> None:
+        """Merge-patch a persistent volume (its claimRef: a pre-bind before its pod's binding)."""
+        await self.send("PATCH", f"/api/v1/persistentvolumes/{segment(name)}", orjson.dumps(patch), MERGE)
+
     async def delete(self, path: str, body: dict | None = None) -> Any:
         return await self.request("DELETE", path, body=body)
 

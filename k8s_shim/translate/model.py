@@ -17,7 +17,7 @@ import orjson
 
 from common import si_v18_pb2 as si
 from common.constants import (APP_TAG_CREATE_FORCE, APP_TAG_NAMESPACE, DOMAIN_YUNIKORN, TAG_APP_TASK_GROUPS,
-                              TAG_FOREIGN, TAG_NODE_AFFINITY, TAG_SCHEDULING_POLICY_PARAMETERS,
+                              TAG_FOREIGN, TAG_NODE_AFFINITY, TAG_NODE_REQUIREMENTS, TAG_SCHEDULING_POLICY_PARAMETERS,
                               TAG_UNSUPPORTED_CONSTRAINTS)
 from common.si_resource import fill_si_resource
 from k8s_shim.translate.gang import AppGang, placeholder_ask
@@ -77,6 +77,10 @@ class Task:
     group: str = ""  # the task group its ask names (a placeholder's, or a real member's of a known group)
     sent: dict[str, int] | None = None  # the size its last resize asked for
     booked: dict[str, int] | None = None  # the size the core books when it refused the pod's (a resize)
+    # TAG_NODE_REQUIREMENTS by concern ("volumes", "devices", ...): lists of {reason, nodeSelector, retry}
+    requirements: dict[str, list[dict]] = field(default_factory=dict)
+    excluded: dict[str, tuple[float, str]] = field(default_factory=dict)  # node -> (until, reason): failed pre-binds
+    counted: dict[str, int] = field(default_factory=dict)  # counted resources beside its size (CSI volumes to attach)
 
     @property
     def size(self) -> dict[str, int]:
@@ -150,7 +154,8 @@ def exclude_nodes(required: str | None, nodes: list[str]) -> str:
 def _allocation(task: Task, app: App, allow_self: bool) -> si.Allocation:
     spec = task.spec
     placeholder = bool(task.group) and spec.gang is not None and spec.gang.placeholder
-    return si.Allocation(allocationKey=spec.uid, applicationID=app.app_id, resourcePerAlloc=_resource(spec.resource),
+    size = {**spec.resource, **task.counted} if task.counted else spec.resource
+    return si.Allocation(allocationKey=spec.uid, applicationID=app.app_id, resourcePerAlloc=_resource(size),
                          priority=spec.priority, originator=spec.uid == app.originator,
                          taskGroupName=task.group, placeholder=placeholder,
                          preemptionPolicy=si.PreemptionPolicy(allowPreemptSelf=allow_self,
@@ -166,7 +171,23 @@ def ask(task: Task, app: App, allow_self: bool, avoid: list[str]) -> si.Allocati
         a.allocationTags[TAG_UNSUPPORTED_CONSTRAINTS] = ", ".join(task.constraints)
     if avoid:
         a.allocationTags[TAG_NODE_AFFINITY] = exclude_nodes(task.spec.tags.get(TAG_NODE_AFFINITY), avoid)
+    required = node_requirements(task)
+    if required:
+        a.allocationTags[TAG_NODE_REQUIREMENTS] = orjson.dumps(required).decode()
     return a
+
+
+def node_requirements(task: Task) -> list[dict]:
+    """The ask's further node selectors: each concern's, and the nodes excluded for a while (one
+    ``metadata.name NotIn`` selector per reason)."""
+    out = [r for concern in sorted(task.requirements) for r in task.requirements[concern]]
+    by_reason: dict[str, list[str]] = {}
+    for node, (_, reason) in sorted(task.excluded.items()):
+        by_reason.setdefault(reason, []).append(node)
+    for reason, nodes in by_reason.items():
+        out.append({"reason": reason, "retry": True, "nodeSelector": {"nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": nodes}]}]}})
+    return out
 
 
 def placed(task: Task, app: App, allow_self: bool) -> si.Allocation:

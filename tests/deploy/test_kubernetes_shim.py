@@ -36,6 +36,8 @@ CALLS = {
     "patch_event_series": ("events.k8s.io", "events", "patch"),  # a series' count (repeated events)
     "get": ("", "namespaces", "get"),  # a namespace read before its watch shows it
     "submit_select_node": ("", "persistentvolumeclaims", "patch"),  # best effort: a WaitForFirstConsumer claim's node
+    "patch_claim": ("", "persistentvolumeclaims", "patch"),  # a WaitForFirstConsumer claim's node
+    "patch_volume": ("", "persistentvolumes", "patch"),  # a static volume's pre-bind (claimRef)
 }
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from common import si_pb2, si_v18_pb2 as si
 from common.constants import (APP_TAG_CREATE_FORCE, APP_TAG_NAMESPACE_RESOURCE_QUOTA, TAG_FOREIGN, TAG_NODE_AFFINITY,
-                              TAG_UNSUPPORTED_CONSTRAINTS)
+                              TAG_NODE_REQUIREMENTS, TAG_UNSUPPORTED_CONSTRAINTS)
 from si_client import ClientState
 from k8s_shim.writes.events import EventRecorder
 from k8s_shim.kube.kubeclient import ApiError
@@ -21,7 +21,7 @@ from k8s_shim.translate.namespaces import read_namespace
 from k8s_shim.translate.nodes import read_node
 from k8s_shim.translate.pods import PodRules, decoder
 from k8s_shim.shim import Shim, ShimSettings
-from k8s_shim.translate.volumes import Claim
+from k8s_shim.translate.volumes import NO_PROVISIONER, Claim, StorageClass
 from tests.conftest import wait_until_async
 
 RULES = PodRules()
@@ -55,6 +55,7 @@ class FakeKube:
         self.refuse: dict[str, ApiError] = {}  # node -> the error binding there answers
         self.namespace_reads: list[str] = []
         self.selected: list[tuple[str, str]] = []
+        self.prebound: list[tuple[str, str | None]] = []
         self.namespace_annotations: dict[str, str] = {}
 
     def submit_bind(self, namespace, name, uid, node, done):
@@ -77,6 +78,13 @@ class FakeKube:
     def submit_select_node(self, namespace, claim, node, done):
         self.selected.append((claim, node))
         self._answer(done)
+
+    async def patch_claim(self, namespace, name, patch):
+        node = patch["metadata"]["annotations"]["volume.kubernetes.io/selected-node"]
+        self.selected.append((name, node))
+
+    async def patch_volume(self, name, patch):
+        self.prebound.append((name, patch["spec"]["claimRef"] and patch["spec"]["claimRef"]["name"]))
 
     async def delete(self, path, body=None):
         self.deletes.append(path)
@@ -408,32 +416,39 @@ def test_a_claim_that_appears_bound_lets_the_pod_be_asked_for_plainly():
         await turn()
         [ask] = sent(w.api.take(), "allocations")
         assert ask.allocationTags[TAG_UNSUPPORTED_CONSTRAINTS] == "persistentvolumeclaim data not found"
-        w.shim.storage_class_changed(None, ("local", "WaitForFirstConsumer"))
+        w.shim.storage_class_changed(None, ("local", StorageClass("local", "WaitForFirstConsumer", NO_PROVISIONER)))
         w.shim.claim_changed(None, ("ns/data", Claim(bound=False, storage_class="local", deleting=False)))
         await turn()
-        [ask] = sent(w.api.take(), "allocations")
-        assert ask.allocationTags[TAG_UNSUPPORTED_CONSTRAINTS] == "unbound WaitForFirstConsumer volume claim data"
+        [ask] = sent(w.api.take(), "allocations")  # no volume to bind, none provisioned: no node yet
+        assert TAG_UNSUPPORTED_CONSTRAINTS not in ask.allocationTags
+        [need] = json.loads(ask.allocationTags[TAG_NODE_REQUIREMENTS])
+        assert need["reason"] == "node(s) didn't find available persistent volumes to bind" and need["retry"]
         w.shim.claim_changed(None, ("ns/data", Claim(bound=True, storage_class="local", deleting=False)))
         await turn()
         [ask] = sent(w.api.take(), "allocations")
-        assert TAG_UNSUPPORTED_CONSTRAINTS not in ask.allocationTags
+        assert TAG_UNSUPPORTED_CONSTRAINTS not in ask.allocationTags and TAG_NODE_REQUIREMENTS not in ask.allocationTags
     run(main())
 
 
-def test_best_effort_places_a_wait_for_first_consumer_claim_on_the_pods_node():
+def test_a_wait_for_first_consumer_claim_gets_the_pods_node_and_the_pod_is_bound_once_the_claim_is():
     async def main():
-        w = World(best_effort_constraints=True)
+        w = World()
         await registered_node(w)
-        w.shim.storage_class_changed(None, ("local", "WaitForFirstConsumer"))
+        w.shim.storage_class_changed(None, ("local", StorageClass("local", "WaitForFirstConsumer", "csi.example.com")))
         w.shim.claim_changed(None, ("ns/data", Claim(bound=False, storage_class="local", deleting=False)))
         w.pod(raw_pod("p", volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]))
         await w.accept_apps("app-1")
         await turn()
         [ask] = sent(w.api.take(), "allocations")
-        assert TAG_UNSUPPORTED_CONSTRAINTS not in ask.allocationTags
+        assert TAG_UNSUPPORTED_CONSTRAINTS not in ask.allocationTags and TAG_NODE_REQUIREMENTS not in ask.allocationTags
         await w.allocate("uid-p", "n1")
+        await wait_until_async(lambda: w.kube.selected == [("data", "n1")], 5, "the selected node")
+        await turn()
+        assert not w.kube.binds  # not before the claim is bound
+        w.shim.claim_changed(None, ("ns/data", Claim(bound=True, storage_class="local", deleting=False,
+                                                     volume="pvc-1")))
         await wait_until_async(lambda: w.shim.tasks["uid-p"].bound, 5, "the bind")
-        assert w.kube.selected == [("data", "n1")] and w.kube.binds == [("p", "n1")]
+        assert w.kube.binds == [("p", "n1")]
     run(main())
 
 
