@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from k8s_shim.fake.events import CoreEvents, Events
-from k8s_shim.fake.kinds import (ConfigMaps, Kind, Leases, Namespaces, Nodes, PersistentVolumeClaims,
+from k8s_shim.fake.kinds import (ConfigMaps, CSINodes, Kind, Leases, Namespaces, Nodes, PersistentVolumeClaims,
                                     PersistentVolumes, PriorityClasses, StorageClasses, plain_kind)
 from k8s_shim.fake.pods import Pods
 
@@ -23,7 +23,7 @@ def all_kinds() -> list[Kind]:
         plain_kind("resourcequotas", "ResourceQuota", short=("quota",), storage_hash="8uhSgffRX6w=", status=True),
         plain_kind("limitranges", "LimitRange", short=("limits",), storage_hash="EBKMFVe6cwo="),
         Events, PriorityClasses, Leases, StorageClasses,
-        plain_kind("csinodes", "CSINode", "storage.k8s.io", namespaced=False, storage_hash="Pe62DkZtjuo="),
+        CSINodes,
         plain_kind("csidrivers", "CSIDriver", "storage.k8s.io", namespaced=False, storage_hash="hL6j/rwBV5w="),
         plain_kind("csistoragecapacities", "CSIStorageCapacity", "storage.k8s.io", storage_hash="xeVl+2Ly1kE="),
         plain_kind("volumeattachments", "VolumeAttachment", "storage.k8s.io", namespaced=False,

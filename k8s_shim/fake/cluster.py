@@ -1,5 +1,6 @@
 """A whole fake cluster in one event loop: the API server, the objects a fresh server creates for
-itself, nodes with a fake kubelet, and the garbage collector. Tests start one in-process;
+itself, nodes with a fake kubelet, the garbage collector, and the persistent-volume binder with an
+external provisioner (``fake.volumes``). Tests start one in-process;
 ``korral k8s-fake`` runs one as a process."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import yaml
 from k8s_shim.fake.api import Api
 from k8s_shim.fake.gc import GarbageCollector
 from k8s_shim.fake.kubelet import FAKE_KUBELET, FakeKubelet
+from k8s_shim.fake.volumes import VolumeController
 from k8s_shim.fake.kinds import PriorityClasses
 from k8s_shim.fake.server import FakeApiServer, ServerOptions
 from k8s_shim.fake.store import Store
@@ -50,6 +52,8 @@ class ClusterOptions:
     kubelet: bool = True
     garbage_collector: bool = True
     pod_start_seconds: float = 0.0  # bound pod -> Running
+    volume_binder: bool = True  # the persistent-volume binder and an external provisioner (fake.volumes)
+    provisioners: frozenset[str] | None = None  # the CSI drivers the provisioner serves (None: all; empty: none)
     tls: tuple[str, str] | None = None  # (certificate, key) files: serve HTTPS
 
 
@@ -69,6 +73,8 @@ class FakeCluster:
             self.controllers.append(GarbageCollector(self.api))
         if self.options.kubelet:
             self.controllers.append(FakeKubelet(self.api, self.options.pod_start_seconds))
+        if self.options.volume_binder:
+            self.controllers.append(VolumeController(self.api, self.options.provisioners))
 
     @property
     def url(self) -> str:

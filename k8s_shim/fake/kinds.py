@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from typing import Any, Callable, Protocol
 
@@ -65,6 +66,7 @@ class Kind:
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
     verbs: tuple[str, ...] = ALL_VERBS
+    qualified_errors = False  # a 422 names Kind.group (as 1.36 does for storage.k8s.io kinds)
     subresources: dict[str, tuple[str, ...]] = {}
     storage_hash = ""
     has_status = False  # spec/status split: main writes keep status, status writes keep spec
@@ -334,6 +336,13 @@ class Leases(Kind):
 class StorageClasses(Kind):
     plural, kind, group, namespaced, short_names = "storageclasses", "StorageClass", "storage.k8s.io", False, ("sc",)
     storage_hash = "K+m6uJwbjGY="
+    qualified_errors = True
+
+    def validate_update(self, old: dict[str, Any], new: dict[str, Any], subresource: str) -> Causes:
+        if new.get("volumeBindingMode") != old.get("volumeBindingMode"):  # file 10 (v1.36)
+            return [("FieldValueInvalid", "volumeBindingMode",
+                     f'Invalid value: "{new.get("volumeBindingMode")}": field is immutable')]
+        return []
 
     def default(self, obj: dict[str, Any], api: Objects) -> None:
         obj.setdefault("reclaimPolicy", "Delete")
@@ -387,6 +396,57 @@ class PersistentVolumes(_InUseProtected):
         spec = obj.setdefault("spec", {})
         spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
         spec.setdefault("volumeMode", "Filesystem")
+
+    def validate_update(self, old: dict[str, Any], new: dict[str, Any], subresource: str) -> Causes:
+        before = (old.get("spec") or {}).get("nodeAffinity")
+        after = (new.get("spec") or {}).get("nodeAffinity")
+        if subresource != "status" and before is not None and after != before:  # file 11 (v1.36)
+            return [("FieldValueInvalid", "nodeAffinity", f"Invalid value: {go_node_affinity(after)}: field is "
+                     "immutable, except for updating from beta label to GA")]
+        return []
+
+
+def go_node_affinity(affinity: dict[str, Any] | None) -> str:
+    """A volume node affinity as the API server prints the Go struct in its 422 message."""
+    if affinity is None:
+        return "null"
+
+    def exprs(items: Any) -> Any:
+        if items is None:
+            return None
+        return [{"Key": e.get("key", ""), "Operator": e.get("operator", ""), "Values": e.get("values")} for e in items]
+    required = affinity.get("required")
+    go = {"Required": None if required is None else {"NodeSelectorTerms": [
+        {"MatchExpressions": exprs(t.get("matchExpressions")), "MatchFields": exprs(t.get("matchFields"))}
+        for t in required.get("nodeSelectorTerms") or []]}}
+    return json.dumps(go, separators=(",", ":"))
+
+
+class CSINodes(Kind):
+    """Stored as sent (file 13): drivers[].nodeID immutable, allocatable.count >= 0."""
+    plural, kind, group, namespaced = "csinodes", "CSINode", "storage.k8s.io", False
+    storage_hash = "Pe62DkZtjuo="
+    qualified_errors = True
+
+    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None, api: Objects) -> Causes:
+        causes = super().validate(obj, old, api)
+        for i, driver in enumerate((obj.get("spec") or {}).get("drivers") or []):
+            count = (driver.get("allocatable") or {}).get("count")
+            if isinstance(count, int) and count < 0:
+                causes.append(("FieldValueInvalid", f"spec.drivers[{i}].allocatable.count",
+                               f"Invalid value: {count}: must be greater than or equal to 0"))
+        return causes
+
+    def validate_update(self, old: dict[str, Any], new: dict[str, Any], subresource: str) -> Causes:
+        before = {d.get("name"): d for d in (old.get("spec") or {}).get("drivers") or []}
+        for driver in (new.get("spec") or {}).get("drivers") or []:
+            was = before.get(driver.get("name"))
+            if was is not None and was.get("nodeID") != driver.get("nodeID"):
+                go = {"Name": driver.get("name"), "NodeID": driver.get("nodeID"),
+                      "TopologyKeys": driver.get("topologyKeys"), "Allocatable": None}
+                return [("FieldValueInvalid", "spec.drivers",
+                         f"Invalid value: {json.dumps(go, separators=(',', ':'))}: field is immutable")]
+        return []
 
 
 def plain_kind(plural: str, kind: str, group: str = "", namespaced: bool = True, short: tuple[str, ...] = (),

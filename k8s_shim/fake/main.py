@@ -98,6 +98,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="how long the fake kubelet takes to start a bound pod (default 0)")
     parser.add_argument("--no-kubelet", action="store_true",
                         help="run no fake kubelet: bound pods stay Pending and graceful deletions wait")
+    parser.add_argument("--volume-provisioners", default=None, metavar="DRIVER,...",
+                        help="the CSI drivers the fake external provisioner makes volumes for (default: every "
+                             "class's provisioner; '' none: claims of a provisioning class stay Pending)")
+    parser.add_argument("--no-volume-binder", action="store_true",
+                        help="run no persistent-volume binder nor provisioner: claims stay Pending")
     parser.add_argument("--history", type=int, default=10_000, metavar="N",
                         help="writes kept per resource for watches and exact lists; older resourceVersions "
                              "answer 410 Expired (default 10000)")
@@ -115,6 +120,9 @@ def options_from(args: argparse.Namespace) -> ClusterOptions:
     return ClusterOptions(
         token=None if token == "none" else token, history=args.history, bookmark_interval=args.bookmark_interval,
         kubelet=not args.no_kubelet, pod_start_seconds=args.pod_start_seconds,
+        volume_binder=not args.no_volume_binder,
+        provisioners=None if args.volume_provisioners is None else
+        frozenset(d for d in args.volume_provisioners.split(",") if d),
         nodes=template(args.nodes, args.node_name_pattern, args.node_labels),
         pools=[template(count, f"{pool}-node-{{i}}", {**args.node_labels, args.node_pool_label: pool})
                for pool, count in args.node_pools.items()])

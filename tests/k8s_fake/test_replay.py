@@ -361,7 +361,8 @@ async def replay(path) -> list[str]:
     prefix = path.name[:2]
     options = FILE_OPTIONS.get(prefix, {})
     cluster = FakeCluster(ClusterOptions(token=TOKEN, kubelet=False, history=options.get("history", 10_000),
-                                         bookmark_interval=options.get("bookmark_interval", 60.0)))
+                                         bookmark_interval=options.get("bookmark_interval", 60.0),
+                                         volume_binder=False))  # the v1.24 recordings ran no PV binder
     url = await cluster.start()
     tr = Translator()
     problems: list[str] = []
