@@ -422,10 +422,13 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         self._recheck(self.volumes.volume_changed(old, new))
 
     def csinode_changed(self, old, new) -> None:
-        """A node's CSI volume limits are counted node resources (``attachable-volumes-csi-<driver>``)."""
-        entry = self.nodes.get(self.volumes.csinode_changed(old, new))
-        if entry is not None:
+        """A node's CSI volume limits are counted node resources (``attachable-volumes-csi-<driver>``,
+        ``Volumes.node_limits``)."""
+        everyone, name = self.volumes.csinode_changed(old, new)
+        for entry in list(self.nodes.values()) if everyone else [self.nodes[name]] if name in self.nodes else []:
             self.node_changed(entry.state, entry.state)
+        if everyone:  # a driver newly limited (or no longer): the pods' counts change
+            self._recheck({uid for uids in self.volumes.users.values() for uid in uids})
 
     def _with_volume_limits(self, node: NodeState) -> NodeState:
         limits = self.volumes.node_limits(node.name)
@@ -492,7 +495,11 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
             note += f" without node {job.node} for {self.settings.avoid_seconds:g}s"
         self._event(spec, WARNING, "FailedScheduling", note)
         self._set_constraints(task)
-        self._sync(task)
+        # asked for again on a later turn, as after a refused bind: the release must reach the core first
+        task.retries += 1
+        task.hold = Hold.RETRY
+        delay = min(self.settings.retry_cap, 2.0 ** (task.retries - 1))
+        asyncio.get_running_loop().call_later(delay, self._retry, task.uid, task.attempt)
 
     def namespace_changed(self, old: NamespaceInfo | None, new: NamespaceInfo | None) -> None:
         if new is None:

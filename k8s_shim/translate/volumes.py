@@ -37,6 +37,7 @@ RWOP = "ReadWriteOncePod"
 ZONE_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region",
                "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region")
 ATTACH_PREFIX = "attachable-volumes-csi-"
+UNLIMITED = 1 << 31  # a node whose CSINode gives a limited driver no count attaches its volumes without limit
 # kube-scheduler's words
 AFFINITY_CONFLICT = "node(s) had volume node affinity conflict"
 NO_VOLUME = "node(s) didn't find available persistent volumes to bind"
@@ -202,6 +203,7 @@ class Volumes:
     users: dict[str, set[str]] = field(default_factory=dict)  # "ns/name" -> uids of the pods using it
     assumed: dict[str, str] = field(default_factory=dict)  # PV name -> claim being pre-bound to it
     selecting: dict[str, str] = field(default_factory=dict)  # claim -> node it is being given (provisioning)
+    withdrawn: dict[str, str] = field(default_factory=dict)  # claim -> node taken back, until the informer agrees
 
     def use(self, uid: str, namespace: str, claims: tuple[str, ...]) -> None:
         for name in claims:
@@ -290,7 +292,7 @@ class Volumes:
                     else:
                         terms.extend(pv.terms)
                 cls = self._class(claim)
-                chosen = claim.selected_node or self.selecting.get(key, "")
+                chosen = self._selected(key, claim)
                 if chosen and cls is not None and cls.provisions:  # another pod of the claim chose its node
                     terms.append({"matchFields": [{"key": "metadata.name", "operator": "In", "values": [chosen]}]})
                 elif cls is not None and cls.provisions:
@@ -320,12 +322,25 @@ class Volumes:
             cls = self._class(claim)
             if cls is None or not cls.provisions or (cls.topologies and not matches_terms(cls.topologies, labels, node)):
                 return None
-            chosen = claim.selected_node or self.selecting.get(key, "")
+            chosen = self._selected(key, claim)
             if chosen and chosen != node:
                 return None
             self.selecting[key] = node
             steps.append(Step(key, claim.uid))
         return steps
+
+    def _selected(self, key: str, claim: Claim) -> str:
+        """The node the claim is given (being given) for provisioning; "" none."""
+        selected = claim.selected_node
+        if selected and self.withdrawn.get(key) == selected:
+            selected = ""
+        return selected or self.selecting.get(key, "")
+
+    def withdraw(self, steps: list[Step], node: str) -> None:
+        """The selected node of ``steps``' claims is being taken back."""
+        for step in steps:
+            if not step.volume:
+                self.withdrawn[step.claim] = node
 
     def forget(self, steps: list[Step]) -> None:
         """The pre-binds of ``steps`` are over (done and seen, or given up)."""
@@ -362,17 +377,28 @@ class Volumes:
                 driver = cls.provisioner
             if driver:
                 counts[driver] = counts.get(driver, 0) + 1
-        return {attach_resource(d): n for d, n in counts.items()}
+        limited = self.limited()
+        return {attach_resource(d): n for d, n in counts.items() if d in limited}
+
+    def limited(self) -> set[str]:
+        """The drivers some node limits: only their volumes are counted."""
+        return {d for limits in self.limits.values() for d in limits}
 
     def node_limits(self, node: str) -> dict[str, int]:
-        return {attach_resource(d): n for d, n in self.limits.get(node, {}).items()}
+        """The node's counted resources: per limited driver, its count (no count: unlimited)."""
+        mine = self.limits.get(node, {})
+        return {attach_resource(d): mine.get(d, UNLIMITED) for d in self.limited()}
 
     # -- what the informers show -------------------------------------------------------------
     def claim_changed(self, old: tuple[str, Claim] | None, new: tuple[str, Claim] | None) -> set[str]:
         if new is None:
             self.claims.pop(old[0], None)
+            self.withdrawn.pop(old[0], None)
+            self.selecting.pop(old[0], None)
             return set(self.users.get(old[0], ()))
         self.claims[new[0]] = new[1]
+        if self.withdrawn.get(new[0], new[1].selected_node) != new[1].selected_node:
+            del self.withdrawn[new[0]]  # the informer shows it taken back (or given anew)
         if new[1].bound:
             self.selecting.pop(new[0], None)
             for pv, key in list(self.assumed.items()):
@@ -398,10 +424,12 @@ class Volumes:
             self.storage_classes[new[0]] = new[1]
         return self._everyone()
 
-    def csinode_changed(self, old: tuple[str, dict] | None, new: tuple[str, dict] | None) -> str:
-        """The node whose limits changed."""
+    def csinode_changed(self, old: tuple[str, dict] | None, new: tuple[str, dict] | None) -> tuple[bool, str]:
+        """(whether the set of limited drivers changed: every node and pod to look at again, the
+        node whose limits changed)."""
+        before = self.limited()
         if new is None:
             self.limits.pop(old[0], None)
-            return old[0]
-        self.limits[new[0]] = new[1]
-        return new[0]
+        else:
+            self.limits[new[0]] = new[1]
+        return self.limited() != before, (new or old)[0]

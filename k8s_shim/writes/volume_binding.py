@@ -74,5 +74,6 @@ def volume_gate(volumes: Volumes, client: KubeClient, job: BindJob, claims: tupl
 
     def undo() -> None:
         volumes.forget(steps)
+        volumes.withdraw(steps, job.node)
         spawn(_take_back(client, volumes, steps))
     return Gate(job, [_write(client, s, job.node) for s in steps], check, timeout, undo)
