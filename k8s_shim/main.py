@@ -68,8 +68,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "is a foreign allocation (default: yunikorn)")
     parser.add_argument("--best-effort-constraints", action="store_true",
                         help="place pods whose constraints Korral does not evaluate (required inter-pod "
-                             "(anti-)affinity, topology spread DoNotSchedule, unbound WaitForFirstConsumer volumes, "
-                             "DRA claims) as if they had none, instead of keeping them pending")
+                             "(anti-)affinity, topology spread DoNotSchedule, DRA claims) as if they had none, "
+                             "instead of keeping them pending")
     parser.add_argument("--event-settle-seconds", type=_seconds, default=1.0, metavar="S",
                         help="a pod's routine events wait this long and are folded when a later one says more: a pod "
                              "placed and bound within S gets one event, Scheduled (default 1; 0 posts every event as "
