@@ -71,6 +71,8 @@ _NODE_EVENTS = ("NodeAdded", "NodeRemoved")  # YuniKorn's shim posts a node's ad
 _RESIZE_REFUSED = "resize of allocation "  # how the core's rejection of an in-place resize begins
 _RESIZE_REFUSED_EVENT = "AllocationResizeRefused"  # the core's event for it
 _RESOURCE_TEXT = re.compile(r"Resource\(\{([^}]*)\}\)")  # a size in the core's texts: Resource({memory:1, vcore:2})
+# the reason of a node excluded for a while after the pod's volumes could not be bound there
+_NO_VOLUME_HERE = "node(s) were excluded for a while: the pod's volumes could not be bound there"
 
 
 def _size_of(text: str) -> dict[str, int] | None:
@@ -441,16 +443,14 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
     def _start_binding(self, task: Task, job: BindJob) -> None:
         """Bind ``task``'s pod, after the writes and the wait its volumes need (a ``Gate``)."""
         spec = task.spec
-        if self._rwop_in_use(task):
-            self._prebind_failed(Gate(job, [], lambda: ("", ""), 0), "a ReadWriteOncePod claim it uses is "
-                                 "in use by another pod", False, exclude=False)
+        if self._rwop_in_use(task):  # placed together with another pod of its claim
+            self._place_again(job, "a ReadWriteOncePod claim it uses is in use by another pod", "")
             return
         entry = self.nodes.get(job.node)
         gate = volume_gate(self.volumes, self.client, job, spec.claims, entry.state.labels if entry else {},
                            self.settings.volume_bind_timeout, self._spawn)
         if gate is NO_ROOM:
-            self._prebind_failed(Gate(job, [], lambda: ("", ""), 0),
-                                 "a volume claim of the pod cannot have its volume there any more", False)
+            self._place_again(job, "one of its volume claims cannot have its volume there any more", _NO_VOLUME_HERE)
         elif gate is not None:
             self.prebinder.start(gate)
         elif not self._gang_defer_bind(job):
@@ -471,27 +471,25 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         if not self._gang_defer_bind(job):
             self.binder.bind(job)
 
-    def _prebind_failed(self, gate: Gate, why: str, timed_out: bool, exclude: bool = True) -> None:
-        """The writes before the binding failed or timed out: the allocation goes back to the core
-        and the pod is asked for again, without that node for a while unless the node is not at fault."""
-        job = gate.job
+    def _prebind_failed(self, gate: Gate, why: str, node_at_fault: bool) -> None:
+        self._place_again(gate.job, why, _NO_VOLUME_HERE if node_at_fault else "")
+
+    def _place_again(self, job: BindJob, why: str, exclusion: str) -> None:
+        """The pod cannot be bound where the core placed it: the allocation goes back to the core
+        and the pod is asked for again, without that node for a while if ``exclusion`` (the reason
+        the node is excluded for) is given."""
         task = self.tasks.get(job.uid)
         if task is None or task.attempt != job.attempt or task.where is not Where.PLACED or task.node != job.node:
             return
         spec = task.spec
-        if timed_out:
-            why = (f"its volumes were not bound on node {job.node} within service.volumeBindTimeout "
-                   f"({self.settings.volume_bind_timeout:g}s; waiting for {why})")
-        exclude = exclude and (timed_out or "cannot have" in why or "write refused" in why)
         self._queue("release", model.release(task.uid, spec.app_id, f"pre-binding on {job.node} failed: {why}"))
         self._unplace(task)
         self.node_pods.get(task.node, set()).discard(task.uid)
         task.node = ""
         note = f"pod {spec.alias} not bound to node {job.node}: {why}; the allocation is released and the pod " \
                "asked for again"
-        if exclude:
-            task.excluded[job.node] = (self.clock() + self.settings.avoid_seconds,
-                                       "node(s) were excluded for a while: the pod's volumes were not bound there")
+        if exclusion:
+            task.excluded[job.node] = (self.clock() + self.settings.avoid_seconds, exclusion)
             note += f" without node {job.node} for {self.settings.avoid_seconds:g}s"
         self._event(spec, WARNING, "FailedScheduling", note)
         self._set_constraints(task)

@@ -189,9 +189,10 @@ class VolumeController:
                 exprs = [{"key": HOSTNAME, "operator": "In", "values": [labels.get(HOSTNAME, node)]}]
             affinity = {"required": {"nodeSelectorTerms": [{"matchExpressions": exprs}]}}
         driver = cls["provisioner"]
+        size = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "1Gi")
         pv: dict[str, Any] = {
             "metadata": {"name": name, "annotations": {"pv.kubernetes.io/provisioned-by": driver}},
-            "spec": {"capacity": {"storage": ((spec.get("resources") or {}).get("requests") or {}).get("storage", "1Gi")},
+            "spec": {"capacity": {"storage": size},
                      "accessModes": spec.get("accessModes") or ["ReadWriteOnce"],
                      "persistentVolumeReclaimPolicy": cls.get("reclaimPolicy") or "Delete",
                      "storageClassName": cls["metadata"]["name"], "volumeMode": spec.get("volumeMode") or "Filesystem",

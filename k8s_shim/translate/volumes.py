@@ -320,7 +320,8 @@ class Volumes:
                     steps.append(Step(key, claim.uid, pv.name))
                 continue
             cls = self._class(claim)
-            if cls is None or not cls.provisions or (cls.topologies and not matches_terms(cls.topologies, labels, node)):
+            if cls is None or not cls.provisions or \
+                    (cls.topologies and not matches_terms(cls.topologies, labels, node)):
                 return None
             chosen = self._selected(key, claim)
             if chosen and chosen != node:
@@ -362,10 +363,10 @@ class Volumes:
                 return False, f"persistentvolumeclaim {name} to be bound"
         return None
 
-    def attach_counts(self, namespace: str, claims: tuple[str, ...], inline: dict[str, int] | None = None) -> dict[str, int]:
-        """The CSI volumes the pod attaches, per driver: its distinct claims whose PV is a CSI
-        volume (an unbound claim: its class's provisioner), plus inline CSI volumes."""
-        counts: dict[str, int] = dict(inline or {})
+    def attach_counts(self, namespace: str, claims: tuple[str, ...]) -> dict[str, int]:
+        """The CSI volumes the pod attaches, per limited driver: its distinct claims whose PV is a
+        CSI volume (an unbound claim: its class's provisioner)."""
+        counts: dict[str, int] = {}
         for name in dict.fromkeys(claims):
             claim = self.claims.get(_key(namespace, name))
             if claim is None:

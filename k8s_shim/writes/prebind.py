@@ -6,7 +6,8 @@ until ``check()`` says ready (the shim calls ``PreBinder.check`` whenever an inf
 change that may make a gate ready), then ``on_ready(gate)`` binds the pod. A refused write, a
 ``check`` that reports a failure (e.g. a claim deleted meanwhile) or the gate's ``timeout``
 ends the gate with ``on_failed(gate, why, timed_out)``; ``cancel`` drops a gate whose pod went.
-``check`` answers ``READY``, ``(WAIT, what)`` or ``(FAIL, why)``.
+``check`` answers ``READY``, ``(WAIT, what)`` or ``(FAIL, why)``. ``node_at_fault`` tells the
+shim whether another node may do better (a refused write, a timeout) or not (a claim deleted).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ class Gate:
     writes: list[Callable[[], Awaitable[None]]]  # each raises ApiError when refused
     check: Callable[[], tuple[str, str]]
     timeout: float
+    late: str = "its writes were not done"  # how a timeout is told: "<late> on node N within <limit> (...)"
+    limit: str = "the timeout"  # the setting the timeout comes from
     undo: Callable[[], None] | None = None  # what a failed gate takes back (called once, on failure)
     waiting_for: str = ""
     written: bool = False
@@ -40,7 +43,8 @@ class Gate:
 
 
 class PreBinder:
-    def __init__(self, on_ready: Callable[[Gate], None], on_failed: Callable[[Gate, str, bool], None]) -> None:
+    def __init__(self, on_ready: Callable[[Gate], None],
+                 on_failed: Callable[[Gate, str, bool], None]) -> None:  # (gate, why, node_at_fault)
         self.on_ready, self.on_failed = on_ready, on_failed
         self.gates: dict[str, Gate] = {}  # pod uid -> its gate
 
@@ -56,7 +60,7 @@ class PreBinder:
             try:
                 await write()
             except ApiError as exc:
-                self._end(gate, f"write refused: {exc}", False)
+                self._end(gate, f"write refused: {exc}", True)
                 return
             if self.gates.get(gate.job.uid) is not gate:
                 return  # cancelled or ended meanwhile
@@ -81,13 +85,14 @@ class PreBinder:
 
     def _timed_out(self, gate: Gate) -> None:
         if self.gates.get(gate.job.uid) is gate:
-            self._end(gate, gate.waiting_for or "its writes", True)
+            self._end(gate, f"{gate.late} on node {gate.job.node} within {gate.limit} ({gate.timeout:g}s; waiting "
+                            f"for {gate.waiting_for or 'its writes'})", True)
 
-    def _end(self, gate: Gate, why: str, timed_out: bool) -> None:
+    def _end(self, gate: Gate, why: str, node_at_fault: bool) -> None:
         self._drop(gate)
         if gate.undo is not None:
             gate.undo()
-        self.on_failed(gate, why, timed_out)
+        self.on_failed(gate, why, node_at_fault)
 
     def _drop(self, gate: Gate) -> None:
         if self.gates.get(gate.job.uid) is gate:

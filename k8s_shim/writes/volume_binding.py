@@ -49,7 +49,8 @@ async def _take_back(client: KubeClient, volumes: Volumes, steps: list[Step]) ->
                     await client.patch_volume(step.volume, {
                         "metadata": {"annotations": {BOUND_BY_CONTROLLER: None}}, "spec": {"claimRef": None}})
             else:
-                await client.patch_claim(*step.claim.split("/", 1), {"metadata": {"annotations": {SELECTED_NODE: None}}})
+                await client.patch_claim(*step.claim.split("/", 1),
+                                         {"metadata": {"annotations": {SELECTED_NODE: None}}})
         except ApiError as exc:
             log.info("volume pre-bind of %s not taken back: %s", step.claim, exc)
 
@@ -76,4 +77,5 @@ def volume_gate(volumes: Volumes, client: KubeClient, job: BindJob, claims: tupl
         volumes.forget(steps)
         volumes.withdraw(steps, job.node)
         spawn(_take_back(client, volumes, steps))
-    return Gate(job, [_write(client, s, job.node) for s in steps], check, timeout, undo)
+    return Gate(job, [_write(client, s, job.node) for s in steps], check, timeout,
+                late="its volumes were not bound", limit="service.volumeBindTimeout", undo=undo)

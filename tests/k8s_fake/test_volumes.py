@@ -86,7 +86,8 @@ def test_a_wait_for_first_consumer_claim_is_provisioned_on_its_selected_node_and
             recorded = ex[12]["response"]["body"]
             assert claim["metadata"]["annotations"].keys() == recorded["metadata"]["annotations"].keys()
             assert claim["spec"]["volumeName"] == f"pvc-{claim['metadata']['uid']}"
-            assert claim["status"] == {"phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"}}
+            assert claim["status"] == {"phase": "Bound", "accessModes": ["ReadWriteOnce"],
+                                       "capacity": {"storage": "1Gi"}}
             pv = await get(http, f"/api/v1/persistentvolumes/{claim['spec']['volumeName']}")
             assert pv["status"]["phase"] == "Bound" and pv["spec"]["csi"]["driver"] == "csi.example.com"
             assert pv["spec"]["claimRef"]["uid"] == claim["metadata"]["uid"]
