@@ -292,6 +292,7 @@ class _Runner:
 
     async def close(self) -> None:
         if self.shim is not None:
+            self.shim.prebinder.close()
             await self.shim.binder.close()
         if self.api is not None:
             await self.api.close_async()

@@ -910,4 +910,5 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         return {"rmID": self.rm_id, **model.books(self.nodes, self.node_pods, self.tasks, self.foreign, self.apps),
                 "priorityClasses": self.priority_classes,  # name -> its pods may be preempted
                 "events": self.events.counters(), "bindsInFlight": self.binder.in_flight,
+                "waitingBeforeBind": len(self.prebinder.gates),  # pods whose volumes are being bound
                 **({"pools": self.pools.dump()} if self.pools.enabled else {})}

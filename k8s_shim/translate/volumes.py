@@ -411,11 +411,19 @@ class Volumes:
         return {uid for uids in self.users.values() for uid in uids}
 
     def volume_changed(self, old: tuple[str, Volume] | None, new: tuple[str, Volume] | None) -> set[str]:
+        """The pods to look at again: those of the claims bound to it, or unbound of its class."""
         if new is None:
             self.volumes.pop(old[0], None)
         else:
             self.volumes[new[0]] = new[1]
-        return self._everyone()
+        name = (new or old)[0]
+        classes = {v[1].storage_class for v in (old, new) if v is not None}
+        out: set[str] = set()
+        for key, uids in self.users.items():
+            claim = self.claims.get(key)
+            if claim is not None and (claim.volume == name or (not claim.bound and claim.storage_class in classes)):
+                out |= uids
+        return out
 
     def storage_class_changed(self, old: tuple[str, StorageClass] | None,
                               new: tuple[str, StorageClass] | None) -> set[str]:

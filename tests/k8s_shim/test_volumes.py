@@ -264,3 +264,24 @@ def test_a_csinode_limit_is_a_node_resource_and_the_pods_csi_volumes_its_ask():
         [update] = sent(w.api.take(), "nodes")
         assert update.schedulableResource.resources["attachable-volumes-csi-csi.example.com"].value == 2
     run(main())
+
+
+def test_a_static_volume_is_pre_bound_to_the_claim_on_the_chosen_node_then_the_pod_bound():
+    async def main():
+        w = World()
+        await registered_node(w, "n1")
+        await registered_node(w, "n2")
+        w.shim.storage_class_changed(None, read_storage_class(sc("local")))
+        for raw in (pv("on-n1", node="n1"), pv("on-n2", node="n2")):
+            w.shim.volume_changed(None, read_volume(raw))
+        w.shim.claim_changed(None, read_claim(pvc("data")))
+        w.pod(with_claim("p", "data"))
+        [ask] = await asked(w, "app-p")
+        [need] = json.loads(ask.allocationTags[TAG_NODE_REQUIREMENTS])
+        assert need["nodeSelector"]["nodeSelectorTerms"] == host_terms("n1") + host_terms("n2")
+        await w.allocate("uid-p", "n2", app="app-p")
+        await wait_until_async(lambda: w.kube.prebound == [("on-n2", "data")], 5, "the pre-bind")
+        assert not w.kube.binds and not w.kube.selected
+        w.shim.claim_changed(None, read_claim(pvc("data", volume="on-n2")))
+        await wait_until_async(lambda: w.kube.binds == [("p", "n2")], 5, "the bind")
+    run(main())
