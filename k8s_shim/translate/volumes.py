@@ -11,7 +11,8 @@ answers, as kube-scheduler's volume plugins would:
   unbound ``WaitForFirstConsumer`` claim's nodes: those of an available PV it could bind (same
   class, enough capacity, its access modes) or, if its class provisions, the class's
   ``allowedTopologies`` (none: every node); a ``ReadWriteOncePod`` claim in use by another placed
-  pod (VolumeRestrictions) matches no node until that pod ends;
+  pod (VolumeRestrictions) matches no node until that pod ends, as a claim bound to a PV that does
+  not exist;
 - ``plan``: for the node the core chose, what to write before the pod's binding: a PV's
   ``claimRef`` (a static volume) or the claim's ``volume.kubernetes.io/selected-node`` (to be
   provisioned), as kube-scheduler's volume binder does;
@@ -28,7 +29,7 @@ from k8s_shim.translate import quantity
 
 __all__ = ["Claim", "Volume", "StorageClass", "Step", "Volumes", "NO_PROVISIONER", "RWOP", "read_claim", "read_volume",
            "read_storage_class", "read_csinode", "matches_terms", "attach_resource",
-           "AFFINITY_CONFLICT", "NO_VOLUME", "NO_ZONE", "RWOP_CONFLICT", "SELECTED_NODE"]
+           "AFFINITY_CONFLICT", "NO_PV", "NO_VOLUME", "NO_ZONE", "RWOP_CONFLICT", "SELECTED_NODE"]
 
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
@@ -43,6 +44,7 @@ AFFINITY_CONFLICT = "node(s) had volume node affinity conflict"
 NO_VOLUME = "node(s) didn't find available persistent volumes to bind"
 NO_ZONE = "node(s) had no available volume zone"
 RWOP_CONFLICT = "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
+NO_PV = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
 # a selector no node matches (a label both present and absent): what waiting alone can change
 NO_NODE = {"nodeSelectorTerms": [{"matchExpressions": [
     {"key": "kubernetes.io/hostname", "operator": "Exists"},
@@ -277,6 +279,8 @@ class Volumes:
             if claim.bound:
                 pv = self.volumes.get(claim.volume)
                 if pv is None:
+                    if claim.volume:  # its volume is not there (yet): no node can mount it
+                        out.append(_requirement(NO_PV, NO_NODE["nodeSelectorTerms"], True))
                     continue
                 if pv.terms is not None:
                     out.append(_requirement(AFFINITY_CONFLICT, pv.terms, False))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from common.constants import TAG_NODE_REQUIREMENTS
-from k8s_shim.translate.volumes import (AFFINITY_CONFLICT, NO_PROVISIONER, NO_VOLUME, NO_ZONE, RWOP_CONFLICT, Claim,
+from k8s_shim.translate.volumes import (AFFINITY_CONFLICT, NO_PROVISIONER, NO_PV, NO_VOLUME, NO_ZONE, RWOP_CONFLICT, Claim,
                                         StorageClass, Volumes, matches_terms, read_claim, read_csinode,
                                         read_storage_class, read_volume)
 from tests.conftest import wait_until_async
@@ -72,6 +72,14 @@ def test_a_bound_claims_volume_requires_its_node_affinity_and_its_zone():
                         "retry": False}
     assert zone["reason"] == NO_ZONE and zone["nodeSelector"]["nodeSelectorTerms"] == [
         {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["zone-a", "zone-b"]}]}]
+
+
+def test_a_claim_bound_to_a_volume_that_does_not_exist_allows_no_node_until_it_does():
+    v = books(sc("local"), pvc("data", volume="pv-1"))
+    [need] = v.requirements("ns", ("data",))
+    assert need["reason"] == NO_PV and need["retry"]
+    v.volume_changed(None, read_volume(pv("pv-1", node=None, claim="data", phase="Bound")))
+    assert v.requirements("ns", ("data",)) == []
 
 
 def test_an_unbound_claim_may_use_the_nodes_of_the_volumes_that_fit_it():
@@ -230,6 +238,8 @@ def test_a_read_write_once_pod_claim_in_use_keeps_the_other_pod_waiting():
     async def main():
         w = wffc_world()
         await registered_node(w)
+        w.shim.volume_changed(None, read_volume(pv("pv-1", cls="csi", node=None, claim="data", phase="Bound",
+                                                   modes=("ReadWriteOncePod",))))
         w.shim.claim_changed(None, claim_of("data", volume="pv-1", modes=("ReadWriteOncePod",)))
         w.pod(with_claim("a", "data"))
         [ask_a] = await asked(w, "app-a")
