@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 
 from common.constants import TAG_NODE_REQUIREMENTS
-from k8s_shim.translate.volumes import (AFFINITY_CONFLICT, NO_PROVISIONER, NO_PV, NO_VOLUME, NO_ZONE, RWOP_CONFLICT, Claim,
-                                        StorageClass, Volumes, matches_terms, read_claim, read_csinode,
-                                        read_storage_class, read_volume)
+from k8s_shim.translate.volumes import (AFFINITY_CONFLICT, NO_PROVISIONER, NO_PV, NO_VOLUME, NO_ZONE, RWOP_CONFLICT,
+                                        Claim, Volumes, matches_terms, read_claim, read_csinode, read_storage_class,
+                                        read_volume)
 from tests.conftest import wait_until_async
 from tests.k8s_shim.test_shim import World, raw_node, raw_pod, registered_node, run, sent, turn
 
