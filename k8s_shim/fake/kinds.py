@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import difflib
 import json
 import re
 from typing import Any, Callable, Protocol
@@ -385,6 +386,50 @@ class PersistentVolumeClaims(_InUseProtected):
 
     def default(self, obj: dict[str, Any], api: Objects) -> None:
         obj.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
+
+    def validate_update(self, old: dict[str, Any], new: dict[str, Any], subresource: str) -> Causes:
+        """A claim's spec is immutable but for the binder's volumeName (set once), and, once bound,
+        its storage request; the 422 carries a diff of the Go struct, as 1.36 prints it (file 02)."""
+        if subresource == "status":
+            return []
+        before, after = dict(old.get("spec") or {}), dict(new.get("spec") or {})
+        if not before.get("volumeName"):
+            before["volumeName"] = after.get("volumeName")
+        if (old.get("status") or {}).get("phase") == "Bound":
+            requests = dict((after.get("resources") or {}).get("requests") or {})
+            if "storage" in requests:
+                requests["storage"] = ((before.get("resources") or {}).get("requests") or {}).get("storage")
+                after["resources"] = {**(after.get("resources") or {}), "requests": requests}
+        before.pop("volumeAttributesClassName", None)
+        after.pop("volumeAttributesClassName", None)
+        old_text, new_text = _go_claim_spec(before), _go_claim_spec(after)
+        if old_text == new_text:
+            return []
+        hunks = list(difflib.unified_diff(old_text.split("\n"), new_text.split("\n"), lineterm="", n=3))[2:]
+        return [("FieldValueForbidden", "spec", "Forbidden: spec is immutable after creation except resources.requests "
+                 "and volumeAttributesClassName for bound claims\n" + "\n".join(hunks) + "\n")]
+
+
+def _go_claim_spec(spec: dict[str, Any]) -> str:
+    """A claim's spec as Go's json.MarshalIndent prints the internal struct (one-space indent)."""
+    def go_keys(value: Any, names: dict[str, str]) -> Any:
+        if not isinstance(value, dict):
+            return value
+        return {names.get(k, k[:1].upper() + k[1:]): v for k, v in value.items()}
+    resources = spec.get("resources") or {}
+    selector = spec.get("selector")
+    if selector is not None:
+        selector = {"MatchLabels": selector.get("matchLabels"),
+                    "MatchExpressions": [go_keys(e, {}) for e in selector["matchExpressions"]]
+                    if selector.get("matchExpressions") is not None else None}
+    ref = spec.get("dataSourceRef")
+    go = {"AccessModes": spec.get("accessModes"), "Selector": selector,
+          "Resources": {"Limits": resources.get("limits"), "Requests": resources.get("requests")},
+          "VolumeName": spec.get("volumeName") or "", "StorageClassName": spec.get("storageClassName"),
+          "VolumeMode": spec.get("volumeMode"), "DataSource": go_keys(spec.get("dataSource"), {"apiGroup": "APIGroup"}),
+          "DataSourceRef": go_keys(ref, {"apiGroup": "APIGroup"}),
+          "VolumeAttributesClassName": spec.get("volumeAttributesClassName")}
+    return json.dumps(go, indent=1, sort_keys=False)
 
 
 class PersistentVolumes(_InUseProtected):

@@ -158,3 +158,27 @@ def test_a_csinode_is_stored_as_sent_with_the_recorded_422s():
                 status, body = await send(http, ex[i])
                 assert status == 422 and body == ex[i]["response"]["body"], i
     asyncio.run(scenario())
+
+
+@needs_recordings
+def test_a_bound_claims_spec_is_immutable_with_the_recorded_diff():
+    async def scenario():
+        ex = exchanges("02")
+        async with running(provisioners=frozenset()) as (cluster, http):  # the recording's PV, not ours
+            status, _ = await send(http, ex[0])
+            status, claim = await send(http, ex[1])
+            assert status == 201
+            status, _ = await send(http, ex[3])  # the scheduler's selected node
+            ex[4]["request"]["body"]["spec"]["claimRef"]["uid"] = claim["metadata"]["uid"]
+            status, _ = await send(http, ex[4])  # the provisioner's PV pre-bound to the claim
+            assert status == 201
+            claims = cluster.api.kind("v1", "persistentvolumeclaims")
+            await wait_until_async(lambda: (cluster.api.get(claims, "vol", "data").get("status") or {})
+                                   .get("phase") == "Bound", 5, "the bind")
+            status, body = await send(http, ex[7])
+            assert status == 422 and body == ex[7]["response"]["body"]
+            status, _ = await send(http, {"request": {  # a bound claim's request may change
+                "method": "PATCH", "path": ex[7]["request"]["path"],
+                "body": {"spec": {"resources": {"requests": {"storage": "2Gi"}}}}}})
+            assert status == 200
+    asyncio.run(scenario())
