@@ -14,7 +14,9 @@ decode of a Pod costs more than the shim may spend on it), and the answers of th
   the same name is never bound by mistake (409);
 - ``patch_status`` (strategic merge of a pod's status), ``submit_event`` (events.k8s.io/v1) and
   ``patch_event_series`` (an event series' count), ``delete``, ``submit_select_node`` (a
-  WaitForFirstConsumer claim's node annotation).
+  WaitForFirstConsumer claim's node annotation, from the binder's old best-effort path: unused by
+  the shim now), ``patch_claim`` / ``patch_volume`` (merge patches of a claim and a persistent
+  volume: the writes before a pod's binding, ``writes.volume_binding``).
 
 The ``submit_*`` calls are the hot ones (a binding and an event or two per pod): they take a
 callback, ``done(None)`` or ``done(ApiError)``, instead of being awaited, so that each costs no
