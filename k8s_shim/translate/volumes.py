@@ -247,6 +247,10 @@ class Volumes:
         return tuple(n for n in claims if (c := self.claims.get(_key(namespace, n))) is not None
                      and self._unbound_wffc(c))
 
+    def _prebinding(self, key: str) -> bool:
+        """Whether a PV is being pre-bound to the claim (another pod of it chose one)."""
+        return key in self.assumed.values()
+
     def _candidates(self, key: str, claim: Claim) -> list[Volume]:
         """The PVs ``claim`` (unbound) could bind: pre-bound to it, or available to anyone (only
         the one being pre-bound to it, when there is one: another pod of the claim chose it)."""
@@ -297,7 +301,9 @@ class Volumes:
                         terms.extend(pv.terms)
                 cls = self._class(claim)
                 chosen = self._selected(key, claim)
-                if chosen and cls is not None and cls.provisions:  # another pod of the claim chose its node
+                if self._prebinding(key):
+                    pass  # its volume is chosen: only that PV's nodes
+                elif chosen and cls is not None and cls.provisions:  # another pod of the claim chose its node
                     terms.append({"matchFields": [{"key": "metadata.name", "operator": "In", "values": [chosen]}]})
                 elif cls is not None and cls.provisions:
                     if not cls.topologies:
@@ -324,11 +330,10 @@ class Volumes:
                     steps.append(Step(key, claim.uid, pv.name))
                 continue
             cls = self._class(claim)
-            if cls is None or not cls.provisions or \
-                    (cls.topologies and not matches_terms(cls.topologies, labels, node)):
-                return None
             chosen = self._selected(key, claim)
-            if chosen and chosen != node:
+            if self._prebinding(key) or cls is None or not cls.provisions or (chosen and chosen != node) or \
+                    (cls.topologies and not matches_terms(cls.topologies, labels, node)):
+                self.forget(steps)  # none of it is done
                 return None
             self.selecting[key] = node
             steps.append(Step(key, claim.uid))

@@ -97,6 +97,17 @@ def test_an_unbound_claim_may_use_the_nodes_of_the_volumes_that_fit_it():
     assert (step.claim, step.volume) == ("ns/data", "fits-too")
 
 
+def test_a_plan_that_cannot_be_kept_for_every_claim_assumes_nothing():
+    v = books(sc("local"), pvc("a"), pvc("b"), pv("for-a", node="n1"))
+    assert v.plan("ns", ("a", "b"), "n1", {HOST: "n1"}) is None  # b has no volume on n1
+    assert v.assumed == {} and v.selecting == {}
+    [step] = v.plan("ns", ("a",), "n1", {HOST: "n1"})
+    assert v.assumed == {"for-a": "ns/a"}
+    v.claim_changed(None, read_claim(pvc("other")))
+    [need] = v.requirements("ns", ("a",))  # another pod of claim a: only the PV being pre-bound
+    assert need["nodeSelector"]["nodeSelectorTerms"] == host_terms("n1")
+
+
 def test_a_provisioning_class_allows_its_topologies_and_no_volume_nowhere():
     v = books(sc("zonal", "csi.example.com", zones=["zone-b"]), pvc("data", cls="zonal"))
     [need] = v.requirements("ns", ("data",))
