@@ -102,8 +102,7 @@ def test_a_plan_that_cannot_be_kept_for_every_claim_assumes_nothing():
     assert v.plan("ns", ("a", "b"), "n1", {HOST: "n1"}) is None  # b has no volume on n1
     assert v.assumed == {} and v.selecting == {}
     [step] = v.plan("ns", ("a",), "n1", {HOST: "n1"})
-    assert v.assumed == {"for-a": "ns/a"}
-    v.claim_changed(None, read_claim(pvc("other")))
+    assert step.volume == "for-a" and v.assumed == {"for-a": "ns/a"}
     [need] = v.requirements("ns", ("a",))  # another pod of claim a: only the PV being pre-bound
     assert need["nodeSelector"]["nodeSelectorTerms"] == host_terms("n1")
 
