@@ -213,6 +213,8 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
             task.hold = Hold.GATES
             self._event(spec, NORMAL, "Scheduling", f"waiting for scheduling gates: {','.join(pod.gates)}")
         self.volumes.use(pod.uid, spec.namespace, spec.claims)
+        if pod.node and spec.claims:
+            self._rwop_taken(task)
         self._set_constraints(task)
         app = self._app_for(task)
         self._gang_member(task, app)
@@ -455,13 +457,16 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
             self.prebinder.start(gate)
         elif not self._gang_defer_bind(job):
             self.binder.bind(job)
-        for key in self._rwop_keys(task):  # the other pods of its ReadWriteOncePod claims now wait
-            self._recheck(set(self.volumes.users.get(key, ())) - {task.uid})
+        self._rwop_taken(task)
 
-    def _rwop_keys(self, task: Task) -> list[str]:
+    def _rwop_taken(self, task: Task) -> None:
+        """``task`` is placed: the other pods of its ReadWriteOncePod claims now wait."""
         ns = task.spec.namespace
-        return [f"{ns}/{n}" for n in task.spec.claims
-                if (c := self.volumes.claims.get(f"{ns}/{n}")) is not None and RWOP in c.access_modes]
+        for name in task.spec.claims:
+            key = f"{ns}/{name}"
+            claim = self.volumes.claims.get(key)
+            if claim is not None and RWOP in claim.access_modes:
+                self._recheck(set(self.volumes.users.get(key, ())) - {task.uid})
 
     def _prebound(self, gate: Gate) -> None:
         job = gate.job

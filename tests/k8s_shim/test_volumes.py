@@ -266,6 +266,25 @@ def test_a_read_write_once_pod_claim_in_use_keeps_the_other_pod_waiting():
     run(main())
 
 
+def test_a_read_write_once_pod_claim_of_a_running_pod_seen_later_keeps_the_waiting_pod_waiting():
+    async def main():
+        w = wffc_world()
+        await registered_node(w)
+        w.shim.volume_changed(None, read_volume(pv("pv-1", cls="csi", node=None, claim="data", phase="Bound",
+                                                   modes=("ReadWriteOncePod",))))
+        w.shim.claim_changed(None, claim_of("data", volume="pv-1", modes=("ReadWriteOncePod",)))
+        w.pod(with_claim("b", "data"))
+        [ask_b] = await asked(w, "app-b")
+        assert TAG_NODE_REQUIREMENTS not in ask_b.allocationTags
+        running = with_claim("a", "data")
+        running["spec"]["nodeName"], running["status"]["phase"] = "n1", "Running"
+        w.pod(running)  # the informer shows the running pod after the waiting one (a restart)
+        await turn()
+        [ask_b] = [a for a in sent(w.api.take(), "allocations") if a.allocationKey == "uid-b"]
+        assert json.loads(ask_b.allocationTags[TAG_NODE_REQUIREMENTS])[0]["reason"] == RWOP_CONFLICT
+    run(main())
+
+
 def test_a_csinode_limit_is_a_node_resource_and_the_pods_csi_volumes_its_ask():
     async def main():
         w = wffc_world()
