@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from k8s_shim.translate import quantity
 
 __all__ = ["Claim", "Volume", "StorageClass", "Step", "Volumes", "NO_PROVISIONER", "RWOP", "read_claim", "read_volume",
@@ -192,6 +194,21 @@ def matches_terms(terms: tuple[dict, ...] | list[dict] | None, labels: dict[str,
     return False
 
 
+def _merged(terms: list[dict]) -> list[dict]:
+    """``terms`` (ORed) with those that are one ``In`` on the same label merged into one (their
+    values joined): local volumes' ``hostname In [node]`` become one term naming every node."""
+    single: dict[str, list[str]] = {}
+    rest = []
+    for term in terms:
+        exprs = term.get("matchExpressions") or ()
+        if len(exprs) == 1 and not term.get("matchFields") and exprs[0].get("operator") == "In" and len(term) == 1:
+            values = single.setdefault(exprs[0].get("key", ""), [])
+            values.extend(v for v in exprs[0].get("values") or () if v not in values)
+        else:
+            rest.append(term)
+    return [{"matchExpressions": [{"key": k, "operator": "In", "values": v}]} for k, v in single.items()] + rest
+
+
 def _requirement(reason: str, terms: list[dict] | tuple[dict, ...], retry: bool) -> dict:
     return {"reason": reason, "nodeSelector": {"nodeSelectorTerms": list(terms)}, "retry": retry}
 
@@ -206,6 +223,12 @@ class Volumes:
     assumed: dict[str, str] = field(default_factory=dict)  # PV name -> claim being pre-bound to it
     selecting: dict[str, str] = field(default_factory=dict)  # claim -> node it is being given (provisioning)
     withdrawn: dict[str, str] = field(default_factory=dict)  # claim -> node taken back, until the informer agrees
+    by_class: dict[str, set[str]] = field(default_factory=dict)  # storage class -> its PVs
+    prebound: dict[str, set[str]] = field(default_factory=dict)  # claim -> PVs whose claimRef names it
+    # (class, request, access modes) -> the distinct node terms of the PVs anyone may bind, and
+    # whether one of them has no node affinity: the same for every claim of that shape, dropped
+    # when a PV of the class (or what is assumed) changes
+    _open: dict[tuple[str, int, tuple[str, ...]], tuple[list[dict], bool]] = field(default_factory=dict)
 
     def use(self, uid: str, namespace: str, claims: tuple[str, ...]) -> None:
         for name in claims:
@@ -251,23 +274,54 @@ class Volumes:
         """Whether a PV is being pre-bound to the claim (another pod of it chose one)."""
         return key in self.assumed.values()
 
+    @staticmethod
+    def _fits(pv: Volume, claim: Claim) -> bool:
+        return pv.storage_class == claim.storage_class and pv.capacity >= claim.request \
+            and set(claim.access_modes) <= set(pv.access_modes)
+
+    def _open_to(self, pv: Volume) -> bool:
+        """Available to any claim: no claimRef, Available, not being pre-bound."""
+        return not pv.claim and pv.phase == "Available" and pv.name not in self.assumed
+
     def _candidates(self, key: str, claim: Claim) -> list[Volume]:
         """The PVs ``claim`` (unbound) could bind: pre-bound to it, or available to anyone (only
         the one being pre-bound to it, when there is one: another pod of the claim chose it)."""
         mine = [self.volumes[pv] for pv, k in self.assumed.items() if k == key and pv in self.volumes]
         if mine:
             return mine
-        out = []
-        for pv in self.volumes.values():
-            if pv.claim:
-                if pv.claim != key or (pv.claim_uid and pv.claim_uid != claim.uid):
-                    continue
-            elif pv.phase != "Available" or self.assumed.get(pv.name, key) != key:
-                continue
-            if pv.storage_class == claim.storage_class and pv.capacity >= claim.request \
-                    and set(claim.access_modes) <= set(pv.access_modes):
+        out = [self.volumes[n] for n in self.prebound.get(key, ()) if n in self.volumes]
+        out = [pv for pv in out if (not pv.claim_uid or pv.claim_uid == claim.uid) and self._fits(pv, claim)]
+        for name in self.by_class.get(claim.storage_class, ()):
+            pv = self.volumes[name]
+            if self._open_to(pv) and self._fits(pv, claim):
                 out.append(pv)
         return out
+
+    def _static_terms(self, key: str, claim: Claim) -> tuple[list[dict], bool]:
+        """The node terms of the PVs ``claim`` could bind (distinct), and whether one of them
+        fits any node: those available to anyone memoised per claim shape."""
+        if self._prebinding(key):
+            pvs = self._candidates(key, claim)
+            return [t for pv in pvs for t in pv.terms or ()], any(pv.terms is None for pv in pvs)
+        shape = (claim.storage_class, claim.request, claim.access_modes)
+        found = self._open.get(shape)
+        if found is None:
+            terms: dict[bytes, dict] = {}
+            anywhere = False
+            for name in sorted(self.by_class.get(claim.storage_class, ())):
+                pv = self.volumes[name]
+                if self._open_to(pv) and self._fits(pv, claim):
+                    anywhere = anywhere or pv.terms is None
+                    for term in pv.terms or ():
+                        terms.setdefault(orjson.dumps(term, option=orjson.OPT_SORT_KEYS), term)
+            found = self._open[shape] = (_merged(list(terms.values())), anywhere)
+        terms, anywhere = found
+        own = [self.volumes[n] for n in sorted(self.prebound.get(key, ())) if n in self.volumes]
+        own = [pv for pv in own if (not pv.claim_uid or pv.claim_uid == claim.uid) and self._fits(pv, claim)]
+        if own:
+            terms = [t for pv in own for t in pv.terms or ()] + terms
+            anywhere = anywhere or any(pv.terms is None for pv in own)
+        return terms, anywhere
 
     def requirements(self, namespace: str, claims: tuple[str, ...], rwop_in_use: set[str] = frozenset()) -> list[dict]:
         """The node requirements of a pod's claims (see the module doc); ``rwop_in_use``: the
@@ -292,13 +346,8 @@ class Volumes:
                     out.append(_requirement(NO_ZONE, [{"matchExpressions": [
                         {"key": label, "operator": "In", "values": list(values)}]}], False))
             elif self._unbound_wffc(claim):
-                terms: list[dict] = []
-                anywhere = False
-                for pv in self._candidates(key, claim):
-                    if pv.terms is None:
-                        anywhere = True
-                    else:
-                        terms.extend(pv.terms)
+                terms, anywhere = self._static_terms(key, claim)
+                terms = list(terms)
                 cls = self._class(claim)
                 chosen = self._selected(key, claim)
                 if self._prebinding(key):
@@ -327,6 +376,7 @@ class Volumes:
                 pv = min(fits, key=lambda v: (v.claim != key, v.capacity, v.name))
                 if pv.claim != key:  # one pre-bound to it already: the PV binder completes that
                     self.assumed[pv.name] = key
+                    self._open.clear()
                     steps.append(Step(key, claim.uid, pv.name))
                 continue
             cls = self._class(claim)
@@ -357,6 +407,7 @@ class Volumes:
         for step in steps:
             if step.volume and self.assumed.get(step.volume) == step.claim:
                 del self.assumed[step.volume]
+                self._open.clear()
             elif not step.volume:
                 self.selecting.pop(step.claim, None)
 
@@ -414,6 +465,7 @@ class Volumes:
             for pv, key in list(self.assumed.items()):
                 if key == new[0]:
                     del self.assumed[pv]
+                    self._open.clear()
         return set(self.users.get(new[0], ()))
 
     def _everyone(self) -> set[str]:
@@ -421,6 +473,20 @@ class Volumes:
 
     def volume_changed(self, old: tuple[str, Volume] | None, new: tuple[str, Volume] | None) -> set[str]:
         """The pods to look at again: those of the claims bound to it, or unbound of its class."""
+        for side, index in ((old, False), (new, True)):
+            if side is None:
+                continue
+            pv = side[1]
+            self._open = {k: v for k, v in self._open.items() if k[0] != pv.storage_class}
+            for table, at in ((self.by_class, pv.storage_class), (self.prebound, pv.claim)):
+                if not at:
+                    continue
+                if index:
+                    table.setdefault(at, set()).add(pv.name)
+                elif at in table:
+                    table[at].discard(pv.name)
+                    if not table[at]:
+                        del table[at]
         if new is None:
             self.volumes.pop(old[0], None)
         else:

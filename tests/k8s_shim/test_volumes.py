@@ -19,8 +19,8 @@ HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
 
 
-def host_terms(node: str) -> list[dict]:
-    return [{"matchExpressions": [{"key": HOST, "operator": "In", "values": [node]}]}]
+def host_terms(*nodes: str) -> list[dict]:
+    return [{"matchExpressions": [{"key": HOST, "operator": "In", "values": list(nodes)}]}]
 
 
 def pv(name: str, cls: str = "local", size: str = "5Gi", node: str | None = "n1", claim: str = "", phase="Available",
@@ -91,10 +91,27 @@ def test_an_unbound_claim_may_use_the_nodes_of_the_volumes_that_fit_it():
               pv("fits", size="3Gi", node="n5"), pv("fits-too", size="2Gi", node="n6"))
     [need] = v.requirements("ns", ("data",))
     assert need["reason"] == NO_VOLUME and need["retry"]
-    assert need["nodeSelector"]["nodeSelectorTerms"] == host_terms("n5") + host_terms("n6")
+    assert need["nodeSelector"]["nodeSelectorTerms"] == host_terms("n5", "n6")  # one term naming both
     assert v.plan("ns", ("data",), "n4", {HOST: "n4"}) is None
     [step] = v.plan("ns", ("data",), "n6", {HOST: "n6"})
     assert (step.claim, step.volume) == ("ns/data", "fits-too")
+
+
+def test_the_volumes_a_claim_may_bind_follow_the_volumes_changes():
+    v = books(sc("local"), pvc("a"), pvc("b"), pv("pv-1", node="n1"), pv("pv-2", node="n2"))
+    [need] = v.requirements("ns", ("a",))
+    assert need["nodeSelector"]["nodeSelectorTerms"] == host_terms("n1", "n2")
+    old = read_volume(pv("pv-1", node="n1"))
+    v.volume_changed(old, read_volume(pv("pv-1", node="n1", claim="b", phase="Bound")))  # taken by b
+    [need] = v.requirements("ns", ("a",))
+    assert need["nodeSelector"]["nodeSelectorTerms"] == host_terms("n2")
+    assert v.plan("ns", ("b",), "n1", {HOST: "n1"}) == [] and v.assumed == {}  # b has pv-1 already
+    [step] = v.plan("ns", ("a",), "n2", {HOST: "n2"})  # a takes pv-2: no volume left for another claim
+    [need] = v.requirements("ns", ("a",))
+    assert need["nodeSelector"]["nodeSelectorTerms"] == host_terms("n2")
+    v.claim_changed(None, read_claim(pvc("c")))
+    [need] = v.requirements("ns", ("c",))
+    assert not matches_terms(need["nodeSelector"]["nodeSelectorTerms"], {HOST: "n2"}, "n2")
 
 
 def test_a_plan_that_cannot_be_kept_for_every_claim_assumes_nothing():
@@ -317,7 +334,7 @@ def test_a_static_volume_is_pre_bound_to_the_claim_on_the_chosen_node_then_the_p
         w.pod(with_claim("p", "data"))
         [ask] = await asked(w, "app-p")
         [need] = json.loads(ask.allocationTags[TAG_NODE_REQUIREMENTS])
-        assert need["nodeSelector"]["nodeSelectorTerms"] == host_terms("n1") + host_terms("n2")
+        assert need["nodeSelector"]["nodeSelectorTerms"] == host_terms("n1", "n2")
         await w.allocate("uid-p", "n2", app="app-p")
         await wait_until_async(lambda: w.kube.prebound == [("on-n2", "data")], 5, "the pre-bind")
         assert not w.kube.binds and not w.kube.selected
