@@ -7,6 +7,7 @@ The binder:
   PV status Bound; the claim's ``spec.volumeName`` with ``pv.kubernetes.io/bind-completed`` and
   ``pv.kubernetes.io/bound-by-controller``; the claim's status Bound with the PV's access modes
   and capacity; a PV whose claim is gone goes Released;
+- gives an Immediate claim the smallest Available PV of its class that fits it (claimRef);
 - leaves a WaitForFirstConsumer claim without ``volume.kubernetes.io/selected-node`` alone (one
   ``WaitForFirstConsumer`` event); once it has a node (or at once for an Immediate class) and its
   class has a provisioner, adds ``volume.kubernetes.io/storage-provisioner`` (and the beta key)
@@ -28,6 +29,7 @@ from typing import Any
 
 from k8s_shim.fake.api import Api
 from k8s_shim.fake.errors import ApiError
+from k8s_shim.fake.quantity import parse as parse_quantity
 from k8s_shim.fake.store import Event
 
 __all__ = ["VolumeController"]
@@ -145,6 +147,8 @@ class VolumeController:
             if wffc and not notes.get(SELECTED_NODE):
                 self._event(claim, "WaitForFirstConsumer", "waiting for first consumer to be created before binding")
                 continue
+            if not wffc and self._bind_available(claim):
+                continue
             provisioner = cls.get("provisioner") or ""
             if provisioner == NO_PROVISIONER or not provisioner:
                 continue
@@ -158,6 +162,31 @@ class VolumeController:
                 continue
             if self.provisioners is None or provisioner in self.provisioners:
                 self._provision(claim, cls, notes.get(SELECTED_NODE, ""))
+
+    def _bind_available(self, claim: dict[str, Any]) -> bool:
+        """An Immediate claim takes the smallest Available PV of its class that fits it (its
+        claimRef; the bind completes on the next pass); True if it found one."""
+        meta, spec = claim["metadata"], claim.get("spec") or {}
+        want = _bytes(((spec.get("resources") or {}).get("requests") or {}).get("storage", "0"))
+        modes = set(spec.get("accessModes") or ())
+        best: tuple[int, str] | None = None
+        for pv in self._objects("persistentvolumes"):
+            pv_spec = pv.get("spec") or {}
+            size = _bytes((pv_spec.get("capacity") or {}).get("storage", "0"))
+            if pv_spec.get("claimRef") or (pv.get("status") or {}).get("phase") != "Available" \
+                    or pv_spec.get("storageClassName", "") != (spec.get("storageClassName") or "") \
+                    or size < want or not modes <= set(pv_spec.get("accessModes") or ()):
+                continue
+            if best is None or (size, pv["metadata"]["name"]) < best:
+                best = (size, pv["metadata"]["name"])
+        if best is None:
+            return False
+        self.api.patch(self.pvs, "", best[1], "merge", {
+            "metadata": {"annotations": {"pv.kubernetes.io/bound-by-controller": "yes"}},
+            "spec": {"claimRef": {"kind": "PersistentVolumeClaim", "namespace": meta["namespace"], "name": meta["name"],
+                                  "uid": meta["uid"], "apiVersion": "v1", "resourceVersion": meta["resourceVersion"]}}},
+            manager=MANAGER)
+        return True
 
     def _event(self, claim: dict[str, Any], reason: str, message: str) -> None:
         meta = claim["metadata"]
@@ -203,3 +232,10 @@ class VolumeController:
         if affinity is not None:
             pv["spec"]["nodeAffinity"] = affinity
         self.api.create(self.pvs, "", pv, "korral-fake-provisioner")
+
+
+def _bytes(text: str) -> int:
+    try:
+        return int(parse_quantity(str(text)))
+    except ValueError:
+        return 0

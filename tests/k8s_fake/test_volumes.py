@@ -182,3 +182,27 @@ def test_a_bound_claims_spec_is_immutable_with_the_recorded_diff():
                 "body": {"spec": {"resources": {"requests": {"storage": "2Gi"}}}}}})
             assert status == 200
     asyncio.run(scenario())
+
+
+def test_an_immediate_claim_takes_the_smallest_available_volume_that_fits_it():
+    async def scenario():
+        async with running() as (cluster, http):
+            api = cluster.api
+            pvs, claims = api.kind("v1", "persistentvolumes"), api.kind("v1", "persistentvolumeclaims")
+            api.create(api.kind("storage.k8s.io/v1", "storageclasses"), "", {
+                "metadata": {"name": "manual"}, "provisioner": "kubernetes.io/no-provisioner"})
+            for name, size in (("big", "10Gi"), ("small", "1Gi"), ("right", "2Gi")):
+                api.create(pvs, "", {"metadata": {"name": name}, "spec": {
+                    "capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"], "storageClassName": "manual",
+                    "hostPath": {"path": f"/data/{name}"}}})
+            await wait_until_async(lambda: all(api.get(pvs, "", n)["status"]["phase"] == "Available"
+                                               for n in ("big", "small", "right")), 5, "Available")
+            api.create(claims, "vol", {"metadata": {"name": "data"}, "spec": {
+                "accessModes": ["ReadWriteOnce"], "storageClassName": "manual",
+                "resources": {"requests": {"storage": "1500Mi"}}}})
+            await wait_until_async(lambda: (api.get(claims, "vol", "data").get("status") or {})
+                                   .get("phase") == "Bound", 5, "the bind")
+            assert api.get(claims, "vol", "data")["spec"]["volumeName"] == "right"
+            assert api.get(pvs, "", "right")["status"]["phase"] == "Bound"
+            assert api.get(pvs, "", "small")["status"]["phase"] == "Available"
+    asyncio.run(scenario())
