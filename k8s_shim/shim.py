@@ -432,7 +432,12 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         for entry in list(self.nodes.values()) if everyone else [self.nodes[name]] if name in self.nodes else []:
             self.node_changed(entry.state, entry.state)
         if everyone:  # a driver newly limited (or no longer): the pods' counts change
-            self._recheck({uid for uids in self.volumes.users.values() for uid in uids})
+            users = {uid for uids in self.volumes.users.values() for uid in uids}
+            for uid in users:  # the pods running that the core does not hold yet (at start) are reported with them
+                task = self.tasks.get(uid)
+                if task is not None and task.node and task.where is Where.NOWHERE:
+                    task.counted = self.volumes.attach_counts(task.spec.namespace, task.spec.claims)
+            self._recheck(users)
 
     def _with_volume_limits(self, node: NodeState) -> NodeState:
         limits = self.volumes.node_limits(node.name)

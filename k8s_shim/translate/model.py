@@ -259,6 +259,8 @@ def books(nodes: dict[str, NodeEntry], node_pods: dict[str, set[str]], tasks: di
             task, other = tasks.get(uid), foreign.get(uid)
             size = other.spec.resource if other is not None else task.size if task is not None and task.node == name \
                 else None
+            if other is None and size is not None and task.counted:
+                size = {**size, **task.counted}  # the CSI volumes it attaches
             for k, v in (size.items() if size is not None else ()):
                 used[k] = used.get(k, 0) + v
         out_nodes[name] = {"phase": entry.phase.value, "enabled": entry.enabled, "awaiting": len(entry.awaiting),

@@ -133,6 +133,10 @@ def test_zonal_provisioning_a_static_local_volume_rwop_and_a_csinode_limit(make_
     assert "selected-node" not in str(get_claim(kube, "zonal-2")["metadata"].get("annotations"))
     binds = c.bind_requests()
     assert all(v["requests"] == 1 and v["bound"] == 1 for v in binds.values()), binds
+    # Korral, the shim and the API server agree on what runs where, the volumes counted included
+    wait_until(lambda: not c.disagreements(), 30, "no disagreement", lambda: "\n".join(c.disagreements()))
+    nodes = c.korral_nodes()
+    assert nodes["node-b"]["allocated"].get(f"attachable-volumes-csi-{DRIVER}") == 2, nodes["node-b"]["allocated"]
 
 
 def test_a_volume_never_provisioned_times_out_and_the_pod_is_asked_for_without_that_node(make_cluster):
