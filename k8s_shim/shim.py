@@ -59,7 +59,7 @@ from k8s_shim.writes.placeholders import GangHandling, PlaceholderSettings, app_
 from k8s_shim.translate.pods import PodState, Problem
 from k8s_shim.pools import Pools, ShimHooks
 from k8s_shim.translate.volumes import RWOP, Volumes
-from k8s_shim.writes.prebind import Gate, PreBinder
+from k8s_shim.writes.prebind import Gate, PreBinder, combine
 from k8s_shim.writes.volume_binding import NO_ROOM, volume_gate
 
 __all__ = ["Shim", "ShimSettings"]
@@ -454,11 +454,16 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
             self._place_again(job, "a ReadWriteOncePod claim it uses is in use by another pod", "")
             return
         entry = self.nodes.get(job.node)
-        gate = volume_gate(self.volumes, self.client, job, spec.claims, entry.state.labels if entry else {},
-                           self.settings.volume_bind_timeout, self._spawn)
-        if gate is NO_ROOM:
+        gates: list[Gate] = []  # each concern's writes and wait before the binding (another concern: one more)
+        volumes = volume_gate(self.volumes, self.client, job, spec.claims, entry.state.labels if entry else {},
+                              self.settings.volume_bind_timeout, self._spawn)
+        if volumes is NO_ROOM:
             self._place_again(job, "one of its volume claims cannot have its volume there any more", _NO_VOLUME_HERE)
-        elif gate is not None:
+            return
+        if volumes is not None:
+            gates.append(volumes)
+        gate = combine(gates)
+        if gate is not None:
             self.prebinder.start(gate)
         elif not self._gang_defer_bind(job):
             self.binder.bind(job)

@@ -20,7 +20,7 @@ from typing import Awaitable, Callable
 from k8s_shim.kube.kubeclient import ApiError
 from k8s_shim.writes.binding import BindJob
 
-__all__ = ["Gate", "PreBinder", "READY", "WAIT", "FAIL"]
+__all__ = ["Gate", "PreBinder", "combine", "READY", "WAIT", "FAIL"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,31 @@ class Gate:
     written: bool = False
     timer: asyncio.TimerHandle | None = field(default=None, repr=False)
     task: asyncio.Task | None = field(default=None, repr=False)
+
+
+def combine(gates: list[Gate]) -> Gate | None:
+    """One gate for a pod whose allocation several concerns gate (volumes, devices): every
+    concern's writes in turn, ready when all are, failed when one fails; the longest timeout."""
+    if len(gates) <= 1:
+        return gates[0] if gates else None
+
+    def check() -> tuple[str, str]:
+        waiting = ""
+        for gate in gates:
+            verdict, what = gate.check()
+            if verdict == FAIL:
+                return FAIL, what
+            if verdict == WAIT and not waiting:
+                waiting = what
+        return (WAIT, waiting) if waiting else (READY, "")
+
+    def undo() -> None:
+        for gate in gates:
+            if gate.undo is not None:
+                gate.undo()
+    longest = max(gates, key=lambda g: g.timeout)
+    return Gate(gates[0].job, [w for g in gates for w in g.writes], check, longest.timeout, longest.late,
+                longest.limit, undo)
 
 
 class PreBinder:

@@ -341,3 +341,26 @@ def test_a_static_volume_is_pre_bound_to_the_claim_on_the_chosen_node_then_the_p
         w.shim.claim_changed(None, read_claim(pvc("data", volume="on-n2")))
         await wait_until_async(lambda: w.kube.binds == [("p", "n2")], 5, "the bind")
     run(main())
+
+
+def test_gates_of_several_concerns_combine_into_one():
+    from k8s_shim.writes.binding import BindJob
+    from k8s_shim.writes.prebind import FAIL, READY, WAIT, Gate, combine
+
+    done, states = [], {"volumes": (WAIT, "a claim"), "devices": (READY, "")}
+
+    def gate(name, timeout):
+        async def write():
+            done.append(name)
+        return Gate(BindJob("u", "ns", "p", "n1", 1), [write], lambda: states[name], timeout,
+                    undo=lambda: done.append(f"undo {name}"))
+    both = combine([gate("volumes", 5), gate("devices", 9)])
+    assert both.timeout == 9 and len(both.writes) == 2
+    assert both.check() == (WAIT, "a claim")
+    states["volumes"] = (READY, "")
+    assert both.check() == (READY, "")
+    states["devices"] = (FAIL, "claim deleted")
+    assert both.check() == (FAIL, "claim deleted")
+    both.undo()
+    assert done == ["undo volumes", "undo devices"]
+    assert combine([]) is None
