@@ -23,12 +23,14 @@ import logging
 import os
 import signal
 import socket
+import uuid
 
 import grpc
 
 from common import addresses, security, si_v18_pb2 as si
 from common.gcpause import steady_until_stopped
 from si_client import Backoff, ClientState, SchedulerAPI, SchedulerError, channel_options
+from k8s_shim import leader
 from k8s_shim.kube import kubeconfig
 from k8s_shim.writes.conditions import Explainer
 from k8s_shim.config import ConfigMapError
@@ -82,6 +84,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--instance", default=os.environ.get("POD_NAME", ""),
                         help="reportingInstance of the shim's events [$POD_NAME, else the host name]")
     security.add_tls_client_flags(parser, "the shim")
+    leader.add_flags(parser)  # leader election: --leader-elect and its settings
     addresses.add_log_level(parser)
 
 
@@ -117,12 +120,23 @@ async def _main(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    instance = args.instance or socket.gethostname()
     async with KubeClient(conn) as client:
-        instance = args.instance or socket.gethostname()
-        events = EventRecorder(client, args.scheduler_name, f"{args.scheduler_name}-{instance}",
+        # -- leader election (k8s_shim/leader.py): every write goes through the fenced client --
+        leadership = None
+        if args.leader_elect:
+            try:
+                leadership = leader.Leadership(client, leader.settings_from(args, namespace, instance,
+                                                                            uuid.uuid4().hex[:12]))
+            except ValueError as exc:
+                log.error("k8s-shim: %s", exc)
+                return 2
+        writer = leadership.client if leadership is not None else client
+        # -- end of leader election --
+        events = EventRecorder(writer, args.scheduler_name, f"{args.scheduler_name}-{instance}",
                                settle=args.event_settle_seconds)
         loop.add_signal_handler(signal.SIGUSR1, _log_counters, "counters", events, client)
-        runner = _Runner(args, client, events, namespace, credentials)
+        runner = _Runner(args, writer, events, namespace, credentials, leadership)
         tasks = [asyncio.create_task(events.run(), name="events")]
         try:
             return await runner.run(stop, tasks)
@@ -146,9 +160,11 @@ def _log_counters(when: str, events: EventRecorder, client: KubeClient) -> None:
 
 
 class _Runner:
-    def __init__(self, args, client: KubeClient, events: EventRecorder, namespace: str, credentials) -> None:
+    def __init__(self, args, client: KubeClient, events: EventRecorder, namespace: str, credentials,
+                 leadership: leader.Leadership | None = None) -> None:
         self.args, self.client, self.events, self.namespace = args, client, events, namespace
         self.credentials = credentials
+        self.leadership = leadership
         self.reloader = Reloader(namespace, events)
         self.shim: Shim | None = None
         self.api: SchedulerAPI | None = None
@@ -185,8 +201,8 @@ class _Runner:
                                            conf.placeholder_run_as_group, conf.placeholder_fs_group)
         settings = ShimSettings(args.scheduler_name, args.best_effort_constraints, placeholders=placeholders,
                                 partition_label=args.partition_label)
-        shim = self.shim = Shim(self.client, settings,
-                                conf.cluster_id, self.events, self.explainer)
+        shim = self.shim = Shim(self.client, settings, conf.cluster_id,
+                                self.events if self.leadership is None else leader.StandbyEvents(), self.explainer)
         pools = shim.pools
         if pools.enabled:
             pools.set_partitions(config_partitions(loaded.queues))
@@ -215,6 +231,14 @@ class _Runner:
             return 0
         log.info("k8s-shim: cluster read: %d nodes, %d pods of ours, %d foreign pods, %d applications",
                  len(shim.nodes), len(shim.tasks), len(shim.foreign), len(shim.apps))
+        # -- leader election: a standby keeps its informers and books and waits here --
+        if self.leadership is not None:
+            # what the books would tell Korral is dropped: the registration's replay covers it
+            if not await self.leadership.lead(stop, tasks, standing_by=shim.out.clear):
+                return 0
+            shim.events = self.events  # the leader posts what its books say
+            log.info("k8s-shim: leading; registering with Korral")
+        # -- end of leader election --
         while not await self._register(loaded, stop):  # Korral refused the config: wait for another
             if not await self._changed(stop):
                 return 0
@@ -268,7 +292,8 @@ class _Runner:
         while not stop.is_set():
             api = SchedulerAPI(self.args.si_address, channel=self._channel(), si_revision="v1.8",
                                loop=asyncio.get_running_loop())
-            self.shim.api = self.api = api
+            self.api = api
+            self.shim.api = api if self.leadership is None else self.leadership.fenced_si(api)
             request = si.RegisterResourceManagerRequest(
                 rmID=conf.cluster_id, version=VERSION, policyGroup=conf.policy_group, config=loaded.queues,
                 extraConfig=loaded.extra, buildInfo={"buildVersion": VERSION, "isPluginVersion": "false"})
@@ -297,6 +322,8 @@ class _Runner:
             await self.api.close_async()
         if self.explainer is not None:
             await self.explainer.close()
+        if self.leadership is not None:
+            await self.leadership.release()  # a standby takes over at once
 
 
 def watched(namespace: str) -> dict[str, str]:
