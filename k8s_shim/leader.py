@@ -9,7 +9,9 @@ write nothing. The Lease's spec is the election record: ``holderIdentity``,
   holder; a Lease held by another is taken only once it has expired *by our own clock*: its
   record has not changed for ``leaseDurationSeconds`` since we last saw it change (the holder's
   timestamps are never compared with our clock). An empty ``holderIdentity`` (released) is free
-  at once. Every write carries the ``resourceVersion`` read, so of two candidates one wins and
+  at once, and so is one held by an earlier process of this same instance (identity
+  ``<pod name>_<unique>``: the pod's container was restarted, that process is gone; the pod name
+  must be unique among live replicas, as a Deployment's are). Every write carries the ``resourceVersion`` read, so of two candidates one wins and
   the other gets 409 and tries again a retry period later.
 - **Renew** (``keep``): the holder writes ``renewTime`` every retry period. If no renewal has
   succeeded for the renew deadline (measured from the start of the last one that did, on the
@@ -62,6 +64,13 @@ class LeaseSettings:
     lease_duration: float = LEASE_DURATION
     renew_deadline: float = RENEW_DEADLINE
     retry_period: float = RETRY_PERIOD
+    instance: str = ""  # the pod's name: identity is ``instance_<unique>``
+
+    def earlier_self(self, holder: str) -> bool:
+        """Whether ``holder`` is an earlier process of this same instance (pod): its container was
+        restarted, so that process is gone and its lease need not be waited out."""
+        return (bool(self.instance) and holder != self.identity and holder.startswith(self.instance + "_")
+                and "_" not in holder[len(self.instance) + 1:])
 
     def __post_init__(self) -> None:
         if not self.name or not self.namespace or not self.identity:
@@ -146,7 +155,10 @@ class LeaderElector:
         meta, spec = lease.get("metadata") or {}, lease.get("spec") or {}
         self._observe(spec, meta.get("resourceVersion", ""), start)
         if self.holder and self.holder != s.identity and not self._expired(start):
-            return False
+            if not s.earlier_self(self.holder):
+                return False
+            log.info("%s is held by %s, an earlier process of this instance: taken over at once", s.where,
+                     self.holder)
         record = self._record(now_wall)
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {**meta, "resourceVersion": self.resource_version}, "spec": {**spec, **record}}
@@ -417,12 +429,12 @@ def add_flags(parser) -> None:
 
 def settings_from(args, namespace: str, instance: str, suffix: str) -> LeaseSettings:
     """The Lease settings of the parsed flags; identity ``instance_suffix`` as kube-scheduler's
-    (host name, then a unique part: a restarted process is a new candidate). ``ValueError`` names
-    the flag that is wrong."""
+    (the pod's or host's name, then a part unique to the process). ``ValueError`` names the flag
+    that is wrong."""
     return LeaseSettings(args.leader_elect_resource_name or args.scheduler_name,
                          args.leader_elect_resource_namespace or namespace, f"{instance}_{suffix}",
                          args.leader_elect_lease_duration, args.leader_elect_renew_deadline,
-                         args.leader_elect_retry_period)
+                         args.leader_elect_retry_period, instance)
 
 
 def _flag_bool(text: str) -> bool:

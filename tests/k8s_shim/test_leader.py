@@ -129,6 +129,21 @@ def test_expiry_is_judged_by_the_observers_clock_not_by_the_holders_timestamps()
     run(scenario)
 
 
+def test_a_restarted_process_of_the_same_instance_takes_its_lease_back_at_once():
+    async def scenario(client):
+        clock = Clock()
+        first = elector(client, "pod-a_1", clock, instance="pod-a")
+        assert await first.try_acquire_or_renew()
+        again = elector(client, "pod-a_2", clock, instance="pod-a")  # the container restarted
+        other = elector(client, "pod-ab_3", clock, instance="pod-ab")  # another pod: waits
+        assert not await other.try_acquire_or_renew()
+        assert await again.try_acquire_or_renew()
+        spec = (await client.get(LEASE))["spec"]
+        assert spec["holderIdentity"] == "pod-a_2" and spec["leaseTransitions"] == 1
+        assert not await other.try_acquire_or_renew()
+    run(scenario)
+
+
 def test_the_leader_gives_up_when_it_cannot_renew_within_the_renew_deadline():
     async def scenario(client):
         clock = Clock()
