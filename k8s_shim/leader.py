@@ -44,11 +44,14 @@ from k8s_shim.kube.kubeclient import JSON, ApiError, KubeClient, segment
 from k8s_shim.writes.events import micro_time
 
 __all__ = ["LeaseSettings", "LeaderElector", "FencedClient", "NotLeading", "LEASE_DURATION", "RENEW_DEADLINE",
-           "RETRY_PERIOD", "JITTER", "add_flags", "settings_from",
+           "RETRY_PERIOD", "JITTER", "RBAC", "add_flags", "settings_from",
            "Leadership", "FencedSI", "StandbyEvents", "exit_lost"]
 
 log = logging.getLogger(__name__)
 
+# what the election asks of the API server, as RBAC names it (deploy/kubernetes/k8s-shim/rbac.yaml's Role)
+RBAC = frozenset({("coordination.k8s.io", "leases", "get"), ("coordination.k8s.io", "leases", "create"),
+                  ("coordination.k8s.io", "leases", "update")})
 # kube-scheduler's defaults (--leader-elect-lease-duration, -renew-deadline, -retry-period)
 LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 15.0, 10.0, 2.0
 JITTER = 1.2  # a candidate's tries are spread over [retry, retry * JITTER), as client-go's
@@ -184,6 +187,9 @@ class LeaderElector:
         except ApiError as exc:
             if exc.status == 409:
                 log.info("%s: another replica created it first", s.where)
+            elif exc.status == 404:
+                log.error("%s cannot be made: namespace %s does not exist (create it, or name another with "
+                          "--leader-elect-resource-namespace)", s.where, s.namespace)
             else:
                 log.warning("%s: cannot create it: %s", s.where, exc)
             return False

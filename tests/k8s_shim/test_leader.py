@@ -289,6 +289,31 @@ def test_the_scheduler_client_is_fenced_too():
     assert api.sent == ["ask"] and si.state == "RUNNING"
 
 
+class Recording(KubeClient):
+    verbs: set
+
+    async def request(self, method, path, **kw):
+        self.verbs.add({"GET": "get", "POST": "create", "PUT": "update"}.get(method, method))
+        return await super().request(method, path, **kw)
+
+
+def test_the_election_asks_only_what_its_rbac_table_grants():
+    async def scenario(client):
+        clock = Clock()
+        recording = Recording(client.config)
+        recording.verbs = set()
+        await recording.start()
+        try:
+            a, b = elector(recording, "a", clock), elector(recording, "b", clock)
+            assert await a.try_acquire_or_renew() and await a.try_acquire_or_renew()
+            assert not await b.try_acquire_or_renew()
+            assert await a.release()
+        finally:
+            await recording.close()
+        assert {("coordination.k8s.io", "leases", v) for v in recording.verbs} == leader.RBAC
+    run(scenario)
+
+
 # ---------------------------------------------------------------------- the double's Lease
 
 def _lease(**spec) -> dict:

@@ -5,7 +5,8 @@ every 0.5 s):
 - ``kill -9`` of the leader: the standby (informers synced, nothing registered) takes the Lease
   once it expires, registers, replays and binds the pods that came meanwhile; no pod is bound
   twice. Prints one ``leader-takeover`` JSON line: seconds from the kill to the standby holding
-  the Lease and to the next binding (``-m slow``: the same at 5,000 nodes).
+  the Lease and to the next binding (``-m slow``: the same at 5,000 nodes, and with
+  kube-scheduler's default lease of 15 s).
 - SIGSTOP of the leader past its lease: the standby takes over and binds; on SIGCONT the old
   leader binds nothing and exits (status 1), as kube-scheduler does.
 """
@@ -37,7 +38,7 @@ NS = "work"
 class Replicas:
     """The fake API server, a stack, and shim replicas by name (each its own log)."""
 
-    def __init__(self, stack, workdir: Path, nodes: int) -> None:
+    def __init__(self, stack, workdir: Path, nodes: int, lease_flags: tuple[str, ...] = LEASE_FLAGS) -> None:
         self.c = ShimCluster(stack, workdir)
         self.kube = self.c.start_fake("--nodes", str(nodes), "--node-cpu", "8", "--node-memory", "32Gi")
         self.kube.create("/api/v1/namespaces", namespace("yunikorn"))
@@ -46,12 +47,13 @@ class Replicas:
         self.kube.create("/api/v1/namespaces", namespace(NS))
         self.procs: dict[str, subprocess.Popen] = {}
         self.nodes = nodes
+        self.lease_flags = lease_flags
 
     def start(self, name: str) -> subprocess.Popen:
         c = self.c
         proc = c._run("k8s-shim", "--kubeconfig", str(c.kubeconfig), "--namespace", "yunikorn",
                       "--si-address", c.stack.si_address, "--rest-address", c.stack.rest_address,
-                      "--instance", name, *LEASE_FLAGS, log=self.log_path(name))
+                      "--instance", name, *self.lease_flags, log=self.log_path(name))
         self.procs[name] = proc
         return proc
 
@@ -104,7 +106,7 @@ class Replicas:
 
 @pytest.fixture
 def replicas(stack_factory, tmp_path, request):
-    r = Replicas(stack_factory(workers=1), tmp_path, getattr(request, "param", 2))
+    r = Replicas(stack_factory(workers=1), tmp_path, *getattr(request, "param", (2,)))
     try:
         yield r
     finally:
@@ -120,8 +122,9 @@ def _leader_and_standby(r: Replicas) -> None:
     assert "registered as RM" not in r.log("b")  # a standby registers nothing with Korral
 
 
-@pytest.mark.parametrize("replicas", [2, pytest.param(5000, marks=pytest.mark.slow)], indirect=True,
-                         ids=["2-nodes", "5000-nodes"])
+@pytest.mark.parametrize("replicas", [(2,), pytest.param((5000,), marks=pytest.mark.slow),
+                                      pytest.param((5000, ()), marks=pytest.mark.slow)], indirect=True,
+                         ids=["2-nodes", "5000-nodes", "5000-nodes-default-lease"])
 def test_kill_9_of_the_leader_the_standby_takes_over_and_binds_what_came_meanwhile(replicas):
     r = replicas
     _leader_and_standby(r)
@@ -132,7 +135,7 @@ def test_kill_9_of_the_leader_the_standby_takes_over_and_binds_what_came_meanwhi
     r.procs["a"].wait(10)
     r.create_pods("after", 5)
     first = took = None
-    deadline = killed + 60
+    deadline = killed + 60  # the default lease (15 s) included
     while len(r.bound()) < 10:  # bounded: 60 s from the kill
         if took is None and r.holder().startswith("b_"):
             took = time.monotonic() - killed
@@ -144,7 +147,7 @@ def test_kill_9_of_the_leader_the_standby_takes_over_and_binds_what_came_meanwhi
     assert r.holder().startswith("b_")
     assert "registered as RM" in r.log("b")
     assert r.twice() == [] and placement_problems(r.kube, terminating=False) == []
-    print("leader-takeover " + json.dumps({"nodes": r.nodes, "lease_s": 3, "lease_taken_s": took and round(took, 2),
+    print("leader-takeover " + json.dumps({"nodes": r.nodes, "lease_s": 3 if r.lease_flags else 15, "lease_taken_s": took and round(took, 2),
                                            "next_bind_s": round(first, 2)}))
 
 
