@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import logging
 import os
 import random
@@ -108,6 +109,9 @@ class LeaderElector:
         self.resource_version = ""
         self.renewed_at: float | None = None  # clock() at the start of our last successful write as holder
         self.led = False  # we have held the Lease at some point (a write refused now means it was lost)
+        # when we took the Lease: clock() when the previous holder was last seen alive (its record
+        # last changed), -inf when there was none
+        self.previous_seen_at = float("-inf")
 
     # ------------------------------------------------------------------ the record
     @property
@@ -196,6 +200,8 @@ class LeaderElector:
         return self._won(answer, start)
 
     def _won(self, answer: dict[str, Any], start: float) -> bool:
+        if not self.led or self.renewed_at is None:  # taken, not renewed
+            self.previous_seen_at = self.observed_at if self.observed is not None else float("-inf")
         self._observe(answer.get("spec") or {}, (answer.get("metadata") or {}).get("resourceVersion", ""), start)
         self.observed_at = start
         self.renewed_at = start
@@ -353,14 +359,34 @@ class FencedSI:
 
 
 class StandbyEvents:
-    """The event recorder a standby's books post to: nothing is posted (the leader posts the
-    same events); the real recorder replaces it when the replica leads."""
+    """The event recorder a standby's books post to. Nothing is posted: the leader posts the same
+    events. The last ``keep`` seconds of them are held (at most ``cap``), so that the replica that
+    takes over posts those that came after the old leader was last seen alive (``replay``): a pod
+    created while no one led still gets its events."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, keep: float = 60.0, cap: int = 100_000) -> None:
+        self.clock, self.keep, self.cap = clock, keep, cap
+        self.held: collections.deque[tuple[float, tuple, dict]] = collections.deque()
 
     def post(self, *args, **kwargs) -> None:
-        pass
+        now = self.clock()
+        held = self.held
+        held.append((now, args, kwargs))
+        while held and (held[0][0] < now - self.keep or len(held) > self.cap):
+            held.popleft()
 
     def counters(self) -> dict[str, int]:
         return {}
+
+    def replay(self, into, since: float) -> int:
+        """Post to ``into`` the events held since ``since`` (clock time), in order; how many."""
+        count = 0
+        for at, args, kwargs in self.held:
+            if at >= since:
+                into.post(*args, **kwargs)
+                count += 1
+        self.held.clear()
+        return count
 
 
 def exit_lost(why: str) -> None:
@@ -382,6 +408,10 @@ class Leadership:
         self.client = FencedClient(client, self.elector.holds, lambda: self.elector.led, self.lost)
         self._on_lost = on_lost
         self.gone = False
+        self.leading = False
+        # what a takeover may have to post: from the old leader's last sign of life to now
+        self.standby_events = StandbyEvents(self.elector.clock,
+                                            keep=settings.lease_duration + 3 * JITTER * settings.retry_period + 10)
 
     def lost(self, why: str) -> None:
         if not self.gone:
@@ -398,14 +428,32 @@ class Leadership:
     def fenced_si(self, api) -> FencedSI:
         return FencedSI(api, self.may_send)
 
+    async def try_now(self, tasks: list[asyncio.Task]) -> bool:
+        """One try for the Lease (before the cluster is read: a replica that leads at once posts
+        its books' events from the start); True when leading."""
+        if not self.leading and await self.elector.try_acquire_or_renew():
+            log.info("%s acquired by %s", self.settings.where, self.settings.identity)
+            self._leading(tasks)
+        return self.leading
+
     async def lead(self, stop: asyncio.Event, tasks: list[asyncio.Task],
                    standing_by: Callable[[], None] = lambda: None) -> bool:
-        """Wait until this replica holds the Lease (True) or ``stop`` (False); once it does, the
-        renewals run as one of ``tasks``."""
+        """Wait until this replica holds the Lease (True at once if it does) or ``stop`` (False);
+        once it does, the renewals run as one of ``tasks``."""
+        if self.leading:
+            return True
         if not await self.elector.acquire(stop, standing_by):
             return False
-        tasks.append(asyncio.create_task(self.elector.keep(self.lost), name="lease renewal"))
+        self._leading(tasks)
         return True
+
+    def _leading(self, tasks: list[asyncio.Task]) -> None:
+        self.leading = True
+        tasks.append(asyncio.create_task(self.elector.keep(self.lost), name="lease renewal"))
+
+    def took_over(self, events) -> int:
+        """Post the events the standby held since the previous leader was last seen alive."""
+        return self.standby_events.replay(events, self.elector.previous_seen_at)
 
     async def release(self) -> None:
         if not self.gone:

@@ -201,8 +201,12 @@ class _Runner:
                                            conf.placeholder_run_as_group, conf.placeholder_fs_group)
         settings = ShimSettings(args.scheduler_name, args.best_effort_constraints, placeholders=placeholders,
                                 partition_label=args.partition_label)
-        shim = self.shim = Shim(self.client, settings, conf.cluster_id,
-                                self.events if self.leadership is None else leader.StandbyEvents(), self.explainer)
+        shim = self.shim = Shim(self.client, settings,
+                                conf.cluster_id, self.events, self.explainer)
+        # -- leader election: one try before reading the cluster; a standby's books post no events --
+        if self.leadership is not None and not await self.leadership.try_now(tasks):
+            shim.events = self.leadership.standby_events
+        # -- end of leader election --
         pools = shim.pools
         if pools.enabled:
             pools.set_partitions(config_partitions(loaded.queues))
@@ -233,10 +237,13 @@ class _Runner:
                  len(shim.nodes), len(shim.tasks), len(shim.foreign), len(shim.apps))
         # -- leader election: a standby keeps its informers and books and waits here --
         if self.leadership is not None:
-            # what the books would tell Korral is dropped: the registration's replay covers it
-            if not await self.leadership.lead(stop, tasks, standing_by=shim.out.clear):
-                return 0
-            shim.events = self.events  # the leader posts what its books say
+            if not self.leadership.leading:
+                # what the books would tell Korral is dropped: the registration's replay covers it
+                if not await self.leadership.lead(stop, tasks, standing_by=shim.out.clear):
+                    return 0
+                posted = self.leadership.took_over(self.events)
+                shim.events = self.events  # the leader posts what its books say
+                log.info("k8s-shim: took over; %d events of the standby posted", posted)
             log.info("k8s-shim: leading; registering with Korral")
         # -- end of leader election --
         while not await self._register(loaded, stop):  # Korral refused the config: wait for another

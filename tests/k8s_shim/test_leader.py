@@ -271,6 +271,53 @@ def test_the_fence_lets_a_standby_write_nothing_and_stops_a_leader_that_lost_the
     run(scenario)
 
 
+def test_a_standby_holds_its_events_and_the_new_leader_posts_those_since_the_old_one_was_last_seen():
+    async def scenario(client):
+        clock = Clock()
+        a, b = elector(client, "a", clock), elector(client, "b", clock)
+        held = leader.StandbyEvents(clock, keep=30)
+        assert await a.try_acquire_or_renew()
+        held.post("long ago")
+        clock.advance(40)
+        held.post("while a led")  # a posted it too
+        clock.advance(1)
+        assert await a.try_acquire_or_renew()
+        assert not await b.try_acquire_or_renew()  # b sees a's last renewal now
+        seen = clock.now
+        clock.advance(1)
+        held.post("after a was last seen", reason="x")
+        clock.advance(14)
+        assert await b.try_acquire_or_renew()
+        assert b.previous_seen_at == seen
+        posted = []
+
+        class Into:
+            def post(self, *args, **kwargs):
+                posted.append((args, kwargs))
+        assert held.replay(Into(), b.previous_seen_at) == 1
+        assert posted == [(("after a was last seen",), {"reason": "x"})] and not held.held
+    run(scenario)
+
+
+def test_a_leader_that_made_the_lease_had_no_predecessor():
+    async def scenario(client):
+        a = elector(client, "a", Clock())
+        assert await a.try_acquire_or_renew()
+        assert a.previous_seen_at == float("-inf")
+    run(scenario)
+
+
+def test_the_standby_holds_only_the_last_seconds_and_at_most_its_cap():
+    clock = Clock()
+    held = leader.StandbyEvents(clock, keep=10, cap=3)
+    for i in range(5):
+        held.post(i)
+    assert [args for _, args, _ in held.held] == [(2,), (3,), (4,)]
+    clock.advance(11)
+    held.post(9)
+    assert [args for _, args, _ in held.held] == [(9,)]
+
+
 def test_the_scheduler_client_is_fenced_too():
     class Api:
         def __init__(self):
