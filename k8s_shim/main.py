@@ -121,18 +121,18 @@ async def _main(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     instance = args.instance or socket.gethostname()
+    # -- leader election (k8s_shim/leader.py): the Lease's settings; every write through its fence --
+    lease = None
+    if args.leader_elect:
+        try:
+            lease = leader.settings_from(args, namespace, instance, uuid.uuid4().hex[:12])
+        except ValueError as exc:
+            log.error("k8s-shim: %s", exc)
+            return 2
+    # -- end of leader election --
     async with KubeClient(conn) as client:
-        # -- leader election (k8s_shim/leader.py): every write goes through the fenced client --
-        leadership = None
-        if args.leader_elect:
-            try:
-                leadership = leader.Leadership(client, leader.settings_from(args, namespace, instance,
-                                                                            uuid.uuid4().hex[:12]))
-            except ValueError as exc:
-                log.error("k8s-shim: %s", exc)
-                return 2
+        leadership = leader.Leadership(client, lease) if lease is not None else None
         writer = leadership.client if leadership is not None else client
-        # -- end of leader election --
         events = EventRecorder(writer, args.scheduler_name, f"{args.scheduler_name}-{instance}",
                                settle=args.event_settle_seconds)
         loop.add_signal_handler(signal.SIGUSR1, _log_counters, "counters", events, client)

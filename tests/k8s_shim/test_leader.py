@@ -15,6 +15,7 @@ from k8s_shim.fake.cluster import ClusterOptions, FakeCluster
 from k8s_shim.kube.kubeclient import ApiError, KubeClient
 from k8s_shim.kube.kubeconfig import KubeConfig
 from k8s_shim.leader import FencedClient, LeaderElector, LeaseSettings, NotLeading
+from tests.conftest import run_korral
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -446,3 +447,13 @@ def test_inconsistent_timings_are_refused_naming_the_flags(argv, words):
 def test_a_bad_duration_is_named():
     with pytest.raises(SystemExit):
         _parse("--leader-elect-retry-period", "soon")
+
+
+def test_the_shim_refuses_inconsistent_timings_at_start(tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+                          "clusters: [{name: k, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+                          "contexts: [{name: c, context: {cluster: k, user: u}}]\nusers: [{name: u, user: {}}]\n")
+    out = run_korral("k8s-shim", "--kubeconfig", str(kubeconfig), "--leader-elect-lease-duration", "5s", timeout=30)
+    assert out.returncode == 2, out.stderr
+    assert "--leader-elect-lease-duration (5s) must be greater than --leader-elect-renew-deadline (10s)" in out.stderr
