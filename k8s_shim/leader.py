@@ -11,16 +11,19 @@ write nothing. The Lease's spec is the election record: ``holderIdentity``,
   timestamps are never compared with our clock). An empty ``holderIdentity`` (released) is free
   at once, and so is one held by an earlier process of this same instance (identity
   ``<pod name>_<unique>``: the pod's container was restarted, that process is gone; the pod name
-  must be unique among live replicas, as a Deployment's are). Every write carries the ``resourceVersion`` read, so of two candidates one wins and
-  the other gets 409 and tries again a retry period later.
+  must be unique among live replicas, as a Deployment's are). Every write carries the
+  ``resourceVersion`` read, so of two candidates one wins and the other gets 409 and tries again
+  a retry period later.
 - **Renew** (``keep``): the holder writes ``renewTime`` every retry period. If no renewal has
   succeeded for the renew deadline (measured from the start of the last one that did, on the
   monotonic clock), leadership is lost: ``on_lost`` is called, and the shim exits as kube-scheduler
   does, so the pod restarts as a standby.
-- **Fence** (``holds``, ``FencedClient``): before every write to Kubernetes the shim asks whether
-  it still holds the Lease by the same measure, so a leader that was frozen (SIGSTOP, a VM
-  pause) past its renew deadline and wakes up writes nothing, binds nothing: the first write it
-  tries calls ``on_lost`` instead.
+- **Fence** (``holds``, ``FencedClient``, ``FencedSI``): before every write to Kubernetes and
+  every message to Korral the shim asks whether it still holds the Lease by the same measure, so
+  a leader that was frozen (SIGSTOP, a VM pause) past its renew deadline and wakes up writes
+  nothing, binds nothing: the first write it tries calls ``on_lost`` instead. A standby's writes
+  are refused the same way; its books' events are held (``StandbyEvents``) and those since the
+  old leader was last seen alive are posted when it takes over.
 - **Release** (``release``): on a clean stop the holder clears ``holderIdentity`` (lease duration
   1 s), so a standby takes over on its next try rather than a lease duration later.
 

@@ -147,8 +147,8 @@ def test_kill_9_of_the_leader_the_standby_takes_over_and_binds_what_came_meanwhi
     assert r.holder().startswith("b_")
     assert "registered as RM" in r.log("b")
     assert r.twice() == [] and placement_problems(r.kube, terminating=False) == []
-    print("leader-takeover " + json.dumps({"nodes": r.nodes, "lease_s": 3 if r.lease_flags else 15, "lease_taken_s": took and round(took, 2),
-                                           "next_bind_s": round(first, 2)}))
+    print("leader-takeover " + json.dumps({"nodes": r.nodes, "lease_s": 3 if r.lease_flags else 15,
+                                           "lease_taken_s": took and round(took, 2), "next_bind_s": round(first, 2)}))
 
 
 def test_a_leader_frozen_past_its_lease_binds_nothing_when_it_wakes_and_exits(replicas):
