@@ -105,6 +105,11 @@ def test_the_command_line_and_environment_are_the_shims(objs):
     # leader election on; its Lease in the shim's namespace, which the Role covers
     lease = leader.settings_from(args, args.namespace, args.instance, "x")
     assert args.leader_elect and (lease.namespace, lease.name) == (NAMESPACE, "yunikorn")
+    # the Role lets it read and write that Lease, by name
+    role = find(objs, "Role", "korral-k8s-shim")
+    named = [r for r in role["rules"] if r["resources"] == ["leases"] and r.get("resourceNames")]
+    assert named == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [lease.name],
+                      "verbs": ["get", "update"]}]
     # they lead to rmproxy's ports in the stack's render
     stack = build(KUBE / "overlays" / "dev")
     for address, port_name in ((args.si_address, "si"), (args.rest_address, "rest")):
