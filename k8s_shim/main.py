@@ -6,13 +6,18 @@ volume claims, storage classes, our pods (``spec.schedulerName`` = ``--scheduler
 pods of other schedulers that run on nodes; once every list is in, register with Korral (SI v1.8,
 rmID ``service.clusterId``) and replay the cluster: applications, nodes drained, the pods already
 running as placed allocations, the others as asks; nodes open once their pods are counted.
-Then follow the cluster until SIGTERM or SIGINT. SIGUSR1 logs the shim's counters in one line
+Then follow the cluster until SIGTERM or SIGINT.
+
+With leader election (``--leader-elect``, the default; ``k8s_shim.leader``) the replica tries for
+the Lease once before it lists anything; one that does not get it lists and watches all the same
+but registers with nobody and writes nothing until it takes the Lease over, then registers and
+replays. A leader that loses the Lease exits at once with status 1; a clean stop releases it. SIGUSR1 logs the shim's counters in one line
 (events posted, dropped, refused, folded, in series; API requests), as it does when it stops.
 
 A configmap that cannot be read, or a config Korral refuses at registration, is reported (log and
 a ``ConfigRejected`` event) and the shim waits for the configmaps to change, scheduling nothing
 meanwhile. Exit status: 0 after a signal, 1 when Korral refuses a re-registration later (the
-client failed), 2 for a start-up error (no Kubernetes connection, bad flags).
+client failed) or the Lease was lost, 2 for a start-up error (no Kubernetes connection, bad flags).
 """
 
 from __future__ import annotations
