@@ -73,6 +73,7 @@ class Kind:
     returns_object_on_delete = False  # DELETE answers the object rather than a Status
     extra_fields: tuple[str, ...] = ()  # field selectors besides metadata.name/namespace
     grace_on_delete = True  # a DELETE that waits records deletionGracePeriodSeconds
+    unconditional_update = True  # a PUT without metadata.resourceVersion overwrites (False: 422)
     view_of: str | None = None  # another version of a resource stored elsewhere (events.k8s.io/v1)
     to_view: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # stored form -> this version
     to_storage: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # this version -> stored form
@@ -335,14 +336,15 @@ _JSON_TYPES = {str: "string", int: "number", float: "number", bool: "bool", list
 
 
 class Leases(Kind):
-    """coordination.k8s.io/v1: what leader election reads and writes. Writes are ordinary
-    optimistic updates (a stale ``resourceVersion`` is a 409); the spec is typed as a real
+    """coordination.k8s.io/v1: what leader election reads and writes. Writes are optimistic
+    updates (a stale ``resourceVersion`` is a 409, none at all a 422); the spec is typed as a real
     server's decoder types it (a string where a number goes is a 400), its times are MicroTimes
     (six fractional digits, stored in UTC) and it is validated as ``ValidateLeaseSpec`` does."""
 
     top_level = ("spec",)
     plural, kind, group = "leases", "Lease", "coordination.k8s.io"
     storage_hash = "gqkMMb/YqFM="
+    unconditional_update = False  # every update names the version it read
     STRATEGIES = ("OldestEmulationVersion",)
 
     def to_storage(self, obj: dict[str, Any]) -> dict[str, Any]:

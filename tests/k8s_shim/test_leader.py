@@ -368,7 +368,7 @@ def _lease(**spec) -> dict:
     return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l"}, "spec": spec}
 
 
-def test_the_doubles_lease_refuses_a_write_with_a_stale_resource_version():
+def test_the_doubles_lease_refuses_a_write_with_a_stale_resource_version_or_none():
     async def scenario(client):
         made = await client.request("POST", LEASES, body=_lease(holderIdentity="a"))
         rv = made["metadata"]["resourceVersion"]
@@ -380,6 +380,11 @@ def test_the_doubles_lease_refuses_a_write_with_a_stale_resource_version():
         assert stale.value.status == 409 and stale.value.reason == "Conflict"
         assert 'Operation cannot be fulfilled on leases.coordination.k8s.io "l": the object has been modified' \
             in stale.value.message
+        with pytest.raises(ApiError) as blind:  # a Lease is never updated without naming the version read
+            await client.request("PUT", f"{LEASES}/l", body=_lease(holderIdentity="d"))
+        assert blind.value.status == 422 and blind.value.message == (
+            'leases.coordination.k8s.io "l" is invalid: metadata.resourceVersion: Invalid value: 0x0: '
+            "must be specified for an update")
         with pytest.raises(ApiError) as twice:
             await client.request("POST", LEASES, body=_lease())
         assert twice.value.status == 409 and twice.value.reason == "AlreadyExists"
