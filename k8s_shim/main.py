@@ -6,13 +6,18 @@ volume claims, persistent volumes, storage classes, CSI nodes, our pods (``spec.
 pods of other schedulers that run on nodes; once every list is in, register with Korral (SI v1.8,
 rmID ``service.clusterId``) and replay the cluster: applications, nodes drained, the pods already
 running as placed allocations, the others as asks; nodes open once their pods are counted.
-Then follow the cluster until SIGTERM or SIGINT. SIGUSR1 logs the shim's counters in one line
+Then follow the cluster until SIGTERM or SIGINT.
+
+With leader election (``--leader-elect``, the default; ``k8s_shim.leader``) the replica tries for
+the Lease once before it lists anything; one that does not get it lists and watches all the same
+but registers with nobody and writes nothing until it takes the Lease over, then registers and
+replays. A leader that loses the Lease exits at once with status 1; a clean stop releases it. SIGUSR1 logs the shim's counters in one line
 (events posted, dropped, refused, folded, in series; API requests), as it does when it stops.
 
 A configmap that cannot be read, or a config Korral refuses at registration, is reported (log and
 a ``ConfigRejected`` event) and the shim waits for the configmaps to change, scheduling nothing
 meanwhile. Exit status: 0 after a signal, 1 when Korral refuses a re-registration later (the
-client failed), 2 for a start-up error (no Kubernetes connection, bad flags).
+client failed) or the Lease was lost, 2 for a start-up error (no Kubernetes connection, bad flags).
 """
 
 from __future__ import annotations
@@ -23,12 +28,14 @@ import logging
 import os
 import signal
 import socket
+import uuid
 
 import grpc
 
 from common import addresses, security, si_v18_pb2 as si
 from common.gcpause import steady_until_stopped
 from si_client import Backoff, ClientState, SchedulerAPI, SchedulerError, channel_options
+from k8s_shim import leader
 from k8s_shim.kube import kubeconfig
 from k8s_shim.writes.conditions import Explainer
 from k8s_shim.config import ConfigMapError
@@ -82,6 +89,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--instance", default=os.environ.get("POD_NAME", ""),
                         help="reportingInstance of the shim's events [$POD_NAME, else the host name]")
     security.add_tls_client_flags(parser, "the shim")
+    leader.add_flags(parser)  # leader election: --leader-elect and its settings
     addresses.add_log_level(parser)
 
 
@@ -117,12 +125,23 @@ async def _main(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    instance = args.instance or socket.gethostname()
+    # -- leader election (k8s_shim/leader.py): the Lease's settings; every write through its fence --
+    lease = None
+    if args.leader_elect:
+        try:
+            lease = leader.settings_from(args, namespace, instance, uuid.uuid4().hex[:12])
+        except ValueError as exc:
+            log.error("k8s-shim: %s", exc)
+            return 2
+    # -- end of leader election --
     async with KubeClient(conn) as client:
-        instance = args.instance or socket.gethostname()
-        events = EventRecorder(client, args.scheduler_name, f"{args.scheduler_name}-{instance}",
+        leadership = leader.Leadership(client, lease) if lease is not None else None
+        writer = leadership.client if leadership is not None else client
+        events = EventRecorder(writer, args.scheduler_name, f"{args.scheduler_name}-{instance}",
                                settle=args.event_settle_seconds)
         loop.add_signal_handler(signal.SIGUSR1, _log_counters, "counters", events, client)
-        runner = _Runner(args, client, events, namespace, credentials)
+        runner = _Runner(args, writer, events, namespace, credentials, leadership)
         tasks = [asyncio.create_task(events.run(), name="events")]
         try:
             return await runner.run(stop, tasks)
@@ -146,9 +165,11 @@ def _log_counters(when: str, events: EventRecorder, client: KubeClient) -> None:
 
 
 class _Runner:
-    def __init__(self, args, client: KubeClient, events: EventRecorder, namespace: str, credentials) -> None:
+    def __init__(self, args, client: KubeClient, events: EventRecorder, namespace: str, credentials,
+                 leadership: leader.Leadership | None = None) -> None:
         self.args, self.client, self.events, self.namespace = args, client, events, namespace
         self.credentials = credentials
+        self.leadership = leadership
         self.reloader = Reloader(namespace, events)
         self.shim: Shim | None = None
         self.api: SchedulerAPI | None = None
@@ -187,6 +208,10 @@ class _Runner:
                                 partition_label=args.partition_label, volume_bind_timeout=conf.volume_bind_timeout)
         shim = self.shim = Shim(self.client, settings,
                                 conf.cluster_id, self.events, self.explainer)
+        # -- leader election: one try before reading the cluster; a standby's books post no events --
+        if self.leadership is not None and not await self.leadership.try_now(tasks):
+            shim.events = self.leadership.standby_events
+        # -- end of leader election --
         pools = shim.pools
         if pools.enabled:
             pools.set_partitions(config_partitions(loaded.queues))
@@ -215,6 +240,17 @@ class _Runner:
             return 0
         log.info("k8s-shim: cluster read: %d nodes, %d pods of ours, %d foreign pods, %d applications",
                  len(shim.nodes), len(shim.tasks), len(shim.foreign), len(shim.apps))
+        # -- leader election: a standby keeps its informers and books and waits here --
+        if self.leadership is not None:
+            if not self.leadership.leading:
+                # what the books would tell Korral is dropped: the registration's replay covers it
+                if not await self.leadership.lead(stop, tasks, standing_by=shim.out.clear):
+                    return 0
+                posted = self.leadership.took_over(self.events)
+                shim.events = self.events  # the leader posts what its books say
+                log.info("k8s-shim: took over; %d events of the standby posted", posted)
+            log.info("k8s-shim: leading; registering with Korral")
+        # -- end of leader election --
         while not await self._register(loaded, stop):  # Korral refused the config: wait for another
             if not await self._changed(stop):
                 return 0
@@ -268,7 +304,8 @@ class _Runner:
         while not stop.is_set():
             api = SchedulerAPI(self.args.si_address, channel=self._channel(), si_revision="v1.8",
                                loop=asyncio.get_running_loop())
-            self.shim.api = self.api = api
+            self.api = api
+            self.shim.api = api if self.leadership is None else self.leadership.fenced_si(api)
             request = si.RegisterResourceManagerRequest(
                 rmID=conf.cluster_id, version=VERSION, policyGroup=conf.policy_group, config=loaded.queues,
                 extraConfig=loaded.extra, buildInfo={"buildVersion": VERSION, "isPluginVersion": "false"})
@@ -298,6 +335,8 @@ class _Runner:
             await self.api.close_async()
         if self.explainer is not None:
             await self.explainer.close()
+        if self.leadership is not None:
+            await self.leadership.release()  # a standby takes over at once
 
 
 def watched(namespace: str) -> dict[str, str]:

@@ -401,6 +401,10 @@ class Api:
         want_rv = new["metadata"].get("resourceVersion")
         if want_rv and want_rv != str(entry.rv):
             raise ApiError.modified(kind.resource, name)
+        if not want_rv and not kind.unconditional_update:  # the registry names the resource, not the Kind
+            raise ApiError.invalid(kind.plural, name, [("FieldValueInvalid", "metadata.resourceVersion",
+                                                        "Invalid value: 0x0: must be specified for an update")],
+                                   group=kind.group)
         return self._store_update(kind, entry.decode(), new, subresource, manager, body)
 
     def patch(self, kind: Kind, namespace: str, name: str, patch_type: str, patch: Any, subresource: str = "",

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import datetime
 import difflib
 import json
 import re
 from typing import Any, Callable, Protocol
 
-from k8s_shim.fake.errors import Resource
+from k8s_shim.fake.errors import ApiError, Resource
 
 __all__ = ["Kind", "Objects", "plain_kind", "dns_subdomain_causes", "dns_label_causes", "check_base64", "Causes"]
 
@@ -75,6 +76,7 @@ class Kind:
     returns_object_on_delete = False  # DELETE answers the object rather than a Status
     extra_fields: tuple[str, ...] = ()  # field selectors besides metadata.name/namespace
     grace_on_delete = True  # a DELETE that waits records deletionGracePeriodSeconds
+    unconditional_update = True  # a PUT without metadata.resourceVersion overwrites (False: 422)
     view_of: str | None = None  # another version of a resource stored elsewhere (events.k8s.io/v1)
     to_view: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # stored form -> this version
     to_storage: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # this version -> stored form
@@ -329,9 +331,81 @@ class PriorityClasses(Kind):
         return causes
 
 
+_MICRO_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\.(\d{6})(Z|[+-]\d{2}:\d{2})$")
+_LEASE_FIELDS = {"holderIdentity": str, "leaseDurationSeconds": int, "acquireTime": str, "renewTime": str,
+                 "leaseTransitions": int, "strategy": str, "preferredHolder": str}
+_GO_TYPES = {str: "string", int: "int32"}
+_JSON_TYPES = {str: "string", int: "number", float: "number", bool: "bool", list: "array", dict: "object"}
+
+
 class Leases(Kind):
+    """coordination.k8s.io/v1: what leader election reads and writes. Writes are optimistic
+    updates (a stale ``resourceVersion`` is a 409, none at all a 422); the spec is typed as a real
+    server's decoder types it (a string where a number goes is a 400), its times are MicroTimes
+    (six fractional digits, stored in UTC) and it is validated as ``ValidateLeaseSpec`` does."""
+
+    top_level = ("spec",)
     plural, kind, group = "leases", "Lease", "coordination.k8s.io"
     storage_hash = "gqkMMb/YqFM="
+    unconditional_update = False  # every update names the version it read
+    STRATEGIES = ("OldestEmulationVersion",)
+
+    def to_storage(self, obj: dict[str, Any]) -> dict[str, Any]:
+        spec = obj.get("spec")
+        if spec is None:
+            return obj
+        if not isinstance(spec, dict):
+            raise self._undecodable(f"json: cannot unmarshal {_JSON_TYPES.get(type(spec), 'value')} into Go "
+                                    "struct field Lease.spec of type v1.LeaseSpec")
+        for key, value in list(spec.items()):
+            want = _LEASE_FIELDS.get(key)
+            if want is None or value is None:
+                if value is None:
+                    spec.pop(key)  # null is "not set"
+                continue
+            if type(value) is not want:
+                raise self._undecodable(f"json: cannot unmarshal {_JSON_TYPES.get(type(value), 'value')} into Go "
+                                        f"struct field LeaseSpec.spec.{key} of type {_GO_TYPES[want]}")
+            if key in ("acquireTime", "renewTime"):
+                spec[key] = self._micro_time(value)
+        return obj
+
+    def _micro_time(self, text: str) -> str:
+        """A MicroTime as a real server stores it: UTC, six fractional digits."""
+        m = _MICRO_TIME.match(text)
+        if m is None:
+            raise self._undecodable(f'parsing time "{text}" as "2006-01-02T15:04:05.000000Z07:00": cannot parse '
+                                    f'"{text}" as a MicroTime')
+        zone = "+00:00" if m.group(3) == "Z" else m.group(3)
+        try:
+            when = datetime.datetime.fromisoformat(f"{m.group(1)}.{m.group(2)}{zone}")
+        except ValueError:
+            raise self._undecodable(f'parsing time "{text}": day or month out of range') from None
+        return when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+    def _undecodable(self, why: str) -> Exception:
+        return ApiError.bad_request(f'Lease in version "v1" cannot be handled as a Lease: {why}')
+
+    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None, api: Objects) -> Causes:
+        causes = super().validate(obj, old, api)
+        spec = obj.get("spec") or {}
+        duration = spec.get("leaseDurationSeconds")
+        if duration is not None and duration <= 0:
+            causes.append(("FieldValueInvalid", "spec.leaseDurationSeconds",
+                           f"Invalid value: {duration}: must be greater than 0"))
+        transitions = spec.get("leaseTransitions")
+        if transitions is not None and transitions < 0:
+            causes.append(("FieldValueInvalid", "spec.leaseTransitions",
+                           f"Invalid value: {transitions}: must be greater than or equal to 0"))
+        strategy = spec.get("strategy")
+        if strategy is not None and strategy not in self.STRATEGIES:
+            causes.append(("FieldValueNotSupported", "spec.strategy",
+                           f'Unsupported value: "{strategy}": supported values: '
+                           + ", ".join(f'"{s}"' for s in self.STRATEGIES)))
+        if spec.get("preferredHolder") and not strategy:
+            causes.append(("FieldValueForbidden", "spec.preferredHolder",
+                           "Forbidden: may only be specified if `strategy` is defined"))
+        return causes
 
 
 class StorageClasses(Kind):

@@ -13,6 +13,7 @@ import subprocess
 import pytest
 import yaml
 
+from k8s_shim import leader
 from k8s_shim.config import load
 from k8s_shim.kube.kubeclient import KubeClient
 from k8s_shim.main import watched
@@ -66,7 +67,8 @@ def test_it_renders_the_shim_and_its_configmaps(objs):
     assert {(o["kind"], o["metadata"]["name"]) for o in objs} == {
         ("ServiceAccount", "korral-k8s-shim"), ("ClusterRole", "korral-k8s-shim"),
         ("ClusterRoleBinding", "korral-k8s-shim"), ("Role", "korral-k8s-shim"), ("RoleBinding", "korral-k8s-shim"),
-        ("Deployment", "korral-k8s-shim"), ("ConfigMap", "yunikorn-defaults"), ("ConfigMap", "yunikorn-configs")}
+        ("Deployment", "korral-k8s-shim"), ("ConfigMap", "yunikorn-defaults"), ("ConfigMap", "yunikorn-configs"),
+        ("PodDisruptionBudget", "korral-k8s-shim")}
     for o in objs:
         if o["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
             assert o["metadata"]["namespace"] == NAMESPACE, o["metadata"]["name"]
@@ -102,6 +104,14 @@ def test_the_command_line_and_environment_are_the_shims(objs):
             assert env_var_is_read(["k8s-shim"], var), f"korral k8s-shim does not read {var}"
     args = parse_korral(["k8s-shim"], env)
     assert args.namespace == NAMESPACE and args.instance == "korral-k8s-shim-0"
+    # leader election on; its Lease in the shim's namespace, which the Role covers
+    lease = leader.settings_from(args, args.namespace, args.instance, "x")
+    assert args.leader_elect and (lease.namespace, lease.name) == (NAMESPACE, "yunikorn")
+    # the Role lets it read and write that Lease, by name
+    role = find(objs, "Role", "korral-k8s-shim")
+    named = [r for r in role["rules"] if r["resources"] == ["leases"] and r.get("resourceNames")]
+    assert named == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [lease.name],
+                      "verbs": ["get", "update"]}]
     # they lead to rmproxy's ports in the stack's render
     stack = build(KUBE / "overlays" / "dev")
     for address, port_name in ((args.si_address, "si"), (args.rest_address, "rest")):
@@ -110,10 +120,16 @@ def test_the_command_line_and_environment_are_the_shims(objs):
         assert target["metadata"]["name"] == "korral-rmproxy" and container_port["name"] == port_name
 
 
-def test_one_shim_replaced_not_rolled_as_a_restricted_pod(objs):
+def test_two_replicas_rolled_one_at_a_time_on_two_nodes_as_restricted_pods(objs):
     dep = find(objs, "Deployment", "korral-k8s-shim")
-    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"] == {"type": "Recreate"}
+    assert dep["spec"]["replicas"] == 2
+    assert dep["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
     spec = pod_template(dep)["spec"]
+    [term] = spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
+    pdb = find(objs, "PodDisruptionBudget", "korral-k8s-shim")
+    assert pdb["spec"] == {"minAvailable": 1, "selector": dep["spec"]["selector"]}
     assert spec["serviceAccountName"] == "korral-k8s-shim"
     assert spec["securityContext"]["runAsNonRoot"] and spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
     [c] = containers(dep)
@@ -141,7 +157,9 @@ def test_rbac_grants_exactly_what_the_shim_uses(objs):
         target = wanted_namespace if namespaced else wanted_cluster
         target |= {(group, resource, "list"), (group, resource, "watch")}
     assert cluster_rules == wanted_cluster
-    assert namespace_rules == wanted_namespace == {("", "configmaps", "list"), ("", "configmaps", "watch")}
+    wanted_namespace |= leader.RBAC  # the Lease of leader election, in the shim's namespace
+    assert namespace_rules == wanted_namespace == {("", "configmaps", "list"), ("", "configmaps", "watch"),
+                                                   *leader.RBAC}
     for binding, role in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
         b = find(objs, binding, "korral-k8s-shim")
         assert b["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": role, "name": "korral-k8s-shim"}
