@@ -262,7 +262,7 @@ class Api:
 
     def _invalid(self, kind: Kind, obj: dict[str, Any], causes: list) -> None:
         if causes:
-            raise ApiError.invalid(kind.kind, obj["metadata"].get("name", ""), causes)
+            raise ApiError.invalid(kind.kind, obj["metadata"].get("name", ""), causes, kind.invalid_group)
 
     # -- create -----------------------------------------------------------------------------
 

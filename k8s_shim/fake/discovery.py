@@ -15,7 +15,7 @@ VERSION = {"major": "1", "minor": "24", "gitVersion": "v1.24.0+korral-fake", "gi
 
 # the real server's group order (file 01), for the groups the double serves
 _GROUP_ORDER = ("apps", "events.k8s.io", "batch", "policy", "storage.k8s.io", "scheduling.k8s.io",
-                "coordination.k8s.io")
+                "coordination.k8s.io", "resource.k8s.io")
 # served as a newer server serves them, but not listed: discovery stays the recorded v1.24's
 # (pods/resize: in-place resize, Kubernetes 1.33 on)
 _UNLISTED = ("resize",)

@@ -76,6 +76,7 @@ class Kind:
     to_view: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # stored form -> this version
     to_storage: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # this version -> stored form
     name_check: Callable[[str, str], Causes] = staticmethod(dns_subdomain_causes)
+    invalid_group = ""  # the group a 422 names ("Kind.group"): the v1.36 groups' (resource.k8s.io) say it
 
     def __init__(self) -> None:
         self.resource = Resource(self.plural, self.group)

@@ -471,7 +471,11 @@ class FakeApiServer:
             labels = parse_labels(request.query.get("labelSelector"))
             fields = parse_fields(request.query.get("fieldSelector"), kind.supports_field)
         except SelectorError as exc:
-            raise ApiError.bad_request(str(exc)) from None
+            message = str(exc)
+            field_error = getattr(kind, "field_error", None)  # resource.k8s.io words it with the kind (file 06)
+            if field_error is not None and message.startswith("field label not supported: "):
+                message = field_error(message.split(": ", 1)[1])
+            raise ApiError.bad_request(message) from None
         if kind.view_of and not fields.empty:
             fields.terms = tuple((kind.translate_field(f), eq, v) for f, eq, v in fields.terms)
         return labels, fields
