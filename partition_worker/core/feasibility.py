@@ -21,6 +21,7 @@ reasons are kube-scheduler's where it has one (the k8s shim shows them in the po
 | ``taints`` | a NoSchedule / NoExecute taint the ask does not tolerate | node(s) had untolerated taint {key: value} | no | yes, widenable |
 | ``selector`` | a ``korral.io/node-selector/<label>`` tag does not match | node(s) didn't match Pod's node affinity/selector | no | |
 | ``node-affinity`` | the required node affinity does not match | node(s) didn't match Pod's node affinity/selector | no | |
+| ``node-requirements`` | a ``korral.io/node-requirements`` selector does not match (volumes, devices, nodes excluded for a while) | the RM's reason for that selector, e.g. node(s) had volume node affinity conflict | as the RM says (``retry``) | |
 | ``host-ports`` | a wanted host port is in use there | node(s) didn't have free ports for the requested pod ports | yes | |
 | ``resources`` | the ask does not fit the room the purpose asks for | Insufficient <resource> | yes while capacity − occupied holds it, else no | |
 
@@ -57,7 +58,8 @@ from functools import lru_cache
 from operator import attrgetter
 from typing import TYPE_CHECKING, Callable, Hashable, Mapping
 
-from common.constants import NODE_TAINTS, TAG_HOST_PORTS, TAG_NODE_AFFINITY, TAG_TOLERATIONS
+from common.constants import (NODE_TAINTS, TAG_HOST_PORTS, TAG_NODE_AFFINITY, TAG_NODE_REQUIREMENTS,
+                              TAG_TOLERATIONS)
 
 from .node import CLOSED, OPEN, WIDE
 from .node_terms import Taint, first_untolerated
@@ -69,7 +71,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Purpose", "Rejection", "Check", "Bound", "BoundChain", "Chain", "Walker", "CHAIN",
            "UNSUPPORTED", "SCHEDULABLE", "READY", "RESERVATION", "REQUIRED_NODE", "TAINTS",
-           "SELECTOR", "NODE_AFFINITY", "HOST_PORTS", "RESOURCES", "open_for_asks", "gate",
+           "SELECTOR", "NODE_AFFINITY", "NODE_REQUIREMENTS", "HOST_PORTS", "RESOURCES", "open_for_asks", "gate",
            "is_plain", "signature", "all_of", "insufficient", "OPEN", "WIDE", "CLOSED",
            "AFFINITY_REASON"]
 
@@ -108,7 +110,7 @@ def is_plain(ask: "Ask", nodes: "NodeCollection | None" = None) -> bool:
     c = ask.constraints
     if c is None:
         return True
-    if c.affinity is not None or c.ports or c.unsupported or c.errors or nodes is None:
+    if c.affinity is not None or c.ports or c.unsupported or c.errors or c.requirements or nodes is None:
         return False
     return not nodes.taints or not nodes.any_tolerated(c)
 
@@ -370,6 +372,45 @@ class NodeAffinityCheck(Check):
         return Bound(self, lambda node: matches(node.label_map(), node.node_id), lambda node: rejection)
 
 
+class NodeRequirementsCheck(Check):
+    """Further node selectors the RM sends for what it alone can see (tag
+    ``korral.io/node-requirements``): a bound volume's node affinity or zone, the nodes where an
+    unbound volume or a claim's devices can be had, nodes excluded for a while. Every one must
+    match; the first that does not names the reason the RM gave it."""
+
+    name = "node-requirements"
+    rejection = Rejection("node-requirements", "node(s) didn't match the pod's node requirements", False)
+    for_plain = False
+
+    def bind(self, ask, purpose, apps, nodes):
+        c = ask.constraints
+        if c is None:
+            return None
+        if c.errors and c.error(TAG_NODE_REQUIREMENTS):
+            return rejects_everywhere(self, f"invalid {c.error(TAG_NODE_REQUIREMENTS)}")
+        required = c.requirements
+        if not required:
+            return None
+
+        def passes(node: "Node") -> bool:
+            labels, node_id = node.label_map(), node.node_id
+            for r in required:
+                if not r.matches(labels, node_id):
+                    return False
+            return True
+
+        def why(node: "Node") -> Rejection:
+            labels, node_id = node.label_map(), node.node_id
+            first = next((r for r in required if not r.matches(labels, node_id)), required[0])
+            return _requirement_rejection(first.reason, first.retry)
+        return Bound(self, passes, why)
+
+
+@lru_cache(maxsize=256)
+def _requirement_rejection(reason: str, retry: bool) -> Rejection:
+    return Rejection(NodeRequirementsCheck.name, reason, retry)
+
+
 class HostPortsCheck(Check):
     """kube-scheduler's NodePorts filter: no wanted host port (tag ``korral.io/host-ports``)
     conflicts with one in use on the node by an allocation or a foreign allocation
@@ -606,11 +647,12 @@ REQUIRED_NODE = RequiredNodeCheck()
 TAINTS = TaintCheck()
 SELECTOR = SelectorCheck()
 NODE_AFFINITY = NodeAffinityCheck()
+NODE_REQUIREMENTS = NodeRequirementsCheck()
 HOST_PORTS = HostPortsCheck()
 RESOURCES = ResourcesCheck()
 
 CHAIN = Chain((UNSUPPORTED, SCHEDULABLE, READY, RESERVATION, REQUIRED_NODE, TAINTS, SELECTOR,
-               NODE_AFFINITY, HOST_PORTS, RESOURCES))
+               NODE_AFFINITY, NODE_REQUIREMENTS, HOST_PORTS, RESOURCES))
 
 
 def gate(node: "Node") -> int:

@@ -20,9 +20,9 @@ from functools import lru_cache
 from typing import Iterable, Mapping
 
 from common.constants import (NODE_LABELS, NODE_TAINTS, TAG_HOST_PORTS, TAG_NODE_AFFINITY,
-                              TAG_TOLERATIONS, TAG_UNSUPPORTED_CONSTRAINTS)
+                              TAG_NODE_REQUIREMENTS, TAG_TOLERATIONS, TAG_UNSUPPORTED_CONSTRAINTS)
 
-__all__ = ["Taint", "Toleration", "HostPort", "NodeAffinity", "Constraints", "PortsInUse",
+__all__ = ["Taint", "Toleration", "HostPort", "NodeAffinity", "NodeRequirement", "Constraints", "PortsInUse",
            "constraints_of", "parse_taints", "parse_labels", "host_ports_of", "tolerates",
            "first_untolerated", "BIND_ALL", "HARD_EFFECTS"]
 
@@ -190,7 +190,7 @@ class _Term:
     An empty or invalid term matches no node (Kubernetes)."""
 
     labels: tuple[_Requirement, ...]
-    names: tuple[tuple[bool, str], ...]  # (In?, node name)
+    names: tuple[tuple[bool, frozenset[str]], ...]  # (In?, node names)
     valid: bool
 
     def matches(self, labels: Mapping[str, str], node_id: str) -> bool:
@@ -199,8 +199,8 @@ class _Term:
         for r in self.labels:
             if not r.matches(labels):
                 return False
-        for is_in, name in self.names:
-            if (node_id == name) is not is_in:
+        for is_in, names in self.names:
+            if (node_id in names) is not is_in:
                 return False
         return True
 
@@ -221,7 +221,8 @@ class NodeAffinity:
         return False
 
 
-def _requirement(r: object, where: str, fields: bool) -> _Requirement | tuple[bool, str]:
+def _requirement(r: object, where: str, fields: bool,
+                 many_names: bool = False) -> _Requirement | tuple[bool, frozenset[str]]:
     if not isinstance(r, dict):
         raise ValueError(f"{where} must be an object, got {json.dumps(r)}")
     key, op = _str_field(r, "key", where), _str_field(r, "operator", where)
@@ -235,9 +236,9 @@ def _requirement(r: object, where: str, fields: bool) -> _Requirement | tuple[bo
             raise ValueError(f"{where}.key {json.dumps(key)} is not a supported field (only {FIELD_NODE_NAME})")
         if op not in ("In", "NotIn"):
             raise ValueError(f"{where}.operator {json.dumps(op)} is not supported for fields (In, NotIn)")
-        if len(values) != 1:
+        if len(values) != 1 and not (many_names and values):
             raise ValueError(f"{where}.values must have exactly one node name, got {json.dumps(values)}")
-        return (op == "In", values[0])
+        return (op == "In", frozenset(values))
     if op not in _LABEL_OPS:
         raise ValueError(f"{where}.operator {json.dumps(op)} is not one of {', '.join(sorted(_LABEL_OPS))}")
     if op in ("In", "NotIn") and not values:
@@ -252,7 +253,7 @@ def _requirement(r: object, where: str, fields: bool) -> _Requirement | tuple[bo
     return _Requirement(key, op, frozenset(values))
 
 
-def _term(t: object, where: str) -> tuple[_Term, str]:
+def _term(t: object, where: str, many_names: bool = False) -> tuple[_Term, str]:
     try:
         if not isinstance(t, dict):
             raise ValueError(f"{where} must be an object, got {json.dumps(t)}")
@@ -261,7 +262,8 @@ def _term(t: object, where: str) -> tuple[_Term, str]:
             reqs = t.get(name) or []
             if not isinstance(reqs, list):
                 raise ValueError(f"{where}.{name} must be a list, got {json.dumps(reqs)}")
-            parts.append(tuple(_requirement(r, f"{where}.{name}[{i}]", fields) for i, r in enumerate(reqs)))
+            parts.append(tuple(_requirement(r, f"{where}.{name}[{i}]", fields, many_names)
+                               for i, r in enumerate(reqs)))
         return _Term(parts[0], parts[1], True), ""  # type: ignore[arg-type]
     except ValueError as exc:
         return _Term((), (), False), str(exc)
@@ -272,18 +274,65 @@ def _parse_affinity(raw: str) -> tuple[NodeAffinity | None, str]:
     data, err = _loads(raw, what)
     if err:
         return None, err
+    return _node_selector(data, what)
+
+
+def _node_selector(data: object, what: str, many_names: bool = False) -> tuple[NodeAffinity | None, str]:
+    """A NodeSelector object; ``many_names``: a matchFields requirement may name several nodes
+    (Korral's own node requirements; Kubernetes allows one)."""
     if not isinstance(data, dict):
-        return None, f"{what} must be a JSON object (a NodeSelector), got {_short(raw)}"
+        return None, f"{what} must be a JSON object (a NodeSelector), got {_short(json.dumps(data))}"
     terms = data.get("nodeSelectorTerms") or []
     if not isinstance(terms, list):
         return None, f"{what}: nodeSelectorTerms must be a list, got {json.dumps(terms)}"
     parsed, errors = [], []
     for i, t in enumerate(terms):
-        term, e = _term(t, f"nodeSelectorTerms[{i}]")
+        term, e = _term(t, f"nodeSelectorTerms[{i}]", many_names)
         parsed.append(term)
         if e:
             errors.append(e)
     return NodeAffinity(tuple(parsed), "; ".join(errors)), ""
+
+
+# ------------------------------------------------------------------------------ node requirements
+@dataclass(frozen=True, slots=True)
+class NodeRequirement:
+    """One further node selector an ask's nodes must match (tag ``korral.io/node-requirements``:
+    a volume's node affinity, the nodes where a claim's devices or volume can be had, nodes
+    excluded for a while), with the reason a node that does not match is rejected for."""
+
+    selector: NodeAffinity
+    reason: str
+    retry: bool
+
+    def matches(self, labels: Mapping[str, str], node_id: str) -> bool:
+        return self.selector.matches(labels, node_id)
+
+
+def _parse_requirements(raw: str) -> tuple[tuple[NodeRequirement, ...], str]:
+    what = f"tag {TAG_NODE_REQUIREMENTS}"
+    data, err = _loads(raw, what)
+    if err:
+        return (), err
+    if not isinstance(data, list):
+        return (), f"{what} must be a JSON list of {{reason, nodeSelector, retry}}, got {_short(raw)}"
+    out = []
+    for i, entry in enumerate(data):
+        where = f"{what}[{i}]"
+        if not isinstance(entry, dict):
+            return (), f"{where} must be an object, got {_short(json.dumps(entry))}"
+        reason, retry = entry.get("reason"), entry.get("retry", False)
+        if not isinstance(reason, str) or not reason:
+            return (), f"{where}.reason must be a non-empty string, got {json.dumps(reason)}"
+        if not isinstance(retry, bool):
+            return (), f"{where}.retry must be true or false, got {json.dumps(retry)}"
+        selector, e = _node_selector(entry.get("nodeSelector"), f"{where}.nodeSelector", many_names=True)
+        if e or selector is None:
+            return (), e
+        if selector.error:
+            return (), f"{where}.nodeSelector: {selector.error}"
+        out.append(NodeRequirement(selector, reason, retry))
+    return tuple(out), ""
 
 
 # ------------------------------------------------------------------------------ host ports
@@ -383,6 +432,7 @@ class Constraints:
     ports: tuple[HostPort, ...] = ()
     unsupported: tuple[str, ...] = ()
     errors: Mapping[str, str] | None = None
+    requirements: tuple[NodeRequirement, ...] = ()
 
     def error(self, tag: str) -> str:
         return self.errors.get(tag, "") if self.errors else ""
@@ -414,7 +464,7 @@ def _parse_tolerations(raw: str) -> tuple[tuple[Toleration, ...], str]:
 
 @lru_cache(maxsize=_CACHED)
 def _constraints(tolerations: str | None, affinity: str | None, ports: str | None,
-                 unsupported: str | None) -> Constraints | None:
+                 unsupported: str | None, requirements: str | None = None) -> Constraints | None:
     errors: dict[str, str] = {}
     tols: tuple[Toleration, ...] = ()
     aff = None
@@ -431,17 +481,23 @@ def _constraints(tolerations: str | None, affinity: str | None, ports: str | Non
         wanted, e = _allocation_ports(ports)
         if e:
             errors[TAG_HOST_PORTS] = e
+    required: tuple[NodeRequirement, ...] = ()
+    if requirements:
+        required, e = _parse_requirements(requirements)
+        if e:
+            errors[TAG_NODE_REQUIREMENTS] = e
     names = tuple(n.strip() for n in (unsupported or "").split(",") if n.strip())
-    if not (tols or aff or wanted or names or errors):
+    if not (tols or aff or wanted or names or errors or required):
         return None
-    return Constraints(tols, aff, wanted, names, errors or None)
+    return Constraints(tols, aff, wanted, names, errors or None, required)
 
 
 def constraints_of(tags: Mapping[str, str]) -> Constraints | None:
     """An ask's node terms from its tags (None: it has none), parsed once per distinct set of
     values: the pods of one workload share one ``Constraints``."""
     get = tags.get
-    raw = (get(TAG_TOLERATIONS), get(TAG_NODE_AFFINITY), get(TAG_HOST_PORTS), get(TAG_UNSUPPORTED_CONSTRAINTS))
-    if raw == (None, None, None, None):
+    raw = (get(TAG_TOLERATIONS), get(TAG_NODE_AFFINITY), get(TAG_HOST_PORTS), get(TAG_UNSUPPORTED_CONSTRAINTS),
+           get(TAG_NODE_REQUIREMENTS))
+    if raw == (None, None, None, None, None):
         return None
     return _constraints(*raw)

@@ -109,7 +109,7 @@ def test_each_stage_rejects_with_its_reason_and_says_whether_waiting_helps(node,
 
 def test_the_chain_runs_cheap_checks_first_and_resources_last() -> None:
     assert [c.name for c in CHAIN.checks] == ["unsupported", "schedulable", "ready", "reservation",
-                                              "required-node", "taints", "selector", "node-affinity",
+                                              "required-node", "taints", "selector", "node-affinity", "node-requirements",
                                               "host-ports", "resources"]
     assert NO_ROOM_NOW.retry_can_help and not NEVER_FITS.retry_can_help
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from common.constants import (NODE_LABELS, NODE_TAINTS, TAG_HOST_PORTS, TAG_NODE_AFFINITY,
+from common.constants import (NODE_LABELS, NODE_TAINTS, TAG_HOST_PORTS, TAG_NODE_AFFINITY, TAG_NODE_REQUIREMENTS,
                               TAG_NODE_SELECTOR_PREFIX, TAG_TOLERATIONS, TAG_UNSUPPORTED_CONSTRAINTS)
 from common.resources import Resource
 from partition_worker.core import AddNode, CoreSettings, ReleaseAlloc, UpdateNode
@@ -512,3 +512,50 @@ def test_the_resources_reason_names_the_resource_as_kube_scheduler_does() -> Non
     node.allocated = Resource({"memory": 95})
     node.recompute_available()
     assert _first_rejection(node, _ask(memory=10)) == Rejection("resources", "Insufficient memory", True)
+
+
+# --------------------------------------------------------------------------- node requirements
+def _requirements(*entries) -> dict[str, str]:
+    return {TAG_NODE_REQUIREMENTS: json.dumps(list(entries))}
+
+
+def _names(op: str, *nodes: str) -> dict:
+    return {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": op, "values": list(nodes)}]}]}
+
+
+def test_node_requirements_must_all_match_and_the_first_failing_one_names_the_reason() -> None:
+    h = _tainted_cluster()
+    volume = {"reason": "node(s) had volume node affinity conflict",
+              "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [_expr("pool", "In", "general")]}]}}
+    excluded = {"reason": "node(s) were excluded for a while: the volume was not bound in time",
+                "nodeSelector": _names("NotIn", "plain-1"), "retry": True}
+    h.ask("db", "app1", memory=10, vcore=1, tags=_requirements(volume, excluded))
+    h.step()
+    assert {a.alloc.key: a.alloc.node_id for a in h.log.allocations} == {"db": "plain-2"}
+
+    h.ask("db-2", "app1", memory=10, vcore=1, tags={**_requirements(volume, excluded),
+                                                     TAG_TOLERATIONS: DEFAULT_TOLERATIONS})
+    h.ask("gpu-only", "app1", memory=10, vcore=1, tags=_requirements(
+        {"reason": "cannot allocate all claims", "nodeSelector": _names("In", "gpu-1", "master")}))
+    asks = h.p.apps["app1"].asks
+    plain2 = h.p.nodes.get("plain-2")
+    assert _first_rejection(h.p.nodes.get("plain-1"), asks["db"]) == Rejection(
+        "node-requirements", excluded["reason"], True)
+    assert _first_rejection(h.p.nodes.get("gpu-1"), asks["db"]).reason == "node(s) had untolerated taint {dedicated: gpu}"
+    assert _first_rejection(_node("plain-9", {NODE_LABELS: {"pool": "other"}}), asks["db"]) == Rejection(
+        "node-requirements", volume["reason"], False)
+    assert _first_rejection(plain2, asks["gpu-only"]) == Rejection("node-requirements", "cannot allocate all claims", False)
+    assert not is_plain(asks["db"])
+
+
+@pytest.mark.parametrize("value, reason", [
+    ("not json", "tag korral.io/node-requirements is not JSON"),
+    ('{"reason": "x"}', "tag korral.io/node-requirements must be a JSON list"),
+    ('[{"reason": "", "nodeSelector": {"nodeSelectorTerms": []}}]', "reason must be a non-empty string"),
+    ('[{"reason": "r", "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "spec.x", '
+     '"operator": "In", "values": ["a"]}]}]}}]', "is not a supported field"),
+    ('[{"reason": "r", "retry": "yes", "nodeSelector": {}}]', "retry must be true or false"),
+])
+def test_a_bad_node_requirements_tag_rejects_every_node_naming_what_is_wrong(value, reason) -> None:
+    got = _first_rejection(_node(), _ask({TAG_NODE_REQUIREMENTS: value}))
+    assert got is not None and got.stage == "node-requirements" and reason in got.reason and not got.retry_can_help
