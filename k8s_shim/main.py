@@ -43,6 +43,8 @@ from k8s_shim.reloader import Reloader
 from k8s_shim.writes.placeholders import PlaceholderSettings
 from k8s_shim.shim import Shim, ShimSettings
 from k8s_shim.translate.volumes import Claim
+from k8s_shim.translate.devices import read_claim, read_class, read_slice
+from k8s_shim.kube.kubeclient import ApiError
 
 __all__ = ["configure", "run", "watched"]
 
@@ -68,8 +70,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "is a foreign allocation (default: yunikorn)")
     parser.add_argument("--best-effort-constraints", action="store_true",
                         help="place pods whose constraints Korral does not evaluate (required inter-pod "
-                             "(anti-)affinity, topology spread DoNotSchedule, unbound WaitForFirstConsumer volumes, "
-                             "DRA claims) as if they had none, instead of keeping them pending")
+                             "(anti-)affinity, topology spread DoNotSchedule, unbound WaitForFirstConsumer volumes) "
+                             "as if they had none, instead of keeping them pending")
     parser.add_argument("--event-settle-seconds", type=_seconds, default=1.0, metavar="S",
                         help="a pod's routine events wait this long and are folded when a later one says more: a pod "
                              "placed and bound within S gets one event, Scheduled (default 1; 0 posts every event as "
@@ -211,6 +213,12 @@ class _Runner:
                            lite=lite_watch(rules, _keep_others),
                            query={"fieldSelector": f"spec.schedulerName!={args.scheduler_name},spec.nodeName!="}),
         ]
+        if await self._serves_dra():  # DRA (resource.k8s.io/v1): before the pods, whose claims they are
+            informers[4:4] = [
+                self._informer("deviceclasses", read_class, shim.device_class_changed),
+                self._informer("resourceslices", read_slice, shim.resource_slice_changed),
+                self._informer("resourceclaims", read_claim, shim.resource_claim_changed),
+            ]
         if not await self._synced(informers, tasks, stop):
             return 0
         log.info("k8s-shim: cluster read: %d nodes, %d pods of ours, %d foreign pods, %d applications",
@@ -234,6 +242,17 @@ class _Runner:
             return 0
         log.error("k8s-shim: the scheduler client failed; exiting so that the shim is restarted")
         return 1
+
+    async def _serves_dra(self) -> bool:
+        """Whether the API server serves resource.k8s.io/v1 (GA in Kubernetes 1.34): without it,
+        DRA is not read and a pod's resource claims keep it waiting as not found."""
+        try:
+            await self.client.get("/apis/resource.k8s.io/v1")
+            return True
+        except ApiError as exc:
+            if exc.status != 404:
+                log.warning("k8s-shim: resource.k8s.io/v1 not read (%s): DRA claims are not allocated", exc)
+            return False
 
     def _channel(self) -> grpc.Channel | None:
         if self.credentials is None:
@@ -306,6 +325,9 @@ def watched(namespace: str) -> dict[str, str]:
             "priorityclasses": "/apis/scheduling.k8s.io/v1/priorityclasses",
             "storageclasses": "/apis/storage.k8s.io/v1/storageclasses",
             "persistentvolumeclaims": "/api/v1/persistentvolumeclaims", "nodes": "/api/v1/nodes",
+            "deviceclasses": "/apis/resource.k8s.io/v1/deviceclasses",
+            "resourceslices": "/apis/resource.k8s.io/v1/resourceslices",
+            "resourceclaims": "/apis/resource.k8s.io/v1/resourceclaims",
             "pods": "/api/v1/pods", "foreign pods": "/api/v1/pods"}
 
 

@@ -47,6 +47,7 @@ from si_client import RecoverableState, RecoverySnapshot, ResourceManagerCallbac
 from k8s_shim.translate import model
 from k8s_shim.translate import nodes as nodemsg
 from k8s_shim.writes.binding import Binder, BindJob, Outcome, Result
+from k8s_shim.writes.claims import DeviceHandling
 from k8s_shim.writes.conditions import SKIPPED, UNSCHEDULABLE, Explainer, condition_patch
 from k8s_shim.writes.events import NORMAL, WARNING, EventRecorder, Regarding
 from k8s_shim.kube.kubeclient import ApiError, KubeClient, pod_path
@@ -104,7 +105,7 @@ def _pod_ref(spec) -> Regarding:
     return ref
 
 
-class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlugin):
+class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableState, StateDumpPlugin):
     def __init__(self, client: KubeClient, settings: ShimSettings, rm_id: str, events: EventRecorder,
                  explainer: Explainer | None = None, clock=time.monotonic) -> None:
         self.client, self.settings, self.rm_id = client, settings, rm_id
@@ -121,6 +122,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         self.namespaces: dict[str, NamespaceInfo] = {}
         self.priority_classes: dict[str, bool] = {}
         self.volumes = Volumes()
+        self._devices_init()
         self._background: set[asyncio.Task] = set()
         self._reading_namespaces: set[str] = set()
         self._gang_init()
@@ -320,6 +322,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         if task.node:
             self.node_pods.get(task.node, set()).discard(task.uid)
         self.volumes.release(task.uid, spec.namespace, spec.claims)
+        self._free_devices(task)
         if task.bound:
             self._event(spec, NORMAL, "TaskCompleted", f"Task {spec.alias} is completed")
 
@@ -354,9 +357,10 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         spec = task.spec
         best_effort = self.settings.best_effort_constraints
         found = [] if best_effort else list(spec.unsupported)
-        constraints = tuple(found + self.volumes.waits(spec.namespace, spec.claims, best_effort))
+        device_waits, devices_changed = self._plan_devices(task)  # DRA: k8s_shim.writes.claims
+        constraints = tuple(found + self.volumes.waits(spec.namespace, spec.claims, best_effort) + device_waits)
         if constraints == task.constraints:
-            return False
+            return devices_changed
         task.constraints = constraints
         if constraints and not task.node:
             self._event(spec, WARNING, "FailedScheduling",
@@ -454,6 +458,8 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
                 self.events.post(Regarding("Node", new.name, uid=new.uid), WARNING, "NodeRejected",
                                  f"node {new.name}: {problem}")
             self._queue("node", nodemsg.create_drained(new))
+            if self.device_users:  # a node more where their claims may be had
+                self._recheck(set(self.device_users))
             return
         before, entry.state = entry.state, new
         if entry.phase is NodePhase.REJECTED:  # registered again with what changed
@@ -590,7 +596,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
             self._gang_allocated(task, app)
         job = BindJob(task.uid, spec.namespace, spec.name, task.node, task.attempt,
                       self.volumes.to_place(spec.namespace, spec.claims))
-        if not self._gang_defer_bind(job):
+        if not self._bind_with_devices(task, job) and not self._gang_defer_bind(job):
             self.binder.bind(job)
 
     def _bind_outcome(self, result: Result) -> None:

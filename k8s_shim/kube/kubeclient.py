@@ -102,6 +102,11 @@ def pod_path(namespace: str, name: str = "", sub: str = "") -> str:
     return f"{path}/{sub}" if sub else path
 
 
+def claim_path(namespace: str, name: str, sub: str = "") -> str:
+    path = f"/apis/resource.k8s.io/v1/namespaces/{segment(namespace)}/resourceclaims/{segment(name)}"
+    return f"{path}/{sub}" if sub else path
+
+
 def _failed(method: str, path: str, resp: Response | None, exc: HttpError | None) -> ApiError:
     """The ``ApiError`` of a refused request (``resp``) or of one that got no answer (``exc``)."""
     path = path.split("?", 1)[0]
@@ -222,6 +227,18 @@ class KubeClient:
         ``done`` as ``submit_bind``'s."""
         self.submit("PATCH", f"/api/v1/namespaces/{segment(namespace)}/persistentvolumeclaims/{segment(claim)}",
                     orjson.dumps({"metadata": {"annotations": {SELECTED_NODE: node}}}), MERGE, done)
+
+    async def get_claim(self, namespace: str, name: str) -> dict:
+        """A DRA ResourceClaim (resource.k8s.io/v1)."""
+        return await self.get(claim_path(namespace, name))
+
+    async def update_claim(self, namespace: str, name: str, claim: dict) -> dict:
+        """PUT a ResourceClaim (its finalizers), with the resourceVersion it carries: 409 if stale."""
+        return await self.request("PUT", claim_path(namespace, name), body=claim)
+
+    async def update_claim_status(self, namespace: str, name: str, claim: dict) -> dict:
+        """PUT a ResourceClaim's status (allocation, reservedFor), with its resourceVersion."""
+        return await self.request("PUT", claim_path(namespace, name, "status"), body=claim)
 
     async def delete(self, path: str, body: dict | None = None) -> Any:
         return await self.request("DELETE", path, body=body)

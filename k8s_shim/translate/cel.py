@@ -95,8 +95,10 @@ def matches(expression: str, context: Any) -> bool:
     program = compile_selector(expression)
     try:
         value = program.execute(context)
-    except Exception as exc:  # the library raises KeyError, ValueError, ... for runtime errors
-        raise CelError(f"runtime error: {type(exc).__name__}: {exc}") from None
+    except KeyError as exc:
+        raise CelError(f"runtime error: no such key: {exc.args[0] if exc.args else ''}") from None
+    except Exception as exc:  # the library raises ValueError, ZeroDivisionError, ... for runtime errors
+        raise CelError(f"runtime error: {exc}") from None
     if not isinstance(value, bool):
         raise CelError(f"must evaluate to bool, not {type(value).__name__}")
     return value

@@ -194,6 +194,8 @@ def selector_matches(selector: dict | None, node: str, labels: dict[str, str]) -
 
 
 def node_names(names: list[str]) -> dict:
+    if not names:
+        return {"nodeSelectorTerms": []}  # no term: no node (a matchFields In needs a name)
     return {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": names}]}]}
 
 
@@ -354,15 +356,15 @@ class Devices:
             picks: list[tuple[str, Device]] = []
             for request in claim.requests:
                 cls = self.classes[request.device_class]
-                wanted = [(f"deviceclass {cls.name}: spec.selectors[{i}].cel.expression", e)
+                wanted = [(f"deviceclass {cls.name} spec.selectors[{i}].cel.expression", e)
                           for i, e in enumerate(cls.selectors)]
-                wanted += [(f'resourceclaim {namespace}/{claim.name}: spec.devices.requests[{j}].exactly.selectors'
-                            f'[{i}].cel.expression', e) for j, r in enumerate(claim.requests) if r is request
-                           for i, e in enumerate(request.selectors)]
+                wanted += [(f"spec.devices.requests[{j}].exactly.selectors[{i}].cel.expression", e)
+                           for j, r in enumerate(claim.requests) if r is request for i, e in enumerate(request.selectors)]
                 try:
                     fitting = [d for d in available if all(matches(e, d.context()) for _, e in wanted)]
                 except CelError:
-                    errors.append(self._cel_problem(wanted, available))
+                    errors.append(f'resourceclaim {namespace}/{claim.name} request "{request.name}": '
+                                  + self._cel_problem(wanted, available))
                     return None
                 free = [d for d in fitting if d.key not in used]
                 if request.mode == "All":

@@ -17,7 +17,7 @@ import orjson
 
 from common import si_v18_pb2 as si
 from common.constants import (APP_TAG_CREATE_FORCE, APP_TAG_NAMESPACE, DOMAIN_YUNIKORN, TAG_APP_TASK_GROUPS,
-                              TAG_FOREIGN, TAG_NODE_AFFINITY, TAG_SCHEDULING_POLICY_PARAMETERS,
+                              TAG_FOREIGN, TAG_NODE_AFFINITY, TAG_NODE_REQUIREMENTS, TAG_SCHEDULING_POLICY_PARAMETERS,
                               TAG_UNSUPPORTED_CONSTRAINTS)
 from common.si_resource import fill_si_resource
 from k8s_shim.translate.gang import AppGang, placeholder_ask
@@ -74,6 +74,7 @@ class Task:
     retries: int = 0
     condition: tuple[str, str] = ("", "")  # the PodScheduled reason and message we wrote last
     constraints: tuple[str, ...] = ()  # what the ask carries in TAG_UNSUPPORTED_CONSTRAINTS
+    devices: tuple[dict, ...] = ()  # its DRA claims' TAG_NODE_REQUIREMENTS entries (k8s_shim.translate.devices)
     group: str = ""  # the task group its ask names (a placeholder's, or a real member's of a known group)
     sent: dict[str, int] | None = None  # the size its last resize asked for
     booked: dict[str, int] | None = None  # the size the core books when it refused the pod's (a resize)
@@ -166,6 +167,8 @@ def ask(task: Task, app: App, allow_self: bool, avoid: list[str]) -> si.Allocati
         a.allocationTags[TAG_UNSUPPORTED_CONSTRAINTS] = ", ".join(task.constraints)
     if avoid:
         a.allocationTags[TAG_NODE_AFFINITY] = exclude_nodes(task.spec.tags.get(TAG_NODE_AFFINITY), avoid)
+    if task.devices:
+        a.allocationTags[TAG_NODE_REQUIREMENTS] = orjson.dumps(list(task.devices)).decode()
     return a
 
 

@@ -8,12 +8,17 @@ last one out clears the allocation (status ``{}``) and drops the finalizer: the 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
-from k8s_shim.kube.kubeclient import ApiError, KubeClient, segment
-from k8s_shim.translate.devices import DELETE_PROTECTION
+from k8s_shim.kube.kubeclient import ApiError, KubeClient
+from k8s_shim.translate import model
+from k8s_shim.translate.devices import DELETE_PROTECTION, Devices, allocation_status
+from k8s_shim.translate.model import Hold, Task, Where
+from k8s_shim.writes.binding import BindJob
+from k8s_shim.writes.events import WARNING
 
-__all__ = ["reserve", "unreserve", "claim_path", "ClaimTaken"]
+__all__ = ["reserve", "unreserve", "ClaimTaken", "DeviceHandling"]
 
 log = logging.getLogger(__name__)
 TRIES = 5  # 409s in a row before giving up (another writer keeps changing the claim)
@@ -23,19 +28,13 @@ class ClaimTaken(Exception):
     """The claim cannot be had as chosen: allocated otherwise meanwhile, gone, or being deleted."""
 
 
-def claim_path(namespace: str, name: str, sub: str = "") -> str:
-    path = f"/apis/resource.k8s.io/v1/namespaces/{segment(namespace)}/resourceclaims/{segment(name)}"
-    return f"{path}/{sub}" if sub else path
-
-
 async def reserve(client: KubeClient, namespace: str, name: str, allocation: dict | None, pod: str,
                   pod_uid: str) -> None:
     """Allocate the claim as ``allocation`` (None: it is allocated already) and reserve it for the
     pod. ``ClaimTaken`` if the claim is not as chosen any more; ``ApiError`` for other refusals."""
-    path = claim_path(namespace, name)
     for _ in range(TRIES):
         try:
-            claim = await client.get(path)
+            claim = await client.get_claim(namespace, name)
         except ApiError as exc:
             if exc.status == 404:
                 raise ClaimTaken(f"resourceclaim {namespace}/{name} no longer exists") from None
@@ -54,10 +53,10 @@ async def reserve(client: KubeClient, namespace: str, name: str, allocation: dic
         try:
             if DELETE_PROTECTION not in (meta.get("finalizers") or []):
                 meta["finalizers"] = [*(meta.get("finalizers") or []), DELETE_PROTECTION]
-                claim = await client.request("PUT", path, body=claim)
+                claim = await client.update_claim(namespace, name, claim)
             claim["status"] = {**status, "allocation": current or allocation,
                                "reservedFor": [*reserved, {"resource": "pods", "name": pod, "uid": pod_uid}]}
-            await client.request("PUT", path + "/status", body=claim)
+            await client.update_claim_status(namespace, name, claim)
             return
         except ApiError as exc:
             if exc.status != 409:
@@ -68,10 +67,9 @@ async def reserve(client: KubeClient, namespace: str, name: str, allocation: dic
 
 async def unreserve(client: KubeClient, namespace: str, name: str, pod_uids: set[str]) -> None:
     """Take the pods out of the claim's reservedFor; the last one out frees its devices."""
-    path = claim_path(namespace, name)
     for _ in range(TRIES):
         try:
-            claim = await client.get(path)
+            claim = await client.get_claim(namespace, name)
         except ApiError as exc:
             if exc.status == 404:
                 return
@@ -84,10 +82,10 @@ async def unreserve(client: KubeClient, namespace: str, name: str, pod_uids: set
         try:
             if left != reserved or (not left and status.get("allocation")):
                 claim["status"] = {**status, "reservedFor": left} if left else {}
-                claim = await client.request("PUT", path + "/status", body=claim)
+                claim = await client.update_claim_status(namespace, name, claim)
             if not left and DELETE_PROTECTION in (claim["metadata"].get("finalizers") or []):
                 claim["metadata"]["finalizers"] = [f for f in claim["metadata"]["finalizers"] if f != DELETE_PROTECTION]
-                await client.request("PUT", path, body=claim)
+                await client.update_claim(namespace, name, claim)
             return
         except ApiError as exc:
             if exc.status == 404:
@@ -95,3 +93,139 @@ async def unreserve(client: KubeClient, namespace: str, name: str, pod_uids: set
             if exc.status != 409:
                 raise
     log.warning("resourceclaim %s/%s: reservations not removed (it kept changing)", namespace, name)
+
+
+class DeviceHandling:
+    """The DRA part of ``Shim``: the book of devices and claims (``devices``), each waiting pod's
+    node requirements, the claim writes between the core's placement and the bind, and the
+    freeing of claims when their pods end. Expects the shim's ``tasks``, ``nodes``, ``client``,
+    ``apps``, ``binder``, ``_queue``, ``_sync``, ``_spawn``, ``_event``, ``_unplace``, ``_recheck``,
+    ``node_pods`` and ``_gang_defer_bind``."""
+
+    def _devices_init(self) -> None:
+        self.devices = Devices()
+        self.device_users: set[str] = set()  # uids of our pods with resource claims, not on a node
+        self.device_told: dict[str, tuple[str, ...]] = {}  # uid -> the CEL problems its events said
+
+    # ------------------------------------------------------------------ informers
+    def device_class_changed(self, old, new) -> None:
+        self.devices.class_changed(old, new)
+        self._recheck(set(self.device_users))
+
+    def resource_slice_changed(self, old, new) -> None:
+        self.devices.slice_changed(old, new)
+        self._recheck(set(self.device_users))
+
+    def resource_claim_changed(self, old, new) -> None:
+        self.devices.claim_changed(old, new)
+        self._recheck(set(self.device_users))
+
+    # ------------------------------------------------------------------ what an ask carries
+    def _plan_devices(self, task: Task) -> tuple[list[str], bool]:
+        """The waits of the pod's claims (constraints it cannot meet now), and whether its node
+        requirements changed (``task.devices``). A CEL problem is told once as a Warning event."""
+        spec = task.spec
+        if not spec.resource_claims or task.node:
+            self.device_users.discard(task.uid)
+            return [], False
+        self.device_users.add(task.uid)
+        nodes = {name: entry.state.labels for name, entry in self.nodes.items()}
+        plan = self.devices.plan(spec.uid, spec.namespace, spec.resource_claims, nodes)
+        errors = tuple(plan.errors)
+        if errors and errors != self.device_told.get(task.uid):
+            for error in errors:
+                self._event(spec, WARNING, "FailedScheduling",
+                            f"pod {spec.alias}: cannot allocate its resource claims: {error} (it waits until the "
+                            "expression is fixed)")
+        self.device_told[task.uid] = errors
+        waits = list(plan.waits) + [f"resource claims: {e}" for e in errors]
+        devices = tuple(plan.requirements) if not waits else ()
+        changed = devices != task.devices
+        task.devices = devices
+        return waits, changed
+
+    # ------------------------------------------------------------------ between placement and bind
+    def _bind_with_devices(self, task: Task, job: BindJob) -> bool:
+        """Write the pod's claims before its bind (True: the bind follows them); False for a pod
+        without claims."""
+        if not task.spec.resource_claims:
+            return False
+        self._spawn(self._claim_then_bind(task, job))
+        return True
+
+    async def _claim_then_bind(self, task: Task, job: BindJob) -> None:
+        spec, devices = task.spec, self.devices
+        entry = self.nodes.get(job.node)
+        choice = devices.allocate(spec.uid, spec.namespace, spec.resource_claims, job.node,
+                                  entry.state.labels if entry is not None else {})
+        problem = "" if choice is not None else "its claims' devices are no longer free there"
+        written: list[str] = []
+        chosen = {claim.key for claim, _ in choice or ()}
+        for claim, picks in choice or ():
+            devices.pending[claim.key] = tuple(d.key for _, d in picks)
+        try:
+            for claim, picks in choice or ():
+                await reserve(self.client, claim.namespace, claim.name, allocation_status(picks, job.node), spec.name,
+                              spec.uid)
+                written.append(claim.name)
+            for pc in spec.resource_claims if choice is not None else ():
+                claim = devices.pod_claim(spec.uid, spec.namespace, pc)
+                if claim is not None and claim.key not in chosen and not any(u == spec.uid for _, u in claim.reserved):
+                    await reserve(self.client, claim.namespace, claim.name, None, spec.name, spec.uid)
+                    written.append(claim.name)
+        except ClaimTaken as exc:
+            problem = str(exc)
+        except ApiError as exc:
+            problem = f"writing its resourceclaims failed: {exc}"
+        if problem:
+            for key in chosen:
+                devices.pending.pop(key, None)
+        current = self.tasks.get(job.uid)
+        stale = current is not task or task.attempt != job.attempt or task.where is not Where.PLACED \
+            or task.node != job.node
+        if (problem or stale) and written:  # give back what was taken for this placement
+            self._spawn(self._unreserve_all(spec.namespace, written, {spec.uid}))
+        if stale:
+            return
+        if problem:
+            self._devices_lost(task, job, problem)
+            return
+        if not self._gang_defer_bind(job):
+            self.binder.bind(job)
+
+    def _devices_lost(self, task: Task, job: BindJob, problem: str) -> None:
+        """The core's placement cannot get its devices: released, and the pod asked for again
+        with its node requirements as they are now."""
+        spec = task.spec
+        self._queue("release", model.release(task.uid, spec.app_id, f"devices on {job.node}: {problem}"))
+        self._unplace(task)
+        self.node_pods.get(task.node, set()).discard(task.uid)
+        task.node = ""
+        self._event(spec, WARNING, "FailedScheduling",
+                    f"pod {spec.alias}: its resource claims cannot be allocated on node {job.node} ({problem}); "
+                    "it is asked for again")
+        self._set_constraints(task)
+        task.hold = Hold.RETRY
+        asyncio.get_running_loop().call_later(0.5, self._retry, task.uid, task.attempt)
+
+    # ------------------------------------------------------------------ freeing
+    def _free_devices(self, task: Task) -> None:
+        """The pod ended: its reservations go, and a claim left with none is deallocated."""
+        spec = task.spec
+        self.device_users.discard(task.uid)
+        self.device_told.pop(task.uid, None)
+        names = []
+        for pc in spec.resource_claims:
+            claim = self.devices.pod_claim(spec.uid, spec.namespace, pc)
+            if claim is not None:  # reserved, or being reserved (its informer may lag): asked in any case
+                names.append(claim.name)
+        if names:
+            self._spawn(self._unreserve_all(spec.namespace, names, {spec.uid}))
+
+    async def _unreserve_all(self, namespace: str, names: list[str], uids: set[str]) -> None:
+        for name in names:
+            try:
+                await unreserve(self.client, namespace, name, uids)
+            except ApiError as exc:
+                log.warning("resourceclaim %s/%s: reservation of %s not removed: %s", namespace, name,
+                            ", ".join(sorted(uids)), exc)

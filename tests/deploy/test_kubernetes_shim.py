@@ -36,6 +36,9 @@ CALLS = {
     "patch_event_series": ("events.k8s.io", "events", "patch"),  # a series' count (repeated events)
     "get": ("", "namespaces", "get"),  # a namespace read before its watch shows it
     "submit_select_node": ("", "persistentvolumeclaims", "patch"),  # best effort: a WaitForFirstConsumer claim's node
+    "get_claim": ("resource.k8s.io", "resourceclaims", "get"),  # DRA: read before it is written
+    "update_claim": ("resource.k8s.io", "resourceclaims", "update"),  # DRA: the finalizer
+    "update_claim_status": ("resource.k8s.io", "resourceclaims/status", "update"),  # DRA: allocation, reservedFor
 }
 
 
