@@ -11,6 +11,7 @@ set). What it does not: whether devices exist or are free, or where a pod with a
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -19,7 +20,7 @@ import cel
 from k8s_shim.fake.kinds import ALL_VERBS, Causes, Kind, Objects
 
 __all__ = ["DeviceClasses", "ResourceSlices", "ResourceClaims", "ResourceClaimTemplates", "DRA_KINDS",
-           "DELETE_PROTECTION", "POD_CLAIM_NAME"]
+           "DELETE_PROTECTION", "POD_CLAIM_NAME", "pod_claim_causes"]
 
 GROUP = "resource.k8s.io"
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"  # kube-scheduler's finalizer on claims
@@ -29,6 +30,7 @@ _PARSE_PREFIX = re.compile(r"^Failed to parse expression '.*?': ", re.S)
 
 class _Dra(Kind):
     group = invalid_group = GROUP
+    returns_object_on_delete = deleted_at_once = True  # file 06: the slice answered, one write
     verbs = ALL_VERBS
     top_level = ("spec", "status")
     singular = ""
@@ -94,7 +96,6 @@ class ResourceSlices(_Dra):
     plural, kind, namespaced, singular = "resourceslices", "ResourceSlice", False, "resourceslice"
     storage_hash = "KsC072WgaEY="
     has_generation = True
-    returns_object_on_delete = True  # file 06: DELETE answers the slice, in one write
     extra_fields = ("spec.nodeName", "spec.driver")
     top_level = ("spec",)
 
@@ -163,7 +164,6 @@ class ResourceClaims(_Dra):
     storage_hash = "wgAZaHcZxUg="
     subresources = {"status": ("get", "patch", "update")}
     has_status = True
-    returns_object_on_delete = True
 
     def default(self, obj: dict[str, Any], api: Objects) -> None:
         default_claim_spec(obj.setdefault("spec", {}))
@@ -225,6 +225,35 @@ class ResourceClaimTemplates(_Dra):
 
     def default(self, obj: dict[str, Any], api: Objects) -> None:
         default_claim_spec(((obj.setdefault("spec", {})).setdefault("spec", {})))
+
+
+def pod_claim_causes(spec: dict[str, Any]) -> Causes:
+    """A pod's DRA fields as a v1.36 server validates them (file 09): each pod claim has exactly
+    one source; a container's claim names a pod claim."""
+    causes: Causes = []
+    names = []
+    for i, pc in enumerate(spec.get("resourceClaims") or []):
+        if not isinstance(pc, dict):
+            continue
+        names.append(pc.get("name", ""))
+        sources = [k for k in ("resourceClaimName", "resourceClaimTemplateName") if pc.get(k)]
+        if len(sources) != 1:
+            dump = json.dumps({"Name": pc.get("name", ""), "ResourceClaimName": pc.get("resourceClaimName"),
+                               "ResourceClaimTemplateName": pc.get("resourceClaimTemplateName")},
+                              separators=(",", ":"))
+            why = ("at most one of `resourceClaimName` or `resourceClaimTemplateName` may be specified" if sources
+                   else "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`")
+            causes.append(("FieldValueInvalid", f"spec.resourceClaims[{i}]", f"Invalid value: {dump}: {why}"))
+    for list_name in ("initContainers", "containers"):
+        for i, c in enumerate(spec.get(list_name) or []):
+            for j, claim in enumerate(((c or {}).get("resources") or {}).get("claims") or []):
+                if (claim or {}).get("name") not in names:
+                    causes.append(("FieldValueNotFound", f"spec.{list_name}[{i}].resources.claims[{j}]",
+                                   f'Not found: "{(claim or {}).get("name", "")}": must be one of the names in '
+                                   f"pod.spec.resourceClaims: {', '.join(names)}" if names else
+                                   f'Not found: "{(claim or {}).get("name", "")}": must be one of the names in '
+                                   "pod.spec.resourceClaims"))
+    return causes
 
 
 DRA_KINDS: tuple[type[Kind], ...] = (DeviceClasses, ResourceClaims, ResourceClaimTemplates, ResourceSlices)

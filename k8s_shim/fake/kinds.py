@@ -70,6 +70,7 @@ class Kind:
     has_status = False  # spec/status split: main writes keep status, status writes keep spec
     has_generation = False  # metadata.generation starts at 1 and grows when anything but status/metadata changes
     returns_object_on_delete = False  # DELETE answers the object rather than a Status
+    deleted_at_once = False  # with returns_object_on_delete: no finalizer, one write (no deletionTimestamp)
     extra_fields: tuple[str, ...] = ()  # field selectors besides metadata.name/namespace
     grace_on_delete = True  # a DELETE that waits records deletionGracePeriodSeconds
     view_of: str | None = None  # another version of a resource stored elsewhere (events.k8s.io/v1)

@@ -278,6 +278,8 @@ class FakeApiServer:
                 return self._answer({"kind": "APIGroup", "apiVersion": "v1", **discovery.group(parts[1])}, media)
             gv, rest = f"{parts[1]}/{parts[2]}", parts[3:]
             if gv not in self.served:
+                if any(k.group == parts[1] for k in self.api.kinds):
+                    raise ApiError.unknown_resource()  # a version not enabled (v1.36 file 15: resource.k8s.io/v1beta2)
                 raise _Plain404()
         if not rest:
             return self._answer(discovery.resource_list(self.api.kinds, gv), media)
