@@ -1,0 +1,246 @@
+"""DRA in the shim: CEL selectors (``k8s_shim.translate.cel``), where a pod's claims can be had
+and which devices they get (``k8s_shim.translate.devices``), and the claim writes before the bind
+and after the pod (``k8s_shim.writes.claims``) against the API double, 409s included."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+
+import pytest
+
+from k8s_shim.fake.cluster import ClusterOptions, FakeCluster
+from k8s_shim.kube.kubeclient import KubeClient
+from k8s_shim.kube.kubeconfig import KubeConfig
+from k8s_shim.translate.cel import CelError, device_context, matches
+from k8s_shim.translate.devices import (CANNOT_ALLOCATE, NOT_AVAILABLE, Devices, PodClaim, allocation_status,
+                                        read_claim, read_class, read_pod_claims, read_slice)
+from k8s_shim.writes.claims import ClaimTaken, reserve, unreserve
+
+DRIVER = "gpu.example.com"
+GPU = {"name": "gpu-0", "attributes": {"model": {"string": "A100"}, "index": {"int": 0}, "mig": {"bool": False},
+                                       "other.example.com/rack": {"string": "r1"}},
+       "capacity": {"memory": {"value": "40Gi"}}}
+
+
+# ---------------------------------------------------------------------- CEL
+@pytest.mark.parametrize("expression, expected", [
+    (f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].model == "A100"', True),
+    (f'device.attributes["{DRIVER}"].index == 1', False),
+    (f'device.capacity["{DRIVER}"].memory.compareTo(quantity("1Gi")) >= 0', True),
+    (f'device.capacity["{DRIVER}"].memory.isGreaterThan(quantity("64Gi"))', False),
+    ('device.attributes["other.example.com"].rack == "r1"', True),
+    (f'"mig" in device.attributes["{DRIVER}"] && !device.attributes["{DRIVER}"].mig', True),
+    ("device.allowMultipleAllocations", False),
+])
+def test_cel_sees_a_device_as_kube_scheduler_shows_it(expression, expected):
+    assert matches(expression, device_context(DRIVER, GPU)) is expected
+
+
+@pytest.mark.parametrize("expression, says", [
+    ("device.driver == ", "compilation failed: ERROR: <input>:1:18: Syntax error"),
+    (f'device.attributes["{DRIVER}"].nope == 1', "runtime error: no such key: nope"),
+    ("device.driver", "must evaluate to bool"),
+])
+def test_a_bad_cel_expression_says_why(expression, says):
+    with pytest.raises(CelError, match=says.replace("(", r"\(").replace("[", r"\[")):
+        matches(expression, device_context(DRIVER, GPU))
+
+
+# ---------------------------------------------------------------------- planning
+def slice_(name: str, devices: list[dict], *, node: str = "", pool: str = "", generation: int = 1,
+           all_nodes: bool = False, selector: dict | None = None) -> dict:
+    spec: dict = {"driver": DRIVER, "pool": {"name": pool or node or name, "generation": generation,
+                                             "resourceSliceCount": 1}, "devices": devices}
+    if node:
+        spec["nodeName"] = node
+    if all_nodes:
+        spec["allNodes"] = True
+    if selector:
+        spec["nodeSelector"] = selector
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def gpus(n: int, model: str = "A100") -> list[dict]:
+    return [{"name": f"gpu-{i}", "attributes": {"model": {"string": model}}} for i in range(n)]
+
+
+def claim_(name: str, count: int = 1, *, mode: str = "ExactCount", cls: str = "gpu", selectors=(), status=None,
+           owner: str = "", pod_claim: str = "") -> dict:
+    exactly = {"deviceClassName": cls, "allocationMode": mode, **({"count": count} if mode == "ExactCount" else {})}
+    if selectors:
+        exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    meta: dict = {"name": name, "namespace": "ns", "uid": f"uid-{name}"}
+    if owner:
+        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": owner, "controller": True}]
+        meta["annotations"] = {"resource.kubernetes.io/pod-claim-name": pod_claim}
+    return {"metadata": meta, "spec": {"devices": {"requests": [{"name": "req", "exactly": exactly}]}},
+            "status": status or {}}
+
+
+def book(*slices: dict, claims=(), classes=None) -> Devices:
+    devices = Devices()
+    for cls, expr in (classes or {"gpu": f'device.driver == "{DRIVER}"'}).items():
+        devices.class_changed(None, read_class({"metadata": {"name": cls},
+                                                "spec": {"selectors": [{"cel": {"expression": expr}}]}}))
+    for s in slices:
+        devices.slice_changed(None, read_slice(s))
+    for c in claims:
+        devices.claim_changed(None, read_claim(c))
+    return devices
+
+
+NODES = {"n1": {"zone": "a"}, "n2": {"zone": "b"}, "n3": {"zone": "b"}}
+
+
+def fits(plan) -> list[str]:
+    [req] = [r for r in plan.requirements if r["reason"] == CANNOT_ALLOCATE]
+    terms = req["nodeSelector"]["nodeSelectorTerms"]
+    return terms[0]["matchFields"][0]["values"] if terms else []
+
+
+def test_a_claim_fits_only_where_its_devices_are_and_free():
+    devices = book(slice_("s2", gpus(1), node="n2"), claims=[claim_("c1")])
+    plan = devices.plan("pod-1", "ns", (PodClaim("gpu", "c1"),), NODES)
+    assert not plan.waits and fits(plan) == ["n2"] and plan.requirements[0]["retry"] is True
+    # the device taken by another claim's allocation: no node fits (an empty selector: no node)
+    taken = claim_("c0", status={"allocation": {"devices": {"results": [
+        {"request": "req", "driver": DRIVER, "pool": "n2", "device": "gpu-0"}]}}})
+    devices.claim_changed(None, read_claim(taken))
+    plan = devices.plan("pod-1", "ns", (PodClaim("gpu", "c1"),), NODES)
+    assert fits(plan) == [] and plan.requirements[0]["nodeSelector"] == {"nodeSelectorTerms": []}
+    # devices being written for a placement count as taken too
+    devices.claim_changed(read_claim(taken), None)
+    devices.pending["ns/cx"] = ((DRIVER, "n2", "gpu-0"),)
+    assert fits(devices.plan("pod-1", "ns", (PodClaim("gpu", "c1"),), NODES)) == []
+
+
+def test_counts_all_mode_selectors_and_several_claims_of_one_pod():
+    devices = book(slice_("s1", gpus(2), node="n1"), slice_("s2", gpus(1, "H100"), node="n2"),
+                   claims=[claim_("two", 2), claim_("all", mode="All"),
+                           claim_("h100", selectors=[f'device.attributes["{DRIVER}"].model == "H100"']),
+                           claim_("one")])
+    assert fits(devices.plan("p", "ns", (PodClaim("a", "two"),), NODES)) == ["n1"]
+    assert fits(devices.plan("p", "ns", (PodClaim("a", "all"),), NODES)) == ["n1", "n2"]
+    assert fits(devices.plan("p", "ns", (PodClaim("a", "h100"),), NODES)) == ["n2"]
+    # two claims of one pod cannot share a device: n2's one H100 cannot serve both, n1 has no H100
+    assert fits(devices.plan("p", "ns", (PodClaim("a", "one"), PodClaim("b", "h100")), NODES)) == []
+    assert fits(devices.plan("p", "ns", (PodClaim("a", "two"), PodClaim("b", "one")), NODES)) == []
+    choice = devices.allocate("p", "ns", (PodClaim("a", "two"),), "n1", {})
+    [(claim, picks)] = choice
+    assert claim.name == "two" and [d.name for _, d in picks] == ["gpu-0", "gpu-1"]
+    assert allocation_status(picks, "n1") == {
+        "devices": {"results": [{"request": "req", "driver": DRIVER, "pool": "n1", "device": "gpu-0"},
+                                {"request": "req", "driver": DRIVER, "pool": "n1", "device": "gpu-1"}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In",
+                                                                 "values": ["n1"]}]}]}}
+
+
+def test_shared_pools_for_all_nodes_or_a_node_selector_and_only_a_pools_newest_generation():
+    zone_b = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}]}
+    devices = book(slice_("net", gpus(1), pool="net", all_nodes=True), claims=[claim_("c")])
+    assert fits(devices.plan("p", "ns", (PodClaim("a", "c"),), NODES)) == ["n1", "n2", "n3"]
+    choice = devices.allocate("p", "ns", (PodClaim("a", "c"),), "n3", {"zone": "b"})
+    assert "nodeSelector" not in allocation_status(choice[0][1], "n3")  # usable from every node
+    devices = book(slice_("zb", gpus(1), pool="zb", selector=zone_b), claims=[claim_("c")])
+    assert fits(devices.plan("p", "ns", (PodClaim("a", "c"),), NODES)) == ["n2", "n3"]
+    choice = devices.allocate("p", "ns", (PodClaim("a", "c"),), "n2", {"zone": "b"})
+    assert allocation_status(choice[0][1], "n2")["nodeSelector"] == zone_b
+    # a driver republishing its pool: generation 1's slice no longer counts once generation 2 is there
+    devices = book(slice_("old", gpus(2), node="n1", pool="p1"), slice_("new", gpus(1), node="n1", pool="p1",
+                                                                         generation=2), claims=[claim_("c", 2)])
+    assert fits(devices.plan("p", "ns", (PodClaim("a", "c"),), NODES)) == []
+
+
+def test_an_allocated_claim_restricts_to_its_node_selector_and_waits_are_named():
+    on_n1 = {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}
+    devices = book(claims=[claim_("c", status={"allocation": {"devices": {"results": [
+        {"request": "req", "driver": DRIVER, "pool": "n1", "device": "gpu-0"}]}, "nodeSelector": on_n1}})])
+    plan = devices.plan("p", "ns", (PodClaim("a", "c"),), NODES)
+    assert plan.requirements == [{"reason": NOT_AVAILABLE, "nodeSelector": on_n1, "retry": False}]
+    plan = devices.plan("p", "ns", (PodClaim("a", "missing"), PodClaim("b", template="t")), NODES)
+    assert plan.waits == ['resourceclaim "missing" not found',
+                          'waiting for the resourceclaim of "b" (template "t") to be created']
+    devices = book(claims=[claim_("c", cls="nope")])
+    assert devices.plan("p", "ns", (PodClaim("a", "c"),), NODES).waits == [
+        'resourceclaim "c" request "req": device class "nope" does not exist']
+
+
+def test_a_claim_from_a_template_is_found_by_its_owner_and_pod_claim_name():
+    devices = book(slice_("s", gpus(1), node="n1"), claims=[claim_("p-gpu-abcde", owner="pod-uid", pod_claim="gpu")])
+    assert read_pod_claims({"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}]}) == (
+        PodClaim("gpu", "", "t"),)
+    assert fits(devices.plan("pod-uid", "ns", (PodClaim("gpu", template="t"),), NODES)) == ["n1"]
+    assert devices.plan("other-pod", "ns", (PodClaim("gpu", template="t"),), NODES).waits
+
+
+def test_a_cel_error_is_reported_with_the_claim_and_field():
+    devices = book(slice_("s", gpus(1), node="n1"), claims=[claim_("c", selectors=["device.nope == 1"])])
+    plan = devices.plan("p", "ns", (PodClaim("a", "c"),), NODES)
+    assert not plan.requirements and len(plan.errors) == 1
+    assert plan.errors[0].startswith('resourceclaim ns/c request "req": spec.devices.requests[0].exactly.selectors[0]'
+                                     '.cel.expression: "device.nope == 1": runtime error')
+
+
+# ---------------------------------------------------------------------- writes, on the double
+def with_double(body):
+    async def main():
+        cluster = FakeCluster(ClusterOptions(kubelet=False))
+        await cluster.start()
+        api = cluster.api
+        api.create(api.kind("v1", "namespaces"), "", {"metadata": {"name": "ns"}})
+        client = KubeClient(KubeConfig(server=cluster.url))
+        await client.start()
+        try:
+            return await body(cluster, client)
+        finally:
+            await client.close()
+            await cluster.stop()
+    return asyncio.run(main())
+
+
+ALLOCATION = {"devices": {"results": [{"request": "req", "driver": DRIVER, "pool": "n1", "device": "gpu-0"}]},
+              "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In",
+                                                                       "values": ["n1"]}]}]}}
+
+
+def _claim_body(name: str) -> dict:
+    body = claim_(name)
+    return {"metadata": {"name": name}, "spec": body["spec"]}
+
+
+def test_reserve_writes_the_finalizer_then_the_allocation_and_rereads_after_a_409_and_unreserve_frees():
+    async def body(cluster, client):
+        api = cluster.api
+        claims = api.kind("resource.k8s.io/v1", "resourceclaims")
+        pods = api.kind("v1", "pods")
+        pod = api.create(pods, "ns", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}})
+        api.create(claims, "ns", _claim_body("c1"))
+        real_get, reads = client.get_claim, []
+
+        async def racing_get(namespace, name):  # someone writes the claim between our read and our PUT
+            got = await real_get(namespace, name)
+            reads.append(got)
+            if len(reads) == 1:
+                current = api.get(claims, namespace, name)
+                current["metadata"]["labels"] = {"touched": "yes"}
+                api.update(claims, namespace, name, current)
+            return got
+        client.get_claim = racing_get
+        await reserve(client, "ns", "c1", ALLOCATION, "p", pod["metadata"]["uid"])
+        client.get_claim = real_get
+        stored = api.get(claims, "ns", "c1")
+        assert len(reads) == 2  # the 409 made it read again
+        assert stored["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+        assert stored["metadata"]["labels"] == {"touched": "yes"}
+        assert stored["status"] == {"allocation": ALLOCATION, "reservedFor": [
+            {"resource": "pods", "name": "p", "uid": pod["metadata"]["uid"]}]}
+        # the claim allocated otherwise meanwhile: taken
+        other = copy.deepcopy(ALLOCATION)
+        other["devices"]["results"][0]["device"] = "gpu-1"
+        with pytest.raises(ClaimTaken):
+            await reserve(client, "ns", "c1", other, "p2", "uid-2")
+        await unreserve(client, "ns", "c1", {pod["metadata"]["uid"]})
+        freed = api.get(claims, "ns", "c1")
+        assert freed["status"] == {} and "finalizers" not in freed["metadata"]
+    with_double(body)
