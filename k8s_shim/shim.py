@@ -622,6 +622,8 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
             return
         self._event(spec, WARNING, "PodBindFailure",
                     f"bind pod to node failed, name: {spec.alias}, {result.error}")
+        if spec.resource_claims:
+            self._give_back_devices(task)  # DRA: allocated for that node (k8s_shim.writes.claims)
         task.avoid[job.node] = self.clock() + self.settings.avoid_seconds
         task.retries += 1
         task.hold = Hold.RETRY

@@ -243,6 +243,8 @@ class Devices:
         if old is not None:
             claim = old[1]
             self.claims.pop(old[0], None)
+            if new is None:
+                self.pending.pop(old[0], None)
             if claim.owner:
                 self.owned.pop((claim.owner, claim.pod_claim), None)
         if new is not None:

@@ -84,7 +84,11 @@ async def unreserve(client: KubeClient, namespace: str, name: str, pod_uids: set
                 claim["status"] = {**status, "reservedFor": left} if left else {}
                 claim = await client.update_claim_status(namespace, name, claim)
             if not left and DELETE_PROTECTION in (claim["metadata"].get("finalizers") or []):
-                claim["metadata"]["finalizers"] = [f for f in claim["metadata"]["finalizers"] if f != DELETE_PROTECTION]
+                left_finalizers = [f for f in claim["metadata"]["finalizers"] if f != DELETE_PROTECTION]
+                if left_finalizers:
+                    claim["metadata"]["finalizers"] = left_finalizers
+                else:
+                    del claim["metadata"]["finalizers"]
                 await client.update_claim(namespace, name, claim)
             return
         except ApiError as exc:
@@ -177,12 +181,12 @@ class DeviceHandling:
             problem = str(exc)
         except ApiError as exc:
             problem = f"writing its resourceclaims failed: {exc}"
-        if problem:
-            for key in chosen:
-                devices.pending.pop(key, None)
         current = self.tasks.get(job.uid)
         stale = current is not task or task.attempt != job.attempt or task.where is not Where.PLACED \
             or task.node != job.node
+        if problem or stale:
+            for key in chosen:
+                devices.pending.pop(key, None)
         if (problem or stale) and written:  # give back what was taken for this placement
             self._spawn(self._unreserve_all(spec.namespace, written, {spec.uid}))
         if stale:
@@ -211,9 +215,14 @@ class DeviceHandling:
     # ------------------------------------------------------------------ freeing
     def _free_devices(self, task: Task) -> None:
         """The pod ended: its reservations go, and a claim left with none is deallocated."""
-        spec = task.spec
         self.device_users.discard(task.uid)
         self.device_told.pop(task.uid, None)
+        self._give_back_devices(task)
+
+    def _give_back_devices(self, task: Task) -> None:
+        """The pod's reservations go (it ended, or its bind was refused: kube-scheduler's
+        Unreserve); a claim left with none is deallocated, its devices free again."""
+        spec = task.spec
         names = []
         for pc in spec.resource_claims:
             claim = self.devices.pod_claim(spec.uid, spec.namespace, pc)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 
 import pytest
 
@@ -244,3 +245,98 @@ def test_reserve_writes_the_finalizer_then_the_allocation_and_rereads_after_a_40
         freed = api.get(claims, "ns", "c1")
         assert freed["status"] == {} and "finalizers" not in freed["metadata"]
     with_double(body)
+
+
+# ---------------------------------------------------------------------- the shim's DRA path
+from common.constants import TAG_NODE_REQUIREMENTS  # noqa: E402
+from tests.conftest import wait_until_async  # noqa: E402
+from tests.k8s_shim.test_shim import FakeKube, World, raw_pod, registered_node, sent, turn  # noqa: E402
+
+
+class ClaimKube(FakeKube):
+    """``FakeKube`` with resource claims: read and written as the shim's claim writes do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.claims: dict[str, dict] = {}
+        self.writes: list[tuple[str, str]] = []
+
+    async def get_claim(self, namespace, name):
+        return copy.deepcopy(self.claims[name])
+
+    async def update_claim(self, namespace, name, claim):
+        self.writes.append(("claim", name))
+        self.claims[name] = copy.deepcopy(claim)
+        return claim
+
+    async def update_claim_status(self, namespace, name, claim):
+        self.writes.append(("status", name))
+        self.claims[name] = copy.deepcopy(claim)
+        return claim
+
+
+def requirements(ask) -> list[dict]:
+    return json.loads(ask.allocationTags[TAG_NODE_REQUIREMENTS])
+
+
+def dra_world() -> World:
+    w = World(kube=ClaimKube())
+    w.shim.device_class_changed(None, read_class({"metadata": {"name": "gpu"}, "spec": {"selectors": [
+        {"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}}))
+    w.shim.resource_slice_changed(None, read_slice(slice_("s1", gpus(1), node="n1")))
+    c1 = claim_("c1")
+    w.kube.claims["c1"] = copy.deepcopy(c1)
+    w.shim.resource_claim_changed(None, read_claim(c1))
+    return w
+
+
+def test_the_ask_names_where_the_claim_fits_and_the_claim_is_written_before_the_bind():
+    async def main():
+        w = dra_world()
+        await registered_node(w, "n1")
+        await registered_node(w, "n2")
+        w.pod(raw_pod("p1", resourceClaims=[{"name": "gpu", "resourceClaimName": "c1"}]))
+        await w.accept_apps("app-1")
+        await turn()
+        [ask] = sent(w.api.take(), "allocations")
+        assert requirements(ask) == [{"reason": CANNOT_ALLOCATE, "nodeSelector": {"nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}, "retry": True}]
+        await w.allocate("uid-p1", "n1")
+        await wait_until_async(lambda: w.kube.binds == [("p1", "n1")], 5, "the bind")
+        assert w.kube.writes == [("claim", "c1"), ("status", "c1")]  # before the bind: finalizer, then status
+        status = w.kube.claims["c1"]["status"]
+        assert status["allocation"]["devices"]["results"] == [
+            {"request": "req", "driver": DRIVER, "pool": "n1", "device": "gpu-0"}]
+        assert status["reservedFor"] == [{"resource": "pods", "name": "p1", "uid": "uid-p1"}]
+        w.shim.resource_claim_changed(read_claim(claim_("c1")), read_claim(w.kube.claims["c1"]))
+        w.pod_gone("uid-p1")  # the pod ends: its claim is freed
+        await wait_until_async(lambda: w.kube.claims["c1"]["status"] == {}, 5, "the claim freed")
+        assert "finalizers" not in w.kube.claims["c1"]["metadata"]
+    run_async(main())
+
+
+def test_devices_gone_between_placement_and_bind_release_the_placement_and_ask_again():
+    async def main():
+        w = dra_world()
+        await registered_node(w, "n1")
+        w.pod(raw_pod("p1", resourceClaims=[{"name": "gpu", "resourceClaimName": "c1"}]))
+        await w.accept_apps("app-1")
+        await turn()
+        w.api.take()
+        # another claim got the only device; the core's placement (made before) arrives after
+        w.shim.devices.pending["ns/other"] = ((DRIVER, "n1", "gpu-0"),)
+        await w.allocate("uid-p1", "n1")
+        await wait_until_async(lambda: sent(w.api.sent, "releases"), 5, "the placement released")
+        [rel] = sent(w.api.take(), "releases")
+        assert rel.allocationKey == "uid-p1" and "no longer free" in rel.message
+        assert not w.kube.binds and not w.kube.writes
+        warnings = [n for n in w.notes("FailedScheduling") if "cannot be allocated on node n1" in n[2]]
+        assert warnings
+        await wait_until_async(lambda: sent(w.api.sent, "allocations"), 5, "asked again")
+        [ask] = sent(w.api.take(), "allocations")
+        assert requirements(ask)[0]["nodeSelector"] == {"nodeSelectorTerms": []}  # no node has a free device now
+    run_async(main())
+
+
+def run_async(coro):
+    asyncio.run(asyncio.wait_for(coro, 20))
