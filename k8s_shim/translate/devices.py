@@ -79,6 +79,7 @@ class Slice:
     driver: str
     pool: str
     generation: int
+    count: int  # spec.pool.resourceSliceCount: the pool is complete once that many slices of its generation are in
     devices: tuple[Device, ...]
 
 
@@ -89,7 +90,8 @@ def read_slice(raw: dict, old: Any = None) -> tuple[str, Slice]:
     devices = tuple(Device(driver, pool.get("name") or "", d.get("name") or "", node, selector, every, d)
                     for d in spec.get("devices") or [] if isinstance(d, dict))
     name = raw["metadata"]["name"]
-    return name, Slice(name, driver, pool.get("name") or "", int(pool.get("generation") or 0), devices)
+    return name, Slice(name, driver, pool.get("name") or "", int(pool.get("generation") or 0),
+                       int(pool.get("resourceSliceCount") or 1), devices)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +226,7 @@ class Devices:
     _pools: dict[tuple[str, str], int] | None = None  # (driver, pool) -> newest generation
     _local: dict[str, list[Device]] | None = None  # node -> its devices
     _shared: list[Device] | None = None  # devices of pools for several nodes
+    _incomplete: set[tuple[str, str]] = field(default_factory=set)  # pools missing slices of their generation
 
     # -- changes ------------------------------------------------------------------------------
     def slice_changed(self, old: tuple[str, Slice] | None, new: tuple[str, Slice] | None) -> None:
@@ -262,16 +265,21 @@ class Devices:
             pools[(s.driver, s.pool)] = max(pools.get((s.driver, s.pool), 0), s.generation)
         local: dict[str, list[Device]] = {}
         shared: list[Device] = []
+        seen: dict[tuple[str, str], int] = {}
+        wanted: dict[tuple[str, str], int] = {}
         for name in sorted(self.slices):
             s = self.slices[name]
             if s.generation != pools[(s.driver, s.pool)]:
                 continue  # an older generation of the pool, being replaced
+            seen[(s.driver, s.pool)] = seen.get((s.driver, s.pool), 0) + 1
+            wanted[(s.driver, s.pool)] = s.count
             for d in s.devices:
                 if d.node:
                     local.setdefault(d.node, []).append(d)
                 else:
                     shared.append(d)
         self._pools, self._local, self._shared = pools, local, shared
+        self._incomplete = {p for p, n in seen.items() if n < wanted[p]}
 
     def devices_on(self, node: str, labels: dict[str, str]) -> list[Device]:
         if self._local is None:
@@ -369,8 +377,9 @@ class Devices:
                                   + self._cel_problem(wanted, available))
                     return None
                 free = [d for d in fitting if d.key not in used]
-                if request.mode == "All":
-                    if not fitting or len(free) != len(fitting):
+                if request.mode == "All":  # every device: not while a pool is being republished
+                    if not fitting or len(free) != len(fitting) or any(
+                            (d.driver, d.pool) in self._incomplete for d in fitting):
                         return None
                     chosen = free
                 else:

@@ -151,6 +151,12 @@ def test_shared_pools_for_all_nodes_or_a_node_selector_and_only_a_pools_newest_g
     devices = book(slice_("old", gpus(2), node="n1", pool="p1"), slice_("new", gpus(1), node="n1", pool="p1",
                                                                          generation=2), claims=[claim_("c", 2)])
     assert fits(devices.plan("p", "ns", (PodClaim("a", "c"),), NODES)) == []
+    # a pool of two slices with one published yet: ExactCount uses what is there, All waits for the rest
+    half = slice_("half", gpus(1), node="n1", pool="p2")
+    half["spec"]["pool"]["resourceSliceCount"] = 2
+    devices = book(half, claims=[claim_("one"), claim_("all", mode="All")])
+    assert fits(devices.plan("p", "ns", (PodClaim("a", "one"),), NODES)) == ["n1"]
+    assert fits(devices.plan("p", "ns", (PodClaim("a", "all"),), NODES)) == []
 
 
 def test_an_allocated_claim_restricts_to_its_node_selector_and_waits_are_named():
@@ -340,3 +346,20 @@ def test_devices_gone_between_placement_and_bind_release_the_placement_and_ask_a
 
 def run_async(coro):
     asyncio.run(asyncio.wait_for(coro, 20))
+
+
+@pytest.mark.parametrize("answer, serves", [(None, True), (404, False), (403, False)],
+                         ids=["served", "not served (before 1.34)", "refused"])
+def test_the_shim_reads_dra_only_where_resource_k8s_io_v1_is_served(answer, serves):
+    from types import SimpleNamespace
+
+    from k8s_shim.kube.kubeclient import ApiError
+    from k8s_shim.main import _Runner
+
+    class Client:
+        async def get(self, path):
+            assert path == "/apis/resource.k8s.io/v1"
+            if answer is not None:
+                raise ApiError("GET", path, answer, "NotFound" if answer == 404 else "Forbidden", "no")
+            return {"kind": "APIResourceList"}
+    assert asyncio.run(_Runner._serves_dra(SimpleNamespace(client=Client()))) is serves
