@@ -153,3 +153,39 @@ def test_resource_k8s_io_discovery_is_the_recorded_one():
         assert status == want["status"], index
         if status == 200:
             assert body == want["body"], index
+
+
+@pytest.mark.skipif(not _files(), reason=f"no v1.36 recordings under {V136}")
+@pytest.mark.timeout(30)
+def test_a_filtered_watch_of_slices_sees_only_the_matching_slices():
+    """File 06, exchanges 3 and 4: the nodeName=n1 watch sees n1's slices, the driver watch the
+    driver's, each as ADDED lines, and the others not at all."""
+    exchanges = load(V136 / "06-dra-deviceclass-resourceslice.json")["exchanges"]
+    slices = [exchanges[i]["request"]["body"] for i in (5, 6, 7)]
+
+    async def run():
+        cluster = FakeCluster(ClusterOptions(kubelet=False))
+        url = await cluster.start()
+        try:
+            async with aiohttp.ClientSession() as session:
+                async def watch(selector: str) -> list[tuple[str, str]]:
+                    params = {"watch": "true", "resourceVersion": str(cluster.store.rv), "timeoutSeconds": "1",
+                              "fieldSelector": selector}
+                    async with session.get(url + "/apis/resource.k8s.io/v1/resourceslices", params=params) as r:
+                        return [(json.loads(line)["type"], json.loads(line)["object"]["metadata"]["name"])
+                                for line in (await r.read()).splitlines() if line.strip()]
+                watches = [asyncio.create_task(watch(s)) for s in ("spec.nodeName=n1", "spec.driver=gpu.example.com")]
+                bucket = cluster.store.buckets["resource.k8s.io/resourceslices"]
+                await wait_until_async(lambda: len(bucket.watchers) == 2, 5, "both watches open")
+                for body in slices:
+                    async with session.post(url + "/apis/resource.k8s.io/v1/resourceslices", json=body) as r:
+                        assert r.status == 201
+                return await asyncio.gather(*watches)
+        finally:
+            await cluster.stop()
+    by_node, by_driver = asyncio.run(run())
+    want_node = [(line["type"], line["object"]["metadata"]["name"]) for line in exchanges[3]["response"]["lines"]
+                 if line["type"] == "ADDED"]
+    want_driver = [(line["type"], line["object"]["metadata"]["name"]) for line in exchanges[4]["response"]["lines"]
+                   if line["type"] == "ADDED"]
+    assert by_node == want_node and by_driver == want_driver
