@@ -2,7 +2,8 @@
 
 Start-up, in YuniKorn's shim's order: read the configmaps (``yunikorn-defaults``,
 ``yunikorn-configs``) of the shim's namespace; list and watch namespaces, priority classes, nodes,
-volume claims, storage classes, our pods (``spec.schedulerName`` = ``--scheduler-name``) and the
+volume claims, storage classes, DRA's device classes, resource slices and resource claims (first,
+where resource.k8s.io/v1 is served), our pods (``spec.schedulerName`` = ``--scheduler-name``) and the
 pods of other schedulers that run on nodes; once every list is in, register with Korral (SI v1.8,
 rmID ``service.clusterId``) and replay the cluster: applications, nodes drained, the pods already
 running as placed allocations, the others as asks; nodes open once their pods are counted.
@@ -213,12 +214,13 @@ class _Runner:
                            lite=lite_watch(rules, _keep_others),
                            query={"fieldSelector": f"spec.schedulerName!={args.scheduler_name},spec.nodeName!="}),
         ]
-        if await self._serves_dra():  # DRA (resource.k8s.io/v1): before the pods, whose claims they are
-            informers[4:4] = [
-                self._informer("deviceclasses", read_class, shim.device_class_changed),
-                self._informer("resourceslices", read_slice, shim.resource_slice_changed),
-                self._informer("resourceclaims", read_claim, shim.resource_claim_changed),
-            ]
+        if await self._serves_dra():  # DRA (resource.k8s.io/v1): read before the pods, so that a pod's
+            # claims are known when it is (not told missing at start-up)
+            dra = [self._informer("deviceclasses", read_class, shim.device_class_changed),
+                   self._informer("resourceslices", read_slice, shim.resource_slice_changed),
+                   self._informer("resourceclaims", read_claim, shim.resource_claim_changed)]
+            if not await self._synced(dra, tasks, stop):
+                return 0
         if not await self._synced(informers, tasks, stop):
             return 0
         log.info("k8s-shim: cluster read: %d nodes, %d pods of ours, %d foreign pods, %d applications",
