@@ -13,9 +13,9 @@ ResourceClaims), where a pod's claims can be had, and which devices to give them
   claim's node selector (reason "resourceclaim not available on the node"), and for the claims
   still unallocated the nodes where all of them can be allocated at once (reason "cannot allocate
   all claims").
-- ``allocate(pod, node)`` chooses the devices on the node the core picked: first fit per request
-  in the order of the slices, not kube-scheduler's backtracking search (a pod whose requests
-  compete for the same devices may be found not to fit where another order would).
+- ``allocate(pod, node)`` chooses the devices on the node the core picked: depth first in the
+  order of the slices, going back when a later request finds nothing (as kube-scheduler's
+  allocator), at most ``SEARCH_STEPS`` devices tried per node.
 
 A pod's claim is ``spec.resourceClaims[].resourceClaimName``, or, from a template
 (``resourceClaimTemplateName``), the claim the resourceclaim controller made for it: owned by the
@@ -227,6 +227,7 @@ class Devices:
     _local: dict[str, list[Device]] | None = None  # node -> its devices
     _shared: list[Device] | None = None  # devices of pools for several nodes
     _incomplete: set[tuple[str, str]] = field(default_factory=set)  # pools missing slices of their generation
+    _matched: dict[tuple[str, int], bool] = field(default_factory=dict)  # (expression, id(device)) -> selected
 
     # -- changes ------------------------------------------------------------------------------
     def slice_changed(self, old: tuple[str, Slice] | None, new: tuple[str, Slice] | None) -> None:
@@ -235,6 +236,7 @@ class Devices:
         else:
             self.slices[new[0]] = new[1]
         self._pools = self._local = self._shared = None
+        self._matched = {}  # its devices are new objects
 
     def class_changed(self, old: tuple[str, DeviceClass] | None, new: tuple[str, DeviceClass] | None) -> None:
         if new is None:
@@ -361,36 +363,46 @@ class Devices:
         if not available:
             return None if any(c.requests for c in claims) else [(c, []) for c in claims]
         used = set(taken)
-        out: Choice = []
-        for claim in claims:
-            picks: list[tuple[str, Device]] = []
-            for request in claim.requests:
+        fixed: list[tuple[int, str, Device]] = []  # All requests: every matching device, no choice
+        slots: list[tuple[int, str, int, list[Device]]] = []  # one per device of an ExactCount request
+        for ci, claim in enumerate(claims):
+            for j, request in enumerate(claim.requests):
                 cls = self.classes[request.device_class]
                 wanted = [(f"deviceclass {cls.name} spec.selectors[{i}].cel.expression", e)
                           for i, e in enumerate(cls.selectors)]
                 wanted += [(f"spec.devices.requests[{j}].exactly.selectors[{i}].cel.expression", e)
-                           for j, r in enumerate(claim.requests) if r is request for i, e in enumerate(request.selectors)]
+                           for i, e in enumerate(request.selectors)]
                 try:
-                    fitting = [d for d in available if all(matches(e, d.context()) for _, e in wanted)]
+                    fitting = [d for d in available if all(self._matches(e, d) for _, e in wanted)]
                 except CelError:
                     errors.append(f'resourceclaim {namespace}/{claim.name} request "{request.name}": '
                                   + self._cel_problem(wanted, available))
                     return None
-                free = [d for d in fitting if d.key not in used]
                 if request.mode == "All":  # every device: not while a pool is being republished
-                    if not fitting or len(free) != len(fitting) or any(
-                            (d.driver, d.pool) in self._incomplete for d in fitting):
+                    if not fitting or any(d.key in used or (d.driver, d.pool) in self._incomplete for d in fitting):
                         return None
-                    chosen = free
-                else:
-                    if len(free) < request.count:
-                        return None
-                    chosen = free[:request.count]
-                for d in chosen:
-                    used.add(d.key)
-                    picks.append((request.name, d))
-            out.append((claim, picks))
+                    for d in fitting:
+                        used.add(d.key)
+                        fixed.append((ci, request.name, d))
+                    continue
+                free = [d for d in fitting if d.key not in used]
+                if len(free) < request.count:
+                    return None
+                slots += [(ci, request.name, k, free) for k in range(request.count)]
+        picked = _search(slots, used)
+        if picked is None:
+            return None
+        out: Choice = [(claim, []) for claim in claims]
+        for ci, request_name, device in fixed + picked:
+            out[ci][1].append((request_name, device))
         return out
+
+    def _matches(self, expression: str, device: Device) -> bool:
+        key = (expression, id(device))
+        cached = self._matched.get(key)
+        if cached is None:
+            cached = self._matched[key] = matches(expression, device.context())
+        return cached
 
     @staticmethod
     def _cel_problem(wanted: list[tuple[str, str]], devices: list[Device]) -> str:
@@ -402,6 +414,41 @@ class Devices:
                 except CelError as exc:
                     return f'{where}: "{expression}": {exc} (device {d.driver}/{d.pool}/{d.name})'
         return "a CEL selector failed"
+
+
+SEARCH_STEPS = 10_000  # devices tried per node before giving up on it (kube-scheduler bounds its search too)
+
+
+def _search(slots: list[tuple[int, str, int, list[Device]]], used: set) -> list[tuple[int, str, Device]] | None:
+    """Devices for every slot, each device once: depth first in the order of the slices, going
+    back when a later slot finds nothing (a request that took a device another needs gives it up).
+    The devices of one request are taken in order, so the same set is not tried twice."""
+    chosen: list[tuple[int, str, Device]] = []
+    steps = 0
+
+    def fill(i: int, start: int) -> bool:
+        nonlocal steps
+        if i == len(slots):
+            return True
+        ci, name, k, candidates = slots[i]
+        begin = start if k > 0 else 0  # the next device of the same request comes after the last one
+        for index in range(begin, len(candidates)):
+            d = candidates[index]
+            steps += 1
+            if steps > SEARCH_STEPS:
+                return False
+            if d.key in used:
+                continue
+            used.add(d.key)
+            chosen.append((ci, name, d))
+            nxt = slots[i + 1] if i + 1 < len(slots) else None
+            same = nxt is not None and nxt[0] == ci and nxt[1] == name and nxt[2] == k + 1
+            if fill(i + 1, index + 1 if same else 0):
+                return True
+            chosen.pop()
+            used.discard(d.key)
+        return False
+    return chosen if fill(0, 0) else None
 
 
 def allocation_status(choice: list[tuple[str, Device]], node: str) -> dict:

@@ -137,6 +137,17 @@ def test_counts_all_mode_selectors_and_several_claims_of_one_pod():
                                                                  "values": ["n1"]}]}]}}
 
 
+def test_a_request_that_took_a_device_another_needs_gives_it_up():
+    # the any-GPU claim comes first and would take the H100 (listed first); the H100 claim needs it
+    devices = book(slice_("s", gpus(1, "H100") + [{"name": "gpu-a", "attributes": {"model": {"string": "A100"}}}],
+                          node="n1"),
+                   claims=[claim_("any"), claim_("h100", selectors=[f'device.attributes["{DRIVER}"].model == "H100"'])])
+    pod_claims = (PodClaim("a", "any"), PodClaim("b", "h100"))
+    assert fits(devices.plan("p", "ns", pod_claims, NODES)) == ["n1"]
+    choice = devices.allocate("p", "ns", pod_claims, "n1", {})
+    assert {c.name: [d.name for _, d in picks] for c, picks in choice} == {"any": ["gpu-a"], "h100": ["gpu-0"]}
+
+
 def test_shared_pools_for_all_nodes_or_a_node_selector_and_only_a_pools_newest_generation():
     zone_b = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}]}
     devices = book(slice_("net", gpus(1), pool="net", all_nodes=True), claims=[claim_("c")])
