@@ -98,6 +98,7 @@ def read_slice(raw: dict, old: Any = None) -> tuple[str, Slice]:
 class DeviceClass:
     name: str
     selectors: tuple[str, ...]
+    config: tuple[dict, ...] = ()  # spec.config: opaque driver parameters, copied into allocations
 
 
 def _cel_selectors(selectors: Any) -> tuple[str, ...]:
@@ -106,7 +107,9 @@ def _cel_selectors(selectors: Any) -> tuple[str, ...]:
 
 def read_class(raw: dict, old: Any = None) -> tuple[str, DeviceClass]:
     name = raw["metadata"]["name"]
-    return name, DeviceClass(name, _cel_selectors((raw.get("spec") or {}).get("selectors")))
+    spec = raw.get("spec") or {}
+    return name, DeviceClass(name, _cel_selectors(spec.get("selectors")),
+                             tuple(c for c in spec.get("config") or [] if isinstance(c, dict)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +135,8 @@ class Claim:
     owner: str  # the uid of the pod that owns it as controller (a claim made from a template)
     pod_claim: str  # annotation resource.kubernetes.io/pod-claim-name
     deleting: bool
+    config: tuple[dict, ...] = ()  # spec.devices.config: opaque driver parameters, copied into its allocation
+    problem: str = ""  # what Korral does not allocate in it (spec.devices.constraints)
 
     @property
     def key(self) -> str:
@@ -160,7 +165,9 @@ def read_claim(raw: dict, old: Any = None) -> tuple[str, Claim]:
                   tuple(_request(r) for r in (spec.get("devices") or {}).get("requests") or []), results,
                   bool(allocation), allocation.get("nodeSelector"),
                   tuple((r.get("name", ""), r.get("uid", "")) for r in status.get("reservedFor") or []),
-                  owner, (meta.get("annotations") or {}).get(POD_CLAIM_NAME, ""), bool(meta.get("deletionTimestamp")))
+                  owner, (meta.get("annotations") or {}).get(POD_CLAIM_NAME, ""), bool(meta.get("deletionTimestamp")),
+                  tuple(c for c in (spec.get("devices") or {}).get("config") or [] if isinstance(c, dict)),
+                  "constraints (matchAttribute)" if (spec.get("devices") or {}).get("constraints") else "")
     return claim.key, claim
 
 
@@ -327,6 +334,8 @@ class Devices:
                     out.requirements.append({"reason": NOT_AVAILABLE, "nodeSelector": claim.node_selector,
                                              "retry": False})
             else:
+                if claim.problem:
+                    out.waits.append(f'resourceclaim "{claim.name}": Korral does not allocate {claim.problem}')
                 for request in claim.requests:
                     if request.problem:
                         out.waits.append(f'resourceclaim "{claim.name}" request "{request.name}": Korral does not '
@@ -451,11 +460,23 @@ def _search(slots: list[tuple[int, str, int, list[Device]]], used: set) -> list[
     return chosen if fill(0, 0) else None
 
 
-def allocation_status(choice: list[tuple[str, Device]], node: str) -> dict:
-    """status.allocation for a claim's chosen devices: results, and the nodes they can be used
-    on (the node for a node's own devices, else the pool's node selector, else every node)."""
+def allocation_status(choice: list[tuple[str, Device]], node: str, claim: Claim | None = None,
+                      classes: dict[str, DeviceClass] | None = None) -> dict:
+    """status.allocation for a claim's chosen devices: results, the configuration of their classes
+    (source FromClass, per request) then the claim's own (FromClaim), and the nodes they can be
+    used on (the node for a node's own devices, else the pool's node selector, else every node)."""
     results = [{"request": r, "driver": d.driver, "pool": d.pool, "device": d.name} for r, d in choice]
-    out: dict[str, Any] = {"devices": {"results": results}}
+    devices: dict[str, Any] = {"results": results}
+    config = []
+    for request in claim.requests if claim is not None else ():
+        cls = (classes or {}).get(request.device_class)
+        for entry in cls.config if cls is not None else ():
+            config.append({"source": "FromClass", "requests": [request.name], **entry})
+    for entry in claim.config if claim is not None else ():
+        config.append({"source": "FromClaim", **entry})
+    if config:
+        devices["config"] = config
+    out: dict[str, Any] = {"devices": devices}
     if any(d.node for _, d in choice):
         out["nodeSelector"] = node_names([node])
     else:

@@ -169,8 +169,8 @@ class DeviceHandling:
             devices.pending[claim.key] = tuple(d.key for _, d in picks)
         try:
             for claim, picks in choice or ():
-                await reserve(self.client, claim.namespace, claim.name, allocation_status(picks, job.node), spec.name,
-                              spec.uid)
+                await reserve(self.client, claim.namespace, claim.name,
+                              allocation_status(picks, job.node, claim, devices.classes), spec.name, spec.uid)
                 written.append(claim.name)
             for pc in spec.resource_claims if choice is not None else ():
                 claim = devices.pod_claim(spec.uid, spec.namespace, pc)

@@ -148,6 +148,24 @@ def test_a_request_that_took_a_device_another_needs_gives_it_up():
     assert {c.name: [d.name for _, d in picks] for c, picks in choice} == {"any": ["gpu-a"], "h100": ["gpu-0"]}
 
 
+def test_the_allocation_carries_the_class_config_then_the_claims_and_constraints_wait():
+    devices = book(slice_("s", gpus(1), node="n1"))
+    opaque = {"opaque": {"driver": DRIVER, "parameters": {"sharing": "timeSlicing"}}}
+    devices.class_changed(None, read_class({"metadata": {"name": "gpu"}, "spec": {
+        "selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}], "config": [opaque]}}))
+    raw = claim_("c")
+    raw["spec"]["devices"]["config"] = [{"requests": ["req"], "opaque": {"driver": DRIVER, "parameters": {"x": 1}}}]
+    devices.claim_changed(None, read_claim(raw))
+    [(claim, picks)] = devices.allocate("p", "ns", (PodClaim("a", "c"),), "n1", {})
+    assert allocation_status(picks, "n1", claim, devices.classes)["devices"]["config"] == [
+        {"source": "FromClass", "requests": ["req"], **opaque},
+        {"source": "FromClaim", "requests": ["req"], "opaque": {"driver": DRIVER, "parameters": {"x": 1}}}]
+    raw["spec"]["devices"]["constraints"] = [{"requests": ["req"], "matchAttribute": f"{DRIVER}/model"}]
+    devices.claim_changed(read_claim(claim_("c")), read_claim(raw))
+    assert devices.plan("p", "ns", (PodClaim("a", "c"),), NODES).waits == [
+        'resourceclaim "c": Korral does not allocate constraints (matchAttribute)']
+
+
 def test_shared_pools_for_all_nodes_or_a_node_selector_and_only_a_pools_newest_generation():
     zone_b = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}]}
     devices = book(slice_("net", gpus(1), pool="net", all_nodes=True), claims=[claim_("c")])
