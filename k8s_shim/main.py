@@ -237,6 +237,7 @@ class _Runner:
             return 0
         self.reloader.api = self.api
         shim.flush()
+        tasks.append(asyncio.create_task(shim.sweep_reservations(), name="DRA reservations"))
         if self.reloader.changed_event.is_set():
             await self.reloader.reload()  # the configmaps changed while we registered
         # 50,000 pods' books: no full GC pass every few seconds

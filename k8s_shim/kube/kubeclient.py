@@ -228,6 +228,10 @@ class KubeClient:
         self.submit("PATCH", f"/api/v1/namespaces/{segment(namespace)}/persistentvolumeclaims/{segment(claim)}",
                     orjson.dumps({"metadata": {"annotations": {SELECTED_NODE: node}}}), MERGE, done)
 
+    async def get_pod(self, namespace: str, name: str) -> dict:
+        """One pod (a DRA claim's reservation for a pod the informer does not show)."""
+        return await self.get(pod_path(namespace, name))
+
     async def get_claim(self, namespace: str, name: str) -> dict:
         """A DRA ResourceClaim (resource.k8s.io/v1)."""
         return await self.get(claim_path(namespace, name))

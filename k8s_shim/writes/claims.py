@@ -103,8 +103,8 @@ class DeviceHandling:
     """The DRA part of ``Shim``: the book of devices and claims (``devices``), each waiting pod's
     node requirements, the claim writes between the core's placement and the bind, and the
     freeing of claims when their pods end. Expects the shim's ``tasks``, ``nodes``, ``client``,
-    ``apps``, ``binder``, ``_queue``, ``_sync``, ``_spawn``, ``_event``, ``_unplace``, ``_recheck``,
-    ``node_pods`` and ``_gang_defer_bind``."""
+    ``foreign``, ``apps``, ``binder``, ``_queue``, ``_sync``, ``_spawn``, ``_event``, ``_unplace``,
+    ``_recheck``, ``_set_constraints``, ``_retry``, ``node_pods`` and ``_gang_defer_bind``."""
 
     def _devices_init(self) -> None:
         self.devices = Devices()
@@ -230,6 +230,27 @@ class DeviceHandling:
                 names.append(claim.name)
         if names:
             self._spawn(self._unreserve_all(spec.namespace, names, {spec.uid}))
+
+    async def sweep_reservations(self) -> None:
+        """After the start-up lists: reservations of pods that are not ours and running or waiting
+        (a pod that ended while the shim was down) are checked one by one; one whose pod is gone,
+        was recreated or has ended is removed, as if the shim had seen the pod end."""
+        for claim in list(self.devices.claims.values()):
+            for name, uid in claim.reserved:
+                if uid in self.tasks or uid in self.foreign:
+                    continue
+                try:
+                    pod = await self.client.get_pod(claim.namespace, name)
+                    ended = pod["metadata"].get("uid") != uid or (pod.get("status") or {}).get("phase") in (
+                        "Succeeded", "Failed")
+                except ApiError as exc:
+                    if exc.status != 404:
+                        log.info("resourceclaim %s: pod %s not read (%s); its reservation stays", claim.key, name,
+                                 exc)
+                        continue
+                    ended = True
+                if ended:
+                    await self._unreserve_all(claim.namespace, [claim.name], {uid})
 
     async def _unreserve_all(self, namespace: str, names: list[str], uids: set[str]) -> None:
         for name in names:

@@ -37,6 +37,7 @@ CALLS = {
     "get": ("", "namespaces", "get"),  # a namespace read before its watch shows it
     "submit_select_node": ("", "persistentvolumeclaims", "patch"),  # best effort: a WaitForFirstConsumer claim's node
     "get_claim": ("resource.k8s.io", "resourceclaims", "get"),  # DRA: read before it is written
+    "get_pod": ("", "pods", "get"),  # DRA: a reservation's pod the informers do not show (start-up)
     "update_claim": ("resource.k8s.io", "resourceclaims", "update"),  # DRA: the finalizer
     "update_claim_status": ("resource.k8s.io", "resourceclaims/status", "update"),  # DRA: allocation, reservedFor
 }

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from k8s_shim.fake.cluster import ClusterOptions, FakeCluster
-from k8s_shim.kube.kubeclient import KubeClient
+from k8s_shim.kube.kubeclient import ApiError, KubeClient
 from k8s_shim.kube.kubeconfig import KubeConfig
 from k8s_shim.translate.cel import CelError, device_context, matches
 from k8s_shim.translate.devices import (CANNOT_ALLOCATE, NOT_AVAILABLE, Devices, PodClaim, allocation_status,
@@ -392,3 +392,31 @@ def test_the_shim_reads_dra_only_where_resource_k8s_io_v1_is_served(answer, serv
                 raise ApiError("GET", path, answer, "NotFound" if answer == 404 else "Forbidden", "no")
             return {"kind": "APIResourceList"}
     assert asyncio.run(_Runner._serves_dra(SimpleNamespace(client=Client()))) is serves
+
+
+def test_at_start_up_reservations_of_pods_that_ended_meanwhile_are_freed():
+    async def main():
+        w = dra_world()
+        pods = {"done": {"metadata": {"uid": "uid-done"}, "status": {"phase": "Succeeded"}},
+                "running": {"metadata": {"uid": "uid-running"}, "status": {"phase": "Running"}},
+                "recreated": {"metadata": {"uid": "a-new-uid"}, "status": {"phase": "Pending"}}}
+
+        async def get_pod(namespace, name):
+            if name not in pods:
+                raise ApiError("GET", name, 404, "NotFound", "not found")
+            return pods[name]
+        w.kube.get_pod = get_pod
+        allocated = {"allocation": {"devices": {"results": [
+            {"request": "req", "driver": DRIVER, "pool": "n1", "device": "gpu-0"}]}}}
+        for name, owner in (("c-done", "done"), ("c-running", "running"), ("c-gone", "gone"),
+                            ("c-recreated", "recreated")):
+            raw = claim_(name, status={**allocated, "reservedFor": [
+                {"resource": "pods", "name": owner, "uid": f"uid-{owner}"}]})
+            raw["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
+            w.kube.claims[name] = copy.deepcopy(raw)
+            w.shim.resource_claim_changed(None, read_claim(raw))
+        await w.shim.sweep_reservations()
+        assert {n: c["status"] for n, c in w.kube.claims.items() if n != "c1"} == {
+            "c-done": {}, "c-gone": {}, "c-recreated": {},
+            "c-running": {**allocated, "reservedFor": [{"resource": "pods", "name": "running", "uid": "uid-running"}]}}
+    run_async(main())
