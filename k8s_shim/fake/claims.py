@@ -52,9 +52,11 @@ class ResourceClaimController:
     def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         for entry in list(self.api.store.entries("pods")):
-            self._queue("pod", entry.key)
+            if b'"resourceClaimTemplateName"' in entry.raw:
+                self._queue("pod", entry.key)
         for entry in list(self.api.store.entries(_CLAIMS)):
-            self._queue("claim", entry.key)
+            if b'"reservedFor"' in entry.raw or b'"deletionTimestamp"' in entry.raw:
+                self._queue("claim", entry.key)
 
     async def stop(self) -> None:
         self.loop = None

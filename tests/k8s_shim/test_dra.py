@@ -420,3 +420,36 @@ def test_at_start_up_reservations_of_pods_that_ended_meanwhile_are_freed():
             "c-done": {}, "c-gone": {}, "c-recreated": {},
             "c-running": {**allocated, "reservedFor": [{"resource": "pods", "name": "running", "uid": "uid-running"}]}}
     run_async(main())
+
+
+def test_a_claim_shared_by_two_pods_is_reserved_for_both_and_freed_after_the_last():
+    async def main():
+        w = dra_world()
+        await registered_node(w, "n1")
+        await registered_node(w, "n2")
+        shared = [{"name": "gpu", "resourceClaimName": "c1"}]
+        w.pod(raw_pod("p1", resourceClaims=shared))
+        await w.accept_apps("app-1")
+        await turn()
+        w.api.take()
+        await w.allocate("uid-p1", "n1")
+        await wait_until_async(lambda: w.kube.binds == [("p1", "n1")], 5, "p1 bound")
+        w.shim.resource_claim_changed(read_claim(claim_("c1")), read_claim(w.kube.claims["c1"]))
+        w.pod(raw_pod("p2", resourceClaims=shared))
+        await turn()
+        [ask] = sent(w.api.take(), "allocations")
+        [req] = requirements(ask)
+        assert req["reason"] == NOT_AVAILABLE and req["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0][
+            "values"] == ["n1"]  # the allocation's node
+        await w.allocate("uid-p2", "n1")
+        await wait_until_async(lambda: ("p2", "n1") in w.kube.binds, 5, "p2 bound")
+        assert [r["name"] for r in w.kube.claims["c1"]["status"]["reservedFor"]] == ["p1", "p2"]
+        before = read_claim(w.kube.claims["c1"])
+        w.shim.resource_claim_changed(None, before)
+        w.pod_gone("uid-p1")
+        await wait_until_async(lambda: [r["name"] for r in w.kube.claims["c1"]["status"]["reservedFor"]] == ["p2"],
+                               5, "p1's reservation gone")
+        assert w.kube.claims["c1"]["status"]["allocation"]  # p2 still uses it
+        w.pod_gone("uid-p2")
+        await wait_until_async(lambda: w.kube.claims["c1"]["status"] == {}, 5, "freed after the last")
+    run_async(main())
