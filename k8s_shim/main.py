@@ -2,7 +2,9 @@
 
 Start-up, in YuniKorn's shim's order: read the configmaps (``yunikorn-defaults``,
 ``yunikorn-configs``) of the shim's namespace; list and watch namespaces, priority classes, nodes,
-volume claims, persistent volumes, storage classes, CSI nodes, our pods (``spec.schedulerName`` = ``--scheduler-name``) and the
+volume claims, persistent volumes, storage classes, CSI nodes, DRA's device classes, resource slices
+and resource claims (first, where resource.k8s.io/v1 is served), our pods (``spec.schedulerName`` =
+``--scheduler-name``) and the
 pods of other schedulers that run on nodes; once every list is in, register with Korral (SI v1.8,
 rmID ``service.clusterId``) and replay the cluster: applications, nodes drained, the pods already
 running as placed allocations, the others as asks; nodes open once their pods are counted.
@@ -50,6 +52,8 @@ from k8s_shim.reloader import Reloader
 from k8s_shim.writes.placeholders import PlaceholderSettings
 from k8s_shim.shim import Shim, ShimSettings
 from k8s_shim.translate.volumes import read_claim, read_csinode, read_storage_class, read_volume
+from k8s_shim.translate import devices
+from k8s_shim.kube.kubeclient import ApiError
 
 __all__ = ["configure", "run", "watched"]
 
@@ -75,8 +79,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "is a foreign allocation (default: yunikorn)")
     parser.add_argument("--best-effort-constraints", action="store_true",
                         help="place pods whose constraints Korral does not evaluate (required inter-pod "
-                             "(anti-)affinity, topology spread DoNotSchedule, DRA claims) as if they had none, "
-                             "instead of keeping them pending")
+                             "(anti-)affinity, topology spread DoNotSchedule) as if they had none, instead of "
+                             "keeping them pending")
     parser.add_argument("--event-settle-seconds", type=_seconds, default=1.0, metavar="S",
                         help="a pod's routine events wait this long and are folded when a later one says more: a pod "
                              "placed and bound within S gets one event, Scheduled (default 1; 0 posts every event as "
@@ -236,6 +240,14 @@ class _Runner:
                            lite=lite_watch(rules, _keep_others),
                            query={"fieldSelector": f"spec.schedulerName!={args.scheduler_name},spec.nodeName!="}),
         ]
+        if await self._serves_dra():  # DRA (resource.k8s.io/v1): read before the pods, so that a pod's
+            # claims are known when it is (not told missing at start-up); a standby reads them too, and
+            # writes none: the shim's claim writes go through the fenced client (leader election)
+            dra = [self._informer("deviceclasses", devices.read_class, shim.device_class_changed),
+                   self._informer("resourceslices", devices.read_slice, shim.resource_slice_changed),
+                   self._informer("resourceclaims", devices.read_claim, shim.resource_claim_changed)]
+            if not await self._synced(dra, tasks, stop):
+                return 0
         if not await self._synced(informers, tasks, stop):
             return 0
         log.info("k8s-shim: cluster read: %d nodes, %d pods of ours, %d foreign pods, %d applications",
@@ -263,6 +275,8 @@ class _Runner:
             return 0
         self.reloader.api = self.api
         shim.flush()
+        # the leader only (a standby waits above): reservations of pods gone while no shim led
+        tasks.append(asyncio.create_task(shim.sweep_reservations(), name="DRA reservations"))
         if self.reloader.changed_event.is_set():
             await self.reloader.reload()  # the configmaps changed while we registered
         # 50,000 pods' books: no full GC pass every few seconds
@@ -270,6 +284,17 @@ class _Runner:
             return 0
         log.error("k8s-shim: the scheduler client failed; exiting so that the shim is restarted")
         return 1
+
+    async def _serves_dra(self) -> bool:
+        """Whether the API server serves resource.k8s.io/v1 (GA in Kubernetes 1.34): without it,
+        DRA is not read and a pod's resource claims keep it waiting as not found."""
+        try:
+            await self.client.get("/apis/resource.k8s.io/v1")
+            return True
+        except ApiError as exc:
+            if exc.status != 404:
+                log.warning("k8s-shim: resource.k8s.io/v1 not read (%s): DRA claims are not allocated", exc)
+            return False
 
     def _channel(self) -> grpc.Channel | None:
         if self.credentials is None:
@@ -348,6 +373,9 @@ def watched(namespace: str) -> dict[str, str]:
             "persistentvolumeclaims": "/api/v1/persistentvolumeclaims",
             "persistentvolumes": "/api/v1/persistentvolumes", "csinodes": "/apis/storage.k8s.io/v1/csinodes",
             "nodes": "/api/v1/nodes",
+            "deviceclasses": "/apis/resource.k8s.io/v1/deviceclasses",
+            "resourceslices": "/apis/resource.k8s.io/v1/resourceslices",
+            "resourceclaims": "/apis/resource.k8s.io/v1/resourceclaims",
             "pods": "/api/v1/pods", "foreign pods": "/api/v1/pods"}
 
 

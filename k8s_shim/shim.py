@@ -48,6 +48,7 @@ from si_client import RecoverableState, RecoverySnapshot, ResourceManagerCallbac
 from k8s_shim.translate import model
 from k8s_shim.translate import nodes as nodemsg
 from k8s_shim.writes.binding import Binder, BindJob, Outcome, Result
+from k8s_shim.writes.claims import DeviceHandling
 from k8s_shim.writes.conditions import SKIPPED, UNSCHEDULABLE, Explainer, condition_patch
 from k8s_shim.writes.events import NORMAL, WARNING, EventRecorder, Regarding
 from k8s_shim.kube.kubeclient import ApiError, KubeClient, pod_path
@@ -60,7 +61,7 @@ from k8s_shim.translate.pods import PodState, Problem
 from k8s_shim.pools import Pools, ShimHooks
 from k8s_shim.translate.volumes import RWOP, Volumes
 from k8s_shim.writes.prebind import Gate, PreBinder, combine
-from k8s_shim.writes.volume_binding import NO_ROOM, volume_gate
+from k8s_shim.writes.volume_binding import NO_ROOM, NOT_BOUND_HERE, volume_gate
 
 __all__ = ["Shim", "ShimSettings"]
 
@@ -71,8 +72,6 @@ _NODE_EVENTS = ("NodeAdded", "NodeRemoved")  # YuniKorn's shim posts a node's ad
 _RESIZE_REFUSED = "resize of allocation "  # how the core's rejection of an in-place resize begins
 _RESIZE_REFUSED_EVENT = "AllocationResizeRefused"  # the core's event for it
 _RESOURCE_TEXT = re.compile(r"Resource\(\{([^}]*)\}\)")  # a size in the core's texts: Resource({memory:1, vcore:2})
-# the reason of a node excluded for a while after the pod's volumes could not be bound there
-_NO_VOLUME_HERE = "node(s) were excluded for a while: the pod's volumes could not be bound there"
 
 
 def _size_of(text: str) -> dict[str, int] | None:
@@ -110,7 +109,7 @@ def _pod_ref(spec) -> Regarding:
     return ref
 
 
-class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlugin):
+class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableState, StateDumpPlugin):
     def __init__(self, client: KubeClient, settings: ShimSettings, rm_id: str, events: EventRecorder,
                  explainer: Explainer | None = None, clock=time.monotonic) -> None:
         self.client, self.settings, self.rm_id = client, settings, rm_id
@@ -128,6 +127,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         self.priority_classes: dict[str, bool] = {}
         self.volumes = Volumes()
         self.prebinder = PreBinder(self._prebound, self._prebind_failed)
+        self._devices_init()
         self._background: set[asyncio.Task] = set()
         self._reading_namespaces: set[str] = set()
         self._gang_init()
@@ -331,6 +331,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         if task.node:
             self.node_pods.get(task.node, set()).discard(task.uid)
         self._recheck(self.volumes.release(task.uid, spec.namespace, spec.claims))  # a ReadWriteOncePod claim is free
+        self._free_devices(task)  # its claims' reservations go (k8s_shim.writes.claims)
         if task.bound:
             self._event(spec, NORMAL, "TaskCompleted", f"Task {spec.alias} is completed")
 
@@ -361,21 +362,23 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
 
     # ------------------------------------------------------------------ constraints (volumes too)
     def _set_constraints(self, task: Task) -> bool:
-        """Recompute what the ask carries as constraints Korral does not evaluate (or cannot meet
-        now: its volume claims); True if changed."""
+        """Recompute what the ask carries as constraints Korral does not evaluate (the pod's own,
+        ``spec.unsupported``, unless --best-effort-constraints) or cannot meet now (its volume
+        claims', its resource claims'); True if changed (node requirements too)."""
         spec = task.spec
-        best_effort = self.settings.best_effort_constraints
-        found = [] if best_effort else list(spec.unsupported)
-        constraints = tuple(found + self.volumes.waits(spec.namespace, spec.claims, best_effort))
-        changed = self._set_volume_needs(task)
+        found = [] if self.settings.best_effort_constraints else list(spec.unsupported)
+        device_waits, devices_changed = self._plan_devices(task)  # DRA: k8s_shim.writes.claims
+        constraints = tuple(found + self.volumes.waits(spec.namespace, spec.claims) + device_waits)
+        changed = self._set_volume_needs(task) | devices_changed
         if constraints == task.constraints:
             return changed
         task.constraints = constraints
         if constraints and not task.node:
+            # the flag is named only for what it would place: the waits for claims it does not lift
+            hint = "; --best-effort-constraints places pods with unevaluated constraints anyway" if found else ""
             self._event(spec, WARNING, "FailedScheduling",
                         f"pod {spec.alias} is not placed: Korral does not evaluate or cannot meet "
-                        f"{'; '.join(constraints)} (it waits; --best-effort-constraints places pods with "
-                        "unevaluated constraints anyway)")
+                        f"{'; '.join(constraints)} (it waits{hint})")
         return True
 
     def _set_volume_needs(self, task: Task) -> bool:
@@ -448,20 +451,29 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
 
     # ------------------------------------------------------------------ writes before the binding
     def _start_binding(self, task: Task, job: BindJob) -> None:
-        """Bind ``task``'s pod, after the writes and the wait its volumes need (a ``Gate``)."""
+        """Bind ``task``'s pod, after the writes and the wait its volumes and its resource claims
+        need (one ``Gate`` of both: it waits for both, and a failure of either undoes both)."""
         spec = task.spec
         if self._rwop_in_use(task):  # placed together with another pod of its claim
             self._place_again(job, "a ReadWriteOncePod claim it uses is in use by another pod", "")
             return
+        choice = self._choose_devices(task, job)  # before the volumes' plan, which books what it picks
+        if choice is None:
+            self._place_again(job, f"its resource claims cannot be allocated on node {job.node} (their devices are "
+                                   "no longer free there)", "")
+            return
         entry = self.nodes.get(job.node)
-        gates: list[Gate] = []  # each concern's writes and wait before the binding (another concern: one more)
+        gates: list[Gate] = []  # each concern's writes and wait before the binding
         volumes = volume_gate(self.volumes, self.client, job, spec.claims, entry.state.labels if entry else {},
                               self.settings.volume_bind_timeout, self._spawn)
         if volumes is NO_ROOM:
-            self._place_again(job, "one of its volume claims cannot have its volume there any more", _NO_VOLUME_HERE)
+            self._place_again(job, "one of its volume claims cannot have its volume there any more", NOT_BOUND_HERE)
             return
         if volumes is not None:
             gates.append(volumes)
+        devices = self._device_gate(task, job, choice)  # DRA: k8s_shim.writes.claims
+        if devices is not None:
+            gates.append(devices)
         gate = combine(gates)
         if gate is not None:
             self.prebinder.start(gate)
@@ -487,7 +499,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
             self.binder.bind(job)
 
     def _prebind_failed(self, gate: Gate, why: str, node_at_fault: bool) -> None:
-        self._place_again(gate.job, why, _NO_VOLUME_HERE if node_at_fault else "")
+        self._place_again(gate.job, why, gate.exclusion if node_at_fault else "")
 
     def _place_again(self, job: BindJob, why: str, exclusion: str) -> None:
         """The pod cannot be bound where the core placed it: the allocation goes back to the core
@@ -590,6 +602,8 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
                 self.events.post(Regarding("Node", new.name, uid=new.uid), WARNING, "NodeRejected",
                                  f"node {new.name}: {problem}")
             self._queue("node", nodemsg.create_drained(new))
+            if self.device_users:  # a node more where their claims may be had
+                self._recheck(set(self.device_users))
             return
         before, entry.state = entry.state, new
         if entry.phase is NodePhase.REJECTED:  # registered again with what changed
@@ -749,6 +763,8 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
             return
         self._event(spec, WARNING, "PodBindFailure",
                     f"bind pod to node failed, name: {spec.alias}, {result.error}")
+        if spec.resource_claims:
+            self._give_back_devices(task)  # DRA: allocated for that node (k8s_shim.writes.claims)
         task.avoid[job.node] = self.clock() + self.settings.avoid_seconds
         task.retries += 1
         task.hold = Hold.RETRY
@@ -925,5 +941,6 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         return {"rmID": self.rm_id, **model.books(self.nodes, self.node_pods, self.tasks, self.foreign, self.apps),
                 "priorityClasses": self.priority_classes,  # name -> its pods may be preempted
                 "events": self.events.counters(), "bindsInFlight": self.binder.in_flight,
-                "waitingBeforeBind": len(self.prebinder.gates),  # pods whose volumes are being bound
+                "waitingBeforeBind": len(self.prebinder.gates),  # pods whose volumes or claims are being written
+                "claimsBeingWritten": len(self.devices.pending),  # DRA claims chosen, not yet seen allocated
                 **({"pools": self.pools.dump()} if self.pools.enabled else {})}

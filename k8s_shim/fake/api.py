@@ -262,8 +262,7 @@ class Api:
 
     def _invalid(self, kind: Kind, obj: dict[str, Any], causes: list) -> None:
         if causes:
-            raise ApiError.invalid(kind.kind, obj["metadata"].get("name", ""), causes,
-                                   group=kind.group if kind.qualified_errors else "")
+            raise ApiError.invalid(kind.kind, obj["metadata"].get("name", ""), causes, kind.invalid_group)
 
     # -- create -----------------------------------------------------------------------------
 
@@ -451,6 +450,7 @@ class Api:
     def _store_update(self, kind: Kind, old: dict[str, Any], new: dict[str, Any], subresource: str,
                       manager: str, body: Any) -> dict[str, Any]:
         meta, old_meta = new["metadata"], old["metadata"]
+        old_rv = old_meta.get("resourceVersion")  # a merge patch may share old's metadata with new
         for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation",
                     "managedFields", "namespace", "generateName"):
             if key in old_meta:
@@ -469,6 +469,8 @@ class Api:
         meta.pop("resourceVersion", None)
         compare = {k: v for k, v in new.items()}
         if _same(compare, old):
+            if old_rv is not None:
+                old["metadata"]["resourceVersion"] = old_rv
             return old  # a no-op write stores nothing (and sends no watch event)
         self._managed(meta, manager, kind, body if isinstance(body, dict) else {}, subresource)
         meta["resourceVersion"] = ""
@@ -526,6 +528,8 @@ class Api:
                 self._write(kind, obj)
             return obj, True
         two_step = is_pod or grace > 0 or finalizers or _blocked(kind, obj) or kind.returns_object_on_delete
+        if two_step and kind.deleted_at_once and not (is_pod or finalizers or _blocked(kind, obj)):
+            return self._write(kind, obj, delete=True).decode(), True  # one write, the object answered
         if not two_step:
             self._write(kind, obj, delete=True)
             return success_status(details={**kind.resource.details(name), "uid": meta.get("uid", "")}), False

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from k8s_shim.fake.dra import DRA_KINDS
 from k8s_shim.fake.events import CoreEvents, Events
 from k8s_shim.fake.kinds import (ConfigMaps, CSINodes, Kind, Leases, Namespaces, Nodes, PersistentVolumeClaims,
                                     PersistentVolumes, PriorityClasses, StorageClasses, plain_kind)
@@ -40,5 +41,6 @@ def all_kinds() -> list[Kind]:
                    categories=("all",)),
         plain_kind("poddisruptionbudgets", "PodDisruptionBudget", "policy", short=("pdb",),
                    storage_hash="6BGBu0kpHtk=", status=True, generation=True),
+        *DRA_KINDS,
     ]
     return [cls() for cls in classes]

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from k8s_shim.fake.api import Api
+from k8s_shim.fake.claims import ResourceClaimController
 from k8s_shim.fake.gc import GarbageCollector
 from k8s_shim.fake.kubelet import FAKE_KUBELET, FakeKubelet
 from k8s_shim.fake.volumes import VolumeController
@@ -51,6 +52,7 @@ class ClusterOptions:
     pools: list[NodeTemplate] = field(default_factory=list)  # more nodes, one template per node pool
     kubelet: bool = True
     garbage_collector: bool = True
+    resourceclaim_controller: bool = True  # claims from templates, reservations of deleted pods (DRA)
     pod_start_seconds: float = 0.0  # bound pod -> Running
     volume_binder: bool = True  # the persistent-volume binder and an external provisioner (fake.volumes)
     provisioners: frozenset[str] | None = None  # the CSI drivers the provisioner serves (None: all; empty: none)
@@ -71,6 +73,8 @@ class FakeCluster:
         self.controllers: list[Any] = []
         if self.options.garbage_collector:
             self.controllers.append(GarbageCollector(self.api))
+        if self.options.resourceclaim_controller:
+            self.controllers.append(ResourceClaimController(self.api))
         if self.options.kubelet:
             self.controllers.append(FakeKubelet(self.api, self.options.pod_start_seconds))
         if self.options.volume_binder:

@@ -15,10 +15,13 @@ VERSION = {"major": "1", "minor": "24", "gitVersion": "v1.24.0+korral-fake", "gi
 
 # the real server's group order (file 01), for the groups the double serves
 _GROUP_ORDER = ("apps", "events.k8s.io", "batch", "policy", "storage.k8s.io", "scheduling.k8s.io",
-                "coordination.k8s.io")
+                "coordination.k8s.io", "resource.k8s.io")
 # served as a newer server serves them, but not listed: discovery stays the recorded v1.24's
 # (pods/resize: in-place resize, Kubernetes 1.33 on)
 _UNLISTED = ("resize",)
+# groups served as a v1.36 server serves them (file 15 of k8s-wire/v1.36: /apis/GROUP and
+# /apis/GROUP/v1 answer) but not listed in /apis, which stays the recorded v1.24's
+_UNLISTED_GROUPS = ("resource.k8s.io",)
 # subresources that belong to another group (pods/eviction is policy/v1)
 _SUBRESOURCE_KIND = {"binding": "Binding", "eviction": "Eviction", "attach": "PodAttachOptions",
                      "exec": "PodExecOptions", "proxy": "NodeProxyOptions", "finalize": "Namespace"}
@@ -39,7 +42,7 @@ def group(name: str) -> dict[str, Any]:
 
 
 def group_list(kinds: list[Kind]) -> dict[str, Any]:
-    names = {k.group for k in kinds if k.group}
+    names = {k.group for k in kinds if k.group and k.group not in _UNLISTED_GROUPS}
     ordered = [g for g in _GROUP_ORDER if g in names] + sorted(names - set(_GROUP_ORDER))
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [group(g) for g in ordered]}
 

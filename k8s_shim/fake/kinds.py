@@ -68,12 +68,12 @@ class Kind:
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
     verbs: tuple[str, ...] = ALL_VERBS
-    qualified_errors = False  # a 422 names Kind.group (as 1.36 does for storage.k8s.io kinds)
     subresources: dict[str, tuple[str, ...]] = {}
     storage_hash = ""
     has_status = False  # spec/status split: main writes keep status, status writes keep spec
     has_generation = False  # metadata.generation starts at 1 and grows when anything but status/metadata changes
     returns_object_on_delete = False  # DELETE answers the object rather than a Status
+    deleted_at_once = False  # with returns_object_on_delete: no finalizer, one write (no deletionTimestamp)
     extra_fields: tuple[str, ...] = ()  # field selectors besides metadata.name/namespace
     grace_on_delete = True  # a DELETE that waits records deletionGracePeriodSeconds
     unconditional_update = True  # a PUT without metadata.resourceVersion overwrites (False: 422)
@@ -81,6 +81,7 @@ class Kind:
     to_view: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # stored form -> this version
     to_storage: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # this version -> stored form
     name_check: Callable[[str, str], Causes] = staticmethod(dns_subdomain_causes)
+    invalid_group = ""  # the group a 422 names ("Kind.group"), as 1.36 does for storage.k8s.io and resource.k8s.io
 
     def __init__(self) -> None:
         self.resource = Resource(self.plural, self.group)
@@ -411,7 +412,7 @@ class Leases(Kind):
 class StorageClasses(Kind):
     plural, kind, group, namespaced, short_names = "storageclasses", "StorageClass", "storage.k8s.io", False, ("sc",)
     storage_hash = "K+m6uJwbjGY="
-    qualified_errors = True
+    invalid_group = "storage.k8s.io"
 
     def validate_update(self, old: dict[str, Any], new: dict[str, Any], subresource: str) -> Causes:
         if new.get("volumeBindingMode") != old.get("volumeBindingMode"):  # file 10 (v1.36)
@@ -545,7 +546,7 @@ class CSINodes(Kind):
     """Stored as sent (file 13): drivers[].nodeID immutable, allocatable.count >= 0."""
     plural, kind, group, namespaced = "csinodes", "CSINode", "storage.k8s.io", False
     storage_hash = "Pe62DkZtjuo="
-    qualified_errors = True
+    invalid_group = "storage.k8s.io"
 
     def validate(self, obj: dict[str, Any], old: dict[str, Any] | None, api: Objects) -> Causes:
         causes = super().validate(obj, old, api)

@@ -35,6 +35,7 @@ MERGE_KEYS: dict[str, str] = {
     "volumes": "name", "imagePullSecrets": "name", "hostAliases": "ip", "conditions": "type",
     "addresses": "type", "ownerReferences": "uid", "podIPs": "ip", "topologySpreadConstraints": "topologyKey",
     "resourceClaims": "name", "schedulingGates": "name",
+    "reservedFor": "uid", "resourceClaimStatuses": "name",  # resource.k8s.io/v1 claims; pod status (v1.36)
 }
 # lists of scalars that merge as sets
 PRIMITIVE_MERGE = {"finalizers"}

@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from k8s_shim.fake import quantity
+from k8s_shim.fake.dra import pod_claim_causes
 from k8s_shim.fake.errors import ApiError
 from k8s_shim.fake.kinds import Causes, Kind, Objects
 
@@ -157,6 +158,7 @@ class Pods(Kind):
                 if name in limits and quantity.parse(value) > quantity.parse(limits[name]):
                     causes.append(("FieldValueInvalid", f"{path}.resources.requests",
                                    f'Invalid value: "{value}": must be less than or equal to {name} limit'))
+        causes += pod_claim_causes(spec)  # DRA (v1.36)
         policy = spec.get("restartPolicy")
         if policy not in ("Always", "OnFailure", "Never"):
             causes.append(("FieldValueNotSupported", "spec.restartPolicy",

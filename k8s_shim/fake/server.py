@@ -278,6 +278,8 @@ class FakeApiServer:
                 return self._answer({"kind": "APIGroup", "apiVersion": "v1", **discovery.group(parts[1])}, media)
             gv, rest = f"{parts[1]}/{parts[2]}", parts[3:]
             if gv not in self.served:
+                if any(k.group == parts[1] for k in self.api.kinds):
+                    raise ApiError.unknown_resource()  # a version not enabled (v1.36 file 15: resource.k8s.io/v1beta2)
                 raise _Plain404()
         if not rest:
             return self._answer(discovery.resource_list(self.api.kinds, gv), media)
@@ -471,7 +473,11 @@ class FakeApiServer:
             labels = parse_labels(request.query.get("labelSelector"))
             fields = parse_fields(request.query.get("fieldSelector"), kind.supports_field)
         except SelectorError as exc:
-            raise ApiError.bad_request(str(exc)) from None
+            message = str(exc)
+            field_error = getattr(kind, "field_error", None)  # resource.k8s.io words it with the kind (file 06)
+            if field_error is not None and message.startswith("field label not supported: "):
+                message = field_error(message.split(": ", 1)[1])
+            raise ApiError.bad_request(message) from None
         if kind.view_of and not fields.empty:
             fields.terms = tuple((kind.translate_field(f), eq, v) for f, eq, v in fields.terms)
         return labels, fields

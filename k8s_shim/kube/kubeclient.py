@@ -13,9 +13,7 @@ decode of a Pod costs more than the shim may spend on it), and the answers of th
   which is not decoded as a Binding; the binding names the pod's uid, so a pod recreated under
   the same name is never bound by mistake (409);
 - ``patch_status`` (strategic merge of a pod's status), ``submit_event`` (events.k8s.io/v1) and
-  ``patch_event_series`` (an event series' count), ``delete``, ``submit_select_node`` (a
-  WaitForFirstConsumer claim's node annotation, from the binder's old best-effort path: unused by
-  the shim now), ``patch_claim`` / ``patch_volume`` (merge patches of a claim and a persistent
+  ``patch_event_series`` (an event series' count), ``delete``, ``patch_claim`` / ``patch_volume`` (merge patches of a claim and a persistent
   volume: the writes before a pod's binding, ``writes.volume_binding``).
 
 The ``submit_*`` calls are the hot ones (a binding and an event or two per pod): they take a
@@ -45,7 +43,6 @@ MERGE = "application/merge-patch+json"
 REQUEST_TIMEOUT = 30.0
 WATCH_READ_SLACK = 30.0  # a watch may stay quiet up to its timeoutSeconds; then this much longer
 USER_AGENT = "korral-k8s-shim/0.1"
-SELECTED_NODE = "volume.kubernetes.io/selected-node"
 
 
 class ApiError(Exception):
@@ -101,6 +98,11 @@ def pod_path(namespace: str, name: str = "", sub: str = "") -> str:
     path = f"/api/v1/namespaces/{segment(namespace)}/pods"
     if name:
         path += f"/{segment(name)}"
+    return f"{path}/{sub}" if sub else path
+
+
+def claim_path(namespace: str, name: str, sub: str = "") -> str:
+    path = f"/apis/resource.k8s.io/v1/namespaces/{segment(namespace)}/resourceclaims/{segment(name)}"
     return f"{path}/{sub}" if sub else path
 
 
@@ -219,12 +221,6 @@ class KubeClient:
     async def patch_status(self, namespace: str, name: str, patch: dict) -> None:
         await self.send("PATCH", pod_path(namespace, name, "status"), orjson.dumps(patch), STRATEGIC_MERGE)
 
-    def submit_select_node(self, namespace: str, claim: str, node: str, done: Callable[[ApiError | None], None]) -> None:
-        """Give a WaitForFirstConsumer claim its node (``volume.kubernetes.io/selected-node``);
-        ``done`` as ``submit_bind``'s."""
-        self.submit("PATCH", f"/api/v1/namespaces/{segment(namespace)}/persistentvolumeclaims/{segment(claim)}",
-                    orjson.dumps({"metadata": {"annotations": {SELECTED_NODE: node}}}), MERGE, done)
-
     async def patch_claim(self, namespace: str, name: str, patch: dict) -> None:
         """Merge-patch a volume claim (its selected node before its pod's binding)."""
         await self.send("PATCH", f"/api/v1/namespaces/{segment(namespace)}/persistentvolumeclaims/{segment(name)}",
@@ -233,6 +229,22 @@ class KubeClient:
     async def patch_volume(self, name: str, patch: dict) -> None:
         """Merge-patch a persistent volume (its claimRef: a pre-bind before its pod's binding)."""
         await self.send("PATCH", f"/api/v1/persistentvolumes/{segment(name)}", orjson.dumps(patch), MERGE)
+
+    async def get_pod(self, namespace: str, name: str) -> dict:
+        """One pod (a DRA claim's reservation for a pod the informer does not show)."""
+        return await self.get(pod_path(namespace, name))
+
+    async def get_claim(self, namespace: str, name: str) -> dict:
+        """A DRA ResourceClaim (resource.k8s.io/v1)."""
+        return await self.get(claim_path(namespace, name))
+
+    async def update_claim(self, namespace: str, name: str, claim: dict) -> dict:
+        """PUT a ResourceClaim (its finalizers), with the resourceVersion it carries: 409 if stale."""
+        return await self.request("PUT", claim_path(namespace, name), body=claim)
+
+    async def update_claim_status(self, namespace: str, name: str, claim: dict) -> dict:
+        """PUT a ResourceClaim's status (allocation, reservedFor), with its resourceVersion."""
+        return await self.request("PUT", claim_path(namespace, name, "status"), body=claim)
 
     async def delete(self, path: str, body: dict | None = None) -> Any:
         return await self.request("DELETE", path, body=body)

@@ -34,6 +34,7 @@ from common.constants import (DOMAIN_K8S, DOMAIN_YUNIKORN, GROUP_LABEL, TAG_HOST
                               TAG_TOLERATIONS, CREATION_TIME)
 from k8s_shim.translate import quantity
 from k8s_shim.translate.gang import GangSpec, read_gang
+from k8s_shim.translate.devices import PodClaim, read_pod_claims
 from k8s_shim.watch.informer import FULL, LiteWatch
 
 __all__ = ["PodRules", "PodSpec", "PodState", "Problem", "read_pod", "decoder", "refresher", "lite_watch", "LitePod",
@@ -101,6 +102,7 @@ class PodSpec:
     tags: dict[str, str] = field(default_factory=dict)
     unsupported: tuple[str, ...] = ()  # constraints of the pod itself that Korral does not evaluate
     claims: tuple[str, ...] = ()  # persistent volume claims (and ephemeral volumes' claims)
+    resource_claims: tuple[PodClaim, ...] = ()  # DRA: spec.resourceClaims (k8s_shim.translate.devices)
     image_pull_secrets: tuple[str, ...] = ()
     static: bool = False  # a static (mirror) pod: owned by its Node
     created: int = 0  # creationTimestamp, unix seconds
@@ -381,9 +383,6 @@ def unsupported_constraints(spec: dict) -> tuple[str, ...]:
     for c in spec.get("topologySpreadConstraints") or []:
         if c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule":
             found.append(f"topology spread constraint (DoNotSchedule) on {c.get('topologyKey', '?')}")
-    claims = [c.get("name", "?") for c in spec.get("resourceClaims") or []]
-    if claims:
-        found.append(f"dynamic resource claims ({', '.join(claims)})")
     return tuple(found)
 
 
@@ -498,6 +497,7 @@ def read_pod(raw: dict, rules: PodRules) -> PodSpec:
         pod.preempt_others = spec.get("preemptionPolicy") != "Never"
         pod.unsupported = unsupported_constraints(spec)
         pod.claims = claim_names(spec, pod.name)
+        pod.resource_claims = read_pod_claims(spec)
         pod.image_pull_secrets = tuple(s.get("name", "") for s in spec.get("imagePullSecrets") or [] if s.get("name"))
         pod.gang = read_gang(annotations, rules.gang_scheduling)  # its problems are told as GangScheduling events
         if pod.gang is not None and pod.gang.placeholder:

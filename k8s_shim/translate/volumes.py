@@ -253,7 +253,7 @@ class Volumes:
         cls = self._class(claim)
         return not claim.bound and cls is not None and cls.binding_mode == WAIT_FOR_FIRST_CONSUMER
 
-    def waits(self, namespace: str, claims: tuple[str, ...], best_effort: bool = False) -> list[str]:
+    def waits(self, namespace: str, claims: tuple[str, ...]) -> list[str]:
         found = []
         for name in claims:
             claim = self.claims.get(_key(namespace, name))

@@ -3,11 +3,8 @@
 ``Binder.bind(job)`` posts ``pods/{name}/binding`` (with the pod's uid, so a pod recreated under
 the same name is never bound) in the background, at most ``concurrency`` requests at a time, and
 reports one ``Outcome`` per job through ``on_outcome``. A job is a chain of callbacks (the
-request's answer, a retry's timer), not a task: a binding per pod costs a few calls. The job's
-unbound WaitForFirstConsumer claims (placed with ``--best-effort-constraints``) first get the
-node in the annotation
-``volume.kubernetes.io/selected-node``, as kube-scheduler's volume binding gives it, so that their
-provisioner makes the volume where the pod goes; a claim that cannot be annotated refuses the job.
+request's answer, a retry's timer), not a task: a binding per pod costs a few calls. Writes a
+pod needs before its binding (volumes, resource claims) are made first, by ``writes.prebind``.
 
 - ``BOUND``: 201 (the body is a ``Status``, not a Binding), or a 409 saying the pod is already
   on that very node (an earlier attempt whose answer was lost);
@@ -55,7 +52,6 @@ class BindJob:
     name: str
     node: str
     attempt: int  # the task's allocation this bind belongs to: a result for an older one is stale
-    claims: tuple[str, ...] = ()  # unbound WaitForFirstConsumer claims to give the node first
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,33 +88,30 @@ class Binder:
         self.deadline = deadline
         self.backoff = backoff or Backoff(base=0.1, cap=5.0)
         self._free = concurrency  # requests that may start now
-        self._waiting: collections.deque[tuple[BindJob, float, int, int]] = collections.deque()
+        self._waiting: collections.deque[tuple[BindJob, float, int]] = collections.deque()
         self._closed = False
         self.in_flight = 0
 
     def bind(self, job: BindJob) -> None:
         self.in_flight += 1
-        self._try(job, asyncio.get_running_loop().time() + self.deadline, 0, 0)
+        self._try(job, asyncio.get_running_loop().time() + self.deadline, 0)
 
-    def _try(self, job: BindJob, give_up: float, step: int, tries: int) -> None:
-        """Request ``step`` of ``job`` (its claims' node, one by one, then the binding) once a slot is free."""
+    def _try(self, job: BindJob, give_up: float, tries: int) -> None:
+        """Request ``job``'s binding once a slot is free."""
         if self._closed:
             return
         if self._free:
             self._free -= 1
-            self._send(job, give_up, step, tries)
+            self._send(job, give_up, tries)
         else:
-            self._waiting.append((job, give_up, step, tries))
+            self._waiting.append((job, give_up, tries))
 
-    def _send(self, job: BindJob, give_up: float, step: int, tries: int) -> None:
+    def _send(self, job: BindJob, give_up: float, tries: int) -> None:
         def answered(error: ApiError | None) -> None:
-            self._answered(job, give_up, step, tries + 1, error)
-        if step < len(job.claims):  # as kube-scheduler's volume binding: the provisioner follows the node
-            self.client.submit_select_node(job.namespace, job.claims[step], job.node, answered)
-        else:
-            self.client.submit_bind(job.namespace, job.name, job.uid, job.node, answered)
+            self._answered(job, give_up, tries + 1, error)
+        self.client.submit_bind(job.namespace, job.name, job.uid, job.node, answered)
 
-    def _answered(self, job: BindJob, give_up: float, step: int, tries: int, error: ApiError | None) -> None:
+    def _answered(self, job: BindJob, give_up: float, tries: int, error: ApiError | None) -> None:
         if self._waiting:  # the slot goes to the next request waiting
             self._send(*self._waiting.popleft())
         else:
@@ -132,22 +125,15 @@ class Binder:
             if result is None:
                 loop = asyncio.get_running_loop()
                 delay = error.retry_after or self.backoff.delay(tries - 1)
-                what = f"claim {job.claims[step]}" if step < len(job.claims) else "bind"
                 if loop.time() + delay <= give_up:
-                    log.info("%s of %s/%s to %s: %s; retrying in %.2fs", what, job.namespace, job.name, job.node,
+                    log.info("bind of %s/%s to %s: %s; retrying in %.2fs", job.namespace, job.name, job.node,
                              error, delay)
-                    loop.call_later(delay, self._try, job, give_up, step, tries)
+                    loop.call_later(delay, self._try, job, give_up, tries)
                     return
                 result = Result(job, Outcome.REFUSED, tries=tries,
                                 error=f"{error} (still failing after {tries} tries in {self.deadline:g}s)")
             else:
                 result = Result(job, result.outcome, result.node, result.error, tries)
-        if step < len(job.claims):
-            if result.outcome is Outcome.BOUND:
-                self._try(job, give_up, step + 1, 0)
-                return
-            result = Result(job, Outcome.REFUSED, error=f"persistentvolumeclaim {job.claims[step]}: {result.error}",
-                            tries=tries)
         self.in_flight -= 1
         try:
             self.on_outcome(result)

@@ -7,7 +7,10 @@ change that may make a gate ready), then ``on_ready(gate)`` binds the pod. A ref
 ``check`` that reports a failure (e.g. a claim deleted meanwhile) or the gate's ``timeout``
 ends the gate with ``on_failed(gate, why, timed_out)``; ``cancel`` drops a gate whose pod went.
 ``check`` answers ``READY``, ``(WAIT, what)`` or ``(FAIL, why)``. ``node_at_fault`` tells the
-shim whether another node may do better (a refused write, a timeout) or not (a claim deleted).
+shim whether another node may do better (a refused write, a timeout) or not (a claim deleted, or
+a write raising ``Taken``: what it writes is no longer as chosen). A gate cancelled before its
+binding (``cancel``: its pod went, or its allocation did) calls its ``on_cancel`` (devices: the
+claims written for it are given back; volumes: nothing, their books follow the pod).
 """
 
 from __future__ import annotations
@@ -20,11 +23,16 @@ from typing import Awaitable, Callable
 from k8s_shim.kube.kubeclient import ApiError
 from k8s_shim.writes.binding import BindJob
 
-__all__ = ["Gate", "PreBinder", "combine", "READY", "WAIT", "FAIL"]
+__all__ = ["Gate", "PreBinder", "Taken", "combine", "READY", "WAIT", "FAIL"]
 
 log = logging.getLogger(__name__)
 
 READY, WAIT, FAIL = "ready", "wait", "fail"
+
+
+class Taken(Exception):
+    """A write found what it writes no longer as chosen (e.g. a claim allocated otherwise
+    meanwhile, or gone): the gate fails, and another node would not do better."""
 
 
 @dataclass(eq=False, slots=True)
@@ -36,6 +44,8 @@ class Gate:
     late: str = "its writes were not done"  # how a timeout is told: "<late> on node N within <limit> (...)"
     limit: str = "the timeout"  # the setting the timeout comes from
     undo: Callable[[], None] | None = None  # what a failed gate takes back (called once, on failure)
+    on_cancel: Callable[[], None] | None = None  # what a cancelled gate takes back
+    exclusion: str = ""  # the reason its node is excluded for after a refused write or a timeout
     waiting_for: str = ""
     written: bool = False
     timer: asyncio.TimerHandle | None = field(default=None, repr=False)
@@ -62,9 +72,14 @@ def combine(gates: list[Gate]) -> Gate | None:
         for gate in gates:
             if gate.undo is not None:
                 gate.undo()
+
+    def on_cancel() -> None:
+        for gate in gates:
+            if gate.on_cancel is not None:
+                gate.on_cancel()
     longest = max(gates, key=lambda g: g.timeout)
     return Gate(gates[0].job, [w for g in gates for w in g.writes], check, longest.timeout, longest.late,
-                longest.limit, undo)
+                longest.limit, undo, on_cancel, longest.exclusion)
 
 
 class PreBinder:
@@ -86,6 +101,9 @@ class PreBinder:
                 await write()
             except ApiError as exc:
                 self._end(gate, f"write refused: {exc}", True)
+                return
+            except Taken as exc:
+                self._end(gate, str(exc), False)
                 return
             if self.gates.get(gate.job.uid) is not gate:
                 return  # cancelled or ended meanwhile
@@ -133,6 +151,8 @@ class PreBinder:
         if gate is None:
             return False
         self._drop(gate)
+        if gate.on_cancel is not None:
+            gate.on_cancel()
         return True
 
     def close(self) -> None:

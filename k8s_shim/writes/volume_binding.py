@@ -16,12 +16,14 @@ from k8s_shim.translate.volumes import SELECTED_NODE, Step, Volumes
 from k8s_shim.writes.binding import BindJob
 from k8s_shim.writes.prebind import FAIL, READY, WAIT, Gate
 
-__all__ = ["volume_gate", "NO_ROOM"]
+__all__ = ["volume_gate", "NO_ROOM", "NOT_BOUND_HERE"]
 
 log = logging.getLogger(__name__)
 
 BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
 NO_ROOM = object()  # the node the core chose can no longer have one of the pod's volumes
+# the reason of a node excluded for a while after the pod's volumes could not be bound there
+NOT_BOUND_HERE = "node(s) were excluded for a while: the pod's volumes could not be bound there"
 
 
 def _write(client: KubeClient, step: Step, node: str):
@@ -78,4 +80,5 @@ def volume_gate(volumes: Volumes, client: KubeClient, job: BindJob, claims: tupl
         volumes.withdraw(steps, job.node)
         spawn(_take_back(client, volumes, steps))
     return Gate(job, [_write(client, s, job.node) for s in steps], check, timeout,
-                late="its volumes were not bound", limit="service.volumeBindTimeout", undo=undo)
+                late="its volumes were not bound", limit="service.volumeBindTimeout", undo=undo,
+                exclusion=NOT_BOUND_HERE)

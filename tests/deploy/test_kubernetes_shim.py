@@ -36,9 +36,12 @@ CALLS = {
     "submit_event": ("events.k8s.io", "events", "create"),
     "patch_event_series": ("events.k8s.io", "events", "patch"),  # a series' count (repeated events)
     "get": ("", "namespaces", "get"),  # a namespace read before its watch shows it
-    "submit_select_node": ("", "persistentvolumeclaims", "patch"),  # best effort: a WaitForFirstConsumer claim's node
     "patch_claim": ("", "persistentvolumeclaims", "patch"),  # a WaitForFirstConsumer claim's node
     "patch_volume": ("", "persistentvolumes", "patch"),  # a static volume's pre-bind (claimRef)
+    "get_claim": ("resource.k8s.io", "resourceclaims", "get"),  # DRA: read before it is written
+    "get_pod": ("", "pods", "get"),  # DRA: a reservation's pod the informers do not show (start-up)
+    "update_claim": ("resource.k8s.io", "resourceclaims", "update"),  # DRA: the finalizer
+    "update_claim_status": ("resource.k8s.io", "resourceclaims/status", "update"),  # DRA: allocation, reservedFor
 }
 
 

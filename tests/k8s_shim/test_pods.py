@@ -214,8 +214,9 @@ def test_a_foreign_pods_tags_are_yunikorns_and_its_host_ports_only():
     ({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"},
                                     {"maxSkew": 1, "topologyKey": "host", "whenUnsatisfiable": "ScheduleAnyway"}]},
      ("topology spread constraint (DoNotSchedule) on zone",)),
-    ({"resourceClaims": [{"name": "gpu"}]}, ("dynamic resource claims (gpu)",)),
-], ids=["pod affinity", "pod anti-affinity", "preferred affinity is fine", "spread DoNotSchedule only", "DRA"])
+    ({"resourceClaims": [{"name": "gpu", "resourceClaimName": "c1"}]}, ()),
+], ids=["pod affinity", "pod anti-affinity", "preferred affinity is fine", "spread DoNotSchedule only",
+        "DRA claims are evaluated (k8s_shim.translate.devices)"])
 def test_constraints_korral_does_not_evaluate_are_named(spec, expected):
     assert read_pod(raw_pod(**spec), RULES).unsupported == expected
 

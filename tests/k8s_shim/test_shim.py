@@ -75,10 +75,6 @@ class FakeKube:
     async def patch_status(self, namespace, name, patch):
         self.patches.append((name, patch))
 
-    def submit_select_node(self, namespace, claim, node, done):
-        self.selected.append((claim, node))
-        self._answer(done)
-
     async def patch_claim(self, namespace, name, patch):
         node = patch["metadata"]["annotations"]["volume.kubernetes.io/selected-node"]
         self.selected.append((name, node))
