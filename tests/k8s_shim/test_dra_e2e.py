@@ -8,7 +8,9 @@
   (the double's resourceclaim controller does not act for pods that merely ended);
 - a claim made from a ResourceClaimTemplate by the double's resourceclaim controller;
 - a CEL selector that fails to evaluate: a Warning event naming the pod, the claim and the field,
-  and the pod waits.
+  and the pod waits;
+- a pod with a WaitForFirstConsumer volume and a claim: one node meets both requirements; the
+  claim and the volume claim are written before the binding, which waits for the volume too.
 """
 
 from __future__ import annotations
@@ -172,3 +174,70 @@ def test_a_cel_selector_that_fails_gives_a_warning_naming_pod_claim_and_field_an
     assert "deviceclass broken spec.selectors[0].cel.expression" in notes[0] and "no such key: nope" in notes[0]
     assert not get_pod(kube, "p1")["spec"].get("nodeName")
     assert "FailedScheduling" in pod_events(kube).get(f"{NS}/p1", ())
+
+
+@pytest.mark.timeout(180)
+def test_a_pod_with_a_wffc_volume_and_a_claim_gets_both_written_before_its_binding(stack_factory, tmp_path):
+    """One gate for both concerns: the devices are on n1 and n2, the volume's class allows n2 and
+    n3, so only n2 meets both node requirements (one tag, joined). The claim is allocated and
+    reserved and the volume claim gets n2 as its selected node, but with no provisioner running
+    the pod is not bound: it waits for its volume too. A PV made for the claim (as a provisioner
+    would) binds it, and only then is the pod bound, to n2."""
+    cluster = ShimCluster(stack_factory(workers=1), tmp_path)
+    try:
+        kube = cluster.start_fake("--volume-provisioners", "")
+        kube.create("/api/v1/namespaces", namespace("yunikorn"))
+        kube.create("/api/v1/namespaces/yunikorn/configmaps",
+                    configmap("yunikorn-configs", "yunikorn", {"queues.yaml": QUEUES, "log.level": "INFO"}))
+        kube.create("/api/v1/namespaces", namespace(NS))
+        for name in ("n1", "n2", "n3"):
+            kube.create("/api/v1/nodes", node(name, "4", "8Gi"))
+        setup_one_gpu(kube)  # a device on n2
+        kube.create(f"{RES}/resourceslices", one_gpu_slice("n1"))
+        kube.create(f"{RES}/namespaces/{NS}/resourceclaims", claim("c1"))
+        kube.create("/apis/storage.k8s.io/v1/storageclasses", {
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "late"},
+            "provisioner": "csi.example.com", "volumeBindingMode": "WaitForFirstConsumer",
+            "allowedTopologies": [{"matchLabelExpressions": [{"key": "kubernetes.io/hostname",
+                                                              "values": ["n2", "n3"]}]}]})
+        kube.create(f"/api/v1/namespaces/{NS}/persistentvolumeclaims", {
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "late",
+                     "resources": {"requests": {"storage": "1Gi"}}}})
+        start(cluster)
+        p = gpu_pod("both", claim_name="c1")
+        p["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+        created = kube.create(f"/api/v1/namespaces/{NS}/pods", p)
+        uid = created["metadata"]["uid"]
+
+        def pvc() -> dict:
+            return kube.get(f"/api/v1/namespaces/{NS}/persistentvolumeclaims/data")
+
+        def both_written():
+            reserved = (get_claim(kube, "c1").get("status") or {}).get("reservedFor") or []
+            node_of = (pvc()["metadata"].get("annotations") or {}).get("volume.kubernetes.io/selected-node")
+            return [r["uid"] for r in reserved] == [uid] and node_of
+        assert wait_until(both_written, 60, "the claim reserved and the volume claim given its node",
+                          cluster.logs) == "n2"
+        got = get_claim(kube, "c1")
+        assert got["status"]["allocation"]["devices"]["results"][0]["pool"] == "n2"
+        assert got["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+        # the claim is written, the volume not bound: the pod waits for it (its binding is not made)
+        assert pvc()["status"].get("phase") == "Pending"
+        assert not get_pod(kube, "both")["spec"].get("nodeName")
+        assert cluster.bind_requests().get(f"{NS}/both", {}).get("requests", 0) == 0
+        kube.create("/api/v1/persistentvolumes", {
+            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-data"},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "late",
+                     "csi": {"driver": "csi.example.com", "volumeHandle": "data"},
+                     "claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": NS,
+                                  "name": "data", "uid": pvc()["metadata"]["uid"]},
+                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                         {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n2"]}]}]}}}})
+        wait_until(lambda: get_pod(kube, "both")["spec"].get("nodeName"), 60, "the pod bound once its volume is",
+                   cluster.logs)
+        assert get_pod(kube, "both")["spec"]["nodeName"] == "n2"
+        assert pvc()["status"]["phase"] == "Bound"
+        assert [r["uid"] for r in get_claim(kube, "c1")["status"]["reservedFor"]] == [uid]
+    finally:
+        cluster.stop()
