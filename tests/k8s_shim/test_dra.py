@@ -314,8 +314,8 @@ def requirements(ask) -> list[dict]:
     return json.loads(ask.allocationTags[TAG_NODE_REQUIREMENTS])
 
 
-def dra_world() -> World:
-    w = World(kube=ClaimKube())
+def dra_world(**settings) -> World:
+    w = World(kube=ClaimKube(), **settings)
     w.shim.device_class_changed(None, read_class({"metadata": {"name": "gpu"}, "spec": {"selectors": [
         {"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}}))
     w.shim.resource_slice_changed(None, read_slice(slice_("s1", gpus(1), node="n1")))
@@ -452,4 +452,56 @@ def test_a_claim_shared_by_two_pods_is_reserved_for_both_and_freed_after_the_las
         assert w.kube.claims["c1"]["status"]["allocation"]  # p2 still uses it
         w.pod_gone("uid-p2")
         await wait_until_async(lambda: w.kube.claims["c1"]["status"] == {}, 5, "freed after the last")
+    run_async(main())
+
+
+def test_a_pod_with_volumes_and_claims_waits_for_both_and_a_volume_failure_gives_the_claims_back():
+    """One gate for both concerns: the claim is written and the volume claim given its node before
+    the bind, which waits for the volume too; the volume not bound in time releases the allocation,
+    gives the claim back (no reservation, no allocation) and asks for the pod again."""
+    from k8s_shim.translate.volumes import read_claim as read_volume_claim, read_storage_class
+
+    async def main():
+        w = dra_world(volume_bind_timeout=0.3)
+        w.shim.storage_class_changed(None, read_storage_class({"metadata": {"name": "csi"}, "provisioner": "csi.x",
+                                                               "volumeBindingMode": "WaitForFirstConsumer"}))
+        w.shim.claim_changed(None, read_volume_claim({"metadata": {"name": "data", "namespace": "ns", "uid": "pvc-u"},
+                                                      "spec": {"storageClassName": "csi",
+                                                               "accessModes": ["ReadWriteOnce"],
+                                                               "resources": {"requests": {"storage": "1Gi"}}},
+                                                      "status": {"phase": "Pending"}}))
+        await registered_node(w, "n1")
+        w.pod(raw_pod("p1", resourceClaims=[{"name": "gpu", "resourceClaimName": "c1"}],
+                      volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": "data"}}]))
+        await w.accept_apps("app-1")
+        await turn()
+        w.api.take()
+        await w.allocate("uid-p1", "n1")
+        await wait_until_async(lambda: w.kube.selected == [("data", "n1")] and len(w.kube.writes) == 2, 5,
+                               "the volume claim's node and the claim written")
+        assert w.kube.claims["c1"]["status"]["reservedFor"] == [{"resource": "pods", "name": "p1", "uid": "uid-p1"}]
+        assert not w.kube.binds  # the volume is not bound yet
+        await wait_until_async(lambda: sent(w.api.sent, "releases"), 5, "the timeout releases the placement")
+        [rel] = sent(w.api.take(), "releases")
+        assert "service.volumeBindTimeout" in rel.message
+        await wait_until_async(lambda: w.kube.claims["c1"]["status"] == {}, 5, "the claim given back")
+        assert "finalizers" not in w.kube.claims["c1"]["metadata"] and not w.shim.devices.pending
+        assert not w.kube.binds
+    run_async(main())
+
+
+def test_the_wait_names_best_effort_constraints_only_for_constraints_it_would_place():
+    """--best-effort-constraints lifts only the constraints Korral does not evaluate: a pod that
+    waits for a resource claim (not found) is not told of it; one with required anti-affinity is."""
+    async def main():
+        w = dra_world()
+        await registered_node(w, "n1")
+        w.pod(raw_pod("p1", resourceClaims=[{"name": "gpu", "resourceClaimName": "missing"}]))
+        w.pod(raw_pod("p2", affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"a": "b"}}, "topologyKey": "kubernetes.io/hostname"}]}}))
+        await w.accept_apps("app-1")
+        await turn()
+        notes = {n[0]: n[2] for n in w.notes("FailedScheduling")}
+        assert "missing" in notes["p1"] and "--best-effort-constraints" not in notes["p1"], notes
+        assert "anti-affinity" in notes["p2"] and "--best-effort-constraints" in notes["p2"], notes
     run_async(main())
