@@ -89,7 +89,9 @@ class PreBinder:
         self.gates: dict[str, Gate] = {}  # pod uid -> its gate
 
     def start(self, gate: Gate) -> None:
-        self.cancel(gate.job.uid)
+        old = self.gates.get(gate.job.uid)
+        if old is not None:  # replaced, not taken back: the new gate writes the pod's objects again
+            self._drop(old)
         self.gates[gate.job.uid] = gate
         loop = asyncio.get_running_loop()
         gate.timer = loop.call_later(gate.timeout, self._timed_out, gate)
