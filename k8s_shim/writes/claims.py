@@ -244,6 +244,7 @@ class DeviceHandling:
         for name in names:
             try:
                 await unreserve(self.client, namespace, name, uids)
-            except ApiError as exc:
-                log.warning("resourceclaim %s/%s: reservation of %s not removed: %s", namespace, name,
-                            ", ".join(sorted(uids)), exc)
+            except ApiError as exc:  # a standby's (the fence's "NotLeader"): the leader frees it
+                log.log(logging.DEBUG if exc.reason == "NotLeader" else logging.WARNING,
+                        "resourceclaim %s/%s: reservation of %s not removed: %s", namespace, name,
+                        ", ".join(sorted(uids)), exc)
