@@ -31,7 +31,7 @@ DOCS = ["README.md", "docs/cli.md", "docs/rest.md", "docs/testing.md", "docs/ben
 NUMBERS = {"N": "1", "S": "5"}
 # placeholders whose flag's type checks the shape of its value: a value of that shape
 SHAPED = {"HOST:PORT": "127.0.0.1:6443", "K=V,...": "team=a", "K[=V]:EFFECT,...": "dedicated=x:NoSchedule",
-          "NAME=N,...": "blue=2"}
+          "NAME=N,...": "blue=2", "BOOL": "true", "D": "15s"}
 PLACEHOLDERS = NUMBERS | SHAPED
 
 

@@ -36,19 +36,15 @@ UID = ('Operation cannot be fulfilled on pods "bind-1": StorageError: invalid ob
        'precondition: 00000000, UID in object meta: e82d3e3b')
 
 
-CLAIM = "/api/v1/namespaces/bind/persistentvolumeclaims/data"
-
-
-def bind_with(*answers, deadline: float = 10.0, node: str = "node-1", claims=(), claim_answers=()):
+def bind_with(*answers, deadline: float = 10.0, node: str = "node-1"):
     async def main():
         async with Scripted() as server:
             server.on("POST", PATH, *answers)
-            server.on("PATCH", CLAIM, *claim_answers)
             client = KubeClient(KubeConfig(server=server.url))
             await client.start()
             results = []
             binder = Binder(client, results.append, deadline=deadline, backoff=Backoff(base=0.01, cap=0.05))
-            binder.bind(BindJob("uid-1", "bind", "bind-1", node, attempt=1, claims=claims))
+            binder.bind(BindJob("uid-1", "bind", "bind-1", node, attempt=1))
             try:
                 await wait_until_async(lambda: results, 15, "the bind outcome")
             finally:
@@ -93,20 +89,6 @@ def test_transient_errors_past_the_deadline_give_up_saying_why():
     result, requests = bind_with(*busy, deadline=0.3)
     assert result.outcome is Outcome.REFUSED and "etcd leader changed" in result.error and "still failing" in result.error
     assert 2 <= len(requests) < 50
-
-
-def test_a_wait_for_first_consumer_claim_gets_the_node_before_the_binding():
-    result, requests = bind_with(reply(201, CREATED), claims=("data",), claim_answers=(reply(200, {}),))
-    assert result.outcome is Outcome.BOUND
-    assert [(m, p) for m, p, _, _ in requests] == [("PATCH", CLAIM), ("POST", PATH)]
-    assert requests[0][3] == {"metadata": {"annotations": {"volume.kubernetes.io/selected-node": "node-1"}}}
-
-
-def test_a_claim_that_cannot_get_its_node_refuses_the_bind():
-    result, requests = bind_with(reply(201, CREATED), claims=("data",),
-                                 claim_answers=(reply(404, status(404, "NotFound", 'persistentvolumeclaims "data" not found')),))
-    assert result.outcome is Outcome.REFUSED and "persistentvolumeclaim data" in result.error
-    assert [m for m, *_ in requests] == ["PATCH"]
 
 
 @pytest.mark.skipif(WIRE_DIR is None, reason="the recordings of a real kube-apiserver (shared/k8s-wire) are not here")
