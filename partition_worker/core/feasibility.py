@@ -583,7 +583,7 @@ class TopologySpreadCheck(Check):
         limits = []  # (key, count per eligible domain, the highest count the node's domain may have)
         for s in spreads:
             domains, eligible = _eligible(ask, s, keys, nodes)
-            counts = index.counts(s.term)
+            counts = index.counts(s.term, positive=True)
             if eligible is None:
                 by_domain = counts.by_domain
             else:
@@ -634,7 +634,7 @@ class PodAffinityCheck(Check):
         if aff is None or not aff.required or nodes is None:
             return None
         index = nodes.pods
-        counted = [index.counts(t) for t in aff.required]
+        counted = [index.counts(t, positive=True) for t in aff.required]
         terms = tuple((t.topology_key, n.by_domain) for t, n in zip(aff.required, counted))
         first = all(n.total == 0 for n in counted) and all(t.counts(c.pod) for t in aff.required)
 

@@ -300,7 +300,7 @@ class PodIndex:
     ``topology_version`` when nodes come, go or change labels."""
 
     __slots__ = ("on_node", "counted", "anti", "version", "anti_version", "topology_version", "_nodes",
-                 "_hits", "_hits_version", "eligible")
+                 "_hits", "_hits_version", "eligible", "positive", "helps")
 
     def __init__(self, nodes: Mapping[str, "Node"]) -> None:
         self._nodes = nodes
@@ -311,6 +311,10 @@ class PodIndex:
         self._hits: dict[PodInfo, tuple] = {}
         self._hits_version = -1
         self.eligible: dict[object, object] = {}  # feasibility's spread domains, by ask and versions
+        # terms a landing pod may satisfy (affinity, spread): such a pod is a change a cycle may
+        # act on (``helps``), as a release is: asks that waited may pass now
+        self.positive: set[PodTerm] = set()
+        self.helps = 0
 
     def track(self, node: "Node", tags: Mapping[str, str], sign: int) -> str:
         """An allocation with ``tags`` came (1) to or left (-1) ``node``. Returns what is wrong
@@ -331,9 +335,13 @@ class PodIndex:
             if not here:
                 del self.on_node[nid]
         labels = node.label_map()
+        helps = False
         for term, counts in self.counted.items():
             if term.counts(pod):
                 counts.add(nid, labels.get(term.topology_key), n)
+                helps = helps or (n > 0 and term in self.positive)
+        if helps:
+            self.helps += 1
         for term in pod.anti:
             counts = self.anti.get(term)
             if counts is None:
@@ -345,13 +353,18 @@ class PodIndex:
                 self.anti_version += 1
         self.version += 1
 
-    def counts(self, term: PodTerm) -> Counts:
+    def counts(self, term: PodTerm, positive: bool = False) -> Counts:
         """The pods ``term`` counts, per node and domain (made from the pods the first time,
-        then kept up to date)."""
+        then kept up to date). ``positive``: a pod more may let an ask pass (see ``helps``)."""
+        if positive:
+            self.positive.add(term)
         counts = self.counted.get(term)
         if counts is None:
             if len(self.counted) >= _MAX_COUNTED:
                 self.counted.clear()
+                self.positive.clear()
+                if positive:
+                    self.positive.add(term)
             counts = self.counted[term] = Counts()
             nodes = self._nodes
             for nid, pods in self.on_node.items():
