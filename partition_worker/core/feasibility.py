@@ -522,14 +522,15 @@ def _eligible(ask: "Ask", spread: "Spread", keys: tuple[str, ...],
     eligible). O(nodes), remembered until nodes come, go or change labels or taints."""
     index = nodes.pods
     c = ask.constraints
-    memo_key = (ask.selector, c, spread, keys)
-    known = index.eligible.get(memo_key)
-    if known is not None:
-        return known  # type: ignore[return-value]
     key = spread.term.topology_key
     affinity = c.affinity if c is not None and spread.honor_affinity else None
     selector = ask.selector if spread.honor_affinity else ()
-    tolerations = c.tolerations if c is not None else ()
+    tolerations = c.tolerations if c is not None and spread.honor_taints else ()
+    # what eligibility depends on (the pods of every workload spread the same way share it)
+    memo_key = (key, keys, affinity, selector, spread.honor_taints, tolerations)
+    known = index.eligible.get(memo_key)
+    if known is not None:
+        return known  # type: ignore[return-value]
     domains: set[str] = set()
     eligible: dict[str, str] = {}
     every = True

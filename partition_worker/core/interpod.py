@@ -300,12 +300,21 @@ class PodIndex:
     ``topology_version`` when nodes come, go or change labels."""
 
     __slots__ = ("on_node", "counted", "anti", "version", "anti_version", "topology_version", "_nodes",
-                 "_hits", "_hits_version", "eligible", "positive", "helps")
+                 "_hits", "_hits_version", "eligible", "positive", "helps", "_by_pair", "_general", "_where",
+                 "_pair_pods")
 
     def __init__(self, nodes: Mapping[str, "Node"]) -> None:
         self._nodes = nodes
         self.on_node: dict[str, dict[PodInfo, int]] = {}
         self.counted: dict[PodTerm, Counts] = {}  # asks' terms -> matching pods
+        # the counted terms by their first matchLabels pair (a pod can only match those whose
+        # pair it has), and the rest: a landing pod is matched against a few terms, not all
+        self._by_pair: dict[tuple[str, str], list[PodTerm]] = {}
+        self._general: list[PodTerm] = []
+        # each pod's nodes, and the pods per label pair: a new term's counts are made from the
+        # pods with its first matchLabels pair only
+        self._where: dict[PodInfo, dict[str, int]] = {}
+        self._pair_pods: dict[tuple[str, str], set[PodInfo]] = {}
         self.anti: dict[PodTerm, Counts] = {}  # existing pods' anti terms -> pods holding them
         self.version = self.anti_version = self.topology_version = 0
         self._hits: dict[PodInfo, tuple] = {}
@@ -334,11 +343,35 @@ class PodIndex:
             here.pop(pod, None)
             if not here:
                 del self.on_node[nid]
+        where = self._where.get(pod)
+        if where is None:
+            where = self._where[pod] = {}
+            for pair in pod.labels.items():
+                self._pair_pods.setdefault(pair, set()).add(pod)
+        if c > 0:
+            where[nid] = c
+        else:
+            where.pop(nid, None)
+            if not where:
+                del self._where[pod]
+                for pair in pod.labels.items():
+                    pods = self._pair_pods.get(pair)
+                    if pods is not None:
+                        pods.discard(pod)
+                        if not pods:
+                            del self._pair_pods[pair]
         labels = node.label_map()
         helps = False
-        for term, counts in self.counted.items():
+        counted, by_pair = self.counted, self._by_pair
+        candidates = self._general
+        if by_pair:
+            for pair in pod.labels.items():
+                more = by_pair.get(pair)
+                if more:
+                    candidates = candidates + more
+        for term in candidates:
             if term.counts(pod):
-                counts.add(nid, labels.get(term.topology_key), n)
+                counted[term].add(nid, labels.get(term.topology_key), n)
                 helps = helps or (n > 0 and term in self.positive)
         if helps:
             self.helps += 1
@@ -361,19 +394,30 @@ class PodIndex:
         counts = self.counted.get(term)
         if counts is None:
             if len(self.counted) >= _MAX_COUNTED:
-                self.counted.clear()
-                self.positive.clear()
+                self._forget_counts()
                 if positive:
                     self.positive.add(term)
             counts = self.counted[term] = Counts()
-            nodes = self._nodes
-            for nid, pods in self.on_node.items():
-                node = nodes.get(nid)
-                domain = node.label_map().get(term.topology_key) if node is not None else None
-                for pod, n in pods.items():
-                    if term.counts(pod):
-                        counts.add(nid, domain, n)
+            if term.selector.labels:
+                pair = term.selector.labels[0]
+                self._by_pair.setdefault(pair, []).append(term)
+                candidates: Iterable[PodInfo] = self._pair_pods.get(pair, ())
+            else:
+                self._general.append(term)
+                candidates = self._where
+            nodes, key = self._nodes, term.topology_key
+            for pod in candidates:
+                if term.counts(pod):
+                    for nid, n in self._where[pod].items():
+                        node = nodes.get(nid)
+                        counts.add(nid, node.label_map().get(key) if node is not None else None, n)
         return counts
+
+    def _forget_counts(self) -> None:
+        self.counted.clear()
+        self.positive.clear()
+        self._by_pair.clear()
+        self._general = []
 
     def anti_against(self, pod: PodInfo | None) -> tuple[tuple[PodTerm, Counts], ...]:
         """The existing pods' required anti-affinity terms that match ``pod`` (the symmetric
@@ -403,7 +447,7 @@ class PodIndex:
 
     def topology_changed(self) -> None:
         """A node changed labels: domains are read again (counts rebuilt lazily)."""
-        self.counted.clear()
+        self._forget_counts()
         self.nodes_changed()
         if self.anti:
             nodes, old = self._nodes, self.anti
