@@ -8,7 +8,9 @@ annotations), with a (field, message) pair in its ``problems`` for each input it
   ``minResource``, ``labels``, ``annotations``, ``nodeSelector``, ``tolerations``, ``affinity``,
   ``topologySpreadConstraints``; keys matched without regard to case, as Go's JSON decoder does).
   A group without a name or ``minResource``, a ``minMember`` that is missing, 0 or negative, a
-  field of the wrong type, a quantity that does not parse: the whole annotation is ignored (the
+  field of the wrong type, a quantity that does not parse, a pod (anti-)affinity term or spread
+  constraint the core could not read (``k8s_shim.translate.interpod``; its placeholders carry
+  them): the whole annotation is ignored (the
   application is scheduled without a gang) and the problem names the field.
 - ``yunikorn.apache.org/task-group-name`` names the pod's group.
 - ``yunikorn.apache.org/schedulingPolicyParameters``: space-separated ``key=value`` pairs;
