@@ -310,3 +310,18 @@ def test_selector_matching():
         {"key": "a", "operator": "Exists"}, {"key": "b", "operator": "NotIn", "values": ["9"]}]}, labels)
     assert not selector_matches({"matchExpressions": [{"key": "c", "operator": "Exists"}]}, labels)
     assert selector_matches({"matchExpressions": [{"key": "c", "operator": "NotIn", "values": ["1"]}]}, labels)
+
+
+def test_a_foreign_pods_namespace_selector_is_resolved_when_it_is_reported():
+    async def main():
+        w = World()
+        w.shim.namespace_changed(None, read_namespace({"metadata": {"name": "ns", "labels": {"team": "a"}}}))
+        w.shim.namespace_changed(None, read_namespace({"metadata": {"name": "b", "labels": {"team": "a"}}}))
+        await registered_node(w)
+        raw = raw_pod("db", node="n1", scheduler="default-scheduler", phase="Running",
+                      affinity=anti({"matchLabels": {"app": "x"}}, namespaceSelector={"matchLabels": {"team": "a"}}))
+        w.shim.foreign_changed(None, OTHERS(raw, None))
+        await turn()
+        [fa] = sent(w.api.take(), "allocations")
+        assert json.loads(fa.allocationTags[TAG_POD_AFFINITY])["requiredAnti"][0]["namespaces"] == ["b", "ns"]
+    run(main())

@@ -65,12 +65,18 @@ def test_anti_affinity_affinity_and_spread_are_evaluated(cluster):
     for i in range(5):
         _create(kube, pod(f"web-{i}", "apps", "100m", "64Mi", labels={"app": "web", "applicationId": "web"},
                           affinity=anti))
-    web = _bound(kube, "web-", 4, c)
-    placed = sorted(n for n in web.values() if n)
-    assert placed == ["n1", "n2", "n3", "n4"], web
-    [waiting] = [name for name, n in web.items() if not n]
-    message = wait_until(lambda: (cond := condition(kube.get(f"/api/v1/namespaces/apps/pods/{waiting}")))
-                         and cond["message"], 60, "the fifth replica's PodScheduled condition", c.logs)
+
+    def fifth_waits() -> tuple[dict, str] | None:
+        web = _where(kube, "web-")
+        unbound = [name for name, n in web.items() if not n]
+        if len(web) == 5 and len(unbound) == 1:
+            cond = condition(kube.get(f"/api/v1/namespaces/apps/pods/{unbound[0]}")) or {}
+            if cond.get("status") == "False" and cond.get("message"):
+                return web, cond["message"]
+        return None
+
+    web, message = wait_until(fifth_waits, 60, "four replicas bound, the fifth unschedulable", c.logs)
+    assert sorted(n for n in web.values() if n) == ["n1", "n2", "n3", "n4"], web
     assert "anti-affinity" in message, message
 
     # (b) the followers of a cache pod land on its node
