@@ -119,7 +119,8 @@ def _merge(holder: dict[str, Any], labels: dict[str, str], keys: list[tuple[str,
 
 
 def merge_label_keys(pod: dict[str, Any]) -> None:
-    """Merge a new pod's matchLabelKeys / mismatchLabelKeys into its selectors (module doc)."""
+    """Merge a new pod's matchLabelKeys / mismatchLabelKeys into its selectors (module doc), and
+    put the fields in the order a real server writes them (Go's struct order)."""
     spec, labels = pod.get("spec") or {}, (pod.get("metadata") or {}).get("labels") or {}
     for _, term, _ in _terms(spec):
         _merge(term, labels, [(k, "In") for k in term.get("matchLabelKeys") or []]
@@ -127,3 +128,48 @@ def merge_label_keys(pod: dict[str, Any]) -> None:
     for c in spec.get("topologySpreadConstraints") or []:
         if isinstance(c, dict):
             _merge(c, labels, [(k, "In") for k in c.get("matchLabelKeys") or []])
+    if isinstance(spec.get("affinity"), dict):
+        spec["affinity"] = _affinity_in_order(spec["affinity"])
+    if isinstance(spec.get("topologySpreadConstraints"), list):
+        spec["topologySpreadConstraints"] = [_in_order(_with_selector(c), _SPREAD) if isinstance(c, dict) else c
+                                             for c in spec["topologySpreadConstraints"]]
+
+
+# Go's struct order of the fields, as a real server writes them
+_AFFINITY = ("nodeAffinity", "podAffinity", "podAntiAffinity")
+_SECTION = (_REQUIRED, _PREFERRED)
+_TERM = ("labelSelector", "namespaces", "topologyKey", "namespaceSelector", "matchLabelKeys", "mismatchLabelKeys")
+_WEIGHTED = ("weight", "podAffinityTerm")
+_SELECTOR = ("matchLabels", "matchExpressions")
+_SPREAD = ("maxSkew", "topologyKey", "whenUnsatisfiable", "labelSelector", "minDomains", "nodeAffinityPolicy",
+           "nodeTaintsPolicy", "matchLabelKeys")
+
+
+def _in_order(obj: dict[str, Any], order: tuple[str, ...]) -> dict[str, Any]:
+    out = {k: obj[k] for k in order if k in obj}
+    out.update((k, v) for k, v in obj.items() if k not in out)
+    return out
+
+
+def _with_selector(obj: dict[str, Any]) -> dict[str, Any]:
+    for key in ("labelSelector", "namespaceSelector"):
+        if isinstance(obj.get(key), dict):
+            obj[key] = _in_order(obj[key], _SELECTOR)
+    return obj
+
+
+def _affinity_in_order(affinity: dict[str, Any]) -> dict[str, Any]:
+    for kind in ("podAffinity", "podAntiAffinity"):
+        section = affinity.get(kind)
+        if not isinstance(section, dict):
+            continue
+        if isinstance(section.get(_REQUIRED), list):
+            section[_REQUIRED] = [_in_order(_with_selector(t), _TERM) if isinstance(t, dict) else t
+                                  for t in section[_REQUIRED]]
+        if isinstance(section.get(_PREFERRED), list):
+            for w in section[_PREFERRED]:
+                if isinstance(w, dict) and isinstance(w.get("podAffinityTerm"), dict):
+                    w["podAffinityTerm"] = _in_order(_with_selector(w["podAffinityTerm"]), _TERM)
+            section[_PREFERRED] = [_in_order(w, _WEIGHTED) if isinstance(w, dict) else w for w in section[_PREFERRED]]
+        affinity[kind] = _in_order(section, _SECTION)
+    return _in_order(affinity, _AFFINITY)

@@ -50,3 +50,27 @@ async def replay(prefix: str, namespace: str) -> list[str]:
 def test_the_double_stores_and_refuses_constraints_as_the_recorded_server(prefix):
     problems = asyncio.run(replay(prefix, FILES[prefix]))
     assert not problems, f"v1.36/{prefix}: {len(problems)} differences\n  " + "\n  ".join(problems)
+
+
+def _key_order(value) -> list:
+    """Every object's keys in order, depth first (what json.dumps would print, values aside)."""
+    if isinstance(value, dict):
+        return [list(value)] + [o for v in value.values() for o in _key_order(v)]
+    if isinstance(value, list):
+        return [o for v in value for o in _key_order(v)]
+    return []
+
+
+@pytest.mark.skipif(not V136.is_dir(), reason=f"no recordings: {V136} is absent")
+@pytest.mark.parametrize("prefix, exchange", [("04", 0), ("04", 1), ("14", 0), ("14", 1), ("14", 2), ("14", 3)])
+def test_the_constraints_are_written_in_the_recorded_field_order(prefix, exchange):
+    from k8s_shim.fake.api import Api
+    from k8s_shim.fake.store import Store
+
+    ex = load(next(V136.glob(f"{prefix}-*.json")))["exchanges"][exchange]
+    api = Api(Store())
+    ensure_namespace(api, FILES[prefix])
+    got = api.create(api.kind("v1", "pods"), FILES[prefix], ex["request"]["body"])
+    want = ex["response"]["body"]["spec"]
+    for key in ("affinity", "topologySpreadConstraints"):
+        assert _key_order(got["spec"].get(key)) == _key_order(want.get(key)), key
