@@ -31,7 +31,8 @@ __all__ = ["Term", "InterPod", "read_interpod", "affinity_tag", "spread_tag", "l
 _OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 _WHEN = ("DoNotSchedule", "ScheduleAnyway")
 _POLICIES = ("Honor", "Ignore")
-_REQUIRED, _PREFERRED = "requiredDuringSchedulingIgnoredDuringExecution", "preferredDuringSchedulingIgnoredDuringExecution"
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 ALL_NAMESPACES = None  # a resolved term's namespaces: every namespace
 
 

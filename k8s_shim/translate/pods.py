@@ -5,8 +5,10 @@
 priority and preemption settings, the ask tags (YuniKorn's, plus the node-check tags the core
 evaluates: tolerations, node selector, required node affinity, host ports, and the inter-pod
 constraints of ``k8s_shim.translate.interpod``: the pod's labels, its pod (anti-)affinity and its
-topology spread constraints) and the constraints Korral does not evaluate. Every input it cannot use becomes a ``Problem`` naming the field; a
-blocking one (no containers, a request that is not a quantity) keeps the pod from being asked for.
+topology spread constraints) and the constraints Korral does not evaluate. Every input it cannot
+use becomes a ``Problem`` naming the field; a blocking one (no containers, a request that is not a
+quantity, an affinity term or spread constraint that cannot be read) keeps the pod from being
+asked for.
 
 ``PodState`` is what the informer keeps per pod: the few fields that change (node, phase,
 deletion, scheduling gates) and the ``PodSpec``, read once per pod and reused afterwards (labels

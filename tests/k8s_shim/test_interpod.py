@@ -87,7 +87,8 @@ def test_inter_pod_constraints_are_no_longer_unsupported_dynamic_claims_still_ar
     spec = {"affinity": anti({"matchLabels": {"a": "b"}}),
             "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}]}
     assert read_pod(pod(**spec), RULES).unsupported == ()
-    assert read_pod(pod(resourceClaims=[{"name": "gpu"}], **spec), RULES).unsupported == ("dynamic resource claims (gpu)",)
+    with_claim = read_pod(pod(resourceClaims=[{"name": "gpu"}], **spec), RULES)
+    assert with_claim.unsupported == ("dynamic resource claims (gpu)",)
 
 
 def test_a_foreign_pod_carries_its_affinity_for_the_symmetric_rule_but_no_spread():
