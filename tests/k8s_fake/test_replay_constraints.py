@@ -74,3 +74,21 @@ def test_the_constraints_are_written_in_the_recorded_field_order(prefix, exchang
     want = ex["response"]["body"]["spec"]
     for key in ("affinity", "topologySpreadConstraints"):
         assert _key_order(got["spec"].get(key)) == _key_order(want.get(key)), key
+
+
+def test_a_stored_pod_whose_selector_holds_its_merged_keys_can_still_be_written():
+    from k8s_shim.fake.api import Api
+    from k8s_shim.fake.store import Store
+
+    api = Api(Store())
+    ensure_namespace(api, "aff")
+    pods = api.kind("v1", "pods")
+    body = {"metadata": {"name": "p", "labels": {"app": "web", "hash": "h1"}},
+            "spec": {"containers": [{"name": "c", "image": "i"}], "topologySpreadConstraints": [
+                {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+                 "labelSelector": {"matchLabels": {"app": "web"}}, "matchLabelKeys": ["hash"]}]}}
+    created = api.create(pods, "aff", body)
+    assert created["spec"]["topologySpreadConstraints"][0]["labelSelector"]["matchExpressions"] == [
+        {"key": "hash", "operator": "In", "values": ["h1"]}]
+    patched = api.patch(pods, "aff", "p", "merge", {"metadata": {"annotations": {"a": "b"}}})
+    assert patched["metadata"]["annotations"] == {"a": "b"}
