@@ -44,7 +44,7 @@ import orjson
 
 from common import si_pb2, si_v18_pb2 as si
 from si_client import RecoverableState, RecoverySnapshot, ResourceManagerCallback, SchedulerAPI, StateDumpPlugin
-from k8s_shim.translate import model
+from k8s_shim.translate import interpod, model
 from k8s_shim.translate import nodes as nodemsg
 from k8s_shim.writes.binding import Binder, BindJob, Outcome, Result
 from k8s_shim.writes.conditions import SKIPPED, UNSCHEDULABLE, Explainer, condition_patch
@@ -123,6 +123,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         self.volumes = Volumes()
         self._background: set[asyncio.Task] = set()
         self._reading_namespaces: set[str] = set()
+        self._by_labels: set[str] = set()  # pods whose affinity terms select namespaces by label
         self._gang_init()
         self.pools = Pools(self, ShimHooks(self.node_changed, self.pod_changed, self._submit_app, self._event),
                            settings.partition_label)
@@ -207,6 +208,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
             self._event(spec, NORMAL, "Scheduling", f"waiting for scheduling gates: {','.join(pod.gates)}")
         self.volumes.use(pod.uid, spec.namespace, spec.claims)
         self._set_constraints(task)
+        task.affinity = self._resolve_affinity(spec)
         app = self._app_for(task)
         self._gang_member(task, app)
         self._sync(task)
@@ -317,6 +319,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
             self._queue("release", model.release(task.uid, spec.app_id, f"pod {spec.alias} ended"))
             self._unplace(task)
         self._gang_pod_gone(task)
+        self._by_labels.discard(task.uid)
         if task.node:
             self.node_pods.get(task.node, set()).discard(task.uid)
         self.volumes.release(task.uid, spec.namespace, spec.claims)
@@ -387,6 +390,36 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
             self.namespaces[new.name] = new
             if old is None:
                 self._submit_waiting_apps(new.name)
+        if self._by_labels and (old is None or new is None or old.labels != new.labels):
+            self._namespaces_relabelled()
+
+    # ------------------------------------------------------------------ affinity terms selecting namespaces
+    def _resolve_affinity(self, spec) -> str:
+        """TAG_POD_AFFINITY of a pod whose terms select namespaces by label, resolved against the
+        namespaces' labels now; "" for any other pod (its tag was made with its spec)."""
+        if spec.interpod is None or not spec.interpod.by_labels:
+            return ""
+        self._by_labels.add(spec.uid)
+        return interpod.affinity_tag(spec.interpod, spec.namespace,
+                                     {name: ns.labels for name, ns in self.namespaces.items()})
+
+    def _namespaces_relabelled(self) -> None:
+        """A namespace came, went or changed its labels: a pending ask whose terms select
+        namespaces by label and now resolve differently is sent again (the same key replaces it).
+        A placed or foreign pod's allocation keeps the namespaces it was reported with until it is
+        reported again (a replay); the books hold the new ones for that."""
+        for uid in list(self._by_labels):
+            holder = self.tasks.get(uid) or self.foreign.get(uid)
+            if holder is None:
+                self._by_labels.discard(uid)
+                continue
+            tag = self._resolve_affinity(holder.spec)
+            if tag == holder.affinity:
+                continue
+            holder.affinity = tag
+            if isinstance(holder, Task) and holder.where is Where.ASKED:
+                holder.where = Where.NOWHERE
+                self._sync(holder)
 
     def priority_class_changed(self, old: tuple[str, bool] | None, new: tuple[str, bool] | None) -> None:
         if new is None:
@@ -398,6 +431,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
     def foreign_changed(self, old: PodState | None, new: PodState | None) -> None:
         if new is None:
             pod = self.foreign.pop(old.uid, None)
+            self._by_labels.discard(old.uid)
             if pod is not None:
                 self.node_pods.get(pod.node, set()).discard(old.uid)
                 self._counted(pod.node, old.uid)
@@ -412,6 +446,7 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
                     self._queue("alloc", model.foreign_allocation(pod))
             return
         pod = self.foreign[new.uid] = Foreign(new.spec, new.node)
+        pod.affinity = self._resolve_affinity(new.spec)
         self.node_pods.setdefault(new.node, set()).add(new.uid)
         self._report_foreign(pod)
 
