@@ -24,9 +24,21 @@ reasons are kube-scheduler's where it has one (the k8s shim shows them in the po
 | ``node-requirements`` | a ``korral.io/node-requirements`` selector does not match (volumes, devices, nodes excluded for a while) | the RM's reason for that selector, e.g. node(s) had volume node affinity conflict | as the RM says (``retry``) | |
 | ``host-ports`` | a wanted host port is in use there | node(s) didn't have free ports for the requested pod ports | yes | |
 | ``resources`` | the ask does not fit the room the purpose asks for | Insufficient <resource> | yes while capacity − occupied holds it, else no | |
+| ``topology-spread`` | a ``korral.io/topology-spread`` DoNotSchedule constraint's skew would exceed maxSkew there, or the node lacks its key | node(s) didn't match pod topology spread constraints (``(missing required label)``) | yes (no for a missing label) | |
+| ``pod-affinity`` | a required pod affinity term has no matching pod in the node's domain (``korral.io/pod-affinity`` ``required``) | node(s) didn't match pod affinity rules | yes (no when the node lacks a term's key) | |
+| ``pod-anti-affinity`` | a required anti-affinity term has a matching pod in the node's domain (``requiredAnti``) | node(s) didn't match pod anti-affinity rules | yes | |
+| ``existing-anti-affinity`` | an existing pod's required anti-affinity term matches the ask's pod and that pod is in the node's domain | node(s) didn't satisfy existing pods anti-affinity rules | yes | |
 
 A bad tag value (not JSON, wrong shape) makes its check reject every node with a reason naming
-the tag and what is wrong; waiting cannot help.
+the tag and what is wrong; waiting cannot help (a bad ``korral.io/pod-labels``: ``pod-affinity``).
+
+The inter-pod checks (kube-scheduler's order: after the resources fit) read the partition's pod
+index (``interpod.PodIndex``, ``NodeCollection.pods``): counts per topology domain kept up to
+date as allocations land and leave, so a decision earlier in the same cycle counts. They bind
+only with the node collection (without it they cannot reject). An ask they may reject is not
+plain, and its ``signature`` carries the index's version (a pod landing may let it pass).
+Preferred terms and ScheduleAnyway constraints are not evaluated (no scoring: the node order is
+the policy's).
 
 A check is a ``Check``: ``bind(ask, purpose, apps, nodes) -> Bound | None`` (None: it cannot
 reject this ask, so it costs the ask nothing), and the ``Bound`` check has ``passes(node)`` and

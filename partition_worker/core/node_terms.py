@@ -3,7 +3,8 @@ affinity, host ports, and the constraints it does not evaluate.
 
 What it owns: parsing the JSON the RM sends (node attribute ``korral.io/taints``; ask tags
 ``korral.io/tolerations``, ``korral.io/node-affinity``, ``korral.io/host-ports``,
-``korral.io/unsupported-constraints``; see ``common/constants.py``) into small immutable
+``korral.io/unsupported-constraints``; the inter-pod tags through ``interpod``; see
+``common/constants.py``) into small immutable
 objects, once per distinct value (cached), and Kubernetes' matching rules over them
 (kube-scheduler's TaintToleration, NodeAffinity and NodePorts filters). A bad value never
 raises: it becomes an error string naming the tag and what is wrong. Who may use it:
