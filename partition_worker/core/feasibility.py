@@ -606,7 +606,8 @@ class TopologySpreadCheck(Check):
                     if d is not None:
                         by_domain[d] = by_domain.get(d, 0) + n
             low = 0 if len(domains) < s.min_domains or len(by_domain) < len(domains) else min(by_domain.values())
-            limits.append((s.term.topology_key, by_domain, s.max_skew + low - (1 if s.term.selector.matches(own) else 0)))
+            self_match = 1 if s.term.selector.matches(own) else 0
+            limits.append((s.term.topology_key, by_domain, s.max_skew + low - self_match))
 
         def passes(node: "Node") -> bool:
             labels = node.label_map()

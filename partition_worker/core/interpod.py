@@ -22,12 +22,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import Iterable, Mapping, Protocol
 
 from common.constants import TAG_NAMESPACE, TAG_POD_AFFINITY, TAG_POD_LABELS, TAG_TOPOLOGY_SPREAD
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .node import Node
+
+class Node(Protocol):
+    """What the index reads of a node (``node.Node``; not imported: node imports this module)."""
+
+    node_id: str
+
+    def label_map(self) -> Mapping[str, str]: ...
 
 __all__ = ["Selector", "PodTerm", "Spread", "PodInfo", "PodAffinity", "Counts", "PodIndex", "parse_selector",
            "pod_info_of", "parse_pod_affinity", "parse_spread", "parse_pod_labels", "NOTHING", "EVERYTHING"]
@@ -303,7 +308,7 @@ class PodIndex:
                  "_hits", "_hits_version", "eligible", "positive", "helps", "_by_pair", "_general", "_where",
                  "_pair_pods")
 
-    def __init__(self, nodes: Mapping[str, "Node"]) -> None:
+    def __init__(self, nodes: Mapping[str, Node]) -> None:
         self._nodes = nodes
         self.on_node: dict[str, dict[PodInfo, int]] = {}
         self.counted: dict[PodTerm, Counts] = {}  # asks' terms -> matching pods
@@ -325,7 +330,7 @@ class PodIndex:
         self.positive: set[PodTerm] = set()
         self.helps = 0
 
-    def track(self, node: "Node", tags: Mapping[str, str], sign: int) -> str:
+    def track(self, node: Node, tags: Mapping[str, str], sign: int) -> str:
         """An allocation with ``tags`` came (1) to or left (-1) ``node``. Returns what is wrong
         with its tags ("" if nothing; such a pod is not counted)."""
         pod, err = pod_info_of(tags)
@@ -333,7 +338,7 @@ class PodIndex:
             self._move(node, pod, sign)
         return err
 
-    def _move(self, node: "Node", pod: PodInfo, n: int) -> None:
+    def _move(self, node: Node, pod: PodInfo, n: int) -> None:
         nid = node.node_id
         here = self.on_node.setdefault(nid, {})
         c = here.get(pod, 0) + n
@@ -433,7 +438,7 @@ class PodIndex:
         anti = self.anti
         return tuple((t, anti[t]) for t in hits if t in anti)
 
-    def node_removed(self, node: "Node") -> None:
+    def node_removed(self, node: Node) -> None:
         """``node`` leaves the partition: what is still counted on it goes."""
         for pod, n in list(self.on_node.get(node.node_id, {}).items()):
             self._move(node, pod, -n)

@@ -12,8 +12,8 @@ from dataclasses import replace
 import pytest
 
 from common.config.model import PreemptionConfig
-from common.constants import (NODE_LABELS, NODE_TAINTS, TAG_NAMESPACE, TAG_NODE_AFFINITY, TAG_NODE_SELECTOR_PREFIX, TAG_POD_AFFINITY,
-                              TAG_POD_LABELS, TAG_TOPOLOGY_SPREAD)
+from common.constants import (NODE_LABELS, NODE_TAINTS, TAG_NAMESPACE, TAG_NODE_AFFINITY, TAG_NODE_SELECTOR_PREFIX,
+                              TAG_POD_AFFINITY, TAG_POD_LABELS, TAG_TOPOLOGY_SPREAD)
 from common.resources import Resource
 from partition_worker.core.commands import AddForeign, ReleaseAlloc, ReleaseForeign, UpdateNode
 from partition_worker.core.diagnosis import explain
@@ -92,8 +92,9 @@ SELECTOR_CASES = [
     ("matchLabels, another value", {"matchLabels": {"app": "web"}}, {"app": "db"}, False),
     ("In", {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}]}, {"tier": "b"}, True),
     ("In without the label", {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["a"]}]}, {}, False),
-    ("NotIn without the label", {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["a"]}]}, {}, True),
-    ("NotIn with a listed value", {"matchExpressions": [{"key": "t", "operator": "NotIn", "values": ["a"]}]}, {"t": "a"}, False),
+    ("NotIn without the label", {"matchExpressions": [{"key": "t", "operator": "NotIn", "values": ["a"]}]}, {}, True),
+    ("NotIn with a listed value", {"matchExpressions": [{"key": "t", "operator": "NotIn", "values": ["a"]}]},
+     {"t": "a"}, False),
     ("Exists", {"matchExpressions": [{"key": "t", "operator": "Exists"}]}, {"t": ""}, True),
     ("DoesNotExist", {"matchExpressions": [{"key": "t", "operator": "DoesNotExist"}]}, {"t": "x"}, False),
     ("labels and expressions ANDed", {"matchLabels": {"app": "web"},
@@ -101,7 +102,8 @@ SELECTOR_CASES = [
 ]
 
 
-@pytest.mark.parametrize("selector, labels, matches", [c[1:] for c in SELECTOR_CASES], ids=[c[0] for c in SELECTOR_CASES])
+@pytest.mark.parametrize("selector, labels, matches", [c[1:] for c in SELECTOR_CASES],
+                         ids=[c[0] for c in SELECTOR_CASES])
 def test_a_label_selector_matches_as_kubernetes_says(selector, labels, matches) -> None:
     assert parse_selector(selector, "selector").matches(labels) is matches
 
