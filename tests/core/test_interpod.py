@@ -15,7 +15,8 @@ from common.config.model import PreemptionConfig
 from common.constants import (NODE_LABELS, NODE_TAINTS, TAG_NAMESPACE, TAG_NODE_AFFINITY, TAG_NODE_SELECTOR_PREFIX,
                               TAG_POD_AFFINITY, TAG_POD_LABELS, TAG_TOPOLOGY_SPREAD)
 from common.resources import Resource
-from partition_worker.core.commands import AddForeign, ReleaseAlloc, ReleaseForeign, UpdateNode
+from partition_worker.core.commands import (AddForeign, AddNode, RecoveredAlloc, ReleaseAlloc, ReleaseForeign,
+                                            RemoveNode, UpdateNode)
 from partition_worker.core.diagnosis import explain
 from partition_worker.core.feasibility import is_plain, signature
 from partition_worker.core.interpod import Counts, PodIndex, parse_selector
@@ -416,9 +417,14 @@ def test_the_index_kept_incrementally_equals_one_made_from_scratch() -> None:
         elif r < 0.9:
             h.do(AddForeign(f"f-{step}", f"n{rng.randrange(8)}", Resource({"memory": 1}),
                             tags=_tags({"app": rng.choice(apps)})))
-        else:
+        elif r < 0.95:
             h.do(UpdateNode(f"n{rng.randrange(8)}", attributes={NODE_LABELS: json.dumps(
                 {HOST: f"n{rng.randrange(8)}", ZONE: rng.choice("abcd")})}))
+        else:  # a node goes (its pods with it) and comes back empty
+            nid = f"n{rng.randrange(8)}"
+            if h.p.nodes.get(nid) is not None:
+                h.do(RemoveNode(nid))
+                _node(h, nid, zone=rng.choice("abc"), memory=10_000)
         h.step(1)
         from partition_worker.core.interpod import parse_pod_affinity
         for raw in terms:
@@ -435,6 +441,21 @@ def test_the_index_kept_incrementally_equals_one_made_from_scratch() -> None:
                 if term in pod.anti:
                     fresh.add(nid, h.p.nodes.get(nid).label_map().get(term.topology_key), n)
             assert kept.by_domain == fresh.by_domain and kept.by_node == fresh.by_node
+
+
+def test_recovered_allocations_are_counted() -> None:
+    h = _h()
+    h.app("app1", queue="root.a")
+    web = _tags({"app": "web"}, anti=[_term({"app": "web"})])
+    h.do(AddNode("n1", Resource({"memory": 1000, "vcore": 1000}), attributes={NODE_LABELS: json.dumps({HOST: "n1"})},
+                 existing=(RecoveredAlloc("uuid-r", "web-r", "app1", Resource({"memory": 10}), node_id="n1",
+                                          tags=web),)))
+    _node(h, "n2")
+    h.ask("filler", "app1", memory=50, tags=_tags({"app": "x"}, **{TAG_NODE_SELECTOR_PREFIX + HOST: "n2"}))
+    h.step()
+    h.ask("web", "app1", tags=web)
+    h.step()
+    assert _where(h, "web") == "n2"  # n1, the emptier, runs the recovered web pod
 
 
 # --------------------------------------------------------------------------- preemption
