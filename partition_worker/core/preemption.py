@@ -4,8 +4,9 @@ What it owns: the victim rules below (``Preemption``). What it uses, given at co
 the nodes, the apps, the ledger (reservations), the outcomes, the settings, and ``release``
 (the partition's: a victim leaves the books and its app may move on). Who may use it: the
 ``scheduler`` (both passes), from the scheduling cycle. Nodes are judged by
-``feasibility.CHAIN`` (``RESERVE``); a victim set for an ask with inter-pod terms must also
-let those pass with the victims gone (``feasibility.INTERPOD``: an affinity to a victim fails).
+``feasibility.CHAIN`` (``RESERVE``); the inter-pod checks of an ask with such terms
+(``feasibility.INTERPOD``) are asked with the node's victim set gone: a node where they still
+fail (an anti-affinity to a pod that is no victim, an affinity to a victim) is never chosen.
 Victims are released
 at once (``released`` with ``PREEMPTED_BY_SCHEDULER``) and the node is reserved for the
 preemptor, which is placed there by the reserved-asks pass of the next cycle; a reserved
@@ -228,8 +229,11 @@ class Preemption:
         res = ask.resource
         # the chain without its reservation stage first: a node reserved by another ask (a
         # preemptor about to be placed) that could otherwise hold the ask is counted apart
-        could_hold = CHAIN.bind(ask, Purpose.RESERVE, self._apps, skip=(RESERVATION,), nodes=self._nodes).passes
+        # the inter-pod checks are asked once a node's victims are known, with the victims gone
+        # (a victim may be the pod an anti-affinity term objects to, or one an affinity needs)
         interpod = interpod_applies(ask, self._nodes)
+        could_hold = CHAIN.bind(ask, Purpose.RESERVE, self._apps, skip=(RESERVATION, *INTERPOD.checks) if interpod
+                                else (RESERVATION,), nodes=self._nodes).passes
         not_reserved = CHAIN.bind(ask, Purpose.RESERVE, self._apps, skip=_ALL_BUT_RESERVATION,
                                   nodes=self._nodes).passes
         for node in self._nodes.nodes.values():

@@ -500,3 +500,23 @@ def test_preemption_does_not_take_the_pod_an_affinity_needs() -> None:
     h.step(31 * SECOND)
     # the only victim is the pod its affinity needs: removing it would not let it run
     assert not [r for r in h.log.released if r.termination is Termination.PREEMPTED_BY_SCHEDULER]
+
+
+def test_preemption_may_take_the_pod_an_anti_affinity_objects_to() -> None:
+    root = q("root", q("high", guaranteed={"memory": 60}), q("low", guaranteed={"memory": 0}), submitacl="*")
+    h = _h(preemption=True, root=root)
+    _node(h, "n1")
+    h.app("lo", "root.low", "bob")
+    h.ask("web-low", "lo", memory=60, tags=_tags({"app": "web"}))
+    h.step(1)
+    h.ask("other", "lo", memory=40, tags=_tags({"app": "x"}))
+    h.step(1)
+    h.app("hi", "root.high", "alice")
+    h.ask("web", "hi", memory=50, tags=_tags({"app": "web"}, anti=[_term({"app": "web"})]))
+    h.step(1)
+    h.step(31 * SECOND)
+    victims = [r.uuid for r in h.log.released if r.termination is Termination.PREEMPTED_BY_SCHEDULER]
+    assert victims == [h.allocs_of("web-low")[0].uuid]  # room and the conflict both gone with it
+    for _ in range(3):
+        h.step(1)
+    assert _where(h, "web") == "n1"
