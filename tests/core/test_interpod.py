@@ -225,6 +225,25 @@ def test_foreign_allocations_labels_are_counted() -> None:
     assert _where(h, "web-2") == "n1"
 
 
+def test_a_foreign_pods_anti_affinity_keeps_matching_pods_off_its_node() -> None:
+    h = _h()
+    _node(h, "n1", memory=1000)
+    _node(h, "n2")
+    h.app("app1", queue="root.a")
+    h.do(AddForeign("other/loner", "n1", Resource({"memory": 1}),
+                    tags=_tags({"app": "loner"}, anti=[_term({"app": "batch"})])))
+    h.ask("filler", "app1", memory=50, tags=_tags({"app": "x"}, **{TAG_NODE_SELECTOR_PREFIX + HOST: "n2"}))
+    h.step()
+    h.ask("batch", "app1", tags=_tags({"app": "batch"}))
+    h.step()
+    assert _where(h, "batch") == "n2"  # n1 is the emptier
+    h.do(ReleaseForeign("other/loner"))
+    h.ask("batch-2", "app1", tags=_tags({"app": "batch"}))
+    assert is_plain(h.p.apps["app1"].asks["batch-2"], h.p.nodes)  # no anti-affinity against it now
+    h.step()
+    assert _where(h, "batch-2") == "n1"
+
+
 # --------------------------------------------------------------------------- affinity
 def test_the_first_pod_of_a_self_affine_group_may_go_anywhere_then_the_rest_follow() -> None:
     h = _h()
