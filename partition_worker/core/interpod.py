@@ -20,7 +20,7 @@ is no pod to these rules (e.g. the simulator's); one whose tags cannot be read i
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Iterable, Mapping, Protocol
 
@@ -160,11 +160,26 @@ class Spread:
 @dataclass(frozen=True, slots=True, eq=False)
 class PodInfo:
     """What one pod (an allocation or an ask) shows the others: its namespace, its labels and
-    its own required anti-affinity terms. Shared by every pod with the same tag values."""
+    its own required anti-affinity terms. Usually shared by every pod with the same tag values;
+    equal by value (the index finds a pod that leaves even if its tags were parsed again)."""
 
     namespace: str
     labels: Mapping[str, str]
     anti: tuple[PodTerm, ...] = ()
+    key: tuple = field(default=(), repr=False)
+    hashed: int = field(default=0, repr=False)
+
+    def __post_init__(self) -> None:
+        key = (self.namespace, tuple(sorted(self.labels.items())), self.anti)
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "hashed", hash(key))
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, PodInfo) and self.hashed == other.hashed
+                                 and self.key == other.key)
+
+    def __hash__(self) -> int:
+        return self.hashed
 
 
 def _terms(data: object, where: str, own: str) -> tuple[PodTerm, ...]:

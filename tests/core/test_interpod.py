@@ -539,3 +539,16 @@ def test_preemption_may_take_the_pod_an_anti_affinity_objects_to() -> None:
     for _ in range(3):
         h.step(1)
     assert _where(h, "web") == "n1"
+
+
+def test_a_pod_leaves_the_index_even_when_its_tags_were_parsed_again() -> None:
+    from partition_worker.core import interpod
+    h = _h()
+    _node(h, "n1")
+    h.app("app1", queue="root.a")
+    h.ask("web", "app1", tags=_tags({"app": "web"}))
+    h.step()
+    interpod._pod_info.cache_clear()  # (as when many distinct label sets pushed it out)
+    interpod.parse_pod_labels.cache_clear()
+    h.do(ReleaseAlloc("app1", h.allocs_of("web")[0].uuid))
+    assert not h.p.nodes.pods.on_node and not list(h.p.nodes.pods.pods())
