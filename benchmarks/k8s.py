@@ -15,6 +15,13 @@ that, the fake kubelet's ``korral.io/fake-run-seconds``) then ending ``Succeeded
 cluster stays busy at ``rate x run-seconds`` running pods and the shim handles pods ending as
 well as starting.
 
+With ``--constraints`` every pod also carries inter-pod constraints the core evaluates: label
+``deploy: d-<app>`` (each application is a deployment), required pod anti-affinity on
+``kubernetes.io/hostname`` against its own deployment's pods (at most one running pod of a
+deployment per node), and a topology spread constraint on ``topology.kubernetes.io/zone``
+(``maxSkew`` 1, ``DoNotSchedule``, the same selector) over ``ZONES`` zones (the fake's nodes are
+made as node pools ``zone-0`` .. labelled with the zone). Compare its pods/s with a run without.
+
 Measured, over the steady window (from the time the first pods end, ``run-seconds`` x 1.5, to
 the end of the creation; at least the last 80 % of it):
 
@@ -71,6 +78,8 @@ SAMPLE = 0.25  # seconds between samples of the counts and the CPU
 FLAT_FRACTION = 0.02  # a backlog growing by more than 2 % of the rate is not sustained
 OFFERED_FRACTION = 0.95  # created below 95 % of the rate asked for: that rate was not offered
 WARMUP_PODS = 20
+ZONES = 3  # --constraints: the zones the nodes are spread over
+ZONE_KEY, HOST_KEY = "topology.kubernetes.io/zone", "kubernetes.io/hostname"
 BENCH = "bench"  # this process's name in the CPU figures
 JSON_TYPE = "application/json"
 
@@ -86,6 +95,7 @@ class Shape:
     run_seconds: float = 10.0
     seed: int = 1
     tls: bool = False
+    constraints: bool = False  # pods carry hostname anti-affinity and zone spread (module doc)
 
     @property
     def creation_seconds(self) -> float:
@@ -108,6 +118,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=1, help="runs per rate (default 1); medians are reported")
     parser.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
     parser.add_argument("--tls", action="store_true", help="serve the fake API over HTTPS (default plain HTTP)")
+    parser.add_argument("--constraints", action="store_true",
+                        help=f"pods carry required pod anti-affinity on {HOST_KEY} per application (deployment) and "
+                             f"a zone spread constraint (maxSkew 1, DoNotSchedule) over {ZONES} zones")
     parser.add_argument("--baseline", metavar="DIR",
                         help="also run the fake and the shim from the source tree DIR (e.g. `git worktree add "
                              "DIR <commit>`), alternating run by run with this tree")
@@ -126,11 +139,28 @@ def queues_yaml(queues: int) -> str:
             "    queues:\n      - name: root\n        submitacl: '*'\n        queues:\n" + leaves)
 
 
+def _constraints(app: int) -> bytes:
+    """``--constraints``: the label, anti-affinity and spread of a pod of application ``app``."""
+    selector = b'{"matchLabels":{"deploy":"d-%d"}}' % app
+    return (b',"affinity":{"podAntiAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":[{"labelSelector":%s,'
+            b'"topologyKey":"%s"}]}},"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"%s",'
+            b'"whenUnsatisfiable":"DoNotSchedule","labelSelector":%s}]') % (selector, HOST_KEY.encode(),
+                                                                          ZONE_KEY.encode(), selector)
+
+
 def pod_body(i: int, shape: Shape, rng: random.Random) -> bytes:
     """Pod ``i`` as a controller would create it (JSON bytes)."""
     app = i % shape.apps
     cpu, memory = SIZES[app % len(SIZES)]
     run = shape.run_seconds * (0.5 + rng.random())
+    if shape.constraints:
+        return (b'{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p-%d","namespace":"%s","labels":'
+                b'{"applicationId":"app-%d","queue":"root.q%d","deploy":"d-%d"},"annotations":'
+                b'{"korral.io/fake-run-seconds":"%.2f"}},"spec":{"schedulerName":"yunikorn","restartPolicy":"Never",'
+                b'"terminationGracePeriodSeconds":0,"containers":[{"name":"main","image":"registry.k8s.io/pause:3.9",'
+                b'"resources":{"requests":{"cpu":"%s","memory":"%s"}}}]%s}}') % (
+                    i, NAMESPACE.encode(), app, app % shape.queues, app, run, cpu.encode(), memory.encode(),
+                    _constraints(app))
     return (b'{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p-%d","namespace":"%s","labels":'
             b'{"applicationId":"app-%d","queue":"root.q%d"},"annotations":{"korral.io/fake-run-seconds":"%.2f"}},'
             b'"spec":{"schedulerName":"yunikorn","restartPolicy":"Never","terminationGracePeriodSeconds":0,'
@@ -328,8 +358,13 @@ async def _run(shape: Shape, code: Path, stack, workdir: Path) -> dict:
     fake_port = free_ports(1)[0]
     scheme = "https" if shape.tls else "http"
     kubeconfig = workdir / "kubeconfig"
-    fake_args = ["k8s-fake", "--address", f"127.0.0.1:{fake_port}", "--nodes", str(shape.nodes),
+    plain_nodes = 0 if shape.constraints else shape.nodes
+    fake_args = ["k8s-fake", "--address", f"127.0.0.1:{fake_port}", "--nodes", str(plain_nodes),
                  "--kubeconfig-out", str(kubeconfig), "--log-level", "WARNING", "--state-dir", str(workdir)]
+    if shape.constraints:  # the same number of nodes, as node pools zone-0.. labelled with their zone
+        zones = [shape.nodes // ZONES + (z < shape.nodes % ZONES) for z in range(ZONES)]
+        fake_args += ["--node-pools", ",".join(f"zone-{z}={n}" for z, n in enumerate(zones) if n),
+                      "--node-pool-label", ZONE_KEY]
     fake_args += [] if shape.tls else ["--no-tls", "--token", "none"]
     procs.start("k8s-fake", *fake_args)
     try:
@@ -649,7 +684,8 @@ def _runs(args: argparse.Namespace, rates: list[float], trees: list[tuple[str, P
     results: dict[tuple[str, float], list[dict]] = {}
     for rate in rates:
         shape = Shape(nodes=args.nodes, pods=args.pods, rate=rate, duration=args.duration, apps=args.apps,
-                      queues=args.queues, run_seconds=args.run_seconds, seed=args.seed, tls=args.tls)
+                      queues=args.queues, run_seconds=args.run_seconds, seed=args.seed, tls=args.tls,
+                      constraints=args.constraints)
         for n in range(args.runs):
             for label, tree in (trees if n % 2 == 0 else trees[::-1]):
                 stem = out / time.strftime(f"k8s-{rate:g}-{label}-%Y%m%d-%H%M%S", time.gmtime())

@@ -100,8 +100,9 @@ TAG_TOPOLOGY_SPREAD = "korral.io/topology-spread"
 #   [{"reason": "node(s) had volume node affinity conflict", "nodeSelector": {"nodeSelectorTerms": [...]},
 #     "retry": false}]   (retry: whether waiting can help)
 TAG_NODE_REQUIREMENTS = "korral.io/node-requirements"
-# ask tag: constraints the core does not evaluate (required inter-pod affinity, topology spread
-# DoNotSchedule, ...), comma-separated human names; every node rejects such an ask, naming them
+# ask tag: what keeps an ask from any node that the RM alone knows (the k8s shim: a volume or
+# resource claim that does not exist yet, a device class missing, a CEL selector failing),
+# comma-separated human names; every node rejects such an ask, naming them
 TAG_UNSUPPORTED_CONSTRAINTS = "korral.io/unsupported-constraints"
 
 # Node attributes the k8s shim sends (si.io/ rather than si/)

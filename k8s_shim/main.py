@@ -78,9 +78,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="pods with this spec.schedulerName are scheduled by Korral; every other pod on a node "
                              "is a foreign allocation (default: yunikorn)")
     parser.add_argument("--best-effort-constraints", action="store_true",
-                        help="place pods whose constraints Korral does not evaluate (required inter-pod "
-                             "(anti-)affinity, topology spread DoNotSchedule) as if they had none, instead of "
-                             "keeping them pending")
+                        help="deprecated, no effect: every constraint of a pod is evaluated now (it placed pods "
+                             "with inter-pod constraints, spread, volumes or DRA claims as if they had none); "
+                             "accepted so that existing manifests keep working")
     parser.add_argument("--event-settle-seconds", type=_seconds, default=1.0, metavar="S",
                         help="a pod's routine events wait this long and are folded when a later one says more: a pod "
                              "placed and bound within S gets one event, Scheduled (default 1; 0 posts every event as "
@@ -109,6 +109,9 @@ def _seconds(text: str) -> float:
 
 def run(args: argparse.Namespace) -> int:
     addresses.setup_logging(args.log_level, "k8s-shim")
+    if args.best_effort_constraints:
+        log.warning("--best-effort-constraints has no effect any more: every constraint of a pod "
+                    "(inter-pod affinity, topology spread, volumes, DRA claims) is evaluated")
     try:
         return asyncio.run(_main(args))
     except KeyboardInterrupt:
@@ -208,7 +211,7 @@ class _Runner:
         self.explainer = Explainer(args.rest_address, conf.cluster_id) if args.rest_address else None
         placeholders = PlaceholderSettings(conf.placeholder_image, conf.placeholder_run_as_user,
                                            conf.placeholder_run_as_group, conf.placeholder_fs_group)
-        settings = ShimSettings(args.scheduler_name, args.best_effort_constraints, placeholders=placeholders,
+        settings = ShimSettings(args.scheduler_name, placeholders=placeholders,
                                 partition_label=args.partition_label, volume_bind_timeout=conf.volume_bind_timeout)
         shim = self.shim = Shim(self.client, settings,
                                 conf.cluster_id, self.events, self.explainer)

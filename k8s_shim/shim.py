@@ -45,7 +45,7 @@ import orjson
 
 from common import si_pb2, si_v18_pb2 as si
 from si_client import RecoverableState, RecoverySnapshot, ResourceManagerCallback, SchedulerAPI, StateDumpPlugin
-from k8s_shim.translate import model
+from k8s_shim.translate import interpod, model
 from k8s_shim.translate import nodes as nodemsg
 from k8s_shim.writes.binding import Binder, BindJob, Outcome, Result
 from k8s_shim.writes.claims import DeviceHandling
@@ -93,7 +93,6 @@ def _nonzero(size: dict[str, int]) -> dict[str, int]:
 @dataclass(frozen=True, slots=True)
 class ShimSettings:
     scheduler_name: str = "yunikorn"
-    best_effort_constraints: bool = False
     avoid_seconds: float = 60.0  # a node that refused a bind is excluded for the pod this long
     retry_cap: float = 60.0  # the longest wait before asking again after a refused bind
     bind_deadline: float = 60.0  # transient bind errors are retried this long
@@ -130,6 +129,7 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
         self._devices_init()
         self._background: set[asyncio.Task] = set()
         self._reading_namespaces: set[str] = set()
+        self._by_labels: set[str] = set()  # pods whose affinity terms select namespaces by label
         self._gang_init()
         self.pools = Pools(self, ShimHooks(self.node_changed, self.pod_changed, self._submit_app, self._event),
                            settings.partition_label)
@@ -216,6 +216,7 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
         if pod.node and spec.claims:
             self._rwop_taken(task)
         self._set_constraints(task)
+        task.affinity = self._resolve_affinity(spec)
         app = self._app_for(task)
         self._gang_member(task, app)
         self._sync(task)
@@ -328,6 +329,7 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
             self._unplace(task)
         self._gang_pod_gone(task)
         self.prebinder.cancel(task.uid)
+        self._by_labels.discard(task.uid)
         if task.node:
             self.node_pods.get(task.node, set()).discard(task.uid)
         self._recheck(self.volumes.release(task.uid, spec.namespace, spec.claims))  # a ReadWriteOncePod claim is free
@@ -362,23 +364,19 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
 
     # ------------------------------------------------------------------ constraints (volumes too)
     def _set_constraints(self, task: Task) -> bool:
-        """Recompute what the ask carries as constraints Korral does not evaluate (the pod's own,
-        ``spec.unsupported``, unless --best-effort-constraints) or cannot meet now (its volume
-        claims', its resource claims'); True if changed (node requirements too)."""
+        """Recompute what the ask carries as what it cannot meet now (its volume claims', its
+        resource claims'); True if changed (node requirements too)."""
         spec = task.spec
-        found = [] if self.settings.best_effort_constraints else list(spec.unsupported)
         device_waits, devices_changed = self._plan_devices(task)  # DRA: k8s_shim.writes.claims
-        constraints = tuple(found + self.volumes.waits(spec.namespace, spec.claims) + device_waits)
+        constraints = tuple(self.volumes.waits(spec.namespace, spec.claims) + device_waits)
         changed = self._set_volume_needs(task) | devices_changed
         if constraints == task.constraints:
             return changed
         task.constraints = constraints
         if constraints and not task.node:
-            # the flag is named only for what it would place: the waits for claims it does not lift
-            hint = "; --best-effort-constraints places pods with unevaluated constraints anyway" if found else ""
             self._event(spec, WARNING, "FailedScheduling",
                         f"pod {spec.alias} is not placed: Korral does not evaluate or cannot meet "
-                        f"{'; '.join(constraints)} (it waits{hint})")
+                        f"{'; '.join(constraints)} (it waits)")
         return True
 
     def _set_volume_needs(self, task: Task) -> bool:
@@ -533,6 +531,36 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
             self.namespaces[new.name] = new
             if old is None:
                 self._submit_waiting_apps(new.name)
+        if self._by_labels and (old is None or new is None or old.labels != new.labels):
+            self._namespaces_relabelled()
+
+    # ------------------------------------------------------------------ affinity terms selecting namespaces
+    def _resolve_affinity(self, spec) -> str:
+        """TAG_POD_AFFINITY of a pod whose terms select namespaces by label, resolved against the
+        namespaces' labels now; "" for any other pod (its tag was made with its spec)."""
+        if spec.interpod is None or not spec.interpod.by_labels:
+            return ""
+        self._by_labels.add(spec.uid)
+        return interpod.affinity_tag(spec.interpod, spec.namespace,
+                                     {name: ns.labels for name, ns in self.namespaces.items()})
+
+    def _namespaces_relabelled(self) -> None:
+        """A namespace came, went or changed its labels: a pending ask whose terms select
+        namespaces by label and now resolve differently is sent again (the same key replaces it).
+        A placed or foreign pod's allocation keeps the namespaces it was reported with until it is
+        reported again (a replay); the books hold the new ones for that."""
+        for uid in list(self._by_labels):
+            holder = self.tasks.get(uid) or self.foreign.get(uid)
+            if holder is None:
+                self._by_labels.discard(uid)
+                continue
+            tag = self._resolve_affinity(holder.spec)
+            if tag == holder.affinity:
+                continue
+            holder.affinity = tag
+            if isinstance(holder, Task) and holder.where is Where.ASKED:
+                holder.where = Where.NOWHERE
+                self._sync(holder)
 
     def priority_class_changed(self, old: tuple[str, bool] | None, new: tuple[str, bool] | None) -> None:
         if new is None:
@@ -544,6 +572,7 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
     def foreign_changed(self, old: PodState | None, new: PodState | None) -> None:
         if new is None:
             pod = self.foreign.pop(old.uid, None)
+            self._by_labels.discard(old.uid)
             if pod is not None:
                 self.node_pods.get(pod.node, set()).discard(old.uid)
                 self._counted(pod.node, old.uid)
@@ -558,6 +587,7 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
                     self._queue("alloc", model.foreign_allocation(pod))
             return
         pod = self.foreign[new.uid] = Foreign(new.spec, new.node)
+        pod.affinity = self._resolve_affinity(new.spec)
         self.node_pods.setdefault(new.node, set()).add(new.uid)
         self._report_foreign(pod)
 

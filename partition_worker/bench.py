@@ -53,6 +53,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="a Kubernetes-shaped cluster instead: tainted GPU pool and control-plane nodes, "
                              "asks with tolerations, node affinity, nodeSelector and host ports, timed against "
                              "the same asks without them (partition_worker/bench_node_terms.py)")
+    parser.add_argument("--interpod", action="store_true",
+                        help="inter-pod constraints instead: deployments of 20 replicas, half with required pod "
+                             "anti-affinity on the hostname, half spread over three zones (maxSkew 1), timed "
+                             "against the same pods without them (partition_worker/bench_interpod.py)")
     parser.add_argument("--session", action="store_true",
                         help="drive the worker's session (PartitionSession: asks in as rows, nodes and apps as "
                              "SI protobuf, as rmproxy sends them) instead of the core commands")
@@ -88,6 +92,12 @@ def run(args: argparse.Namespace) -> int:
         for r in rows:
             print(json.dumps(r) if args.json else _node_terms_line(r), flush=True)
         return 0
+    if args.interpod:
+        from partition_worker.bench_interpod import interpod_row
+        rows = [_in_subprocess(ctx, interpod_row, n, args.asks, args.policy) for n in (args.nodes or [5000])]
+        for r in rows:
+            print(json.dumps(r) if args.json else _interpod_line(r), flush=True)
+        return 0 if all(r["violations"] == 0 for r in rows) else 1
     if args.memory:
         fn = memory_session_row if args.session else memory_row
         rows = [_in_subprocess(ctx, fn, MEMORY_NODES, MEMORY_ASKS, args.policy)]
@@ -315,6 +325,13 @@ def _node_terms_line(r: dict) -> str:
             f"{r['allocations_per_second']:.0f} allocations/s, {r['allocations_per_cpu_second']:.0f} per CPU second; "
             f"the same asks without terms {r['plain_allocations_per_cpu_second']:.0f} per CPU second "
             f"(CPU cost x{r['cost_ratio']})")
+
+
+def _interpod_line(r: dict) -> str:
+    return (f"{r['nodes']:>6} nodes, {r['asks']} asks with pod anti-affinity / topology spread ({r['policy']}): "
+            f"{r['allocations_per_second']:.0f} allocations/s, {r['allocations_per_cpu_second']:.0f} per CPU second; "
+            f"the same pods without them {r['plain_allocations_per_cpu_second']:.0f} per CPU second "
+            f"(rate x{r['rate_ratio']}, goal >= 0.5); {r['violations']} placements breaking a constraint")
 
 
 def _preemption_line(r: dict) -> str:

@@ -1,6 +1,7 @@
 """The Pod strategy of a v1.24 API server: defaults, validation, the admission plugins that touch
 pods (Priority, DefaultTolerationSeconds, NamespaceLifecycle is generic), update rules and the
-graceful-deletion period (files 06-08, 24-27, 29, 36)."""
+graceful-deletion period (files 06-08, 24-27, 29, 36); a v1.36 server's checks and merge of
+pod affinity and topology spread (v1.36 files 04 and 14: ``k8s_shim.fake.constraints``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import copy
 from decimal import Decimal
 from typing import Any
 
-from k8s_shim.fake import quantity
+from k8s_shim.fake import constraints, quantity
 from k8s_shim.fake.dra import pod_claim_causes
 from k8s_shim.fake.errors import ApiError
 from k8s_shim.fake.kinds import Causes, Kind, Objects
@@ -177,6 +178,8 @@ class Pods(Kind):
                 causes.append(("FieldValueNotSupported", f"spec.tolerations[{i}].effect",
                                f'Unsupported value: "{effect}": supported values: "NoSchedule", '
                                '"PreferNoSchedule", "NoExecute"'))
+        if old is None:  # a stored pod's selectors hold its merged label keys (k8s_shim.fake.constraints)
+            causes += constraints.causes(spec)
         return causes
 
     def admit_create(self, obj: dict[str, Any], api: Objects) -> None:
@@ -211,6 +214,7 @@ class Pods(Kind):
                                     "tolerationSeconds": 300})
 
     def prepare_create(self, obj: dict[str, Any], api: Objects) -> None:
+        constraints.merge_label_keys(obj)
         obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj["spec"])}
 
     def prepare_update(self, old: dict[str, Any], new: dict[str, Any], subresource: str) -> dict[str, Any]:

@@ -8,7 +8,9 @@ annotations), with a (field, message) pair in its ``problems`` for each input it
   ``minResource``, ``labels``, ``annotations``, ``nodeSelector``, ``tolerations``, ``affinity``,
   ``topologySpreadConstraints``; keys matched without regard to case, as Go's JSON decoder does).
   A group without a name or ``minResource``, a ``minMember`` that is missing, 0 or negative, a
-  field of the wrong type, a quantity that does not parse: the whole annotation is ignored (the
+  field of the wrong type, a quantity that does not parse, a pod (anti-)affinity term or spread
+  constraint the core could not read (``k8s_shim.translate.interpod``; its placeholders carry
+  them): the whole annotation is ignored (the
   application is scheduled without a gang) and the problem names the field.
 - ``yunikorn.apache.org/task-group-name`` names the pod's group.
 - ``yunikorn.apache.org/schedulingPolicyParameters``: space-separated ``key=value`` pairs;
@@ -32,6 +34,7 @@ import orjson
 
 from common.constants import DOMAIN_YUNIKORN
 from k8s_shim.translate import quantity
+from k8s_shim.translate.interpod import read_interpod
 
 __all__ = ["TaskGroup", "GangSpec", "read_gang", "placeholder_name", "placeholder_ask", "group_size",
            "ANNOTATION_TASK_GROUPS", "ANNOTATION_TASK_GROUP_NAME", "ANNOTATION_POLICY", "ANNOTATION_PLACEHOLDER",
@@ -143,6 +146,10 @@ def _group(raw: Any, i: int) -> TaskGroup:
             raise ValueError(f"[{i}].{key} of task group {name} is not a JSON {'list' if kind is list else 'object'}")
         terms[key] = value or kind()
     tolerations, spread, affinity = terms["tolerations"], terms["topologySpreadConstraints"], terms["affinity"]
+    # its placeholders carry these terms: one the core cannot read would keep them all pending
+    _, _, bad = read_interpod({"affinity": affinity, "topologySpreadConstraints": spread}, {}, f"[{i}]")
+    if bad is not None:
+        raise ValueError(f"{bad[0]} of task group {name}: {bad[1]}")
     return TaskGroup(name, members, written, size,
                      labels=_string_map(_lookup(raw, "labels"), f"[{i}].labels of task group {name}"),
                      annotations=_string_map(_lookup(raw, "annotations"), f"[{i}].annotations of task group {name}"),

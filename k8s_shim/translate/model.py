@@ -17,7 +17,8 @@ import orjson
 
 from common import si_v18_pb2 as si
 from common.constants import (APP_TAG_CREATE_FORCE, APP_TAG_NAMESPACE, DOMAIN_YUNIKORN, TAG_APP_TASK_GROUPS,
-                              TAG_FOREIGN, TAG_NODE_AFFINITY, TAG_NODE_REQUIREMENTS, TAG_SCHEDULING_POLICY_PARAMETERS,
+                              TAG_FOREIGN, TAG_NODE_AFFINITY, TAG_NODE_REQUIREMENTS, TAG_POD_AFFINITY,
+                              TAG_SCHEDULING_POLICY_PARAMETERS,
                               TAG_UNSUPPORTED_CONSTRAINTS)
 from common.si_resource import fill_si_resource
 from k8s_shim.translate.gang import AppGang, placeholder_ask
@@ -74,6 +75,7 @@ class Task:
     retries: int = 0
     condition: tuple[str, str] = ("", "")  # the PodScheduled reason and message we wrote last
     constraints: tuple[str, ...] = ()  # what the ask carries in TAG_UNSUPPORTED_CONSTRAINTS
+    affinity: str = ""  # TAG_POD_AFFINITY resolved against the namespaces' labels (a term with a namespaceSelector)
     group: str = ""  # the task group its ask names (a placeholder's, or a real member's of a known group)
     sent: dict[str, int] | None = None  # the size its last resize asked for
     booked: dict[str, int] | None = None  # the size the core books when it refused the pod's (a resize)
@@ -130,6 +132,7 @@ class Foreign:
     spec: PodSpec
     node: str
     reported: bool = False
+    affinity: str = ""  # as Task.affinity
 
 
 def _resource(values: dict[str, int]) -> si.Resource:
@@ -167,6 +170,8 @@ def ask(task: Task, app: App, allow_self: bool, avoid: list[str]) -> si.Allocati
     refused bind excluded."""
     a = _allocation(task, app, allow_self)
     a.allocationTags.update(task.spec.tags)
+    if task.affinity:
+        a.allocationTags[TAG_POD_AFFINITY] = task.affinity
     if task.constraints:
         a.allocationTags[TAG_UNSUPPORTED_CONSTRAINTS] = ", ".join(task.constraints)
     if avoid:
@@ -194,6 +199,8 @@ def placed(task: Task, app: App, allow_self: bool) -> si.Allocation:
     """An allocation the core must book as it is: a pod running (or being bound) on its node."""
     a = _allocation(task, app, allow_self)
     a.allocationTags.update(task.spec.tags)
+    if task.affinity:
+        a.allocationTags[TAG_POD_AFFINITY] = task.affinity
     a.nodeID = task.node
     return a
 
@@ -204,6 +211,8 @@ def foreign_allocation(pod: Foreign) -> si.Allocation:
     a = si.Allocation(allocationKey=spec.uid, nodeID=pod.node, resourcePerAlloc=_resource(spec.resource),
                       priority=spec.priority)
     a.allocationTags.update(spec.tags)
+    if pod.affinity:
+        a.allocationTags[TAG_POD_AFFINITY] = pod.affinity
     a.allocationTags[TAG_FOREIGN] = "static" if spec.static else "default"
     return a
 

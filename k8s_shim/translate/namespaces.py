@@ -10,6 +10,8 @@ A namespace's annotations become application tags (``read_namespace``):
 (``k8s_shim.pools``). Resources are written as
 YuniKorn writes an SI ``Resource`` in JSON (``{"resources": {"vcore": {"value": 500}}}``). A value
 that cannot be read leaves its tag out and is a ``Problem`` naming the namespace's annotation.
+A namespace's labels are kept: a pod affinity term's ``namespaceSelector`` matches them
+(``k8s_shim.translate.interpod``).
 
 A PriorityClass's ``yunikorn.apache.org/allow-preemption: "false"`` keeps the pods of that class
 from being preempted unless the pod says otherwise (``read_priority_class``).
@@ -17,7 +19,7 @@ from being preempted unless the pod says otherwise (``read_priority_class``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 
@@ -43,6 +45,7 @@ class NamespaceInfo:
     tags: dict[str, str]
     problems: tuple[Problem, ...] = ()
     partition: str = ""  # the yunikorn.apache.org/partition annotation (k8s_shim.pools)
+    labels: dict[str, str] = field(default_factory=dict)  # what pod affinity's namespaceSelector matches
 
 
 def _field(name: str) -> str:
@@ -110,7 +113,7 @@ def read_namespace(raw: dict) -> NamespaceInfo:
             problems.append(Problem(_field(ANNOTATION_MAX_APPS), f"{value!r} is not an integer >= 0: ignored"))
     if ann.get(ANNOTATION_PARENT_QUEUE):
         tags[APP_TAG_NAMESPACE_PARENT_QUEUE] = ann[ANNOTATION_PARENT_QUEUE]
-    return NamespaceInfo(name, tags, tuple(problems), ann.get(ANNOTATION_PARTITION, ""))
+    return NamespaceInfo(name, tags, tuple(problems), ann.get(ANNOTATION_PARTITION, ""), dict(meta.get("labels") or {}))
 
 
 def read_priority_class(raw: dict) -> bool:

@@ -3,9 +3,12 @@
 ``read_pod(raw, rules)`` gives a ``PodSpec``: the application, queue and user the pod belongs to
 (YuniKorn's precedence, ``app_identity``), its size as Kubernetes computes it (``pod_size``), its
 priority and preemption settings, the ask tags (YuniKorn's, plus the node-check tags the core
-evaluates: tolerations, node selector, required node affinity, host ports) and the constraints
-Korral does not evaluate. Every input it cannot use becomes a ``Problem`` naming the field; a
-blocking one (no containers, a request that is not a quantity) keeps the pod from being asked for.
+evaluates: tolerations, node selector, required node affinity, host ports, and the inter-pod
+constraints of ``k8s_shim.translate.interpod``: the pod's labels, its pod (anti-)affinity and its
+topology spread constraints) and the constraints Korral does not evaluate. Every input it cannot
+use becomes a ``Problem`` naming the field; a blocking one (no containers, a request that is not a
+quantity, an affinity term or spread constraint that cannot be read) keeps the pod from being
+asked for.
 
 ``PodState`` is what the informer keeps per pod: the few fields that change (node, phase,
 deletion, scheduling gates) and the ``PodSpec``, read once per pod and reused afterwards (labels
@@ -30,9 +33,10 @@ import msgspec
 import orjson
 
 from common.constants import (DOMAIN_K8S, DOMAIN_YUNIKORN, GROUP_LABEL, TAG_HOST_PORTS, TAG_NAMESPACE,
-                              TAG_NODE_AFFINITY, TAG_NODE_SELECTOR_PREFIX, TAG_POD_NAME, TAG_REQUIRED_NODE,
-                              TAG_TOLERATIONS, CREATION_TIME)
+                              TAG_NODE_AFFINITY, TAG_NODE_SELECTOR_PREFIX, TAG_POD_AFFINITY, TAG_POD_LABELS,
+                              TAG_POD_NAME, TAG_REQUIRED_NODE, TAG_TOLERATIONS, TAG_TOPOLOGY_SPREAD, CREATION_TIME)
 from k8s_shim.translate import quantity
+from k8s_shim.translate.interpod import InterPod, affinity_tag, labels_tag, read_interpod, spread_tag
 from k8s_shim.translate.gang import GangSpec, read_gang
 from k8s_shim.translate.devices import PodClaim, read_pod_claims
 from k8s_shim.watch.informer import FULL, LiteWatch
@@ -100,12 +104,12 @@ class PodSpec:
     allow_preemption: bool | None = None  # the pod's annotation; None: its PriorityClass decides
     preempt_others: bool = True  # preemptionPolicy is not Never
     tags: dict[str, str] = field(default_factory=dict)
-    unsupported: tuple[str, ...] = ()  # constraints of the pod itself that Korral does not evaluate
     claims: tuple[str, ...] = ()  # persistent volume claims (and ephemeral volumes' claims)
     resource_claims: tuple[PodClaim, ...] = ()  # DRA: spec.resourceClaims (k8s_shim.translate.devices)
     image_pull_secrets: tuple[str, ...] = ()
     static: bool = False  # a static (mirror) pod: owned by its Node
     created: int = 0  # creationTimestamp, unix seconds
+    interpod: InterPod | None = None  # its pod (anti-)affinity terms (k8s_shim.translate.interpod)
     gang: GangSpec | None = None  # its gang annotations (k8s_shim.translate.gang), None without any
     owners: tuple[dict, ...] = ()  # a placeholder's owner references (its app's, copied when it was made)
     partition: str = ""  # the yunikorn.apache.org/partition annotation (k8s_shim.pools)
@@ -372,20 +376,6 @@ def host_ports(spec: dict) -> list[dict]:
     return ports
 
 
-def unsupported_constraints(spec: dict) -> tuple[str, ...]:
-    """The pod's constraints Korral does not evaluate yet, as names a user recognises."""
-    found = []
-    affinity = spec.get("affinity") or {}
-    if ((affinity.get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")):
-        found.append("required inter-pod affinity")
-    if ((affinity.get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")):
-        found.append("required inter-pod anti-affinity")
-    for c in spec.get("topologySpreadConstraints") or []:
-        if c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule":
-            found.append(f"topology spread constraint (DoNotSchedule) on {c.get('topologyKey', '?')}")
-    return tuple(found)
-
-
 def claim_names(spec: dict, pod_name: str) -> tuple[str, ...]:
     """The persistent volume claims the pod uses; an ephemeral volume's claim is ``<pod>-<volume>``."""
     names = []
@@ -421,7 +411,7 @@ def pod_tags(meta: dict, spec: dict, owners: list, created: int, ours: bool = Tr
     creation time) and the node checks' (tolerations, node selector, required node affinity,
     host ports). A foreign pod's: only YuniKorn's and its host ports (what it takes on its node)."""
     tags = {TAG_NAMESPACE: meta.get("namespace", ""), TAG_POD_NAME: meta.get("name", ""),
-            CREATION_TIME: str(created)}
+            CREATION_TIME: str(created), TAG_POD_LABELS: labels_tag(meta.get("labels") or {})}
     node = required_node(owners, spec)
     if node:
         tags[TAG_REQUIRED_NODE] = node
@@ -441,6 +431,24 @@ def pod_tags(meta: dict, spec: dict, owners: list, created: int, ours: bool = Tr
     if required:
         tags[TAG_NODE_AFFINITY] = _dumps(required)
     return tags
+
+
+def interpod_tags(pod: PodSpec, spec: dict, labels: dict, problems: list[Problem]) -> None:
+    """Add the pod's inter-pod constraints to ``pod``: its affinity terms (``pod.interpod``; the
+    tag too unless a term's namespaces depend on the namespaces' labels: the shim resolves those)
+    and, for our pod, its spread constraints. A field that cannot be read blocks our pod (a
+    Problem naming it); a foreign pod's unreadable terms are left out."""
+    interpod, spread, bad = read_interpod(spec, labels)
+    if bad is not None:
+        if pod.ours:
+            problems.append(Problem(bad[0], f"{bad[1]}: the constraint cannot be evaluated", blocking=True))
+        return
+    if interpod is not None:
+        pod.interpod = interpod
+        if not interpod.by_labels:
+            pod.tags[TAG_POD_AFFINITY] = affinity_tag(interpod, pod.namespace, {})
+    if spread and pod.ours:
+        pod.tags[TAG_TOPOLOGY_SPREAD] = spread_tag(spread)
 
 
 def _created(meta: dict) -> int:
@@ -487,6 +495,8 @@ def read_pod(raw: dict, rules: PodRules) -> PodSpec:
     pod.requests = spec_requests(spec)
     pod.priority = _priority(spec, problems)
     pod.tags = pod_tags(meta, spec, owners, created, ours)
+    if spec.get("affinity") or spec.get("topologySpreadConstraints"):
+        interpod_tags(pod, spec, labels, problems)
     if ours:
         pod.app_id, pod.queue, pod.user, pod.groups, found = app_identity(labels, annotations, pod.namespace,
                                                                            pod.uid, rules)
@@ -495,7 +505,6 @@ def read_pod(raw: dict, rules: PodRules) -> PodSpec:
         pod.partition = annotations.get(ANNOTATION_PARTITION, "")
         pod.allow_preemption = _allow_preemption(annotations, problems)
         pod.preempt_others = spec.get("preemptionPolicy") != "Never"
-        pod.unsupported = unsupported_constraints(spec)
         pod.claims = claim_names(spec, pod.name)
         pod.resource_claims = read_pod_claims(spec)
         pod.image_pull_secrets = tuple(s.get("name", "") for s in spec.get("imagePullSecrets") or [] if s.get("name"))

@@ -24,9 +24,21 @@ reasons are kube-scheduler's where it has one (the k8s shim shows them in the po
 | ``node-requirements`` | a ``korral.io/node-requirements`` selector does not match (volumes, devices, nodes excluded for a while) | the RM's reason for that selector, e.g. node(s) had volume node affinity conflict | as the RM says (``retry``) | |
 | ``host-ports`` | a wanted host port is in use there | node(s) didn't have free ports for the requested pod ports | yes | |
 | ``resources`` | the ask does not fit the room the purpose asks for | Insufficient <resource> | yes while capacity − occupied holds it, else no | |
+| ``topology-spread`` | a ``korral.io/topology-spread`` DoNotSchedule constraint's skew would exceed maxSkew there, or the node lacks its key | node(s) didn't match pod topology spread constraints (``(missing required label)``) | yes (no for a missing label) | |
+| ``pod-affinity`` | a required pod affinity term has no matching pod in the node's domain (``korral.io/pod-affinity`` ``required``) | node(s) didn't match pod affinity rules | yes (no when the node lacks a term's key) | |
+| ``pod-anti-affinity`` | a required anti-affinity term has a matching pod in the node's domain (``requiredAnti``) | node(s) didn't match pod anti-affinity rules | yes | |
+| ``existing-anti-affinity`` | an existing pod's required anti-affinity term matches the ask's pod and that pod is in the node's domain | node(s) didn't satisfy existing pods anti-affinity rules | yes | |
 
 A bad tag value (not JSON, wrong shape) makes its check reject every node with a reason naming
-the tag and what is wrong; waiting cannot help.
+the tag and what is wrong; waiting cannot help (a bad ``korral.io/pod-labels``: ``pod-affinity``).
+
+The inter-pod checks (kube-scheduler's order: after the resources fit) read the partition's pod
+index (``interpod.PodIndex``, ``NodeCollection.pods``): counts per topology domain kept up to
+date as allocations land and leave, so a decision earlier in the same cycle counts. They bind
+only with the node collection (without it they cannot reject). An ask they may reject is not
+plain, and its ``signature`` carries the index's version (a pod landing may let it pass).
+Preferred terms and ScheduleAnyway constraints are not evaluated (no scoring: the node order is
+the policy's).
 
 A check is a ``Check``: ``bind(ask, purpose, apps, nodes) -> Bound | None`` (None: it cannot
 reject this ask, so it costs the ask nothing), and the ``Bound`` check has ``passes(node)`` and
@@ -59,7 +71,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Callable, Hashable, Mapping
 
 from common.constants import (NODE_TAINTS, TAG_HOST_PORTS, TAG_NODE_AFFINITY, TAG_NODE_REQUIREMENTS,
-                              TAG_TOLERATIONS)
+                              TAG_POD_AFFINITY, TAG_POD_LABELS, TAG_TOLERATIONS, TAG_TOPOLOGY_SPREAD)
 
 from .node import CLOSED, OPEN, WIDE
 from .node_terms import Taint, first_untolerated
@@ -67,11 +79,14 @@ from .node_terms import Taint, first_untolerated
 if TYPE_CHECKING:  # pragma: no cover
     from .application import Application
     from .node import Node, NodeCollection
+    from .interpod import Spread
     from .objects import Ask, Reservation
 
 __all__ = ["Purpose", "Rejection", "Check", "Bound", "BoundChain", "Chain", "Walker", "CHAIN",
            "UNSUPPORTED", "SCHEDULABLE", "READY", "RESERVATION", "REQUIRED_NODE", "TAINTS",
-           "SELECTOR", "NODE_AFFINITY", "NODE_REQUIREMENTS", "HOST_PORTS", "RESOURCES", "open_for_asks", "gate",
+           "SELECTOR", "NODE_AFFINITY", "NODE_REQUIREMENTS", "HOST_PORTS", "RESOURCES", "TOPOLOGY_SPREAD",
+           "POD_AFFINITY", "POD_ANTI_AFFINITY", "EXISTING_ANTI_AFFINITY", "INTERPOD", "interpod_applies",
+           "open_for_asks", "gate",
            "is_plain", "signature", "all_of", "insufficient", "OPEN", "WIDE", "CLOSED",
            "AFFINITY_REASON"]
 
@@ -112,7 +127,17 @@ def is_plain(ask: "Ask", nodes: "NodeCollection | None" = None) -> bool:
         return True
     if c.affinity is not None or c.ports or c.unsupported or c.errors or c.requirements or nodes is None:
         return False
+    if c.pod is not None and (c.pod_affinity is not None or c.spread or nodes.pods.anti_against(c.pod)):
+        return False  # inter-pod terms of its own, or existing pods' anti-affinity against it
     return not nodes.taints or not nodes.any_tolerated(c)
+
+
+def interpod_applies(ask: "Ask", nodes: "NodeCollection") -> bool:
+    """Some inter-pod check may reject ``ask`` (its own terms, or existing pods' anti-affinity
+    matching it): what it passes then depends on the pods where it goes."""
+    c = ask.constraints
+    return c is not None and c.pod is not None and (
+        c.pod_affinity is not None or bool(c.spread) or bool(nodes.pods.anti_against(c.pod)))
 
 
 def signature(ask: "Ask", nodes: "NodeCollection | None" = None) -> Hashable:
@@ -120,6 +145,8 @@ def signature(ask: "Ask", nodes: "NodeCollection | None" = None) -> Hashable:
     one workload share their ``Constraints`` object, hence their signature."""
     if not ask.selector and not ask.required_node and (ask.constraints is None or is_plain(ask, nodes)):
         return None  # (the common case inline: the allocation hot path)
+    if nodes is not None and interpod_applies(ask, nodes):  # pods coming and going change its verdicts
+        return (ask.selector, ask.required_node, ask.constraints, nodes.pods.version)
     return (ask.selector, ask.required_node, ask.constraints)
 
 
@@ -493,6 +520,204 @@ class ResourcesCheck(Check):
         return Bound(self, passes, lambda node: why(rv, node))
 
 
+SPREAD_REASON = "node(s) didn't match pod topology spread constraints"  # kube-scheduler's reasons
+POD_AFFINITY_REASON = "node(s) didn't match pod affinity rules"
+POD_ANTI_AFFINITY_REASON = "node(s) didn't match pod anti-affinity rules"
+EXISTING_ANTI_REASON = "node(s) didn't satisfy existing pods anti-affinity rules"
+
+
+def _eligible(ask: "Ask", spread: "Spread", keys: tuple[str, ...],
+              nodes: "NodeCollection") -> tuple[frozenset[str], dict[str, str] | None]:
+    """The domains of ``spread`` the ask's pod counts (its eligible nodes': they have every
+    constraint's key and, per the policies, pass its node affinity / nodeSelector and tolerate
+    their taints), and node ID -> domain of those nodes (None: every node with the key is
+    eligible). O(nodes), remembered until nodes come, go or change labels or taints."""
+    index = nodes.pods
+    c = ask.constraints
+    key = spread.term.topology_key
+    affinity = c.affinity if c is not None and spread.honor_affinity else None
+    selector = ask.selector if spread.honor_affinity else ()
+    tolerations = c.tolerations if c is not None and spread.honor_taints else ()
+    # what eligibility depends on (the pods of every workload spread the same way share it)
+    memo_key = (key, keys, affinity, selector, spread.honor_taints, tolerations)
+    known = index.eligible.get(memo_key)
+    if known is not None:
+        return known  # type: ignore[return-value]
+    domains: set[str] = set()
+    eligible: dict[str, str] = {}
+    every = True
+    for node in nodes.nodes.values():
+        labels = node.label_map()
+        d = labels.get(key)
+        if d is None:
+            continue
+        ok = all(k in labels for k in keys)
+        if ok and affinity is not None:
+            ok = affinity.matches(labels, node.node_id)
+        if ok and selector:
+            ok = all(node.attribute(a) == v for a, v in selector)
+        if ok and spread.honor_taints and node.taints:
+            ok = first_untolerated(node.taints, tolerations) is None
+        if ok:
+            domains.add(d)
+            eligible[node.node_id] = d
+        else:
+            every = False
+    if len(index.eligible) >= 256:
+        index.eligible.clear()
+    result = index.eligible[memo_key] = (frozenset(domains), None if every else eligible)
+    return result
+
+
+class TopologySpreadCheck(Check):
+    """kube-scheduler's PodTopologySpread filter, DoNotSchedule constraints (tag
+    ``korral.io/topology-spread``): per constraint, the pods of the ask's namespace its selector
+    matches are counted per domain of the eligible nodes (``_eligible``); the node passes when
+    its domain's count, plus one if the pod matches the selector itself, minus the lowest count
+    of an eligible domain (0 while there are fewer eligible domains than ``minDomains``) is at
+    most ``maxSkew``. A node without a constraint's key never passes (missing required label)."""
+
+    name = "topology-spread"
+    rejection = Rejection("topology-spread", SPREAD_REASON, True)
+    missing = Rejection("topology-spread", SPREAD_REASON + " (missing required label)", False)
+    for_plain = False
+
+    def bind(self, ask, purpose, apps, nodes):
+        c = ask.constraints
+        if c is None:
+            return None
+        if c.errors and c.error(TAG_TOPOLOGY_SPREAD):
+            return rejects_everywhere(self, f"{SPREAD_REASON} (invalid {c.error(TAG_TOPOLOGY_SPREAD)})")
+        spreads = c.spread
+        if not spreads or nodes is None:
+            return None
+        index, own = nodes.pods, c.pod.labels  # type: ignore[union-attr]
+        keys = tuple(s.term.topology_key for s in spreads)
+        limits = []  # (key, count per eligible domain, the highest count the node's domain may have)
+        for s in spreads:
+            domains, eligible = _eligible(ask, s, keys, nodes)
+            counts = index.counts(s.term, positive=True)
+            if eligible is None:
+                by_domain = counts.by_domain
+            else:
+                by_domain = {}
+                for nid, n in counts.by_node.items():
+                    d = eligible.get(nid)
+                    if d is not None:
+                        by_domain[d] = by_domain.get(d, 0) + n
+            low = 0 if len(domains) < s.min_domains or len(by_domain) < len(domains) else min(by_domain.values())
+            self_match = 1 if s.term.selector.matches(own) else 0
+            limits.append((s.term.topology_key, by_domain, s.max_skew + low - self_match))
+
+        def passes(node: "Node") -> bool:
+            labels = node.label_map()
+            for key, by_domain, most in limits:
+                d = labels.get(key)
+                if d is None or by_domain.get(d, 0) > most:
+                    return False
+            return True
+
+        def why(node: "Node") -> Rejection:
+            labels = node.label_map()
+            return self.missing if any(k not in labels for k in keys) else self.rejection
+        return Bound(self, passes, why)
+
+
+class PodAffinityCheck(Check):
+    """kube-scheduler's InterPodAffinity filter, required pod affinity (tag
+    ``korral.io/pod-affinity``, ``required``): for every term, the node has the term's
+    topology key and its domain holds a pod the term matches (its selector, in its
+    namespaces). The first pod of a self-affine group may go anywhere: when no pod matches any
+    term anywhere and the pod matches all its own terms, a node with every key passes. A bad
+    ``korral.io/pod-labels`` tag is rejected here too (the pod's labels are unknown)."""
+
+    name = "pod-affinity"
+    rejection = Rejection("pod-affinity", POD_AFFINITY_REASON, True)
+    missing = Rejection("pod-affinity", POD_AFFINITY_REASON, False)
+    for_plain = False
+
+    def bind(self, ask, purpose, apps, nodes):
+        c = ask.constraints
+        if c is None:
+            return None
+        if c.errors:
+            err = c.error(TAG_POD_AFFINITY) or c.error(TAG_POD_LABELS)
+            if err:
+                return rejects_everywhere(self, f"{POD_AFFINITY_REASON} (invalid {err})")
+        aff = c.pod_affinity
+        if aff is None or not aff.required or nodes is None:
+            return None
+        index = nodes.pods
+        counted = [index.counts(t, positive=True) for t in aff.required]
+        terms = tuple((t.topology_key, n.by_domain) for t, n in zip(aff.required, counted))
+        first = all(n.total == 0 for n in counted) and all(t.counts(c.pod) for t in aff.required)
+
+        def passes(node: "Node") -> bool:
+            labels = node.label_map()
+            found = True
+            for key, by_domain in terms:
+                d = labels.get(key)
+                if d is None:
+                    return False
+                if found and by_domain.get(d, 0) <= 0:
+                    found = False
+            return found or first
+
+        def why(node: "Node") -> Rejection:
+            labels = node.label_map()
+            return self.missing if any(k not in labels for k, _ in terms) else self.rejection
+        return Bound(self, passes, why)
+
+
+def _none_in_domain(terms: tuple[tuple[str, dict[str, int]], ...]) -> Predicate:
+    """The node is in no domain (of each term's key) that holds a pod counted by the term."""
+    def passes(node: "Node") -> bool:
+        labels = node.label_map()
+        for key, by_domain in terms:
+            d = labels.get(key)
+            if d is not None and by_domain.get(d, 0) > 0:
+                return False
+        return True
+    return passes
+
+
+class PodAntiAffinityCheck(Check):
+    """kube-scheduler's InterPodAffinity filter, the pod's required anti-affinity (tag
+    ``korral.io/pod-affinity``, ``requiredAnti``): no term's domain of the node holds a pod the
+    term matches (a node without the key passes)."""
+
+    name = "pod-anti-affinity"
+    rejection = Rejection("pod-anti-affinity", POD_ANTI_AFFINITY_REASON, True)
+    for_plain = False
+
+    def bind(self, ask, purpose, apps, nodes):
+        c = ask.constraints
+        aff = c.pod_affinity if c is not None else None
+        if aff is None or not aff.anti or nodes is None:
+            return None
+        index = nodes.pods
+        return Bound(self, _none_in_domain(tuple((t.topology_key, index.counts(t).by_domain) for t in aff.anti)))
+
+
+class ExistingAntiAffinityCheck(Check):
+    """kube-scheduler's InterPodAffinity filter, the symmetric rule: an existing pod's required
+    anti-affinity term that matches the ask's pod (its namespace and labels) keeps the pod out
+    of that pod's domain (``PodIndex.anti_against``)."""
+
+    name = "existing-anti-affinity"
+    rejection = Rejection("existing-anti-affinity", EXISTING_ANTI_REASON, True)
+    for_plain = False
+
+    def bind(self, ask, purpose, apps, nodes):
+        c = ask.constraints
+        if c is None or c.pod is None or nodes is None:
+            return None
+        hits = nodes.pods.anti_against(c.pod)
+        if not hits:
+            return None
+        return Bound(self, _none_in_domain(tuple((t.topology_key, n.by_domain) for t, n in hits)))
+
+
 def _always(node: "Node") -> bool:
     return True
 
@@ -650,9 +875,16 @@ NODE_AFFINITY = NodeAffinityCheck()
 NODE_REQUIREMENTS = NodeRequirementsCheck()
 HOST_PORTS = HostPortsCheck()
 RESOURCES = ResourcesCheck()
+TOPOLOGY_SPREAD = TopologySpreadCheck()
+POD_AFFINITY = PodAffinityCheck()
+POD_ANTI_AFFINITY = PodAntiAffinityCheck()
+EXISTING_ANTI_AFFINITY = ExistingAntiAffinityCheck()
 
 CHAIN = Chain((UNSUPPORTED, SCHEDULABLE, READY, RESERVATION, REQUIRED_NODE, TAINTS, SELECTOR,
-               NODE_AFFINITY, NODE_REQUIREMENTS, HOST_PORTS, RESOURCES))
+               NODE_AFFINITY, NODE_REQUIREMENTS, HOST_PORTS, RESOURCES, TOPOLOGY_SPREAD, POD_AFFINITY,
+               POD_ANTI_AFFINITY, EXISTING_ANTI_AFFINITY))
+# the inter-pod checks alone (preemption re-checks them with the victims gone)
+INTERPOD = Chain((TOPOLOGY_SPREAD, POD_AFFINITY, POD_ANTI_AFFINITY, EXISTING_ANTI_AFFINITY))
 
 
 def gate(node: "Node") -> int:

@@ -93,10 +93,12 @@ class ForeignAllocations:
         self.by_key[cmd.key] = fa
         node.foreign[cmd.key] = fa
         node.occupied = node.occupied.add(fa.resource)
-        bad_ports = self._nodes.track_ports(node, fa.tags, 1)
-        if bad_ports:  # its ports are not known: a pod that wants them may still be placed there
-            self._outcomes.event(EventType.NODE, cmd.node_id, "ForeignTagIllegal",
-                                 f"foreign allocation {cmd.key} on node {cmd.node_id}: {bad_ports}", now)
+        # a bad ports tag: its ports are not known (a pod that wants them may still be placed
+        # there); bad pod tags: inter-pod terms do not count it
+        for bad in (self._nodes.track_ports(node, fa.tags, 1), self._nodes.pods.track(node, fa.tags, 1)):
+            if bad:
+                self._outcomes.event(EventType.NODE, cmd.node_id, "ForeignTagIllegal",
+                                     f"foreign allocation {cmd.key} on node {cmd.node_id}: {bad}", now)
         self._nodes.update(node)
         self.changes += 1
 
@@ -108,6 +110,7 @@ class ForeignAllocations:
             self.changes += 1
 
     def node_removed(self, node: "Node") -> None:
+        """(the node's pods leave the inter-pod index with the node: ``NodeCollection.remove``)"""
         for key in node.foreign:
             self.by_key.pop(key, None)
         node.foreign.clear()
@@ -118,4 +121,5 @@ class ForeignAllocations:
         if node is not None and node.foreign.pop(fa.key, None) is not None:
             node.occupied = node.occupied.sub_eliminate_negative(fa.resource)
             self._nodes.track_ports(node, fa.tags, -1)
+            self._nodes.pods.track(node, fa.tags, -1)
             self._nodes.update(node)

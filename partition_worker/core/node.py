@@ -13,7 +13,8 @@ changes, so choosing a node never sorts all nodes (seed 003's performance note).
 A node also carries what the node checks read, parsed once per attribute change
 (``Node.apply_attributes``): readiness, its k8s labels and its NoSchedule / NoExecute taints;
 and the host ports its allocations use (``PortsInUse``), kept up to date by the collection as
-allocations come and go.
+allocations come and go. The collection also feeds the partition's ``interpod.PodIndex``
+(``pods``): the pods on each node, for the inter-pod checks.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from common.config.policies import NodeSortPolicy, parse_node_sort_policy
-from common.constants import NODE_LABELS, NODE_READY_ATTRIBUTE, NODE_TAINTS, TAG_HOST_PORTS
+from common.constants import (NODE_LABELS, NODE_READY_ATTRIBUTE, NODE_TAINTS, TAG_HOST_PORTS, TAG_POD_AFFINITY,
+                              TAG_POD_LABELS)
 from common.resources import ZERO, Resource
 
+from .interpod import PodIndex
 from .node_terms import Constraints, PortsInUse, Taint, host_ports_of, parse_labels, parse_taints
 from .objects import Allocation, Reservation
 
@@ -140,13 +143,14 @@ class NodeCollection:
     costs nothing while it is empty); ``taints_version`` changes whenever its keys do.
     """
 
-    __slots__ = ("nodes", "order", "wide", "full", "policy", "weights", "taints", "taints_version",
+    __slots__ = ("nodes", "order", "wide", "full", "policy", "weights", "taints", "taints_version", "pods",
                  "_gate_of", "_wsum", "_wkeys", "_tolerated", "_tolerated_version")
 
     def __init__(self, gate: Callable[[Node], int], policy: NodeSortPolicy = NodeSortPolicy.FAIR,
                  weights: dict[str, float] | None = None) -> None:
         self._gate_of = gate  # the pre-filtering checks' verdict on a node (feasibility.gate)
         self.nodes: dict[str, Node] = {}
+        self.pods = PodIndex(self.nodes)  # the pods on each node (inter-pod checks)
         self.order: list[tuple[float, str]] = []
         self.wide: list[tuple[float, str]] = []
         self.full: dict[str, Node] = {}
@@ -260,6 +264,7 @@ class NodeCollection:
         node.sort_key = (self._score(node), node.node_id)
         self.nodes[node.node_id] = node
         self._put(node, self._where(node))
+        self.pods.nodes_changed()
 
     def remove(self, node_id: str) -> Node | None:
         node = self.nodes.pop(node_id, None)
@@ -267,6 +272,7 @@ class NodeCollection:
             self._take(node)
             self._count_taints(node.counted_taints, -1)
             node.counted_taints = ()
+            self.pods.node_removed(node)
         return node
 
     def _put(self, node: Node, where: int) -> None:
@@ -320,8 +326,11 @@ class NodeCollection:
         else:
             node.allocated = node.allocated.sub_checked(delta, f"node {node.node_id} allocated")
             node.available = node.available.add(delta)
-        if tags and TAG_HOST_PORTS in tags:
-            self.track_ports(node, tags, sign)
+        if tags:
+            if TAG_HOST_PORTS in tags:
+                self.track_ports(node, tags, sign)
+            if TAG_POD_LABELS in tags or TAG_POD_AFFINITY in tags:
+                self.pods.track(node, tags, sign)
         self._replace(node)
 
     def track_ports(self, node: Node, tags: Mapping[str, str], sign: int) -> str:

@@ -30,7 +30,8 @@ Memo = dict[Hashable, list["Resource"]]  # signature (None: plain) -> sizes that
 
 def known_to_fail(memo: Memo, sig: Hashable, res: "Resource") -> bool:
     """``res`` is at least as large as a size that failed this cycle for asks of signature
-    ``sig`` (``feasibility.signature``): within a cycle nodes only fill up, so it fails too."""
+    ``sig`` (``feasibility.signature``): within a cycle nodes only fill up, so it fails too
+    (a pod landing may let an ask with inter-pod terms pass: its signature changes with it)."""
     shapes = memo.get(sig)
     if shapes:
         for shape in shapes:

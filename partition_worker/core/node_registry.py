@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping
 
-from common.constants import CREATION_TIME
+from common.constants import CREATION_TIME, NODE_LABELS, NODE_TAINTS
 from common.resources import ZERO, Resource
 
 from .app_state import AppState
@@ -166,6 +166,10 @@ class NodeRegistry:
         if cmd.attributes:  # readiness, labels, taints (Node.apply_attributes)
             node.attributes.update(cmd.attributes)
             self._unreadable(node, node.apply_attributes(cmd.attributes), now)
+            if NODE_LABELS in cmd.attributes:  # its topology domains may differ
+                self._nodes.pods.topology_changed()
+            elif NODE_TAINTS in cmd.attributes:  # which spread domains are eligible may differ
+                self._nodes.pods.nodes_changed()
         old_capacity = node.capacity
         if cmd.capacity is not None:
             node.capacity = cmd.capacity

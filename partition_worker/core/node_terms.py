@@ -3,7 +3,8 @@ affinity, host ports, and the constraints it does not evaluate.
 
 What it owns: parsing the JSON the RM sends (node attribute ``korral.io/taints``; ask tags
 ``korral.io/tolerations``, ``korral.io/node-affinity``, ``korral.io/host-ports``,
-``korral.io/unsupported-constraints``; see ``common/constants.py``) into small immutable
+``korral.io/unsupported-constraints``; the inter-pod tags through ``interpod``; see
+``common/constants.py``) into small immutable
 objects, once per distinct value (cached), and Kubernetes' matching rules over them
 (kube-scheduler's TaintToleration, NodeAffinity and NodePorts filters). A bad value never
 raises: it becomes an error string naming the tag and what is wrong. Who may use it:
@@ -19,8 +20,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Mapping
 
-from common.constants import (NODE_LABELS, NODE_TAINTS, TAG_HOST_PORTS, TAG_NODE_AFFINITY,
-                              TAG_NODE_REQUIREMENTS, TAG_TOLERATIONS, TAG_UNSUPPORTED_CONSTRAINTS)
+from common.constants import (NODE_LABELS, NODE_TAINTS, TAG_HOST_PORTS, TAG_NAMESPACE, TAG_NODE_AFFINITY,
+                              TAG_NODE_REQUIREMENTS, TAG_POD_AFFINITY, TAG_POD_LABELS, TAG_TOLERATIONS,
+                              TAG_TOPOLOGY_SPREAD, TAG_UNSUPPORTED_CONSTRAINTS)
+
+from .interpod import PodAffinity, PodInfo, Spread, parse_pod_affinity, parse_pod_labels, parse_spread
 
 __all__ = ["Taint", "Toleration", "HostPort", "NodeAffinity", "NodeRequirement", "Constraints", "PortsInUse",
            "constraints_of", "parse_taints", "parse_labels", "host_ports_of", "tolerates",
@@ -433,6 +437,11 @@ class Constraints:
     unsupported: tuple[str, ...] = ()
     errors: Mapping[str, str] | None = None
     requirements: tuple[NodeRequirement, ...] = ()
+    # inter-pod terms (``interpod``): what the pod shows others, its required pod (anti-)affinity,
+    # its DoNotSchedule spread constraints
+    pod: PodInfo | None = None
+    pod_affinity: PodAffinity | None = None
+    spread: tuple[Spread, ...] = ()
 
     def error(self, tag: str) -> str:
         return self.errors.get(tag, "") if self.errors else ""
@@ -464,7 +473,9 @@ def _parse_tolerations(raw: str) -> tuple[tuple[Toleration, ...], str]:
 
 @lru_cache(maxsize=_CACHED)
 def _constraints(tolerations: str | None, affinity: str | None, ports: str | None,
-                 unsupported: str | None, requirements: str | None = None) -> Constraints | None:
+                 unsupported: str | None, requirements: str | None = None, namespace: str | None = None,
+                 pod_labels: str | None = None, pod_affinity: str | None = None,
+                 spread: str | None = None) -> Constraints | None:
     errors: dict[str, str] = {}
     tols: tuple[Toleration, ...] = ()
     aff = None
@@ -487,9 +498,33 @@ def _constraints(tolerations: str | None, affinity: str | None, ports: str | Non
         if e:
             errors[TAG_NODE_REQUIREMENTS] = e
     names = tuple(n.strip() for n in (unsupported or "").split(",") if n.strip())
-    if not (tols or aff or wanted or names or errors or required):
+    pod, pod_aff, spreads = _interpod(namespace or "", pod_labels, pod_affinity, spread, errors)
+    if not (tols or aff or wanted or names or errors or required or pod):
         return None
-    return Constraints(tols, aff, wanted, names, errors or None, required)
+    return Constraints(tols, aff, wanted, names, errors or None, required, pod, pod_aff, spreads)
+
+
+def _interpod(namespace: str, labels: str | None, affinity: str | None, spread: str | None,
+              errors: dict[str, str]) -> tuple[PodInfo | None, PodAffinity | None, tuple[Spread, ...]]:
+    """An ask's inter-pod terms (``interpod``); what cannot be read goes to ``errors``."""
+    if labels is None and affinity is None and spread is None:
+        return None, None, ()
+    lbl: Mapping[str, str] = {}
+    if labels:
+        lbl, e = parse_pod_labels(labels)
+        if e:
+            errors[TAG_POD_LABELS] = e
+    aff = None
+    if affinity:
+        aff, e = parse_pod_affinity(affinity, namespace)
+        if e:
+            errors[TAG_POD_AFFINITY] = e
+    spreads: tuple[Spread, ...] = ()
+    if spread:
+        spreads, e = parse_spread(spread, namespace)
+        if e:
+            errors[TAG_TOPOLOGY_SPREAD] = e
+    return PodInfo(namespace, lbl, aff.anti if aff is not None else ()), aff, spreads
 
 
 def constraints_of(tags: Mapping[str, str]) -> Constraints | None:
@@ -497,7 +532,10 @@ def constraints_of(tags: Mapping[str, str]) -> Constraints | None:
     values: the pods of one workload share one ``Constraints``."""
     get = tags.get
     raw = (get(TAG_TOLERATIONS), get(TAG_NODE_AFFINITY), get(TAG_HOST_PORTS), get(TAG_UNSUPPORTED_CONSTRAINTS),
-           get(TAG_NODE_REQUIREMENTS))
-    if raw == (None, None, None, None, None):
-        return None
+           get(TAG_NODE_REQUIREMENTS), get(TAG_NAMESPACE), get(TAG_POD_LABELS), get(TAG_POD_AFFINITY),
+           get(TAG_TOPOLOGY_SPREAD))
+    if raw[6] is None and raw[7] is None and raw[8] is None:
+        if raw[:5] == (None, None, None, None, None):
+            return None
+        raw = raw[:5]  # the namespace matters to inter-pod terms only
     return _constraints(*raw)

@@ -169,9 +169,10 @@ class Partition:
         """Grows with every change a cycle may act on; each part counts its own: asks added,
         allocations released or recovered, reservations dropped (ledger), nodes added, resized,
         updated or schedulable again (node registry), foreign pods (foreign), a gang placed or
-        timed out (gangs), a config update."""
+        timed out (gangs), a config update, a pod placed that an ask's pod affinity or topology
+        spread counts (``interpod.PodIndex.helps``)."""
         return (self.ledger.changes + self.node_registry.changes + self.foreign.changes
-                + self.gangs.changes + self._config_changes)
+                + self.gangs.changes + self._config_changes + self.nodes.pods.helps)
 
     @property
     def changed(self) -> bool:

@@ -4,7 +4,10 @@ What it owns: the victim rules below (``Preemption``). What it uses, given at co
 the nodes, the apps, the ledger (reservations), the outcomes, the settings, and ``release``
 (the partition's: a victim leaves the books and its app may move on). Who may use it: the
 ``scheduler`` (both passes), from the scheduling cycle. Nodes are judged by
-``feasibility.CHAIN`` (``RESERVE``). Victims are released
+``feasibility.CHAIN`` (``RESERVE``); the inter-pod checks of an ask with such terms
+(``feasibility.INTERPOD``) are asked with the node's victim set gone: a node where they still
+fail (an anti-affinity to a pod that is no victim, an affinity to a victim) is never chosen.
+Victims are released
 at once (``released`` with ``PREEMPTED_BY_SCHEDULER``) and the node is reserved for the
 preemptor, which is placed there by the reserved-asks pass of the next cycle; a reserved
 node takes no other ask, so the freed room cannot go to someone else.
@@ -49,7 +52,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 from common.constants import TAG_REQUIRED_NODE
 from common.resources import Resource
 
-from .feasibility import CHAIN, RESERVATION, RESOURCES, Purpose
+from .feasibility import CHAIN, INTERPOD, RESERVATION, RESOURCES, Purpose, interpod_applies
 from .outcomes import EventType, Termination
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -226,7 +229,11 @@ class Preemption:
         res = ask.resource
         # the chain without its reservation stage first: a node reserved by another ask (a
         # preemptor about to be placed) that could otherwise hold the ask is counted apart
-        could_hold = CHAIN.bind(ask, Purpose.RESERVE, self._apps, skip=(RESERVATION,), nodes=self._nodes).passes
+        # the inter-pod checks are asked once a node's victims are known, with the victims gone
+        # (a victim may be the pod an anti-affinity term objects to, or one an affinity needs)
+        interpod = interpod_applies(ask, self._nodes)
+        could_hold = CHAIN.bind(ask, Purpose.RESERVE, self._apps, skip=(RESERVATION, *INTERPOD.checks) if interpod
+                                else (RESERVATION,), nodes=self._nodes).passes
         not_reserved = CHAIN.bind(ask, Purpose.RESERVE, self._apps, skip=_ALL_BUT_RESERVATION,
                                   nodes=self._nodes).passes
         for node in self._nodes.nodes.values():
@@ -237,6 +244,8 @@ class Preemption:
                 continue
             seen += 1
             found = self._victims_on(node, res, prio, mine, fence)
+            if found is not None and interpod and not self._interpod_without(ask, node, found[0]):
+                found = None  # its inter-pod terms still fail there (or fail once the victims go)
             if found is not None:
                 feasible += 1
                 key = (len(found[0]), found[1])
@@ -269,6 +278,18 @@ class Preemption:
                              f"of application {app.app_id} (queue {leaf.path} below its guarantee)", now,
                              group=app.app_id)
         return True
+
+    def _interpod_without(self, ask: "Ask", node: "Node", victims: list["Allocation"]) -> bool:
+        """The ask's inter-pod checks pass on ``node`` once ``victims`` are gone (taken out of
+        the pod index for the check, then put back)."""
+        pods = self._nodes.pods
+        for a in victims:
+            pods.track(node, a.tags, -1)
+        try:
+            return INTERPOD.bind(ask, Purpose.RESERVE, self._apps, nodes=self._nodes).passes(node)
+        finally:
+            for a in victims:
+                pods.track(node, a.tags, 1)
 
     def _in_flight(self, app: "Application", ask: "Ask") -> dict["Queue", dict[str, int]]:
         """Per queue, the resources of the preemptions in flight in its subtree: asks holding a

@@ -81,3 +81,26 @@ def test_the_node_terms_row_places_every_ask_where_every_check_passes() -> None:
                 rejection = CHAIN.bind(ask, Purpose.RESERVE, p.apps, nodes=p.nodes).first_rejection(
                     p.nodes.get(a.node_id))
                 assert rejection is None or rejection.stage in ("host-ports", "resources"), rejection
+
+
+def test_the_interpod_row_places_every_ask_without_breaking_a_constraint() -> None:
+    from partition_worker.bench_interpod import _run, _violations, interpod_row
+    r = interpod_row(120, 600)
+    assert (r["nodes"], r["asks"], r["violations"]) == (120, 600, 0) and r["rate_ratio"] > 0
+    *_, p = _run(120, 600, "fair", constrained=True)
+    assert len(p.ledger.allocations) == 600 and _violations(p) == 0
+    *_, plain = _run(120, 600, "binpacking", constrained=False)
+    assert _violations(plain) > 0  # packed without the checks, the same pods break them
+    *_, packed = _run(120, 600, "binpacking", constrained=True)
+    assert _violations(packed) == 0
+
+
+def test_korral_bench_core_interpod_reports_the_ratio(capsys) -> None:
+    import argparse
+
+    from partition_worker import bench
+    parser = argparse.ArgumentParser()
+    bench.configure(parser)
+    assert bench.run(parser.parse_args(["--interpod", "--nodes", "60", "--asks", "240"])) == 0
+    out = capsys.readouterr().out
+    assert "60 nodes, 240 asks with pod anti-affinity / topology spread" in out and "rate x" in out, out

@@ -107,10 +107,12 @@ def test_each_stage_rejects_with_its_reason_and_says_whether_waiting_helps(node,
     assert CHAIN.first_rejection(node, ask, purpose, apps) == expected
 
 
-def test_the_chain_runs_cheap_checks_first_and_resources_last() -> None:
+def test_the_chain_runs_cheap_checks_first_then_resources_then_the_inter_pod_checks() -> None:
+    # kube-scheduler's order: NodeResourcesFit before PodTopologySpread and InterPodAffinity
     assert [c.name for c in CHAIN.checks] == ["unsupported", "schedulable", "ready", "reservation",
                                               "required-node", "taints", "selector", "node-affinity", "node-requirements",
-                                              "host-ports", "resources"]
+                                              "host-ports", "resources", "topology-spread", "pod-affinity",
+                                              "pod-anti-affinity", "existing-anti-affinity"]
     assert NO_ROOM_NOW.retry_can_help and not NEVER_FITS.retry_can_help
 
 

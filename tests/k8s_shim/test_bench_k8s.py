@@ -122,3 +122,16 @@ def test_every_pod_of_the_plan_is_created_however_late_the_creators_loop_wakes(m
     books = _Books([0.0] * 30, [0.0] * 30, [0.0] * 30)
     asyncio.run(bench_k8s._create(Pool(), shape, books, asyncio.Event()))
     assert books.created == 30 and len(books.sent) == 30 and not books.errors
+
+
+def test_the_constraints_workload_carries_anti_affinity_and_zone_spread_per_deployment():
+    shape = Shape(pods=10, apps=6, queues=3, run_seconds=10, constraints=True)
+    p = orjson.loads(pod_body(7, shape, random.Random(1)))
+    assert p["metadata"]["labels"] == {"applicationId": "app-1", "queue": "root.q1", "deploy": "d-1"}
+    [anti] = p["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert anti == {"labelSelector": {"matchLabels": {"deploy": "d-1"}}, "topologyKey": "kubernetes.io/hostname"}
+    [spread] = p["spec"]["topologySpreadConstraints"]
+    assert spread == {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+                      "labelSelector": {"matchLabels": {"deploy": "d-1"}}}
+    plain = orjson.loads(pod_body(7, Shape(pods=10, apps=6, queues=3, run_seconds=10), random.Random(1)))
+    assert "affinity" not in plain["spec"] and "deploy" not in plain["metadata"]["labels"]

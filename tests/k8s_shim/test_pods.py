@@ -205,22 +205,6 @@ def test_a_foreign_pods_tags_are_yunikorns_and_its_host_ports_only():
     assert not pod.ours and TAG_TOLERATIONS not in pod.tags and TAG_HOST_PORTS in pod.tags and not pod.app_id
 
 
-@pytest.mark.parametrize("spec, expected", [
-    ({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "z"}]}}},
-     ("required inter-pod affinity",)),
-    ({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "z"}]}}},
-     ("required inter-pod anti-affinity",)),
-    ({"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}]}}}, ()),
-    ({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"},
-                                    {"maxSkew": 1, "topologyKey": "host", "whenUnsatisfiable": "ScheduleAnyway"}]},
-     ("topology spread constraint (DoNotSchedule) on zone",)),
-    ({"resourceClaims": [{"name": "gpu", "resourceClaimName": "c1"}]}, ()),
-], ids=["pod affinity", "pod anti-affinity", "preferred affinity is fine", "spread DoNotSchedule only",
-        "DRA claims are evaluated (k8s_shim.translate.devices)"])
-def test_constraints_korral_does_not_evaluate_are_named(spec, expected):
-    assert read_pod(raw_pod(**spec), RULES).unsupported == expected
-
-
 def test_claims_of_persistent_and_ephemeral_volumes():
     pod = read_pod(raw_pod(volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "pvc-1"}},
                                     {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}},

@@ -387,20 +387,16 @@ def test_a_pod_with_a_bad_field_is_not_asked_for_and_the_event_names_the_field()
     run(main())
 
 
-@pytest.mark.parametrize("best_effort", [False, True], ids=["kept pending", "best effort"])
-def test_unevaluated_constraints_go_in_the_ask_unless_best_effort(best_effort):
+def test_a_pod_waiting_for_a_missing_resource_claim_is_asked_for_naming_it():
     async def main():
-        w = World(best_effort_constraints=best_effort)
-        spread = [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]
-        w.pod(raw_pod("p", topologySpreadConstraints=spread))
+        w = World()
+        w.pod(raw_pod("p", resourceClaims=[{"name": "gpu", "resourceClaimName": "missing"}]))
         await w.accept_apps("app-1")
         await turn()
         [ask] = sent(w.api.take(), "allocations")
-        if best_effort:
-            assert TAG_UNSUPPORTED_CONSTRAINTS not in ask.allocationTags and not w.notes("FailedScheduling")
-        else:
-            assert ask.allocationTags[TAG_UNSUPPORTED_CONSTRAINTS] == "topology spread constraint (DoNotSchedule) on zone"
-            assert "topology spread constraint" in w.notes("FailedScheduling")[0][2]
+        assert "missing" in ask.allocationTags[TAG_UNSUPPORTED_CONSTRAINTS]
+        [(_, _, note)] = w.notes("FailedScheduling")
+        assert "missing" in note and "--best-effort-constraints" not in note
     run(main())
 
 
