@@ -640,7 +640,9 @@ class SchedulerAPI:
             try:
                 log.warning("RM %s: rebuilding partition %s (epoch %d): %s", rm_id, resync.partition,
                             resync.epoch, resync.reason)
-                snapshot = self._invoke(self._hook.recoverable_partition_state, resync.partition)  # type: ignore[union-attr]
+                hook = self._hook
+                assert hook is not None  # only a hook that rebuilds partitions declared it
+                snapshot = self._invoke(hook.recoverable_partition_state, resync.partition)
                 with self._cond:
                     if generation != self._generation or self._state is not ClientState.RUNNING:
                         return

@@ -69,22 +69,21 @@ def test_sends_made_during_a_partition_replay_follow_it(fake):
     with fake.lock:
         del fake.apps["app-a"]
         del fake.nodes["na"]
-    gate_open = []
+    verdict = type(rm).update_application
 
-    def snapshot_then_send(partition):  # the RM sends while its snapshot is taken
-        snap = type(rm).recoverable_partition_state(rm, partition)
-        gate_open.append(True)
-        return snap
+    def send_during_the_replay(response):  # the replay waits for this verdict: ka3 is sent meanwhile
+        verdict(rm, response)
+        if any(a.applicationID == "app-a" for a in response.accepted):
+            rm.report_asks(ask("ka3", "app-a", "a"))
 
-    rm.recoverable_partition_state = snapshot_then_send  # type: ignore[method-assign]
+    rm.update_application = send_during_the_replay  # type: ignore[method-assign]
     before = len(fake.log)
     fake.push_notice("rm-test", korral_pb2.SchedulerNotice(resyncPartition=korral_pb2.ResyncPartition(
         partition="a", epoch=7, reason="lost")))
-    wait_until(lambda: gate_open, 10, "the snapshot taken")
-    rm.report_asks(ask("ka3", "app-a", "a"))
     wait_until(lambda: api.partition_resyncs == 1 and "ka3" in rm.running, 10, "replayed, ka3 running")
-    after = [(k, r) for k, r in fake.log[before:]]
-    replayed_app = next(i for i, (k, r) in enumerate(after) if k == "application" and r.new)
-    ka3 = next(i for i, (k, r) in enumerate(after) if k == "allocation" and any(a.allocationKey == "ka3" for a in r.asks))
-    assert replayed_app < ka3 and rm.violations == []
+    after = fake.log[before:]
+    replayed_node = next(i for i, (k, r) in enumerate(after) if k == "node" and r.nodes)
+    ka3 = next(i for i, (k, r) in enumerate(after)
+               if k == "allocation" and any(a.allocationKey == "ka3" for a in r.asks))
+    assert replayed_node < ka3 and rm.violations == []  # held until the replay was sent
     api.close()
