@@ -266,8 +266,10 @@ class RMRegistry:
                     rm.rm_id, partition, epoch, reason, rm.rm_id)
         del rm.epochs[partition]
         rm.replay_gates.pop(partition, None)
-        rm.partition_resyncs[partition] = (f"partition [{rm.rm_id}]{partition} lost epoch {epoch}: {reason}",
-                                           time.monotonic() + RESYNC_TIMEOUT)
+        why = f"partition [{rm.rm_id}]{partition} lost epoch {epoch}: {reason}"
+        rm.partition_resyncs[partition] = (why, time.monotonic() + RESYNC_TIMEOUT)
+        for listener in self.listeners:  # measured until the RM is asked to replay it
+            listener.resync_started(rm.rm_id, f"{why} (partition resync)")
         # the broker keeps a lost partition for the RM's re-registration; dropping it from the RM's
         # partitions and adding it back makes it an added one, which the next idle worker takes
         others = tuple(p for p in rm.partitions if p != partition)
@@ -290,7 +292,7 @@ class RMRegistry:
         log.warning("RM %s: partition %s has worker %s in epoch %d; asking the RM to replay it (%d held "
                     "requests dropped: the replay covers them)", rm.rm_id, partition, owned.worker, epoch, dropped)
         for listener in self.listeners:
-            listener.resync_started(rm.rm_id, f"{reason} (partition resync, epoch {epoch})")
+            listener.registered(rm.rm_id)
         rm.notify(korral_pb2.SchedulerNotice(resyncPartition=korral_pb2.ResyncPartition(
             partition=partition, epoch=epoch, reason=reason)))
 

@@ -21,6 +21,7 @@ from benchmarks.cluster_rm import ClusterRM, scheduler_view
 from benchmarks.recovery import TWO_PARTITIONS
 from tests.conftest import wait_until
 from tests.e2e.sirm import SIRM
+from common.netutil import http_get_json
 from tests.e2e.test_failover import Workload, owner_of
 from tests.si_builders import app, ask, node
 from tests.si_client.rms import fast_api
@@ -90,6 +91,10 @@ def test_a_killed_worker_rebuilds_its_partition_alone_while_the_other_keeps_sche
         # the RM never re-registered, and the other partition kept its worker and epoch
         assert rm.lost == [] and api.reconnects == 0
         assert owner_of(stack.rest_address, rm.rm_id, "second")["epoch"] == second["epoch"]
+        processes = http_get_json(f"http://{stack.rest_address}/ws/v1/korral/processes", timeout=10).body
+        [resync] = processes["resyncs"]  # the resync history names it, measured
+        assert resync["reason"].startswith(f"partition [rm-resync]default lost epoch {before['epoch']}: ")
+        assert resync["reason"].endswith("(partition resync)") and resync["durationSeconds"] is not None
         with rm.arrivals_lock:
             gap = longest_gap(rm.arrivals["second"], killed - 0.5, end)
         assert gap < GAP_LIMIT, f"partition second got no allocation for {gap:.2f}s"

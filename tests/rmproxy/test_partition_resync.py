@@ -58,6 +58,16 @@ def _routed(sent) -> list[tuple]:
 def test_a_capable_rm_gets_the_partition_rebuilt_alone():
     p, sent = make_proxy()
     rm, notices, node_stream = _rm(p, capable=True)
+    heard: list[tuple] = []
+
+    class Listener:
+        def resync_started(self, rm_id, reason):
+            heard.append(("started", rm_id, reason))
+
+        def registered(self, rm_id):
+            heard.append(("done", rm_id))
+
+    p.registry.listeners.append(Listener())
     _lose(p)
     # the partition is dropped from the RM's partitions and added back: the broker gives it an idle worker
     assert [(e.kind, RMPartitions.decode(e.body).partitions) for e in sent] == [
@@ -73,6 +83,9 @@ def test_a_capable_rm_gets_the_partition_rebuilt_alone():
     assert (notice.resyncPartition.partition, notice.resyncPartition.epoch) == ("a", 7)
     assert "partition [rm-1]a lost epoch 3: its worker w1 is gone (killed)" in notice.resyncPartition.reason
     assert not rm.held  # the replay covers what was held
+    # the resync history measures it from the loss to the RM being asked to replay
+    assert heard == [("started", "rm-1", "partition [rm-1]a lost epoch 3: its worker w1 is gone (killed) "
+                                         "(partition resync)"), ("done", "rm-1")]
     assert rm.epochs == {"a": 7, "b": 4} and node_stream.empty()  # the streams stay open
     sent.clear()
     # before the node stream's marker: a's parts are dropped (the replay covers them), b's go on
