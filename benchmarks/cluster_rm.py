@@ -53,7 +53,10 @@ class ClusterRM(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
     accepted_apps: set[str] = field(default_factory=set)
     lost: list[str] = field(default_factory=list)  # the reason of each lost connection
     restored: int = 0  # replays finished
+    partition_replays: list[str] = field(default_factory=list)  # partitions rebuilt alone, in order
     api: SchedulerAPI | None = None
+    # rebuild one lost partition alone (korral.v1 partitionResync) instead of re-registering whole
+    partition_resync: bool = False
 
     @property
     def recoveries(self) -> int:
@@ -196,18 +199,31 @@ class ClusterRM(ResourceManagerCallback, RecoverableState, StateDumpPlugin):
     # -- replay hook ----------------------------------------------------------------------
 
     def recoverable_state(self) -> RecoverySnapshot:
+        return self._snapshot(None)
+
+    def recoverable_partition_state(self, partition: str) -> RecoverySnapshot:
+        """One partition's state: its apps (``partitionName``), its nodes (the ``si/node-partition``
+        attribute, "default" without one) with their running allocations, its pending asks."""
+        with self.lock:
+            self.partition_replays.append(partition)
+            return self._snapshot(partition)
+
+    def _snapshot(self, partition: str | None) -> RecoverySnapshot:
         with self.lock:
             by_node: dict[str, list[si_pb2.Allocation]] = {}
             for a in self.running.values():
                 by_node.setdefault(a.nodeID, []).append(a)
             nodes = []
             for node_id, n in self.nodes.items():
+                if partition is not None and n.attributes.get(NODE_PARTITION, "default") != partition:
+                    continue
                 copy = si_pb2.NodeInfo()
                 copy.CopyFrom(n)
                 copy.existingAllocations.extend(by_node.get(node_id, []))
                 nodes.append(copy)
-            return RecoverySnapshot(applications=list(self.apps.values()), nodes=nodes,
-                                    asks=list(self.pending.values()))
+            return RecoverySnapshot(
+                applications=[a for a in self.apps.values() if partition in (None, a.partitionName)], nodes=nodes,
+                asks=[a for a in self.pending.values() if partition in (None, a.partitionName)])
 
     def get_state_dump(self) -> str:
         with self.lock:

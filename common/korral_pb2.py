@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from common import si_pb2 as common_dot_si__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13\x63ommon/korral.proto\x12\tkorral.v1\x1a\x0f\x63ommon/si.proto\"\x1d\n\x1bUpdateConfigurationResponse\" \n\x10SubscribeRequest\x12\x0c\n\x04rmID\x18\x01 \x01(\t\"\xea\x01\n\x0fSchedulerNotice\x12\'\n\x06\x65vents\x18\x01 \x01(\x0b\x32\x15.korral.v1.EventBatchH\x00\x12\x37\n\x10schedulingStates\x18\x02 \x01(\x0b\x32\x1b.korral.v1.SchedulingStatesH\x00\x12\x37\n\x10stateDumpRequest\x18\x03 \x01(\x0b\x32\x1b.korral.v1.StateDumpRequestH\x00\x12\x32\n\nreRegister\x18\x04 \x01(\x0b\x32\x1c.korral.v1.ReRegisterRequestH\x00\x42\x08\n\x06notice\"0\n\nEventBatch\x12\"\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x12.si.v1.EventRecord\"P\n\x10SchedulingStates\x12<\n\x06states\x18\x01 \x03(\x0b\x32,.si.v1.UpdateContainerSchedulingStateRequest\"%\n\x10StateDumpRequest\x12\x11\n\trequestID\x18\x01 \x01(\t\"#\n\x11ReRegisterRequest\x12\x0e\n\x06reason\x18\x01 \x01(\t\":\n\tStateDump\x12\x0c\n\x04rmID\x18\x01 \x01(\t\x12\x11\n\trequestID\x18\x02 \x01(\t\x12\x0c\n\x04json\x18\x03 \x01(\t\"\x1f\n\x0fShutdownRequest\x12\x0c\n\x04rmID\x18\x01 \x01(\t\"\x05\n\x03\x41\x63k2\xac\x02\n\x06Korral\x12\x62\n\x13UpdateConfiguration\x12!.si.v1.UpdateConfigurationRequest\x1a&.korral.v1.UpdateConfigurationResponse\"\x00\x12H\n\tSubscribe\x12\x1b.korral.v1.SubscribeRequest\x1a\x1a.korral.v1.SchedulerNotice\"\x00\x30\x01\x12:\n\x10ProvideStateDump\x12\x14.korral.v1.StateDump\x1a\x0e.korral.v1.Ack\"\x00\x12\x38\n\x08Shutdown\x12\x1a.korral.v1.ShutdownRequest\x1a\x0e.korral.v1.Ack\"\x00\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13\x63ommon/korral.proto\x12\tkorral.v1\x1a\x0f\x63ommon/si.proto\"\x1d\n\x1bUpdateConfigurationResponse\"9\n\x10SubscribeRequest\x12\x0c\n\x04rmID\x18\x01 \x01(\t\x12\x17\n\x0fpartitionResync\x18\x02 \x01(\x08\"\xa1\x02\n\x0fSchedulerNotice\x12\'\n\x06\x65vents\x18\x01 \x01(\x0b\x32\x15.korral.v1.EventBatchH\x00\x12\x37\n\x10schedulingStates\x18\x02 \x01(\x0b\x32\x1b.korral.v1.SchedulingStatesH\x00\x12\x37\n\x10stateDumpRequest\x18\x03 \x01(\x0b\x32\x1b.korral.v1.StateDumpRequestH\x00\x12\x32\n\nreRegister\x18\x04 \x01(\x0b\x32\x1c.korral.v1.ReRegisterRequestH\x00\x12\x35\n\x0fresyncPartition\x18\x05 \x01(\x0b\x32\x1a.korral.v1.ResyncPartitionH\x00\x42\x08\n\x06notice\"0\n\nEventBatch\x12\"\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x12.si.v1.EventRecord\"P\n\x10SchedulingStates\x12<\n\x06states\x18\x01 \x03(\x0b\x32,.si.v1.UpdateContainerSchedulingStateRequest\"%\n\x10StateDumpRequest\x12\x11\n\trequestID\x18\x01 \x01(\t\"#\n\x11ReRegisterRequest\x12\x0e\n\x06reason\x18\x01 \x01(\t\"C\n\x0fResyncPartition\x12\x11\n\tpartition\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x0e\n\x06reason\x18\x03 \x01(\t\":\n\tStateDump\x12\x0c\n\x04rmID\x18\x01 \x01(\t\x12\x11\n\trequestID\x18\x02 \x01(\t\x12\x0c\n\x04json\x18\x03 \x01(\t\"\x1f\n\x0fShutdownRequest\x12\x0c\n\x04rmID\x18\x01 \x01(\t\"\x05\n\x03\x41\x63k2\xac\x02\n\x06Korral\x12\x62\n\x13UpdateConfiguration\x12!.si.v1.UpdateConfigurationRequest\x1a&.korral.v1.UpdateConfigurationResponse\"\x00\x12H\n\tSubscribe\x12\x1b.korral.v1.SubscribeRequest\x1a\x1a.korral.v1.SchedulerNotice\"\x00\x30\x01\x12:\n\x10ProvideStateDump\x12\x14.korral.v1.StateDump\x1a\x0e.korral.v1.Ack\"\x00\x12\x38\n\x08Shutdown\x12\x1a.korral.v1.ShutdownRequest\x1a\x0e.korral.v1.Ack\"\x00\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,23 +35,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_UPDATECONFIGURATIONRESPONSE']._serialized_start=51
   _globals['_UPDATECONFIGURATIONRESPONSE']._serialized_end=80
   _globals['_SUBSCRIBEREQUEST']._serialized_start=82
-  _globals['_SUBSCRIBEREQUEST']._serialized_end=114
-  _globals['_SCHEDULERNOTICE']._serialized_start=117
-  _globals['_SCHEDULERNOTICE']._serialized_end=351
-  _globals['_EVENTBATCH']._serialized_start=353
-  _globals['_EVENTBATCH']._serialized_end=401
-  _globals['_SCHEDULINGSTATES']._serialized_start=403
-  _globals['_SCHEDULINGSTATES']._serialized_end=483
-  _globals['_STATEDUMPREQUEST']._serialized_start=485
-  _globals['_STATEDUMPREQUEST']._serialized_end=522
-  _globals['_REREGISTERREQUEST']._serialized_start=524
-  _globals['_REREGISTERREQUEST']._serialized_end=559
-  _globals['_STATEDUMP']._serialized_start=561
-  _globals['_STATEDUMP']._serialized_end=619
-  _globals['_SHUTDOWNREQUEST']._serialized_start=621
-  _globals['_SHUTDOWNREQUEST']._serialized_end=652
-  _globals['_ACK']._serialized_start=654
-  _globals['_ACK']._serialized_end=659
-  _globals['_KORRAL']._serialized_start=662
-  _globals['_KORRAL']._serialized_end=962
+  _globals['_SUBSCRIBEREQUEST']._serialized_end=139
+  _globals['_SCHEDULERNOTICE']._serialized_start=142
+  _globals['_SCHEDULERNOTICE']._serialized_end=431
+  _globals['_EVENTBATCH']._serialized_start=433
+  _globals['_EVENTBATCH']._serialized_end=481
+  _globals['_SCHEDULINGSTATES']._serialized_start=483
+  _globals['_SCHEDULINGSTATES']._serialized_end=563
+  _globals['_STATEDUMPREQUEST']._serialized_start=565
+  _globals['_STATEDUMPREQUEST']._serialized_end=602
+  _globals['_REREGISTERREQUEST']._serialized_start=604
+  _globals['_REREGISTERREQUEST']._serialized_end=639
+  _globals['_RESYNCPARTITION']._serialized_start=641
+  _globals['_RESYNCPARTITION']._serialized_end=708
+  _globals['_STATEDUMP']._serialized_start=710
+  _globals['_STATEDUMP']._serialized_end=768
+  _globals['_SHUTDOWNREQUEST']._serialized_start=770
+  _globals['_SHUTDOWNREQUEST']._serialized_end=801
+  _globals['_ACK']._serialized_start=803
+  _globals['_ACK']._serialized_end=808
+  _globals['_KORRAL']._serialized_start=811
+  _globals['_KORRAL']._serialized_end=1111
 # @@protoc_insertion_point(module_scope)

@@ -12,22 +12,26 @@ class UpdateConfigurationResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("rmID",)
+    __slots__ = ("rmID", "partitionResync")
     RMID_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONRESYNC_FIELD_NUMBER: _ClassVar[int]
     rmID: str
-    def __init__(self, rmID: _Optional[str] = ...) -> None: ...
+    partitionResync: bool
+    def __init__(self, rmID: _Optional[str] = ..., partitionResync: _Optional[bool] = ...) -> None: ...
 
 class SchedulerNotice(_message.Message):
-    __slots__ = ("events", "schedulingStates", "stateDumpRequest", "reRegister")
+    __slots__ = ("events", "schedulingStates", "stateDumpRequest", "reRegister", "resyncPartition")
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     SCHEDULINGSTATES_FIELD_NUMBER: _ClassVar[int]
     STATEDUMPREQUEST_FIELD_NUMBER: _ClassVar[int]
     REREGISTER_FIELD_NUMBER: _ClassVar[int]
+    RESYNCPARTITION_FIELD_NUMBER: _ClassVar[int]
     events: EventBatch
     schedulingStates: SchedulingStates
     stateDumpRequest: StateDumpRequest
     reRegister: ReRegisterRequest
-    def __init__(self, events: _Optional[_Union[EventBatch, _Mapping]] = ..., schedulingStates: _Optional[_Union[SchedulingStates, _Mapping]] = ..., stateDumpRequest: _Optional[_Union[StateDumpRequest, _Mapping]] = ..., reRegister: _Optional[_Union[ReRegisterRequest, _Mapping]] = ...) -> None: ...
+    resyncPartition: ResyncPartition
+    def __init__(self, events: _Optional[_Union[EventBatch, _Mapping]] = ..., schedulingStates: _Optional[_Union[SchedulingStates, _Mapping]] = ..., stateDumpRequest: _Optional[_Union[StateDumpRequest, _Mapping]] = ..., reRegister: _Optional[_Union[ReRegisterRequest, _Mapping]] = ..., resyncPartition: _Optional[_Union[ResyncPartition, _Mapping]] = ...) -> None: ...
 
 class EventBatch(_message.Message):
     __slots__ = ("events",)
@@ -52,6 +56,16 @@ class ReRegisterRequest(_message.Message):
     REASON_FIELD_NUMBER: _ClassVar[int]
     reason: str
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class ResyncPartition(_message.Message):
+    __slots__ = ("partition", "epoch", "reason")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    partition: str
+    epoch: int
+    reason: str
+    def __init__(self, partition: _Optional[str] = ..., epoch: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class StateDump(_message.Message):
     __slots__ = ("rmID", "requestID", "json")

@@ -6,7 +6,9 @@ asked for that brings the config the RM sent last keeps the operator's config ac
 config update is applied by the kept partitions' workers first, then replaces the registration,
 removes dropped partitions and waits for owners of added ones (``apply_config``; every change
 comes through ``rmproxy.config_changes``). A partition that loses its worker, or a broker
-restart, makes the RM re-register (``resync``). An RM Paused too long is Stopped
+restart, makes the RM re-register (``resync``); for an RM that declared ``partitionResync``
+a lost partition alone is rebuilt (``partition_lost``, then a ResyncPartition notice), with
+the whole re-registration as the fallback. An RM Paused too long is Stopped
 (``maintain_once``).
 
 The registry answers the broker side's ownership news (``broker_side.RMSide``) and tells its
@@ -43,6 +45,7 @@ log = logging.getLogger("korral.rmproxy")
 REGISTER_TIMEOUT = 10.0  # seconds to wait for workers to own an RM's partitions
 RM_TIMEOUT = 300.0  # seconds an RM may stay Paused (no stream open) before it is Stopped
 MAINTAIN_INTERVAL = 1.0
+RESYNC_TIMEOUT = REGISTER_TIMEOUT  # seconds for a lost partition's new owner, then for the RM's replay markers
 
 
 class Broker(Protocol):
@@ -60,6 +63,8 @@ class HeldRequests(Protocol):
     """The requests held for partitions without a worker (``Router``)."""
 
     def flush_held(self, rm: RMSession, partition: str) -> None: ...
+
+    def drop_held(self, rm: RMSession, partition: str) -> int: ...
 
     def expire_held(self, rm: RMSession, now: float) -> None: ...
 
@@ -153,7 +158,7 @@ class RMRegistry:
         if old is not None:  # keep the RM's open channels; everything else is wiped
             for w in old.owned_waiters.values():
                 w.cancel()
-            rm.streams, rm.subscribers = old.streams, old.subscribers
+            rm.streams, rm.subscribers, rm.resync_capable = old.streams, old.subscribers, old.resync_capable
         self.rms[req.rmID] = rm
         loop = asyncio.get_running_loop()
         waiters = {p: loop.create_future() for p in partitions}
@@ -206,6 +211,9 @@ class RMRegistry:
         rm = self.rms.get(rm_id)
         if rm is None:
             return
+        if partition in rm.partition_resyncs:
+            self._resync_owned(rm, partition, epoch, owned)
+            return
         waiter = rm.owned_waiters.pop(partition, None)
         if waiter is not None and not waiter.done():
             if owned.error is None:
@@ -241,7 +249,64 @@ class RMRegistry:
                 grpc.StatusCode.UNAVAILABLE,
                 f"registration of RM failed: partition [{rm.rm_id}]{partition} lost epoch {epoch} "
                 f"while its worker loaded it: {reason}; register again"))
+        elif self._resync_partition(rm, partition, epoch, reason):
+            return
         self.resync(rm, f"partition [{rm.rm_id}]{partition} lost epoch {epoch}: {reason}")
+
+    # -- one partition rebuilt (an RM that declared partitionResync) ---------------------------
+
+    def _resync_partition(self, rm: RMSession, partition: str, epoch: int, reason: str) -> bool:
+        """Give the lost partition a new owner without the RM re-registering, as a config update
+        gives one to an added partition: False when this RM cannot (it did not declare
+        ``partitionResync``, is re-registering, the partition had no epoch here, no broker)."""
+        if (not rm.can_resync_partition or rm.resync_reason is not None or not self.broker.connected
+                or rm.epochs.get(partition) != epoch):
+            return False
+        log.warning("partition [%s]%s lost epoch %d: %s; rebuilding it alone (RM %s declared partitionResync)",
+                    rm.rm_id, partition, epoch, reason, rm.rm_id)
+        del rm.epochs[partition]
+        rm.replay_gates.pop(partition, None)
+        why = f"partition [{rm.rm_id}]{partition} lost epoch {epoch}: {reason}"
+        rm.partition_resyncs[partition] = (why, time.monotonic() + RESYNC_TIMEOUT)
+        for listener in self.listeners:  # measured until the RM is asked to replay it
+            listener.resync_started(rm.rm_id, f"{why} (partition resync)")
+        # the broker keeps a lost partition for the RM's re-registration; dropping it from the RM's
+        # partitions and adding it back makes it an added one, which the next idle worker takes
+        others = tuple(p for p in rm.partitions if p != partition)
+        self.broker.send(Envelope(Kind.RM_PARTITIONS, rm.rm_id, body=RMPartitions(others).wire()))
+        self.broker.send(Envelope(Kind.RM_PARTITIONS, rm.rm_id, body=RMPartitions(tuple(rm.partitions)).wire()))
+        return True
+
+    def _resync_owned(self, rm: RMSession, partition: str, epoch: int, owned: PartitionOwned) -> None:
+        """The lost partition has a new owner: what was held for it is dropped (the replay covers
+        it), its requests are dropped until each stream's replay-start marker, and the RM is told
+        (ResyncPartition). A failed load falls back to the whole re-registration."""
+        reason, _ = rm.partition_resyncs.pop(partition)
+        if owned.error is not None:
+            self.resync(rm, f"{reason}; its new worker {owned.worker} could not load it: {owned.error}")
+            return
+        rm.epochs[partition] = epoch
+        rm.seqs[partition] = 0
+        dropped = self.held.drop_held(rm, partition)
+        rm.open_replay_gate(partition, time.monotonic() + RESYNC_TIMEOUT)
+        log.warning("RM %s: partition %s has worker %s in epoch %d; asking the RM to replay it (%d held "
+                    "requests dropped: the replay covers them)", rm.rm_id, partition, owned.worker, epoch, dropped)
+        for listener in self.listeners:
+            listener.registered(rm.rm_id)
+        rm.notify(korral_pb2.SchedulerNotice(resyncPartition=korral_pb2.ResyncPartition(
+            partition=partition, epoch=epoch, reason=reason)))
+
+    def _resync_overdue(self, rm: RMSession, now: float) -> None:
+        """No owner, or no replay markers, in time: the whole re-registration."""
+        for partition, (reason, deadline) in list(rm.partition_resyncs.items()):
+            if now >= deadline:
+                self.resync(rm, f"{reason}; no worker took it within {RESYNC_TIMEOUT:.0f}s")
+                return
+        for partition, (waiting, deadline) in list(rm.replay_gates.items()):
+            if now >= deadline:
+                self.resync(rm, f"partition [{rm.rm_id}]{partition}: the RM did not start its replay within "
+                                f"{RESYNC_TIMEOUT:.0f}s (no marker on its {', '.join(sorted(waiting))} stream)")
+                return
 
     def broker_reset(self, reason: str) -> None:
         """What was in flight through the old broker may be lost: every RM resyncs (re-registers).
@@ -274,6 +339,8 @@ class RMRegistry:
             listener.resync_started(rm.rm_id, reason)
         rm.resync_reason = reason
         rm.epochs.clear()
+        rm.partition_resyncs.clear()
+        rm.replay_gates.clear()
         rm.notify(korral_pb2.SchedulerNotice(reRegister=korral_pb2.ReRegisterRequest(reason=reason)))
         rm.close_streams(grpc.StatusCode.UNAVAILABLE, RESYNC_DETAILS + reason)
 
@@ -398,6 +465,7 @@ class RMRegistry:
         registrations Redis lost. ``now``: monotonic seconds."""
         for rm in list(self.rms.values()):
             self.held.expire_held(rm, now)
+            self._resync_overdue(rm, now)
             if rm.state is RMState.PAUSED and now - rm.paused_since > self.rm_timeout:
                 log.warning("RM %s Paused for over %.0fs: Stopped, its partitions are released",
                             rm.rm_id, self.rm_timeout)

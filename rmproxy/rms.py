@@ -78,6 +78,13 @@ class RMSession:
     revision: Revision | None = None
     revision_why: str = ""
     revision_told: dict[str, int] = field(default_factory=dict)
+    # Partition resync (docs/architecture.md, Recovery): the Subscribe queues that declared
+    # ``partitionResync``; lost partitions waiting for a new owner, partition -> (reason,
+    # monotonic deadline); partitions whose replay has been asked for, partition -> (the streams
+    # whose replay-start marker has not come yet, monotonic deadline)
+    resync_capable: list[asyncio.Queue] = field(default_factory=list)
+    partition_resyncs: dict[str, tuple[str, float]] = field(default_factory=dict)
+    replay_gates: dict[str, tuple[set[str], float]] = field(default_factory=dict)
 
     def compatibility(self) -> CompatChoice:
         """The compatibility switch in effect for the RM (``common.compat.choose``): from its
@@ -103,6 +110,26 @@ class RMSession:
         for warning in compat_warnings(config, choice.compat) if config is not None else ():
             log.warning("RM %s config: %s", self.rm_id, warning)
         return choice
+
+    @property
+    def can_resync_partition(self) -> bool:
+        """A subscriber of the RM declared it rebuilds one partition on a ResyncPartition notice."""
+        return any(q in self.subscribers for q in self.resync_capable)
+
+    def open_replay_gate(self, partition: str, deadline: float) -> None:
+        """Drop the partition's requests on each stream until that stream's replay-start marker."""
+        self.replay_gates[partition] = (set(STREAM_KINDS), deadline)
+
+    def replay_marker(self, stream: str) -> None:
+        """The stream's replay-start marker came: its requests reach the partitions again."""
+        for partition, (waiting, _) in list(self.replay_gates.items()):
+            waiting.discard(stream)
+            if not waiting:
+                del self.replay_gates[partition]
+
+    def gated(self, stream: str, partition: str) -> bool:
+        gate = self.replay_gates.get(partition)
+        return gate is not None and stream in gate[0]
 
     def hold(self, stream: str, partition: str, request, deadline: float) -> None:
         self.held.append((deadline, stream, partition, request))

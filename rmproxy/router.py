@@ -34,6 +34,12 @@ _STREAM_OF_REQUEST = {v: k for k, v in _KIND_OF_STREAM.items()}
 _STREAM_OF_RESPONSE = {Kind.SI_APPLICATION_RESPONSE: "application", Kind.SI_NODE_RESPONSE: "node"}
 
 
+def _is_marker(req) -> bool:
+    """An empty request (only rmID): on a stream of an RM rebuilding a partition, the stream's
+    replay-start marker (korral.v1 ResyncPartition)."""
+    return all(f.name == "rmID" for f, _ in req.ListFields())
+
+
 class Sender(Protocol):
     """Where envelopes to the broker go (``BrokerSide``)."""
 
@@ -48,6 +54,7 @@ class Router:
         self.broker = broker
         self.hold_seconds = hold_seconds
         self.dropped = 0  # outcomes of an old epoch, malformed rows
+        self.dropped_before_replay = 0  # request parts a partition's replay covers (Recovery)
 
     # -- RM -> workers ---------------------------------------------------------------
 
@@ -59,6 +66,9 @@ class Router:
             rm.log_compatibility(f"now that its SI revision is {rm.revision}")
             for partition, epoch in list(rm.epochs.items()):
                 self._tell_revision(rm, partition, epoch)
+        if rm.replay_gates and _is_marker(req):
+            rm.replay_marker(stream)
+            return
         _, splitter, _, _ = split.STREAMS[stream]
         parts, rejected = splitter(req, rm.rm_id, rm.partitions)
         if rejected is not None:
@@ -66,6 +76,9 @@ class Router:
         kind = _KIND_OF_STREAM[stream]
         send = self.broker.send
         for partition, part in parts.items():
+            if rm.gated(stream, partition):  # sent before the RM's replay, which covers it
+                self.dropped_before_replay += 1
+                continue
             epoch = rm.epochs.get(partition)
             if epoch is None:
                 rm.hold(stream, partition, part, time.monotonic() + self.hold_seconds)
@@ -85,6 +98,10 @@ class Router:
             rm.revision_told[partition] = epoch
             self.broker.send(Envelope(Kind.SI_REVISION, rm.rm_id, partition, epoch, rm.next_seq(partition),
                                       SiRevision(rm.revision.value).wire()))  # type: ignore[union-attr]
+
+    def drop_held(self, rm: RMSession, partition: str) -> int:
+        """The partition is rebuilt by the RM's replay, which covers what waited: dropped."""
+        return len(rm.take_held(partition))
 
     def flush_held(self, rm: RMSession, partition: str) -> None:
         """The partition has an owner again without a resync (a new partition): send what waited."""

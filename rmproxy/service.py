@@ -233,6 +233,8 @@ class KorralService(korral_pb2_grpc.KorralServicer):
             queue.put_nowait(korral_pb2.SchedulerNotice(
                 reRegister=korral_pb2.ReRegisterRequest(reason=rm.resync_reason)))
         rm.subscribers.append(queue)
+        if request.partitionResync:  # it rebuilds one lost partition on a ResyncPartition notice
+            rm.resync_capable.append(queue)
         try:
             while True:
                 yield await queue.get()
@@ -241,6 +243,8 @@ class KorralService(korral_pb2_grpc.KorralServicer):
             for holder in {id(rm): rm, id(current): current}.values():
                 if holder is not None and queue in holder.subscribers:
                     holder.subscribers.remove(queue)
+                if holder is not None and queue in holder.resync_capable:
+                    holder.resync_capable.remove(queue)
 
     async def ProvideStateDump(self, request, context):  # noqa: N802
         self.rm_registry.state_dumps[request.rmID] = {"requestID": request.requestID, "json": request.json}

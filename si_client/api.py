@@ -42,7 +42,7 @@ import grpc
 from common import korral_pb2, korral_pb2_grpc, si_pb2
 from si_client._stream import Stream
 from si_client.backoff import Backoff
-from si_client.callback import RecoverableState, ResourceManagerCallback, StateDumpPlugin
+from si_client.callback import RecoverableState, ResourceManagerCallback, StateDumpPlugin, rebuilds_partitions
 from si_client.errors import ClientState, NotConnectedError, SchedulerError
 from si_client.relay import LoopRelay
 from si_client.revision import APPS_PER_REQUEST, NODES_PER_REQUEST, dialect
@@ -130,6 +130,9 @@ class SchedulerAPI:
         self._streams: dict[str, Stream] = {}
         self._subscription: Any = None
         self._held: list[tuple[str, Any]] = []
+        # a partition replay (korral.v1 ResyncPartition) runs: sends wait in _held until it is done
+        self._resyncing = False
+        self._resync_lock = threading.Lock()  # one partition replay at a time
         self._waiting: dict[str, set[str]] = {"application": set(), "node": set()}
         self._restart = threading.Event()
         self._stop = threading.Event()
@@ -140,6 +143,7 @@ class SchedulerAPI:
         self._dump: StateDumpPlugin | None = None
         self._relays: dict[str, LoopRelay] = {}  # stream kind (or "notices") -> its async callbacks' relay
         self.reconnects = 0  # completed recoveries, for observers and tests
+        self.partition_resyncs = 0  # completed partition replays, for observers and tests
 
     # ------------------------------------------------------------------ public API
     @property
@@ -311,8 +315,10 @@ class SchedulerAPI:
         if not request.rmID:
             request.rmID = self.rm_id
         with self._cond:
-            if self._state is ClientState.RUNNING:
+            if self._state is ClientState.RUNNING and not self._resyncing:
                 self._streams[kind].send(request)
+            elif self._state is ClientState.RUNNING:
+                self._held.append((kind, request))
             elif self._state is ClientState.RECOVERING and self._request is not None:
                 self._held.append((kind, request))
             else:
@@ -410,7 +416,8 @@ class SchedulerAPI:
         }
         for kind, (method, attach, dispatch) in specs.items():
             self._streams[kind] = Stream(kind, method, attach, rm_id, generation, dispatch, self._on_stream_end)
-        call = self._korral.Subscribe(korral_pb2.SubscribeRequest(rmID=rm_id), metadata=(("rmid", rm_id),))
+        subscribe = korral_pb2.SubscribeRequest(rmID=rm_id, partitionResync=rebuilds_partitions(self._hook))
+        call = self._korral.Subscribe(subscribe, metadata=(("rmid", rm_id),))
         self._subscription = call
         threading.Thread(target=self._read_notices, args=(call, generation), name="korral-notices",
                          daemon=True).start()
@@ -612,10 +619,60 @@ class SchedulerAPI:
     def _notice_reregister(self, notice: korral_pb2.SchedulerNotice, generation: int) -> None:
         self._lost(generation, f"re-register requested: {notice.reRegister.reason}")
 
+    def _notice_resync_partition(self, notice: korral_pb2.SchedulerNotice, generation: int) -> None:
+        # on a thread of its own: the replay waits for verdicts, and notices keep coming meanwhile
+        threading.Thread(target=self._resync_partition, args=(notice.resyncPartition, generation),
+                         name="si-partition-resync", daemon=True).start()
+
+    def _resync_partition(self, resync: korral_pb2.ResyncPartition, generation: int) -> None:
+        """Replay one partition on the open streams (docs/architecture.md, Recovery).
+
+        Sends wait while the hook's snapshot is taken; those made before it returned are covered by
+        it and go out *before* each stream's replay-start marker (an empty request), so rmproxy
+        drops their parts for the partition and passes the rest; then the replay; then the sends
+        made since, after it. A full recovery that starts meanwhile supersedes it."""
+        rm_id, pb = self.rm_id, self._dialect.pb
+        with self._resync_lock:
+            with self._cond:
+                if generation != self._generation or self._state is not ClientState.RUNNING:
+                    return  # a full recovery replays everything
+                self._resyncing = True
+            try:
+                log.warning("RM %s: rebuilding partition %s (epoch %d): %s", rm_id, resync.partition,
+                            resync.epoch, resync.reason)
+                hook = self._hook
+                assert hook is not None  # only a hook that rebuilds partitions declared it
+                snapshot = self._invoke(hook.recoverable_partition_state, resync.partition)
+                with self._cond:
+                    if generation != self._generation or self._state is not ClientState.RUNNING:
+                        return
+                    covered, self._held = self._held, []
+                    for kind, request in covered:
+                        self._streams[kind].send(request)
+                    for kind, marker in (("application", pb.ApplicationRequest(rmID=rm_id)),
+                                         ("node", pb.NodeRequest(rmID=rm_id)),
+                                         ("allocation", pb.AllocationRequest(rmID=rm_id))):
+                        self._streams[kind].send(marker)
+                self._replay(snapshot)
+                self.partition_resyncs += 1
+            except _Restart:
+                return
+            except Exception:  # the hook failed: only a whole re-registration can rebuild the partition
+                log.exception("RM %s: replay of partition %s failed; re-registering", rm_id, resync.partition)
+                self._lost(generation, f"replay of partition {resync.partition} failed")
+            finally:
+                with self._cond:
+                    self._resyncing = False
+                    if self._state is ClientState.RUNNING:
+                        for kind, request in self._held:
+                            self._streams[kind].send(request)
+                        self._held.clear()
+
 
 _NOTICE_HANDLERS: dict[str, Callable[[SchedulerAPI, Any, int], None]] = {
     "events": SchedulerAPI._notice_events,
     "schedulingStates": SchedulerAPI._notice_states,
     "stateDumpRequest": SchedulerAPI._notice_dump,
     "reRegister": SchedulerAPI._notice_reregister,
+    "resyncPartition": SchedulerAPI._notice_resync_partition,
 }

@@ -109,3 +109,18 @@ class RecoverableState:
 
     def recoverable_state(self) -> RecoverySnapshot:
         raise NotImplementedError
+
+    def recoverable_partition_state(self, partition: str) -> RecoverySnapshot:
+        """Optional, a Korral extension: the state of ``partition`` alone (its applications, the
+        nodes in it with their running allocations, its pending asks), under the same contract
+        as ``recoverable_state``. An RM that overrides it declares ``partitionResync`` when it
+        subscribes (unless its attribute ``partition_resync`` is False): when one partition's
+        worker is lost, only that partition is replayed and the others keep scheduling
+        (docs/client.md). Without it the RM re-registers whole."""
+        raise NotImplementedError
+
+
+def rebuilds_partitions(hook: RecoverableState | None) -> bool:
+    """The hook overrides ``recoverable_partition_state`` and does not turn it off."""
+    return hook is not None and getattr(hook, "partition_resync", True) is not False and (
+        type(hook).recoverable_partition_state is not RecoverableState.recoverable_partition_state)

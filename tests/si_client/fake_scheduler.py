@@ -67,6 +67,7 @@ class FakeScheduler(si_pb2_grpc.SchedulerServicer, korral_pb2_grpc.KorralService
         self.shutdowns: list[str] = []
         self.config_updates: list[si_pb2.UpdateConfigurationRequest] = []
         self.dumps: list[korral_pb2.StateDump] = []
+        self.subscriptions: list[korral_pb2.SubscribeRequest] = []
         self.received: dict[str, list] = {"allocation": [], "application": [], "node": []}
         self.log: list[tuple[str, object]] = []  # every request of every stream, in arrival order
         self.refuse_register: str | None = None
@@ -285,6 +286,7 @@ class FakeScheduler(si_pb2_grpc.SchedulerServicer, korral_pb2_grpc.KorralService
         out: queue.SimpleQueue = queue.SimpleQueue()
         with self.lock:
             self._notices[request.rmID] = out
+            self.subscriptions.append(request)
         yield from _stream(out, context)
 
     def ProvideStateDump(self, request, context):
