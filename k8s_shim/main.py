@@ -7,7 +7,8 @@ pods of other schedulers that run on nodes; once every list is in, register with
 rmID ``service.clusterId``) and replay the cluster: applications, nodes drained, the pods already
 running as placed allocations, the others as asks; nodes open once their pods are counted.
 Then follow the cluster until SIGTERM or SIGINT. SIGUSR1 logs the shim's counters in one line
-(events posted, dropped, refused, folded, in series; API requests), as it does when it stops.
+(events posted, dropped (by reason), refused, folded, in series; API requests; 429s, retries and
+waits for the rate limit), as it does when it stops.
 
 A configmap that cannot be read, or a config Korral refuses at registration, is reported (log and
 a ``ConfigRejected`` event) and the shim waits for the configmaps to change, scheduling nothing
@@ -140,9 +141,10 @@ def _log_counters(when: str, events: EventRecorder, client: KubeClient) -> None:
     requests made and the connections opened. Logged as a warning: it is asked for, whatever
     the log level."""
     pool = client.pool
-    log.warning("k8s-shim %s: events %s; API requests %d, connections %d", when,
+    log.warning("k8s-shim %s: events %s; API requests %d, connections %d; flow %s", when,
                 " ".join(f"{name}={count}" for name, count in events.counters().items()),
-                pool.requests if pool is not None else 0, pool.connects if pool is not None else 0)
+                pool.requests if pool is not None else 0, pool.connects if pool is not None else 0,
+                " ".join(f"{name}={count}" for name, count in client.counters().items()))
 
 
 class _Runner:
@@ -179,6 +181,7 @@ class _Runner:
         if loaded is None:
             return 0
         conf = loaded.conf
+        self.client.set_rate(conf.kube_qps, conf.kube_burst)  # read at start only, as YuniKorn
         rules = PodRules(args.scheduler_name, conf.generate_unique_app_ids, not conf.disable_gang_scheduling)
         self.explainer = Explainer(args.rest_address, conf.cluster_id) if args.rest_address else None
         placeholders = PlaceholderSettings(conf.placeholder_image, conf.placeholder_run_as_user,

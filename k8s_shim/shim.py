@@ -792,4 +792,5 @@ class Shim(GangHandling, ResourceManagerCallback, RecoverableState, StateDumpPlu
         return {"rmID": self.rm_id, **model.books(self.nodes, self.node_pods, self.tasks, self.foreign, self.apps),
                 "priorityClasses": self.priority_classes,  # name -> its pods may be preempted
                 "events": self.events.counters(), "bindsInFlight": self.binder.in_flight,
+                "apiFlow": self.client.counters(),  # 429s, retries, waits for the rate limit's tokens
                 **({"pools": self.pools.dump()} if self.pools.enabled else {})}
