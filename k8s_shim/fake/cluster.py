@@ -51,6 +51,7 @@ class ClusterOptions:
     garbage_collector: bool = True
     pod_start_seconds: float = 0.0  # bound pod -> Running
     tls: tuple[str, str] | None = None  # (certificate, key) files: serve HTTPS
+    throttle_qps: float = 0.0  # >0: requests beyond this rate answered 429 as APF does (ServerOptions)
 
 
 class FakeCluster:
@@ -60,7 +61,8 @@ class FakeCluster:
         self.api = Api(self.store)
         self.server = FakeApiServer(self.api, ServerOptions(token=self.options.token,
                                                             bookmark_interval=self.options.bookmark_interval,
-                                                            idle_timeout=self.options.idle_timeout))
+                                                            idle_timeout=self.options.idle_timeout,
+                                                            throttle_qps=self.options.throttle_qps))
         self.host = "127.0.0.1"
         self.port = 0
         self._bootstrap()
