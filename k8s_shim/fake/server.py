@@ -205,6 +205,8 @@ class FakeApiServer:
         raise _Plain404()
 
     def _add_fault(self, request: Request, media: str) -> Response:
+        if request.method == "GET":  # the faults still to come, and the requests throttled so far
+            return self._answer({"faults": self.faults, "throttled": self.throttled}, media)
         if request.method != "POST":
             raise ApiError.method_not_allowed()
         try:
@@ -221,7 +223,7 @@ class FakeApiServer:
         if not 0 < fault["share"] <= 1 or (fault["retryAfter"] is not None and fault["retryAfter"] < 0):
             raise ApiError.bad_request("a fault's share is above 0 and at most 1, its retryAfter 0 or more seconds")
         self.faults.append(fault)
-        return self._answer({"faults": self.faults}, media)
+        return self._answer({"faults": self.faults, "throttled": self.throttled}, media)
 
     def _fault(self, method: str, path: str) -> Response | None:
         """The answer of the first fault that matches (and whose share is due), if any."""
