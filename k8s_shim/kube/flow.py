@@ -17,27 +17,28 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import random
 import time
 from typing import Callable
 
-from si_client import Backoff
-
-__all__ = ["TokenBucket", "retry_delay", "MAX_RETRIES", "MAX_RETRY_AFTER", "THROTTLE_BACKOFF"]
+__all__ = ["TokenBucket", "retry_delay", "MAX_RETRIES", "MAX_RETRY_AFTER", "BACKOFF_BASE", "BACKOFF_CAP"]
 
 MAX_RETRIES = 10  # client-go's default for a request answered 429 (or 5xx with Retry-After)
 MAX_RETRY_AFTER = 60.0  # a server asking for longer is waited for this long (APF asks for 1-a few seconds)
-THROTTLE_BACKOFF = Backoff(base=0.5, cap=8.0)  # a 429 without Retry-After
+BACKOFF_BASE, BACKOFF_CAP = 0.5, 8.0  # a 429 without Retry-After: 0.25-0.5 s, then doubling, at most 8 s
+_jitter = random.Random()
 
 
-def retry_delay(status: int, retry_after: float | None, attempt: int, backoff: Backoff = THROTTLE_BACKOFF) -> float | None:
+def retry_delay(status: int, retry_after: float | None, attempt: int, rng: random.Random = _jitter) -> float | None:
     """Seconds to wait before attempt ``attempt + 1`` of a request answered ``status`` (with
     ``retry_after`` seconds named, or None); None: do not retry it here (the caller decides)."""
     if attempt >= MAX_RETRIES:
         return None
     if retry_after is not None and (status == 429 or status >= 500):
         return min(max(retry_after, 0.0), MAX_RETRY_AFTER)
-    if status == 429:
-        return backoff.delay(attempt)
+    if status == 429:  # jittered, so that many clients throttled together do not come back together
+        ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** attempt)
+        return rng.uniform(ceiling / 2, ceiling)
     return None
 
 

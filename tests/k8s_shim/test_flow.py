@@ -14,7 +14,7 @@ import time
 import pytest
 
 from k8s_shim.fake.cluster import ClusterOptions, FakeCluster
-from k8s_shim.kube.flow import MAX_RETRIES, MAX_RETRY_AFTER, THROTTLE_BACKOFF, TokenBucket, retry_delay
+from k8s_shim.kube.flow import BACKOFF_BASE, BACKOFF_CAP, MAX_RETRIES, MAX_RETRY_AFTER, TokenBucket, retry_delay
 from k8s_shim.kube.kubeclient import ApiError, KubeClient
 from k8s_shim.kube.kubeconfig import KubeConfig
 from k8s_shim.writes.events import NORMAL, WARNING, EventRecorder, Regarding
@@ -121,8 +121,9 @@ def test_retry_delay(status, after, attempt, expected):
 
 def test_a_429_without_retry_after_backs_off_within_bounds():
     delays = [retry_delay(429, None, attempt) for attempt in range(MAX_RETRIES)]
-    assert all(d is not None and 0 <= d <= THROTTLE_BACKOFF.cap for d in delays)
-    assert delays[0] >= THROTTLE_BACKOFF.base / 2  # never at once
+    assert all(d is not None and 0 < d <= BACKOFF_CAP for d in delays)
+    assert BACKOFF_BASE / 2 <= delays[0] <= BACKOFF_BASE  # never at once
+    assert delays[-1] >= BACKOFF_CAP / 2  # grown to the cap
     assert retry_delay(429, None, MAX_RETRIES) is None
 
 
