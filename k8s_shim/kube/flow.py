@@ -5,8 +5,10 @@ the API server says it is too busy.
   of the configmap): ``burst`` tokens at most, ``qps`` more a second; a request takes one. It
   does not block: ``take(urgent, go)`` calls ``go()`` at once when a token is there, else queues
   it and calls it when its token comes (one timer for the whole queue). Two queues: urgent
-  requests (bindings, status patches, placeholders) always go before the others (events), so a
-  burst of events never holds a binding back. ``qps <= 0`` turns the limit off.
+  requests (bindings, status patches, placeholders) always go before the others (events), and
+  the others never take the half of the burst kept for urgent ones: a batch of bindings finds
+  its tokens there, not behind a stream of events that keeps the bucket empty. ``qps <= 0``
+  turns the limit off.
 - ``retry_delay(status, retry_after, attempt)``: how long to wait before sending a refused
   request again, or None when it should not be. As client-go's request retry: a 429, or a 5xx
   that names a ``Retry-After``, is retried after at least that many seconds, up to
@@ -55,6 +57,7 @@ class TokenBucket:
         """New limits (the bucket starts full, as client-go's does)."""
         self.qps = float(qps)
         self.burst = max(1, int(burst))
+        self.reserve = float(self.burst // 2)  # tokens only urgent requests may take
         self._tokens = float(self.burst)
         self._at = self.clock()
         if self._timer is not None:
@@ -79,7 +82,7 @@ class TokenBucket:
             return
         if not self._urgent and (urgent or not self._other):
             self._refill()
-            if self._tokens >= 1.0:
+            if self._tokens >= (1.0 if urgent else 1.0 + self.reserve):
                 self._tokens -= 1.0
                 go()
                 return
@@ -89,7 +92,8 @@ class TokenBucket:
             self._schedule()
 
     def _schedule(self) -> None:
-        wait = max(0.0, (1.0 - self._tokens) / self.qps)
+        need = 1.0 if self._urgent else 1.0 + self.reserve
+        wait = max(0.0, (need - self._tokens) / self.qps)
         self._timer = asyncio.get_running_loop().call_later(wait, self._drain)
 
     def _drain(self) -> None:
@@ -102,9 +106,12 @@ class TokenBucket:
         else:
             self._refill()
             ready = []
-            while self._tokens >= 1.0 and (self._urgent or self._other):
+            while self._urgent and self._tokens >= 1.0:
                 self._tokens -= 1.0
-                ready.append((self._urgent or self._other).popleft())
+                ready.append(self._urgent.popleft())
+            while not self._urgent and self._other and self._tokens >= 1.0 + self.reserve:
+                self._tokens -= 1.0
+                ready.append(self._other.popleft())
             if self._urgent or self._other:
                 self._schedule()
         for go in ready:

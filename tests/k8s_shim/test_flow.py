@@ -88,6 +88,27 @@ def test_urgent_requests_go_before_events_waiting_and_events_never_pass_them():
     asyncio.run(main())
 
 
+def test_events_never_take_the_half_of_the_burst_kept_for_bindings():
+    async def main():
+        clock = FakeClock()
+        bucket = TokenBucket(qps=2, burst=4, clock=clock)
+        went: list[str] = []
+        for i in range(4):
+            bucket.take(False, lambda i=i: went.append(f"event-{i}"))
+        assert went == ["event-0", "event-1"] and bucket.queued == 2  # two tokens left, kept
+        for i in range(3):
+            bucket.take(True, lambda i=i: went.append(f"bind-{i}"))
+        assert went[2:] == ["bind-0", "bind-1"]  # the reserve; the third binding waits, first in line
+        clock.now += 0.5
+        bucket._drain()
+        assert went[4:] == ["bind-2"]
+        clock.now += 1.5  # three tokens: the reserve (2) and one for an event
+        bucket._drain()
+        assert went[5:] == ["event-2"] and bucket.queued == 1
+        bucket.close()
+    asyncio.run(main())
+
+
 def test_the_bucket_waits_in_real_time_and_qps_zero_means_no_limit():
     async def main():
         bucket = TokenBucket(qps=20, burst=1)
