@@ -56,6 +56,9 @@ MAX_NOTE = 1024
 CLUSTER_SCOPED_NAMESPACE = "default"  # where client-go puts events about cluster-scoped objects
 SERIES_WINDOW = 360.0  # client-go's: an isomorphic event within 6 minutes joins the series
 SERIES_LIMIT = 20_000  # series tracked at most (the oldest are forgotten first)
+# events waiting at most (~1.5 KB each): 16 s of 1,000 pods/s's routine notices, which wait behind
+# the bindings for the rate limit's tokens while pods come faster than it leaves room for both
+CAPACITY = 16_384
 EXPIRE_TICK = 0.05  # held events are sent at most this much after their window passed
 
 # YuniKorn's shim's reasons (reason == action), and what each says
@@ -135,7 +138,7 @@ class _Series:
 
 
 class EventRecorder:
-    def __init__(self, client: KubeClient, controller: str, instance: str, *, capacity: int = 4096,
+    def __init__(self, client: KubeClient, controller: str, instance: str, *, capacity: int = CAPACITY,
                  senders: int = 8, clock=time.time, settle: float = 0.0, series_interval: float = 10.0) -> None:
         self.client, self.controller, self.instance = client, controller, instance
         # events waiting for a sender, ``(namespace, event)``, oldest first; at most ``capacity``
