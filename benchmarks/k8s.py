@@ -656,11 +656,11 @@ def run(args: argparse.Namespace) -> int:
         problems.append("--rate must be positive")
     if args.duration < 0:
         problems.append("--duration must be 0 (pods / rate) or positive")
-    here = Path(__file__).resolve().parents[2]
+    here = Path(__file__).resolve().parents[1]
     trees = [("current", here)]
     if args.baseline:
         base = Path(args.baseline).resolve()
-        if not (base / "rmproxy" / "k8s" / "shim.py").exists():
+        if not (base / "k8s_shim" / "shim.py").exists():
             problems.append(f"--baseline {args.baseline}: not a Korral source tree (no k8s_shim/shim.py)")
         trees = [("baseline", base), ("current", here)]
     if problems:

@@ -13,8 +13,9 @@ Then follow the cluster until SIGTERM or SIGINT.
 With leader election (``--leader-elect``, the default; ``k8s_shim.leader``) the replica tries for
 the Lease once before it lists anything; one that does not get it lists and watches all the same
 but registers with nobody and writes nothing until it takes the Lease over, then registers and
-replays. A leader that loses the Lease exits at once with status 1; a clean stop releases it. SIGUSR1 logs the shim's counters in one line
-(events posted, dropped, refused, folded, in series; API requests), as it does when it stops.
+replays. A leader that loses the Lease exits at once with status 1; a clean stop releases it. SIGUSR1 logs
+the shim's counters in one line (events posted, dropped (by reason), refused, folded, in series;
+API requests; 429s, retries and waits for the rate limit), as it does when it stops.
 
 A configmap that cannot be read, or a config Korral refuses at registration, is reported (log and
 a ``ConfigRejected`` event) and the shim waits for the configmaps to change, scheduling nothing
@@ -166,9 +167,10 @@ def _log_counters(when: str, events: EventRecorder, client: KubeClient) -> None:
     requests made and the connections opened. Logged as a warning: it is asked for, whatever
     the log level."""
     pool = client.pool
-    log.warning("k8s-shim %s: events %s; API requests %d, connections %d", when,
+    log.warning("k8s-shim %s: events %s; API requests %d, connections %d; flow %s", when,
                 " ".join(f"{name}={count}" for name, count in events.counters().items()),
-                pool.requests if pool is not None else 0, pool.connects if pool is not None else 0)
+                pool.requests if pool is not None else 0, pool.connects if pool is not None else 0,
+                " ".join(f"{name}={count}" for name, count in client.counters().items()))
 
 
 class _Runner:
@@ -207,6 +209,7 @@ class _Runner:
         if loaded is None:
             return 0
         conf = loaded.conf
+        self.client.set_rate(conf.kube_qps, conf.kube_burst)  # read at start only, as YuniKorn
         rules = PodRules(args.scheduler_name, conf.generate_unique_app_ids, not conf.disable_gang_scheduling)
         self.explainer = Explainer(args.rest_address, conf.cluster_id) if args.rest_address else None
         placeholders = PlaceholderSettings(conf.placeholder_image, conf.placeholder_run_as_user,

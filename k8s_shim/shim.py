@@ -973,4 +973,5 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
                 "events": self.events.counters(), "bindsInFlight": self.binder.in_flight,
                 "waitingBeforeBind": len(self.prebinder.gates),  # pods whose volumes or claims are being written
                 "claimsBeingWritten": len(self.devices.pending),  # DRA claims chosen, not yet seen allocated
+                "apiFlow": self.client.counters(),  # 429s, retries, waits for the rate limit's tokens
                 **({"pools": self.pools.dump()} if self.pools.enabled else {})}

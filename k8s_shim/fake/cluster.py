@@ -57,6 +57,7 @@ class ClusterOptions:
     volume_binder: bool = True  # the persistent-volume binder and an external provisioner (fake.volumes)
     provisioners: frozenset[str] | None = None  # the CSI drivers the provisioner serves (None: all; empty: none)
     tls: tuple[str, str] | None = None  # (certificate, key) files: serve HTTPS
+    throttle_qps: float = 0.0  # >0: requests beyond this rate answered 429 as APF does (ServerOptions)
 
 
 class FakeCluster:
@@ -66,7 +67,8 @@ class FakeCluster:
         self.api = Api(self.store)
         self.server = FakeApiServer(self.api, ServerOptions(token=self.options.token,
                                                             bookmark_interval=self.options.bookmark_interval,
-                                                            idle_timeout=self.options.idle_timeout))
+                                                            idle_timeout=self.options.idle_timeout,
+                                                            throttle_qps=self.options.throttle_qps))
         self.host = "127.0.0.1"
         self.port = 0
         self._bootstrap()

@@ -96,10 +96,11 @@ class Request:
 class Response:
     """A whole answer: status, body, content type (with its charset when it has one)."""
 
-    __slots__ = ("status", "body", "content_type")
+    __slots__ = ("status", "body", "content_type", "headers")
 
-    def __init__(self, status: int, body: bytes, content_type: str) -> None:
+    def __init__(self, status: int, body: bytes, content_type: str, headers: bytes = b"") -> None:
         self.status, self.body, self.content_type = status, body, content_type
+        self.headers = headers  # more header lines, each ending in CRLF (a 429's Retry-After)
 
 
 Handler = Callable[[Request], "Response | Awaitable[Response | Stream]"]
@@ -259,6 +260,8 @@ class _Connection(asyncio.Protocol):
     def _send(self, answer: Response, with_body: bool, keep: bool) -> None:
         body = answer.body
         head = _head_prefix(answer.status, answer.content_type) + b"Content-Length: %d\r\n" % len(body) + _date()
+        if answer.headers:
+            head += answer.headers
         if not keep:
             head += b"Connection: close\r\n"
         self.write(head + b"\r\n" + body if with_body else head + b"\r\n")

@@ -109,6 +109,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bookmark-interval", type=float, default=60.0, metavar="S",
                         help="seconds between watch BOOKMARKs when a watch asks for them (default 60, as a real "
                              "server)")
+    parser.add_argument("--throttle-qps", type=float, default=0.0, metavar="R",
+                        help="answer requests beyond R a second (a second's worth may come at once) with 429 Too "
+                             "Many Requests and Retry-After: 1, as API Priority and Fairness rejects them; watches "
+                             "are exempt (default 0: never)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
 
@@ -123,6 +127,7 @@ def options_from(args: argparse.Namespace) -> ClusterOptions:
         volume_binder=not args.no_volume_binder,
         provisioners=None if args.volume_provisioners is None else
         frozenset(d for d in args.volume_provisioners.split(",") if d),
+        throttle_qps=max(0.0, args.throttle_qps),
         nodes=template(args.nodes, args.node_name_pattern, args.node_labels),
         pools=[template(count, f"{pool}-node-{{i}}", {**args.node_labels, args.node_pool_label: pool})
                for pool, count in args.node_pools.items()])

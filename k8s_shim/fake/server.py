@@ -37,8 +37,14 @@ log = logging.getLogger("korral.k8s.fake")
 JSON = "application/json"
 COMPACT_PATH = "/korral-fake/compact"  # POST: forget the history now (an operator's and tests' hook)
 # POST {"method": "DELETE", "pathPrefix": "/api/v1/namespaces/x/pods/", "status": 503, "count": 3}: the next
-# `count` matching requests are answered with that status (a tests' hook for an API server that fails)
+# `count` matching requests are answered with that status (a tests' hook for an API server that fails);
+# "retryAfter": N adds a Retry-After header, "share": 0.5 answers only that share of the matching requests
+# (every other one); status 429 is answered as API Priority and Fairness answers it (_too_many_requests)
 FAULTS_PATH = "/korral-fake/faults"
+TOO_MANY = b"Too many requests, please try again later.\n"  # APF's (and max-inflight's) plain-text answer
+# the headers APF sets on the answers it classifies (uids of the flow schema and priority level; fixed here)
+PF_HEADERS = (b"X-Kubernetes-Pf-Flowschema-Uid: 3b0ad3ba-5d4e-4a7e-9c1b-6f0e0e2f0001\r\n"
+              b"X-Kubernetes-Pf-Prioritylevel-Uid: 3b0ad3ba-5d4e-4a7e-9c1b-6f0e0e2f0002\r\n")
 BINDINGS_PATH = "/korral-fake/bindings"  # GET: pods/binding requests per pod (tests count double binds)
 OBJECT_META = {"name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
                "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations",
@@ -55,6 +61,7 @@ class ServerOptions:
     watch_timeout: float = 1800.0  # a watch without timeoutSeconds ends after 1-2x this
     idle_timeout: float = 90.0  # a kept-alive connection without a request this long is closed
     address: str = "127.0.0.1:6443"  # what /api reports as the server address
+    throttle_qps: float = 0.0  # >0: requests beyond this rate (burst as much) answered 429, as APF (watches exempt)
 
 
 def _dumps(obj: Any) -> bytes:
@@ -134,7 +141,9 @@ class FakeApiServer:
                                idle_timeout=self.options.idle_timeout)
         self._stopping: asyncio.Future | None = None
         self.rng = random.Random()
-        self.faults: list[dict[str, Any]] = []  # FAULTS_PATH's: method, pathPrefix, status, count left
+        self.faults: list[dict[str, Any]] = []  # FAULTS_PATH's: method, pathPrefix, status, count left, ...
+        self.throttled = 0  # requests answered 429 (faults and throttle_qps)
+        self._tokens, self._tokens_at = self.options.throttle_qps, 0.0  # throttle_qps's bucket
         self._open_watches: set[WatchQueue] = set()
         # (id(event), line type) -> (event, line) for the watches woken in this loop iteration
         self._shared_lines: dict[tuple[int, bytes], tuple[Event, bytes]] = {}
@@ -196,18 +205,66 @@ class FakeApiServer:
         raise _Plain404()
 
     def _add_fault(self, request: Request, media: str) -> Response:
+        if request.method == "GET":  # the faults still to come, and the requests throttled so far
+            return self._answer({"faults": self.faults, "throttled": self.throttled}, media)
         if request.method != "POST":
             raise ApiError.method_not_allowed()
         try:
             body = orjson.loads(request.body)
             fault = {"method": str(body.get("method", "*")).upper(), "pathPrefix": str(body.get("pathPrefix", "/")),
-                     "status": int(body.get("status", 500)), "count": int(body.get("count", 1))}
+                     "status": int(body.get("status", 500)), "count": int(body.get("count", 1)),
+                     "retryAfter": int(body["retryAfter"]) if body.get("retryAfter") is not None else None,
+                     "share": float(body.get("share", 1.0)), "credit": 0.0}
         except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError) as exc:
-            raise ApiError.bad_request(f"a fault is {{method, pathPrefix, status, count}}: {exc}") from None
+            raise ApiError.bad_request(f"a fault is {{method, pathPrefix, status, count, retryAfter, share}}: {exc}") \
+                from None
         if not 400 <= fault["status"] <= 599 or fault["count"] < 1:
             raise ApiError.bad_request("a fault's status is 400-599 and its count at least 1")
+        if not 0 < fault["share"] <= 1 or (fault["retryAfter"] is not None and fault["retryAfter"] < 0):
+            raise ApiError.bad_request("a fault's share is above 0 and at most 1, its retryAfter 0 or more seconds")
         self.faults.append(fault)
-        return self._answer({"faults": self.faults}, media)
+        return self._answer({"faults": self.faults, "throttled": self.throttled}, media)
+
+    def _fault(self, method: str, path: str) -> Response | None:
+        """The answer of the first fault that matches (and whose share is due), if any."""
+        fault = next((f for f in self.faults if f["method"] in ("*", method) and path.startswith(f["pathPrefix"])),
+                     None)
+        if fault is None:
+            return None
+        fault["credit"] += fault["share"]  # a share of 0.25: every fourth matching request
+        if fault["credit"] < 1.0:
+            return None
+        fault["credit"] -= 1.0
+        fault["count"] -= 1
+        if fault["count"] <= 0:
+            self.faults.remove(fault)
+        status, after = fault["status"], fault["retryAfter"]
+        if status == 429:
+            return self._too_many_requests(1 if after is None else after)
+        exc = ApiError(status, "InternalError" if status >= 500 else "BadRequest",
+                       f"a fault injected through {FAULTS_PATH}", {})
+        response = self._error(exc)
+        if after is not None:
+            response.headers = b"Retry-After: %d\r\n" % after
+        return response
+
+    def _too_many_requests(self, retry_after: int) -> Response:
+        """429 as API Priority and Fairness rejects a request: Retry-After in seconds, a plain-text
+        body (not a Status), the flow schema's and priority level's uids."""
+        self.throttled += 1
+        return Response(429, TOO_MANY, TEXT, b"Retry-After: %d\r\nX-Content-Type-Options: nosniff\r\n%s"
+                        % (retry_after, PF_HEADERS))
+
+    def _token(self) -> bool:
+        """A token of ``throttle_qps``'s bucket (as many as a second's worth at most), if one is there."""
+        now = asyncio.get_running_loop().time()
+        qps = self.options.throttle_qps
+        self._tokens = min(qps, self._tokens + (now - self._tokens_at) * qps)
+        self._tokens_at = now
+        if self._tokens < 1.0:
+            return False
+        self._tokens -= 1.0
+        return True
 
     def _error(self, exc: ApiError) -> Response:
         return Response(exc.code, _dumps(exc.body()), JSON)
@@ -237,14 +294,13 @@ class FakeApiServer:
             return Response(200, b"ok", TEXT)
         if path == FAULTS_PATH:
             return self._add_fault(request, media)
-        fault = next((f for f in self.faults if f["method"] in ("*", method) and path.startswith(f["pathPrefix"])),
-                     None)
-        if fault is not None:
-            fault["count"] -= 1
-            if fault["count"] <= 0:
-                self.faults.remove(fault)
-            raise ApiError(fault["status"], "InternalError" if fault["status"] >= 500 else "BadRequest",
-                           f"a fault injected through {FAULTS_PATH}", {})
+        if self.faults:
+            fault = self._fault(method, path)
+            if fault is not None:
+                return fault
+        if self.options.throttle_qps > 0 and not path.startswith("/korral-fake/") and \
+                not _bool_param(request.query.get("watch")) and "/watch/" not in path and not self._token():
+            return self._too_many_requests(1)
         if path == COMPACT_PATH:
             if method != "POST":
                 raise ApiError.method_not_allowed()

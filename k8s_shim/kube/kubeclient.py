@@ -19,10 +19,18 @@ decode of a Pod costs more than the shim may spend on it), and the answers of th
 The ``submit_*`` calls are the hot ones (a binding and an event or two per pod): they take a
 callback, ``done(None)`` or ``done(ApiError)``, instead of being awaited, so that each costs no
 task and no chain of coroutines (``submit``; ``Pool.submit``).
+
+Flow control (``k8s_shim.kube.flow``): every write (POST, PUT, PATCH, DELETE) first takes a token
+of the client's ``TokenBucket`` (``set_rate``: ``kubernetes.qps`` / ``kubernetes.burst``), events
+after every other write waiting (``urgent=False``). Any request answered 429 Too Many Requests (as
+API Priority and Fairness answers: ``Retry-After`` seconds, a plain-text body), or 5xx with a
+``Retry-After``, is sent again after that delay, up to ``flow.MAX_RETRIES`` times, before its
+caller hears of it; a watch answered so is opened again. ``counters()`` counts them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from typing import Any, AsyncIterator, Callable
@@ -30,6 +38,7 @@ from urllib.parse import quote, urlencode
 
 import orjson
 
+from k8s_shim.kube.flow import TokenBucket, retry_delay
 from k8s_shim.kube.http import HttpError, Pool, Response
 from k8s_shim.kube.kubeconfig import KubeConfig
 
@@ -43,6 +52,8 @@ MERGE = "application/merge-patch+json"
 REQUEST_TIMEOUT = 30.0
 WATCH_READ_SLACK = 30.0  # a watch may stay quiet up to its timeoutSeconds; then this much longer
 USER_AGENT = "korral-k8s-shim/0.1"
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+DEFAULT_QPS = DEFAULT_BURST = 1000  # YuniKorn's kubernetes.qps and kubernetes.burst
 
 
 class ApiError(Exception):
@@ -68,20 +79,26 @@ class ApiError(Exception):
     def from_response(cls, method: str, path: str, status: int, body: bytes,
                       retry_after: str | None = None) -> "ApiError":
         reason = message = kind = ""
+        retry_seconds = None
         try:
             doc = orjson.loads(body)
             if isinstance(doc, dict):
                 reason, message = str(doc.get("reason", "")), str(doc.get("message", ""))
                 details = doc.get("details")
-                kind = str(details.get("kind", "")) if isinstance(details, dict) else ""
-        except orjson.JSONDecodeError:
+                if isinstance(details, dict):
+                    kind, retry_seconds = str(details.get("kind", "")), details.get("retryAfterSeconds")
+        except orjson.JSONDecodeError:  # APF's 429 is plain text
             message = body[:500].decode("utf-8", "replace").strip()
+        if status == 429 and not reason:  # as client-go names a 429 that is not a Status
+            reason = "TooManyRequests"
         after = None
         if retry_after:
             try:
-                after = float(retry_after)
+                after = float(retry_after.strip())
             except ValueError:
-                pass
+                pass  # an HTTP date: never sent by an API server
+        if after is None and isinstance(retry_seconds, (int, float)) and retry_seconds > 0:
+            after = float(retry_seconds)
         return cls(method, path, status, reason, message, kind, after)
 
 
@@ -121,16 +138,43 @@ def _target(path: str, query: dict[str, str] | None) -> str:
 class KubeClient:
     """One API server connection pool. ``start`` before use (on the running loop), ``close`` after."""
 
-    def __init__(self, config: KubeConfig, *, connections: int = 64) -> None:
+    def __init__(self, config: KubeConfig, *, connections: int = 64, qps: float = DEFAULT_QPS,
+                 burst: int = DEFAULT_BURST) -> None:
         self.config = config
         self._connections = connections
         self.pool: Pool | None = None
+        self.bucket = TokenBucket(qps, burst)
+        self.throttled = 0  # answers 429 Too Many Requests (watches included)
+        self.retried = 0  # requests sent again after a 429 or a 5xx with Retry-After
+        self.gave_up = 0  # requests still refused so after MAX_RETRIES: their caller heard of it
+
+    def set_rate(self, qps: float, burst: int) -> None:
+        """The writes' limits (``kubernetes.qps``, ``kubernetes.burst``; qps <= 0: none)."""
+        self.bucket.set_rate(qps, burst)
+
+    def counters(self) -> dict[str, int]:
+        """Flow control's counts, for the state dump and the SIGUSR1 line."""
+        return {"throttled": self.throttled, "retried": self.retried, "gaveUp": self.gave_up,
+                "waitedForToken": self.bucket.waited, "waitingForToken": self.bucket.queued}
+
+    def _retry_after(self, error: ApiError, attempt: int) -> float | None:
+        """The delay before sending ``error``'s request again (counted), or None."""
+        if error.status == 429:
+            self.throttled += 1
+        delay = retry_delay(error.status, error.retry_after, attempt)
+        if delay is None:
+            if attempt and (error.status == 429 or error.retry_after is not None):
+                self.gave_up += 1
+            return None
+        self.retried += 1
+        return delay
 
     async def start(self) -> None:
         self.pool = Pool(self.config.server, ssl=self.config.ssl, limit=self._connections,
                          headers={"User-Agent": USER_AGENT, "Accept": JSON}, auth=self.config.auth_header)
 
     async def close(self) -> None:
+        self.bucket.close()
         if self.pool is not None:
             await self.pool.close()
             self.pool = None
@@ -144,26 +188,64 @@ class KubeClient:
 
     # ------------------------------------------------------------------ generic
     async def send(self, method: str, path: str, data: bytes | None = None, content_type: str = JSON,
-                   timeout: float = REQUEST_TIMEOUT) -> bytes:
-        """The raw answer of a request that succeeded; ``ApiError`` otherwise."""
+                   timeout: float = REQUEST_TIMEOUT, urgent: bool = True) -> bytes:
+        """The raw answer of a request that succeeded; ``ApiError`` otherwise (after the retries of
+        a throttled request; a write waits for its token first)."""
         assert self.pool is not None, "KubeClient.start() first"
-        try:
-            resp = await self.pool.request(method, path, data, content_type if data is not None else "", timeout)
-        except HttpError as exc:
-            raise _failed(method, path, None, exc) from None
-        if resp.status >= 400:
-            raise _failed(method, path, resp, None)
-        return resp.body
+        attempt = 0
+        while True:
+            if method in WRITES:
+                token = asyncio.get_running_loop().create_future()
+                self.bucket.take(urgent, lambda: token.done() or token.set_result(None))
+                await token
+            try:
+                resp = await self.pool.request(method, path, data, content_type if data is not None else "", timeout)
+            except HttpError as exc:
+                raise _failed(method, path, None, exc) from None
+            if resp.status < 400:
+                return resp.body
+            error = _failed(method, path, resp, None)
+            delay = self._retry_after(error, attempt)
+            if delay is None:
+                raise error
+            attempt += 1
+            await asyncio.sleep(delay)
 
     def submit(self, method: str, path: str, data: bytes | None, content_type: str,
-               done: Callable[[ApiError | None], None]) -> None:
+               done: Callable[[ApiError | None], None], urgent: bool = True) -> None:
         """A request whose answer is not read: ``done(None)`` when it succeeded, ``done(ApiError)``
-        otherwise; no task, no coroutine (``Pool.submit``)."""
+        otherwise (after the retries of a throttled request; a write waits for its token first);
+        no task, no coroutine (``Pool.submit``)."""
         assert self.pool is not None, "KubeClient.start() first"
+        pool = self.pool
+        kind = content_type if data is not None else ""
+        attempt = 0
+
+        def send() -> None:
+            if self.pool is not pool:  # closed while the request waited
+                done(ApiError(method, path, 0, message="the client is closed"))
+                return
+            pool.submit(method, path, data, kind, REQUEST_TIMEOUT, answered)
+
+        def go() -> None:
+            if method in WRITES:
+                self.bucket.take(urgent, send)
+            else:
+                send()
 
         def answered(resp: Response | None, exc: HttpError | None) -> None:
-            done(None if exc is None and resp.status < 400 else _failed(method, path, resp, exc))
-        self.pool.submit(method, path, data, content_type if data is not None else "", REQUEST_TIMEOUT, answered)
+            nonlocal attempt
+            if exc is None and resp.status < 400:
+                done(None)
+                return
+            error = _failed(method, path, resp, exc)
+            delay = self._retry_after(error, attempt) if exc is None else None
+            if delay is None:
+                done(error)
+                return
+            attempt += 1
+            asyncio.get_running_loop().call_later(delay, go)
+        go()
 
     async def request(self, method: str, path: str, *, query: dict[str, str] | None = None,
                       body: Any = None, content_type: str = JSON, timeout: float = REQUEST_TIMEOUT) -> Any:
@@ -181,14 +263,27 @@ class KubeClient:
         connection lost midway ends the iteration with ``ApiError`` status 0."""
         assert self.pool is not None, "KubeClient.start() first"
         target = _target(path, dict(query, watch="true", timeoutSeconds=str(timeout_seconds)))
+        attempt = 0
+        while True:
+            try:
+                stream = await self.pool.stream(target, timeout_seconds + WATCH_READ_SLACK, REQUEST_TIMEOUT)
+            except HttpError as exc:
+                raise ApiError("GET", path, 0, message=f"watch ended: {exc}") from None
+            if stream.status < 400:
+                break
+            try:
+                error = ApiError.from_response("GET", path, stream.status, await stream.read(),
+                                               stream.headers.get("retry-after"))
+            except HttpError as exc:
+                raise ApiError("GET", path, 0, message=f"watch ended: {exc}") from None
+            finally:
+                stream.close()
+            delay = self._retry_after(error, attempt)  # throttled: the same watch, later
+            if delay is None:
+                raise error
+            attempt += 1
+            await asyncio.sleep(delay)
         try:
-            stream = await self.pool.stream(target, timeout_seconds + WATCH_READ_SLACK, REQUEST_TIMEOUT)
-        except HttpError as exc:
-            raise ApiError("GET", path, 0, message=f"watch ended: {exc}") from None
-        try:
-            if stream.status >= 400:
-                raise ApiError.from_response("GET", path, stream.status, await stream.read(),
-                                             stream.headers.get("retry-after"))
             async for batch in stream.batches():
                 yield batch
         except HttpError as exc:
@@ -252,8 +347,11 @@ class KubeClient:
     async def patch_event_series(self, namespace: str, name: str, count: int, last_observed: str) -> None:
         """Bring an event's ``series`` (count, lastObservedTime) up to date (merge patch)."""
         await self.send("PATCH", f"/apis/events.k8s.io/v1/namespaces/{segment(namespace)}/events/{segment(name)}",
-                        orjson.dumps({"series": {"count": count, "lastObservedTime": last_observed}}), MERGE)
+                        orjson.dumps({"series": {"count": count, "lastObservedTime": last_observed}}), MERGE,
+                        urgent=False)
 
     def submit_event(self, namespace: str, event: bytes, done: Callable[[ApiError | None], None]) -> None:
-        """POST an event (its JSON); ``done`` as ``submit_bind``'s (the answer is not decoded)."""
-        self.submit("POST", f"/apis/events.k8s.io/v1/namespaces/{segment(namespace)}/events", event, JSON, done)
+        """POST an event (its JSON); ``done`` as ``submit_bind``'s (the answer is not decoded). It
+        waits for its token behind every other write: bindings first."""
+        self.submit("POST", f"/apis/events.k8s.io/v1/namespaces/{segment(namespace)}/events", event, JSON, done,
+                    urgent=False)

@@ -12,10 +12,14 @@ pod needs before its binding (volumes, resource claims) are made first, by ``wri
   message does);
 - ``GONE``: 404, or a 409 on the uid precondition: the pod no longer exists as it was asked for;
 - ``REFUSED``: any other refusal (400, 403, 422, an invalid target's 500), or transient errors
-  (no answer, 429, 5xx) for longer than ``deadline`` seconds; ``error`` says why.
+  (no answer, 5xx) for longer than ``deadline`` seconds; ``error`` says why.
 
 Transient errors are retried with capped exponential backoff and full jitter (honouring
-``Retry-After``).
+``Retry-After``). The client already sends a throttled request again (``KubeClient``: 429, or 5xx
+with ``Retry-After``, up to ``flow.MAX_RETRIES`` times); a binding still answered 429 after that
+is retried here without end (the deadline does not apply: the server is there and asks to wait,
+and a pod is never refused for the API server's load), until the pod is bound, gone, or the
+binder closed.
 """
 
 from __future__ import annotations
@@ -125,7 +129,7 @@ class Binder:
             if result is None:
                 loop = asyncio.get_running_loop()
                 delay = error.retry_after or self.backoff.delay(tries - 1)
-                if loop.time() + delay <= give_up:
+                if error.status == 429 or loop.time() + delay <= give_up:
                     log.info("bind of %s/%s to %s: %s; retrying in %.2fs", job.namespace, job.name, job.node,
                              error, delay)
                     loop.call_later(delay, self._try, job, give_up, tries)

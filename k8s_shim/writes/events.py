@@ -4,11 +4,15 @@
 configmap and returns at once; while ``run()`` runs, they are posted with at most ``senders``
 requests in flight (each a request with a callback, ``KubeClient.submit_event``: no task per
 event). The queue of events waiting for a sender is bounded (``capacity``): when the API server
-cannot keep up, further events are dropped and counted (as client-go's broadcaster drops them),
-never the scheduling; ``counters()`` has the counts (in the shim's state dump as ``events``, and
-logged on SIGUSR1 and when the shim stops), and the drops are logged as they happen (the 1st,
-10th, 100th, every 1,000th). An event the server refuses is logged, not retried. Notes are cut
-to the 1,024 characters the server accepts.
+cannot keep up, events are dropped and counted (as client-go's broadcaster drops them), never the
+scheduling, the least useful first: a routine notice (``Normal``) that finds the queue full is
+dropped, a ``Warning`` takes the place of the oldest ``Normal`` waiting (dropped instead), and
+is dropped only when every event waiting is a Warning. ``counters()`` has the counts, the drops
+by reason too (in the shim's state dump as ``events``, and logged on SIGUSR1 and when the shim
+stops), and the drops are logged as they happen (the 1st, 10th, 100th, every 1,000th). Events
+wait for their token of the client's rate limit behind every other write (bindings first:
+``KubeClient.submit_event``). An event the server refuses is logged, not retried (a throttled
+one is sent again by the client). Notes are cut to the 1,024 characters the server accepts.
 
 The reasons are YuniKorn's shim's (``REASONS``), so tooling that watches for them keeps working.
 Two things keep a busy cluster's API server for the pods rather than for their events:
@@ -52,6 +56,9 @@ MAX_NOTE = 1024
 CLUSTER_SCOPED_NAMESPACE = "default"  # where client-go puts events about cluster-scoped objects
 SERIES_WINDOW = 360.0  # client-go's: an isomorphic event within 6 minutes joins the series
 SERIES_LIMIT = 20_000  # series tracked at most (the oldest are forgotten first)
+# events waiting at most (~1.5 KB each): 16 s of 1,000 pods/s's routine notices, which wait behind
+# the bindings for the rate limit's tokens while pods come faster than it leaves room for both
+CAPACITY = 16_384
 EXPIRE_TICK = 0.05  # held events are sent at most this much after their window passed
 
 # YuniKorn's shim's reasons (reason == action), and what each says
@@ -131,7 +138,7 @@ class _Series:
 
 
 class EventRecorder:
-    def __init__(self, client: KubeClient, controller: str, instance: str, *, capacity: int = 4096,
+    def __init__(self, client: KubeClient, controller: str, instance: str, *, capacity: int = CAPACITY,
                  senders: int = 8, clock=time.time, settle: float = 0.0, series_interval: float = 10.0) -> None:
         self.client, self.controller, self.instance = client, controller, instance
         # events waiting for a sender, ``(namespace, event)``, oldest first; at most ``capacity``
@@ -145,6 +152,7 @@ class EventRecorder:
         self._tick = min(EXPIRE_TICK, settle)
         self.series_interval = series_interval
         self.posted = self.dropped = self.refused = 0
+        self.dropped_by: collections.Counter[str] = collections.Counter()  # reason -> events dropped
         self.folded = 0  # held events not sent: a later event of the same object said more, or they said enough
         self.repeats = 0  # events counted in a series instead of posted
         self._serial = 0
@@ -156,8 +164,10 @@ class EventRecorder:
         self._finished: list[_Series] = []  # series left behind whose count the server does not have yet
 
     def counters(self) -> dict[str, int]:
+        """Events posted, dropped (and ``dropped.<Reason>`` for each reason dropped), refused, folded,
+        counted in series."""
         return {"posted": self.posted, "dropped": self.dropped, "refused": self.refused, "folded": self.folded,
-                "inSeries": self.repeats}
+                "inSeries": self.repeats, **{f"dropped.{r}": n for r, n in sorted(self.dropped_by.items())}}
 
     def post(self, regarding: Regarding, type_: str, reason: str, note: str, *, hold: bool = False,
              supersedes: tuple[str, ...] = (), fold_into: tuple[str, ...] = (), action: str = "") -> None:
@@ -230,13 +240,10 @@ class EventRecorder:
                  "regarding": regarding.as_json()}
         if self._running and self._sending < self.senders:
             self._send(namespace, event)
-        elif len(self.queue) < self.capacity:
+        elif len(self.queue) < self.capacity or (type_ != NORMAL and self._evict_routine()):
             self.queue.append((namespace, event))
         else:
-            self.dropped += 1
-            if self.dropped in (1, 10, 100) or self.dropped % 1000 == 0:
-                log.warning("%d events dropped: the API server does not keep up (last: %s %s)", self.dropped,
-                            reason, regarding.name)
+            self._dropped(reason, regarding.name)
             return
         if key is not None:
             self._retire(self._series.pop(key, None), key)
@@ -244,6 +251,25 @@ class EventRecorder:
             if len(self._series) > SERIES_LIMIT:
                 old, series = self._series.popitem(last=False)
                 self._retire(series, old)
+
+    def _evict_routine(self) -> bool:
+        """Make room for a Warning: the oldest routine (Normal) event waiting is dropped instead;
+        False when every event waiting is a Warning."""
+        queue = self.queue
+        for i, (_, event) in enumerate(queue):
+            if event["type"] == NORMAL:
+                del queue[i]
+                self._dropped(event["reason"], event["regarding"]["name"])
+                return True
+        return False
+
+    def _dropped(self, reason: str, name: str) -> None:
+        self.dropped += 1
+        self.dropped_by[reason] += 1
+        if self.dropped in (1, 10, 100) or self.dropped % 1000 == 0:
+            log.warning("%d events dropped: the API server does not keep up (last: %s %s; by reason: %s)",
+                        self.dropped, reason, name,
+                        ", ".join(f"{r} {n}" for r, n in self.dropped_by.most_common()))
 
     def _retire(self, series: _Series | None, key: tuple) -> None:
         """A series leaves the books: its last count still goes to the server."""

@@ -177,5 +177,6 @@ def test_at_most_senders_in_flight_the_waiting_queue_bounded_and_drops_counted()
             kube.answer(1)
         runner.cancel()
         await asyncio.gather(runner, return_exceptions=True)
-        assert rec.counters() == {"posted": 3, "dropped": 2, "refused": 2, "folded": 0, "inSeries": 0}
+        assert rec.counters() == {"posted": 3, "dropped": 2, "refused": 2, "folded": 0, "inSeries": 0,
+                                  "dropped.Scheduled": 2}
     run(main())

@@ -88,6 +88,9 @@ class FakeKube:
     def submit_event(self, namespace, event, done):
         self._answer(done)
 
+    def counters(self):
+        return {}
+
 
 def raw_pod(name, node="", app="app-1", scheduler="yunikorn", cpu="100m", phase="Pending", uid=None, **spec):
     return {"metadata": {"name": name, "namespace": "ns", "uid": uid or f"uid-{name}", "labels": {"applicationId": app},
