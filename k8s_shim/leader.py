@@ -299,6 +299,12 @@ class FencedClient(KubeClient):
     def pool(self):  # type: ignore[override]
         return self.inner.pool
 
+    def set_rate(self, qps: float, burst: int) -> None:  # the wrapped client's rate limit is the one used
+        self.inner.set_rate(qps, burst)
+
+    def counters(self) -> dict[str, int]:
+        return self.inner.counters()
+
     @pool.setter
     def pool(self, value) -> None:
         pass  # the inner client owns the pool
@@ -321,20 +327,20 @@ class FencedClient(KubeClient):
         return NotLeading(method, where, f"{method} {where} not sent: this replica is a standby")
 
     async def send(self, method: str, path: str, data: bytes | None = None, content_type: str = JSON,
-                   timeout: float = 30.0) -> bytes:
+                   timeout: float = 30.0, urgent: bool = True) -> bytes:
         refused = self._may(method, path)
         if refused is not None:
             raise refused
-        return await self.inner.send(method, path, data, content_type, timeout)
+        return await self.inner.send(method, path, data, content_type, timeout, urgent)
 
     def submit(self, method: str, path: str, data: bytes | None, content_type: str,
-               done: Callable[[ApiError | None], None]) -> None:
+               done: Callable[[ApiError | None], None], urgent: bool = True) -> None:
         refused = self._may(method, path)
         if refused is not None:
             if not self._led():
                 done(refused)
             return  # lost: no answer either; the process is stopping
-        self.inner.submit(method, path, data, content_type, done)
+        self.inner.submit(method, path, data, content_type, done, urgent)
 
 
 class FencedSI:
