@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 
-from partition_worker.session import uuid_source
+from partition_worker.bench_node_terms import two_app_partition
 
 __all__ = ["interpod_row", "REPLICAS"]
 
@@ -42,14 +42,12 @@ def _tags(i: int, constrained: bool) -> dict[str, str]:
 
 def _run(nodes: int, asks: int, policy: str, constrained: bool):
     """(wall seconds, CPU seconds, cycles, the partition) of one run."""
-    from common.bench_scenario import node_size, partition_config
+    from common.bench_scenario import node_size
     from common.constants import NODE_LABELS
     from common.resources import Resource
-    from partition_worker.core import AddApp, AddAsk, AddNode, Partition
+    from partition_worker.core import AddAsk, AddNode
     now = time.time_ns()
-    p = Partition("default", partition_config(policy), rm_id="bench", new_uuid=uuid_source(), created_ns=now)
-    for app_id, queue in (("app-a", "root.a"), ("app-b", "root.b")):
-        p.handle(AddApp(app_id, queue, "bench"), now)
+    p = two_app_partition(policy, now)
     size = Resource(node_size(nodes, asks))
     for i in range(nodes):
         nid = f"node-{i:06d}"

@@ -45,16 +45,25 @@ def _ask_tags() -> list[dict[str, str]]:
     return [gpu] * 2 + [zonal] * 3 + [selector] * 2 + [port] + [base] * 12
 
 
-def _run(nodes: int, asks: int, policy: str, terms: bool):
-    """(wall seconds, CPU seconds, cycles, the partition) of one run."""
-    from common.bench_scenario import node_size, partition_config
-    from common.constants import NODE_LABELS, NODE_TAINTS
-    from common.resources import Resource
-    from partition_worker.core import AddApp, AddAsk, AddNode, Partition
-    now = time.time_ns()
+def two_app_partition(policy: str, now: int):
+    """A partition of the bench scenario's config with the two applications every ask of these
+    benches belongs to (``app-a`` in root.a, ``app-b`` in root.b)."""
+    from common.bench_scenario import partition_config
+    from partition_worker.core import AddApp, Partition
     p = Partition("default", partition_config(policy), rm_id="bench", new_uuid=uuid_source(), created_ns=now)
     for app_id, queue in (("app-a", "root.a"), ("app-b", "root.b")):
         p.handle(AddApp(app_id, queue, "bench"), now)
+    return p
+
+
+def _run(nodes: int, asks: int, policy: str, terms: bool):
+    """(wall seconds, CPU seconds, cycles, the partition) of one run."""
+    from common.bench_scenario import node_size
+    from common.constants import NODE_LABELS, NODE_TAINTS
+    from common.resources import Resource
+    from partition_worker.core import AddAsk, AddNode
+    now = time.time_ns()
+    p = two_app_partition(policy, now)
     size = Resource(node_size(nodes, asks))
     gpu_nodes = nodes * GPU_SHARE // 100
     for i in range(nodes):
