@@ -18,7 +18,7 @@ __all__ = [
     "TAG_SCHEDULING_POLICY_PARAMETERS", "TAG_NODE_SELECTOR_PREFIX", "K8S_HOST_NAME", "K8S_RACK_NAME", "NODE_LABELS",
     "TAG_FOREIGN", "NODE_TAINTS", "TAG_TOLERATIONS", "TAG_NODE_AFFINITY", "TAG_HOST_PORTS",
     "TAG_UNSUPPORTED_CONSTRAINTS", "TAG_POD_LABELS", "TAG_POD_AFFINITY", "TAG_TOPOLOGY_SPREAD",
-    "TAG_NODE_REQUIREMENTS",
+    "TAG_NODE_REQUIREMENTS", "TAG_GANG_TOPOLOGY",
 ]
 
 # Node attributes
@@ -104,6 +104,12 @@ TAG_NODE_REQUIREMENTS = "korral.io/node-requirements"
 # resource claim that does not exist yet, a device class missing, a CEL selector failing),
 # comma-separated human names; every node rejects such an ask, naming them
 TAG_UNSUPPORTED_CONSTRAINTS = "korral.io/unsupported-constraints"
+# app tag (an ask tag is read too, for RMs that tag asks only): where a gang's members must or
+# should land together, JSON {"level": LEVEL, "mode": "required" | "preferred"}. LEVEL names one of
+# the partition's topology levels (queues.yaml ``topology``), by its name or by the node label it
+# is read from (a Kubernetes PodGroup names the label key). required: every member in one domain
+# of that level, or the gang waits; preferred: the tightest domain that fits, level by level.
+TAG_GANG_TOPOLOGY = "korral.io/gang-topology"
 
 # Node attributes the k8s shim sends (si.io/ rather than si/)
 K8S_HOST_NAME = "si.io/hostname"
