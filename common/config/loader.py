@@ -34,6 +34,8 @@ from common.config.model import (
     QueueConfig,
     ResourcesConfig,
     SchedulerConfig,
+    TopologyConfig,
+    TopologyLevelConfig,
     UserGroupResolverConfig,
 )
 from common.config.quantity import parse_resources
@@ -64,7 +66,7 @@ UINT64_MAX = 2**64 - 1
 
 _TOP_KEYS = ("partitions", "checksum")
 _PARTITION_KEYS = ("name", "queues", "placementrules", "limits", "preemption", "nodesortpolicy", "statedumpfilepath",
-                   "usergroupresolver")
+                   "usergroupresolver", "topology")
 _QUEUE_KEYS = (
     "name", "parent", "resources", "maxapplications", "properties",
     "adminacl", "submitacl", "childtemplate", "queues", "limits",
@@ -75,6 +77,8 @@ _LIMIT_KEYS = ("limit", "users", "groups", "maxresources", "maxapplications")
 _NODESORT_KEYS = ("type", "resourceweights")
 _PREEMPTION_KEYS = ("enabled", "quotapreemptionenabled")
 _RESOLVER_KEYS = ("type",)
+_TOPOLOGY_KEYS = ("levels",)
+_LEVEL_KEYS = ("name", "label")
 
 
 _Model = TypeVar("_Model")
@@ -339,6 +343,7 @@ class _Builder:
         resolver = UserGroupResolverConfig(
             type=self.string((raw_resolver or {}).get("type"), where, f"{path}.usergroupresolver.type"))
         nodesort = self.nodesort(part.get("nodesortpolicy"), where, f"{path}.nodesortpolicy")
+        topology = self.topology(part.get("topology"), where, f"{path}.topology")
         dump = self.string(part.get("statedumpfilepath"), where, f"{path}.statedumpfilepath")
         if dump:
             self.warnings.append(f"{where}: statedumpfilepath is deprecated and ignored")
@@ -351,6 +356,7 @@ class _Builder:
             nodesortpolicy=nodesort,
             statedumpfilepath=dump,
             usergroupresolver=resolver,
+            topology=topology,
         )
         if root is not None:
             errors, warnings = validate_partition(config)
@@ -468,6 +474,17 @@ class _Builder:
                 )
             )
         return tuple(out)
+
+    def topology(self, raw: Any, where: str, path: str) -> TopologyConfig:
+        """Korral's ``topology.levels``: ``[{name, label}]`` widest first (checked in validate)."""
+        top = self.mapping(raw, _TOPOLOGY_KEYS, where, path)
+        levels = []
+        for i, raw_level in enumerate(self.items((top or {}).get("levels"), where, f"{path}.levels")):
+            lv = self.mapping(raw_level, _LEVEL_KEYS, where, f"{path}.levels[{i}]")
+            if lv is not None:
+                levels.append(TopologyLevelConfig(name=self.string(lv.get("name"), where, f"{path}.levels[{i}].name"),
+                                                  label=self.string(lv.get("label"), where, f"{path}.levels[{i}].label")))
+        return TopologyConfig(levels=tuple(levels))
 
     def nodesort(self, raw: Any, where: str, path: str) -> NodeSortPolicyConfig:
         if isinstance(raw, str) and raw:

@@ -96,6 +96,21 @@ class UserGroupResolverConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class TopologyLevelConfig:
+    """Korral: one network topology level (issue 35), read from a node attribute or k8s label."""
+
+    name: str
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyConfig:
+    """Korral: the partition's topology levels, widest first (the host is the implicit last)."""
+
+    levels: tuple[TopologyLevelConfig, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionConfig:
     name: str
     queues: tuple[QueueConfig, ...]
@@ -105,6 +120,7 @@ class PartitionConfig:
     nodesortpolicy: NodeSortPolicyConfig = field(default_factory=NodeSortPolicyConfig)
     statedumpfilepath: str = ""
     usergroupresolver: UserGroupResolverConfig = field(default_factory=UserGroupResolverConfig)
+    topology: TopologyConfig = field(default_factory=TopologyConfig)
 
     @property
     def root(self) -> QueueConfig:

@@ -75,7 +75,31 @@ def validate_partition(partition: PartitionConfig) -> tuple[list[str], list[str]
     for name, weight in partition.nodesortpolicy.resourceweights.items():
         if weight < 0:
             errors.append(f"{where}: nodesortpolicy: negative resource weight for {name} is not allowed")
+    errors.extend(_check_topology(partition.topology.levels, where))
     return errors, warnings
+
+
+def _check_topology(levels, where: str) -> list[str]:
+    """Korral's topology levels: each named and labelled, names and labels distinct, ``host``
+    left to the implicit last level."""
+    errors = []
+    names: set[str] = set()
+    labels: set[str] = set()
+    for i, lv in enumerate(levels):
+        at = f"{where}: topology level {i + 1}" + (f" ({lv.name})" if lv.name else "")
+        if not lv.name:
+            errors.append(f"{at}: name is required")
+        elif lv.name == "host":
+            errors.append(f"{at}: name host is reserved for the implicit last level (each node)")
+        elif lv.name in names:
+            errors.append(f"{at}: duplicate level name {lv.name}")
+        if not lv.label:
+            errors.append(f"{at}: label is required (the node attribute or label the level is read from)")
+        elif lv.label in labels:
+            errors.append(f"{at}: label {lv.label} is already used by another level")
+        names.add(lv.name)
+        labels.add(lv.label)
+    return errors
 
 
 def _check_queue(

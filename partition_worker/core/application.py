@@ -65,6 +65,7 @@ class Application:
     ph_pending: int = 0  # pending repeats of placeholder asks (the gang is placed at 0)
     ph_timeout_at: int = 0  # placeholder timeout deadline (0 = no timer running)
     ph_timeout_ns: int = 0  # placeholder timeout, creationTime-adjusted (0: the settings' default)
+    topology: object = None  # its gang-topology request (topology.GangTopology; None: none)
     backoff_deadline_ns: int = 0  # unschedulable-ask backoff: not tried before (backoff.py)
     start_ns: int = 0  # when it first ran (Starting or Running entered); 0: never ran
     # resource-seconds of its finished allocations: {kind: {instance type: {resource: seconds}}}
@@ -195,6 +196,8 @@ class Application:
             return
         if not group:
             del self.placeholders[alloc.task_group]
+            if not self.placeholders and self.topology is not None:
+                self.topology.pin = None  # type: ignore[attr-defined]  # no placeholder holds the domain now
         self.ph_alloc_count -= 1
         self.allocated_placeholder = self.allocated_placeholder.sub_eliminate_negative(alloc.resource)
 

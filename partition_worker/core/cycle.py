@@ -173,7 +173,7 @@ class Cycle:
 
     __slots__ = ("now", "nodes", "apps", "ledger", "blocked", "visited", "queue_order", "app_order",
                  "asks", "sizes", "failed_shapes", "unreservable", "why_unplaced", "budgets", "clock",
-                 "fair_share")
+                 "fair_share", "gangs")
 
     def __init__(self, now: int, nodes: "NodeCollection", apps: "Mapping[str, Application]",
                  ledger: "Ledger", timer: Callable[[], float] | None, fair_share: bool) -> None:
@@ -196,6 +196,7 @@ class Cycle:
         self.budgets = Budgets()
         self.clock = StageClock(timer) if timer is not None else None
         self.fair_share = fair_share  # compatibility 1.6+: the queue order of fair_share.py
+        self.gangs: dict[Application, bool] = {}  # gangs whose topology domain was chosen: placeable
 
     def timed(self, stage: str, fn, *args):
         """``fn(*args)``, timed as ``stage`` when the cycle has a stage clock."""

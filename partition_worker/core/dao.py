@@ -184,7 +184,17 @@ def app_dao(app: "Application", partition: str) -> dict:
         "startTime": _start_ms(app),
         "resourceHistory": {k: v for k, v in (app.resource_history or {}).items() if v},
         "backoffDeadline": rfc3339_nano(app.backoff_deadline_ns) if app.backoff_deadline_ns else None,
+        "korralTopology": _topology_dao(app.topology),
     }
+
+
+def _topology_dao(t) -> dict | None:
+    """Korral: the gang's topology request (``topology.GangTopology``), the domain it holds
+    (level name -> domain, widest first; None: none now) and why it waits or went anywhere."""
+    if t is None:
+        return None
+    return {"level": t.level, "mode": t.mode, "domain": dict(t.pin.path) if t.pin is not None else None,
+            "reason": t.reason}
 
 
 def _start_ms(app: "Application") -> int:

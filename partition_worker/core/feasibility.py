@@ -18,6 +18,7 @@ reasons are kube-scheduler's where it has one (the k8s shim shows them in the po
 | ``ready`` | the node is not ready | node(s) were not ready | yes | yes |
 | ``reservation`` | another ask holds the node reserved (a required-node ask may take an ordinary ask's reservation, see ``ReservationCheck``) | node(s) were reserved for another ask | yes | yes |
 | ``required-node`` | the ask names another node (``yunikorn.apache.org/requiredNode``) | node(s) didn't match the requested node name | no | |
+| ``gang-topology`` | the ask's gang is pinned to another topology domain (``korral.io/gang-topology``, ``topology.py``) | node(s) didn't match the gang's topology domain (<block>/<rack>) | no | |
 | ``taints`` | a NoSchedule / NoExecute taint the ask does not tolerate | node(s) had untolerated taint {key: value} | no | yes, widenable |
 | ``selector`` | a ``korral.io/node-selector/<label>`` tag does not match | node(s) didn't match Pod's node affinity/selector | no | |
 | ``node-affinity`` | the required node affinity does not match | node(s) didn't match Pod's node affinity/selector | no | |
@@ -83,7 +84,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .objects import Ask, Reservation
 
 __all__ = ["Purpose", "Rejection", "Check", "Bound", "BoundChain", "Chain", "Walker", "CHAIN",
-           "UNSUPPORTED", "SCHEDULABLE", "READY", "RESERVATION", "REQUIRED_NODE", "TAINTS",
+           "UNSUPPORTED", "SCHEDULABLE", "READY", "RESERVATION", "REQUIRED_NODE", "TOPOLOGY", "TAINTS",
            "SELECTOR", "NODE_AFFINITY", "NODE_REQUIREMENTS", "HOST_PORTS", "RESOURCES", "TOPOLOGY_SPREAD",
            "POD_AFFINITY", "POD_ANTI_AFFINITY", "EXISTING_ANTI_AFFINITY", "INTERPOD", "interpod_applies",
            "open_for_asks", "gate",
@@ -119,8 +120,8 @@ def is_plain(ask: "Ask", nodes: "NodeCollection | None" = None) -> bool:
     """The ask carries nothing a node could reject it for besides the checks every ask gets:
     no selector, no required node, no node terms, or only tolerations that tolerate none of
     the taints on ``nodes`` (without ``nodes``: any tolerations count). Plain asks of one size
-    fare the same on every node."""
-    if ask.selector or ask.required_node:
+    fare the same on every node. An ask of a gang pinned to a topology domain is not."""
+    if ask.selector or ask.required_node or (ask.topology is not None and ask.topology.pin is not None):
         return False
     c = ask.constraints
     if c is None:
@@ -143,8 +144,12 @@ def interpod_applies(ask: "Ask", nodes: "NodeCollection") -> bool:
 def signature(ask: "Ask", nodes: "NodeCollection | None" = None) -> Hashable:
     """Asks with equal signatures and sizes fare the same on every node (None: plain). Pods of
     one workload share their ``Constraints`` object, hence their signature."""
-    if not ask.selector and not ask.required_node and (ask.constraints is None or is_plain(ask, nodes)):
+    t = ask.topology
+    pin = t.pin if t is not None else None
+    if not ask.selector and not ask.required_node and pin is None and (ask.constraints is None or is_plain(ask, nodes)):
         return None  # (the common case inline: the allocation hot path)
+    if pin is not None:
+        return (ask.selector, ask.required_node, ask.constraints, pin)
     if nodes is not None and interpod_applies(ask, nodes):  # pods coming and going change its verdicts
         return (ask.selector, ask.required_node, ask.constraints, nodes.pods.version)
     return (ask.selector, ask.required_node, ask.constraints)
@@ -288,6 +293,29 @@ class ReservationCheck(Check):
             r = node.reservation
             return r is None or may_use(r)
         return Bound(self, passes_required)
+
+
+class TopologyCheck(Check):
+    """An ask of a gang pinned to a topology domain goes to that domain's nodes
+    (``topology.py``: the pin lasts while a placeholder of the app is allocated)."""
+
+    name = "gang-topology"
+    rejection = Rejection("gang-topology", "node(s) didn't match the gang's topology domain", False)
+    for_plain = False
+
+    def bind(self, ask, purpose, apps, nodes):
+        t = ask.topology
+        pin = t.pin if t is not None else None
+        if pin is None:
+            return None
+        level, name = pin.level, pin.name
+        rejection = Rejection(self.name, f"node(s) didn't match the gang's topology domain "
+                                         f"({'/'.join(pin.path.values())})", False)
+
+        def passes(node: "Node") -> bool:
+            d = node.domains
+            return len(d) > level and d[level] == name
+        return Bound(self, passes, lambda node: rejection)
 
 
 class RequiredNodeCheck(Check):
@@ -869,6 +897,7 @@ SCHEDULABLE = NodeStateCheck("schedulable", "node(s) were unschedulable", "sched
 READY = NodeStateCheck("ready", "node(s) were not ready", "ready")
 RESERVATION = ReservationCheck()
 REQUIRED_NODE = RequiredNodeCheck()
+TOPOLOGY = TopologyCheck()
 TAINTS = TaintCheck()
 SELECTOR = SelectorCheck()
 NODE_AFFINITY = NodeAffinityCheck()
@@ -880,7 +909,7 @@ POD_AFFINITY = PodAffinityCheck()
 POD_ANTI_AFFINITY = PodAntiAffinityCheck()
 EXISTING_ANTI_AFFINITY = ExistingAntiAffinityCheck()
 
-CHAIN = Chain((UNSUPPORTED, SCHEDULABLE, READY, RESERVATION, REQUIRED_NODE, TAINTS, SELECTOR,
+CHAIN = Chain((UNSUPPORTED, SCHEDULABLE, READY, RESERVATION, REQUIRED_NODE, TOPOLOGY, TAINTS, SELECTOR,
                NODE_AFFINITY, NODE_REQUIREMENTS, HOST_PORTS, RESOURCES, TOPOLOGY_SPREAD, POD_AFFINITY,
                POD_ANTI_AFFINITY, EXISTING_ANTI_AFFINITY))
 # the inter-pod checks alone (preemption re-checks them with the victims gone)

@@ -34,6 +34,7 @@ from .namespace_tags import apply_namespace_tags
 from .outcomes import AppAccepted, AppRejected, AppStateChanged, EventType, Termination
 from .placement_bridge import GroupLookupError, PlacementError
 from .queue import RECOVERY_QUEUE, Queue, QueueCreateError
+from .topology import request_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from common.compat import Compat
@@ -136,6 +137,10 @@ class AppLifecycle:
         if cmd.placeholder_ask.has_negative():
             self._reject(cmd, f"application {app_id}: placeholderAsk {cmd.placeholder_ask} has a negative quantity", now)
             return
+        topology = request_of(f"application {app_id}", cmd.tags)
+        if isinstance(topology, str):
+            self._reject(cmd, topology, now)
+            return
         existing = self.apps.get(app_id)
         if existing is not None and not existing.recovered_only:
             self._reject(cmd, f"adding application {app_id} to partition {self._full_name}, but application already existed", now, store=False)
@@ -175,6 +180,7 @@ class AppLifecycle:
             existing.ph_timeout_ns = ph_timeout_ns
             existing.placeholder_ask, existing.gang_style = cmd.placeholder_ask, gang_style(cmd)
             existing.recovered_only = False
+            existing.topology = topology
             existing.requested_queue = cmd.queue
             self._limits.forget_app(app_id)
             self._limits.rebuild(self.apps.values())  # its usage now counts for its real user
@@ -185,7 +191,7 @@ class AppLifecycle:
                           execution_timeout_ms=cmd.execution_timeout_ms,
                           ph_timeout_ns=ph_timeout_ns,
                           placeholder_ask=cmd.placeholder_ask, gang_style=gang_style(cmd),
-                          state_time_ns=now, requested_queue=cmd.queue)
+                          state_time_ns=now, requested_queue=cmd.queue, topology=topology)
         self.apps[app_id] = app
         queue.apps[app_id] = app
         self.finished_apps.pop(app_id, None)

@@ -78,6 +78,7 @@ class Node:
     gate: int = OPEN
     where: int = IN_ORDER  # the collection's list it is in
     counted_taints: tuple[Taint, ...] = ()  # the taints the collection counted for it
+    domains: tuple[str | None, ...] = ()  # its topology domain per level (topology.TopologyIndex)
 
     def recompute_available(self) -> None:
         self.available = self.capacity.sub(self.occupied).sub(self.allocated)
@@ -144,13 +145,15 @@ class NodeCollection:
     """
 
     __slots__ = ("nodes", "order", "wide", "full", "policy", "weights", "taints", "taints_version", "pods",
-                 "_gate_of", "_wsum", "_wkeys", "_tolerated", "_tolerated_version")
+                 "topology", "_gate_of", "_wsum", "_wkeys", "_tolerated", "_tolerated_version")
 
     def __init__(self, gate: Callable[[Node], int], policy: NodeSortPolicy = NodeSortPolicy.FAIR,
                  weights: dict[str, float] | None = None) -> None:
         self._gate_of = gate  # the pre-filtering checks' verdict on a node (feasibility.gate)
         self.nodes: dict[str, Node] = {}
         self.pods = PodIndex(self.nodes)  # the pods on each node (inter-pod checks)
+        # the domains' free room (topology.TopologyIndex, given by the partition; None: no levels)
+        self.topology = None
         self.order: list[tuple[float, str]] = []
         self.wide: list[tuple[float, str]] = []
         self.full: dict[str, Node] = {}
@@ -264,6 +267,8 @@ class NodeCollection:
         node.sort_key = (self._score(node), node.node_id)
         self.nodes[node.node_id] = node
         self._put(node, self._where(node))
+        if self.topology is not None:
+            self.topology.relabel(node)
         self.pods.nodes_changed()
 
     def remove(self, node_id: str) -> Node | None:
@@ -273,6 +278,8 @@ class NodeCollection:
             self._count_taints(node.counted_taints, -1)
             node.counted_taints = ()
             self.pods.node_removed(node)
+            if self.topology is not None:
+                self.topology.removed(node)
         return node
 
     def _put(self, node: Node, where: int) -> None:
@@ -300,10 +307,14 @@ class NodeCollection:
                 _drop_key(keys, node.sort_key)
                 insort(keys, key)
             node.sort_key = key
+            if self.topology is not None:
+                self.topology.changed(node)
             return
         self._take(node)
         node.sort_key = key
         self._put(node, where)
+        if self.topology is not None:
+            self.topology.changed(node)
 
     def refresh(self, node: Node) -> None:
         """Re-place ``node`` after its drain/ready/reservation state changed."""
@@ -314,6 +325,8 @@ class NodeCollection:
         """Re-place ``node`` after its capacity/occupied/allocated or attributes changed."""
         node.recompute_available()
         self._gate(node)
+        if self.topology is not None:
+            self.topology.relabel(node)  # (its labels may have changed)
         self._replace(node)
 
     def update_allocated(self, node: Node, delta: Resource, sign: int,

@@ -60,7 +60,8 @@ def find_node(c: "Cycle", ask: "Ask") -> "Node | None":
     by an ask that leaves such a type at zero. An ask at least as large as one of the same
     signature that already fitted no node this cycle is not tried again; one that every node
     rejects (``Walker.never``) walks nothing. ``c`` is the cycle (``cycle.Cycle``): its nodes,
-    apps and ledger, and its memo of sizes that fitted no node."""
+    apps and ledger, and its memo of sizes that fitted no node. An ask of a gang pinned to a
+    topology domain walks that domain's nodes in the pin's packing order (``topology.py``)."""
     nodes = c.nodes
     res = ask.resource
     if ask.required_node:
@@ -71,6 +72,15 @@ def find_node(c: "Cycle", ask: "Ask") -> "Node | None":
         if held is not None and (held.app_id, held.ask_key) != (ask.app_id, ask.key):
             c.ledger.unreserve(held)  # an ordinary ask's reservation yields to a daemon-set ask
         return node
+    t = ask.topology
+    if t is not None and t.pin is not None:  # a pinned gang: its domain's nodes, in packing order
+        passes = CHAIN.bind(ask, Purpose.ALLOCATE, c.apps, nodes=nodes).passes
+        byid = nodes.nodes
+        for nid in t.pin.order:
+            node = byid.get(nid)
+            if node is not None and passes(node):
+                return node
+        return None
     sig = signature(ask, nodes)
     failed = c.failed_shapes
     if failed and known_to_fail(failed, sig, res):

@@ -54,6 +54,8 @@ class Ask:
     triggered_preemption: bool = False
     # why queue preemption last refused to help (YuniKorn's allocation log: message, count, last time)
     preemption_log: "tuple[str, int, int] | None" = None
+    # its app's gang-topology request (topology.GangTopology, shared by the app's asks; None: none)
+    topology: object = None
 
     @property
     def sort_key(self) -> tuple[int, int, int]:

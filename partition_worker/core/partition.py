@@ -35,7 +35,7 @@ from typing import Callable
 
 from common.compat import Compat
 from common.config.model import PartitionConfig
-from common.constants import TAG_NODE_SELECTOR_PREFIX, TAG_REQUIRED_NODE
+from common.constants import TAG_GANG_TOPOLOGY, TAG_NODE_SELECTOR_PREFIX, TAG_REQUIRED_NODE
 from common.resources import Resource
 
 from .app_state import AppEvent, AppState
@@ -61,6 +61,7 @@ from .quota_preemption import QuotaPreemption
 from .scheduler import Scheduler
 from .settings import CoreSettings
 from .timers import Timers
+from .topology import TopologyIndex, levels_of, request_of
 
 __all__ = ["Partition"]
 
@@ -101,6 +102,7 @@ class Partition:
         # the parts, each given what it uses; each registers the timer kinds it handles
         self.timers = Timers()
         self.apps: dict[str, Application] = {}  # the lifecycle's; the ledger and others read it
+        self._set_topology(config)
         self.ledger = Ledger(self.nodes, self.limits, self.outcomes, self.timers, self.apps, new_uuid)
         self.gangs = Gangs(self.ledger, self.nodes, self.outcomes, self.timers, self.settings)
         self.lifecycle = AppLifecycle(self.apps, self.full_name, self.queues, self.placement,
@@ -115,7 +117,7 @@ class Partition:
                                      self.ledger, self.outcomes, self.settings, self.release)
         self.scheduler = Scheduler(self.queues.root, self.nodes, self.apps, self.ledger, self.limits,
                                    self.gangs, self.outcomes, self.settings, self.preemption,
-                                   self.allocate, self.replace_placeholder)
+                                   self.allocate, self.replace_placeholder, name)
         self.timers.register(T_ALLOC_TIMEOUT, self._on_alloc_timeout)
         self.timers.register(T_PLACEHOLDER, self._on_placeholder_timeout)
         # read-only views of the parts' books (the dicts themselves, never rebound)
@@ -295,6 +297,8 @@ class Partition:
         if not cmd.key or cmd.max_allocations <= 0 or not cmd.resource.strictly_greater_than_zero():
             rej.append(AskRejected(cmd.app_id, cmd.key, f"invalid ask added to app {cmd.app_id}: {ask.describe()}"))
             return
+        if not self._ask_topology(app, ask, cmd):
+            return
         too_big = self.gangs.real_ask_too_big(app, ask)
         if too_big:
             rej.append(AskRejected(cmd.app_id, cmd.key, too_big))
@@ -303,6 +307,36 @@ class Partition:
         self.ledger.add_ask(app, ask)
         if app.state in _RUN_ON_ASK:
             self.lifecycle.fire(app, AppEvent.RUN, now)
+
+    def _ask_topology(self, app: Application, ask: Ask, cmd: AddAsk) -> bool:
+        """The ask shares its app's gang-topology request; an app without one takes the ask's
+        tag (a placeholder pod may carry it). False: the ask's tag is bad, the ask rejected."""
+        if app.topology is None and TAG_GANG_TOPOLOGY in ask.tags:
+            req = request_of(f"ask {ask.key} of application {app.app_id}", ask.tags)
+            if isinstance(req, str):
+                self.outcomes.rejected_asks.append(AskRejected(cmd.app_id, cmd.key, req))
+                return False
+            app.topology = req
+            for other in app.asks.values():
+                other.topology = req
+        ask.topology = app.topology
+        return True
+
+    def _set_topology(self, config: PartitionConfig) -> None:
+        """The topology levels of ``config``: the domains are read again from every node when
+        change (a hot reload may add a level); pins are dropped then, and chosen again for the
+        placeholders still to place."""
+        levels = levels_of(config)
+        old = self.nodes.topology
+        if (old.levels if old is not None else ()) == levels:
+            return
+        for node in self.nodes.nodes.values():
+            node.domains = ()
+        self.nodes.topology = TopologyIndex(levels, self.nodes.nodes.values()) if levels else None
+        for app in self.apps.values():
+            t = app.topology
+            if t is not None and t.pin is not None:
+                t.pin = None  # (its nodes keep their placeholders; the rest is chosen again)
 
     def _release_ask(self, cmd: ReleaseAsk, now: int) -> None:
         if cmd.termination is Termination.TIMEOUT:
@@ -452,6 +486,7 @@ class Partition:
         old_delays = {q.path: q.quota_preemption_delay_ns for q in self.queues}
         created, draining = self.queues.update(config.root)
         self.nodes.set_policy(policy, dict(config.nodesortpolicy.resourceweights))
+        self._set_topology(config)
         self.node_registry.follow_total()
         self.limits.configure(config, self.apps.values())
         self.preemption.enabled = _preemption_on(config, self.settings.compat)

@@ -52,6 +52,7 @@ from .objects import INT32_MIN
 from .outcomes import EventType, SchedState
 from .queue import AppSortPolicy, Queue
 from .reservations import NO_NODE, RESERVED, maybe_reserve
+from .topology import REASON_PLACED, REASON_WAITING, choose
 
 if TYPE_CHECKING:  # pragma: no cover
     from .application import Application
@@ -85,13 +86,14 @@ class Scheduler:
     """The scheduling cycle of one partition (see module doc)."""
 
     __slots__ = ("_root", "_nodes", "_apps", "_ledger", "_limits", "_gangs", "_outcomes", "_settings",
-                 "_preemption", "_allocate", "_replace_placeholder")
+                 "_preemption", "_allocate", "_replace_placeholder", "_partition")
 
     def __init__(self, root: Queue, nodes: "NodeCollection", apps: Mapping[str, "Application"],
                  ledger: "Ledger", limits: "LimitTracker", gangs: "Gangs", outcomes: "Outcomes",
                  settings: "CoreSettings", preemption: "Preemption",
                  allocate: Callable[["Application", "Ask", "Node", int], "Allocation"],
-                 replace_placeholder: Callable[["Application", "Ask", "Allocation", int], "Allocation"]) -> None:
+                 replace_placeholder: Callable[["Application", "Ask", "Allocation", int], "Allocation"],
+                 partition: str = "") -> None:
         self._root = root
         self._nodes = nodes
         self._apps = apps
@@ -103,6 +105,7 @@ class Scheduler:
         self._preemption = preemption
         self._allocate = allocate
         self._replace_placeholder = replace_placeholder
+        self._partition = partition  # its name (topology reasons)
 
     def run_cycle(self, now: int) -> CycleResult:
         """Allocate as many asks as fit now, in policy order. The result's ``visited`` measures
@@ -321,6 +324,9 @@ class Scheduler:
             verdict = self._gang_member(c, app, ask)
             if verdict is not None:
                 return verdict
+        elif ask.topology is not None and ask.placeholder and not app.placeholders \
+                and not self._gang_domain(c, app, ask.topology):
+            return WAITS
         res = ask.resource
         plain = is_plain(ask, c.nodes)
         if plain and memo.failed is not None and res == memo.failed:
@@ -357,6 +363,32 @@ class Scheduler:
         if self._gangs.reject_if_too_big(app, ask, ph, c.now):
             return WAITS  # (the ask was added before the group's placeholders were known)
         return self._replace_placeholder(app, ask, ph, c.now)
+
+    def _gang_domain(self, c: Cycle, app: "Application", topo) -> bool:
+        """A gang with a topology request and no placeholder allocated: choose its domain
+        (``topology.choose``), once per cycle. False: it waits (its placeholder asks say why,
+        an APP event when the reason changes)."""
+        known = c.gangs.get(app)
+        if known is not None:
+            return known
+        was, nodes, apps = topo.reason, self._nodes, self._apps
+        topo.pin = None  # (a pin no placeholder holds is chosen again)
+        pin, waits = choose(nodes.topology, nodes, app, topo, self._partition,
+                            lambda a: CHAIN.bind(a, Purpose.ALLOCATE, apps, nodes=nodes).passes)
+        topo.pin = pin
+        out, now = self._outcomes, c.now
+        if pin is not None:
+            where = ", ".join(f"{lv} {d}" for lv, d in pin.path.items())
+            out.event(EventType.APP, app.app_id, REASON_PLACED, (
+                f"gang of application {app.app_id} placed in {where} ({topo.mode} {topo.level})"), now)
+        elif waits:
+            if topo.reason != was:
+                out.event(EventType.APP, app.app_id, REASON_WAITING, topo.reason, now)
+            for a in app.asks.values():
+                if a.placeholder and a.pending > 0:
+                    out.sched_state(a, SchedState.FAILED, topo.reason, now)
+        c.gangs[app] = not waits
+        return not waits
 
     def _fits_no_node(self, c: Cycle, app: "Application", ask: "Ask", plain: bool,
                       memo: SizeMemo) -> _Verdict:

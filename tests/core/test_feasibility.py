@@ -110,7 +110,7 @@ def test_each_stage_rejects_with_its_reason_and_says_whether_waiting_helps(node,
 def test_the_chain_runs_cheap_checks_first_then_resources_then_the_inter_pod_checks() -> None:
     # kube-scheduler's order: NodeResourcesFit before PodTopologySpread and InterPodAffinity
     assert [c.name for c in CHAIN.checks] == ["unsupported", "schedulable", "ready", "reservation",
-                                              "required-node", "taints", "selector", "node-affinity", "node-requirements",
+                                              "required-node", "gang-topology", "taints", "selector", "node-affinity", "node-requirements",
                                               "host-ports", "resources", "topology-spread", "pod-affinity",
                                               "pod-anti-affinity", "existing-anti-affinity"]
     assert NO_ROOM_NOW.retry_can_help and not NEVER_FITS.retry_can_help
