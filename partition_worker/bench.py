@@ -57,6 +57,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="inter-pod constraints instead: deployments of 20 replicas, half with required pod "
                              "anti-affinity on the hostname, half spread over three zones (maxSkew 1), timed "
                              "against the same pods without them (partition_worker/bench_interpod.py)")
+    parser.add_argument("--gangs", action="store_true",
+                        help="topology-aware gang placement instead: 1,000 gangs of 8-64 members on --nodes "
+                             "(default 5000) in 10 blocks x 10 racks, tagged korral.io/gang-topology (rack, "
+                             "preferred), against the same gangs topology-blind: share in one rack / block, "
+                             "decision time (partition_worker/bench_gangs.py)")
+    parser.add_argument("--gang-lifetime", type=int, default=600, metavar="N",
+                        help="with --gangs: a gang ends when the N-th gang after it arrives (default 600: "
+                             "about 95%% of the free slots in use; 700 saturates the cluster)")
     parser.add_argument("--session", action="store_true",
                         help="drive the worker's session (PartitionSession: asks in as rows, nodes and apps as "
                              "SI protobuf, as rmproxy sends them) instead of the core commands")
@@ -91,6 +99,12 @@ def run(args: argparse.Namespace) -> int:
         rows = [_in_subprocess(ctx, node_terms_row, n, args.asks, args.policy) for n in (args.nodes or [5000])]
         for r in rows:
             print(json.dumps(r) if args.json else _node_terms_line(r), flush=True)
+        return 0
+    if args.gangs:
+        from partition_worker.bench_gangs import gangs_row
+        rows = [_in_subprocess(ctx, gangs_row, n, args.gang_lifetime) for n in (args.nodes or [5000])]
+        for r in rows:
+            print(json.dumps(r) if args.json else _gangs_line(r), flush=True)
         return 0
     if args.interpod:
         from partition_worker.bench_interpod import interpod_row
@@ -332,6 +346,21 @@ def _interpod_line(r: dict) -> str:
             f"{r['allocations_per_second']:.0f} allocations/s, {r['allocations_per_cpu_second']:.0f} per CPU second; "
             f"the same pods without them {r['plain_allocations_per_cpu_second']:.0f} per CPU second "
             f"(rate x{r['rate_ratio']}, goal >= 0.5); {r['violations']} placements breaking a constraint")
+
+
+def _gangs_line(r: dict) -> str:
+    def run(name: str, x: dict) -> str:
+        line = (f"{name}: {x['gangs_placed']} gangs placed, {x['in_one_rack']:.1%} in one rack, "
+                f"{x['in_one_block']:.1%} in one block; of the {x['fit_a_rack']} that fitted a rack on arrival "
+                f"{x['fit_a_rack_placed_in_one']:.1%} in one rack; step median {x['step_ms_median']} ms, "
+                f"p99 {x['step_ms_p99']} ms")
+        if x["decision_ms_median"] is not None:
+            line += (f"; domain decision median {x['decision_ms_median']} ms, p99 {x['decision_ms_p99']} ms, "
+                     f"max {x['decision_ms_max']} ms ({x['no_domain_decisions']} finding no domain: median "
+                     f"{x['no_domain_ms_median']} ms)")
+        return line
+    return (f"{r['nodes']:>6} nodes, {r['gangs']} gangs (lifetime {r['lifetime']}):\n  "
+            f"{run('topology', r['topology'])}\n  {run('blind', r['blind'])}")
 
 
 def _preemption_line(r: dict) -> str:

@@ -173,7 +173,7 @@ class Cycle:
 
     __slots__ = ("now", "nodes", "apps", "ledger", "blocked", "visited", "queue_order", "app_order",
                  "asks", "sizes", "failed_shapes", "unreservable", "why_unplaced", "budgets", "clock",
-                 "fair_share", "gangs")
+                 "fair_share", "gangs", "gang_shapes")
 
     def __init__(self, now: int, nodes: "NodeCollection", apps: "Mapping[str, Application]",
                  ledger: "Ledger", timer: Callable[[], float] | None, fair_share: bool) -> None:
@@ -197,6 +197,8 @@ class Cycle:
         self.clock = StageClock(timer) if timer is not None else None
         self.fair_share = fair_share  # compatibility 1.6+: the queue order of fair_share.py
         self.gangs: dict[Application, bool] = {}  # gangs whose topology domain was chosen: placeable
+        # (level, mode, member size, signature) -> the fewest members that found no domain (scheduler)
+        self.gang_shapes: dict[tuple, int] = {}
 
     def timed(self, stage: str, fn, *args):
         """``fn(*args)``, timed as ``stage`` when the cycle has a stage clock."""

@@ -45,14 +45,14 @@ from .backoff import start_backoff
 from .cycle import Cycle, CycleResult, SizeMemo
 from .diagnosis import why_unplaced
 from .fair_share import fair_share
-from .feasibility import CHAIN, Purpose, is_plain
+from .feasibility import CHAIN, Purpose, is_plain, signature
 from .limits import describe as describe_limit
 from .node_choice import find_node
 from .objects import INT32_MIN
 from .outcomes import EventType, SchedState
 from .queue import AppSortPolicy, Queue
 from .reservations import NO_NODE, RESERVED, maybe_reserve
-from .topology import REASON_PLACED, REASON_WAITING, choose
+from .topology import REASON_PLACED, REASON_WAITING, REQUIRED, choose
 
 if TYPE_CHECKING:  # pragma: no cover
     from .application import Application
@@ -325,7 +325,7 @@ class Scheduler:
             if verdict is not None:
                 return verdict
         elif ask.topology is not None and ask.placeholder and not app.placeholders \
-                and not self._gang_domain(c, app, ask.topology):
+                and not self._gang_domain(c, app, ask, ask.topology):
             return WAITS
         res = ask.resource
         plain = is_plain(ask, c.nodes)
@@ -364,26 +364,38 @@ class Scheduler:
             return WAITS  # (the ask was added before the group's placeholders were known)
         return self._replace_placeholder(app, ask, ph, c.now)
 
-    def _gang_domain(self, c: Cycle, app: "Application", topo) -> bool:
+    def _gang_domain(self, c: Cycle, app: "Application", ask: "Ask", topo) -> bool:
         """A gang with a topology request and no placeholder allocated: choose its domain
         (``topology.choose``), once per cycle. False: it waits (its placeholder asks say why,
-        an APP event when the reason changes)."""
+        an APP event when the reason changes). A gang of one task group at least as large as one
+        of the same member shape that found no domain this cycle finds none either (room only
+        shrinks within a cycle): a backlog of waiting gangs costs one decision per shape."""
         known = c.gangs.get(app)
         if known is not None:
             return known
-        was, nodes, apps = topo.reason, self._nodes, self._apps
+        nodes, apps = self._nodes, self._apps
         topo.pin = None  # (a pin no placeholder holds is chosen again)
-        pin, waits = choose(nodes.topology, nodes, app, topo, self._partition,
-                            lambda a: CHAIN.bind(a, Purpose.ALLOCATE, apps, nodes=nodes).passes)
-        topo.pin = pin
+        shape = (topo.level, topo.mode, ask.resource, signature(ask, nodes)) if app.ph_pending == ask.pending else None
+        if shape is not None and c.gang_shapes.get(shape, app.ph_pending + 1) <= app.ph_pending:
+            pin, waits = None, topo.mode == REQUIRED
+            if waits and not topo.reason:
+                topo.reason = (f"gang of application {app.app_id} waits for one {topo.level} (required): "
+                               f"no domain fits {app.ph_pending} members")
+        else:
+            was = topo.reason
+            pin, waits = choose(nodes.topology, nodes, app, topo, self._partition,
+                                lambda a: CHAIN.bind(a, Purpose.ALLOCATE, apps, nodes=nodes).passes)
+            if pin is None and shape is not None:
+                c.gang_shapes[shape] = min(app.ph_pending, c.gang_shapes.get(shape, app.ph_pending))
+            topo.pin = pin
+            if waits and topo.reason != was:
+                self._outcomes.event(EventType.APP, app.app_id, REASON_WAITING, topo.reason, c.now)
         out, now = self._outcomes, c.now
         if pin is not None:
             where = ", ".join(f"{lv} {d}" for lv, d in pin.path.items())
             out.event(EventType.APP, app.app_id, REASON_PLACED, (
                 f"gang of application {app.app_id} placed in {where} ({topo.mode} {topo.level})"), now)
-        elif waits:
-            if topo.reason != was:
-                out.event(EventType.APP, app.app_id, REASON_WAITING, topo.reason, now)
+        elif waits and topo.reason:
             for a in app.asks.values():
                 if a.placeholder and a.pending > 0:
                     out.sched_state(a, SchedState.FAILED, topo.reason, now)

@@ -41,6 +41,7 @@ REQUIRED, PREFERRED = "required", "preferred"
 HOST = "host"  # the implicit narrowest level
 REASON_PLACED = "GangTopologyPlaced"  # APP events
 REASON_WAITING = "GangTopologyWaiting"
+MAX_PACKED = 16  # domains per level whose nodes a decision packs (the best fits by aggregate room)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +74,11 @@ class TopologyIndex:
     """The levels and, per level, its domains (see module doc). ``Node.domains`` holds the
     node's domain per level (None: it lacks that level's label)."""
 
-    __slots__ = ("levels", "domains", "_room")
+    __slots__ = ("levels", "domains", "grown", "_room")
 
     def __init__(self, levels: tuple[Level, ...], nodes: Iterable["Node"] = ()) -> None:
         self.levels = levels
+        self.grown = 0  # bumps whenever some domain may have gained room (a gang that failed may fit)
         self.domains: list[dict[str, Domain]] = [{} for _ in levels]
         self._room: dict[str, dict[str, int]] = {}  # node -> the room it counts in its domains
         for node in nodes:
@@ -110,6 +112,7 @@ class TopologyIndex:
                 dom.nodes.add(node.node_id)
         room = self._room[node.node_id] = _room(node)
         self._count(node, room, 1)
+        self.grown += 1
 
     def changed(self, node: "Node") -> None:
         """The node's free room or gate changed (an allocation, a drain, ...)."""
@@ -121,6 +124,10 @@ class TopologyIndex:
             return
         self._count(node, old, -1)
         self._count(node, new, 1)
+        for k, v in new.items():
+            if v > old.get(k, 0):
+                self.grown += 1
+                break
 
     def removed(self, node: "Node") -> None:
         old = self._room.pop(node.node_id, None)
@@ -160,13 +167,14 @@ class GangTopology:
     """What an app's gang asked for (``level``: as written, a name or a label key; ``mode``),
     its pin (None: none now) and why it waits or where it went (``reason``)."""
 
-    __slots__ = ("level", "mode", "pin", "reason")
+    __slots__ = ("level", "mode", "pin", "reason", "waits_at")
 
     def __init__(self, level: str, mode: str) -> None:
         self.level = level
         self.mode = mode
         self.pin: Pin | None = None
         self.reason = ""
+        self.waits_at: tuple[int, int] | None = None  # (index.grown, members) when no domain fitted last
 
 
 def request_of(owner: str, tags: Mapping[str, str]) -> "GangTopology | str | None":
@@ -216,24 +224,13 @@ def _slack(need: Mapping[str, int], free: Mapping[str, int]) -> float:
     return sum(free.get(k, 0) / v for k, v in need.items() if v > 0)
 
 
-def _how_many(size: Mapping[str, int], room: Mapping[str, int]) -> int:
-    n = None
-    for k, v in size.items():
-        if v > 0:
-            m = room.get(k, 0) // v
-            if n is None or m < n:
-                n = m
-    return max(n or 0, 0)
-
-
 def _pack(members: list["Ask"], checks: list[Callable[["Node"], bool]], node_ids: Iterable[str],
           sub: int | None, nodes: "NodeCollection") -> tuple[int, list[str]]:
     """Pack the members onto the domain's nodes: sub-domains (level ``sub``; None: hosts) with
-    the most room for the largest member first, fullest-fitting nodes within. Returns how many
+    the most room for the largest member first, the roomiest nodes within. Returns how many
     members fit and the nodes in packing order (the pinned asks walk them so)."""
     byid = nodes.nodes
-    first = members[0].resource._v
-    rooms: dict[str, dict[str, int]] = {}
+    first = [(k, v) for k, v in members[0].resource._v.items() if v > 0]
     per_sub: dict[str, int] = {}
     cands = []
     for nid in node_ids:
@@ -241,30 +238,56 @@ def _pack(members: list["Ask"], checks: list[Callable[["Node"], bool]], node_ids
         if node is None or not node.open:
             continue
         room = node.available._v
-        n = _how_many(first, room)
+        n = -1
+        for k, v in first:  # members of the largest size the node holds (inlined: the hot loop)
+            m = room.get(k, 0) // v
+            if n < 0 or m < n:
+                n = m
+        if n < 0:
+            n = 0
         s = node.domains[sub] if sub is not None else nid
-        s = s if s is not None else ""
+        if s is None:
+            s = ""
         per_sub[s] = per_sub.get(s, 0) + n
         cands.append((s, n, node))
     cands.sort(key=lambda t: (-per_sub[t[0]], t[0], -t[1], t[2].node_id))
-    order = [t[2].node_id for t in cands]
     placed = 0
+    if len(members) == 1:  # one task group: the counts above are what each node takes
+        want = members[0].pending
+        passes = checks[0]
+        for _s, n, node in cands:
+            if n > 0 and passes(node):
+                placed += min(n, want - placed)
+                if placed >= want:
+                    break
+        return placed, [t[2].node_id for t in cands]
+    rooms: dict[str, dict[str, int]] = {}
     for ask, passes in zip(members, checks):
         want = ask.pending
-        size = ask.resource._v
+        size = [(k, v) for k, v in ask.resource._v.items() if v > 0]
         for _s, _n, node in cands:
             if want <= 0:
                 break
             room = rooms.get(node.node_id)
             if room is None:
                 room = node.available._v
-            k = min(_how_many(size, room), want)
+            k = want
+            for r, v in size:
+                k = min(k, room.get(r, 0) // v)
             if k <= 0 or not passes(node):
                 continue
-            room = rooms[node.node_id] = {r: room.get(r, 0) - size.get(r, 0) * k for r in set(room) | set(size)}
+            room = rooms[node.node_id] = dict(room)
+            for r, v in size:
+                room[r] = room.get(r, 0) - v * k
             want -= k
             placed += k
-    return placed, order
+    return placed, [t[2].node_id for t in cands]
+
+
+def _room_for(need: Mapping[str, int], count: int, free: Mapping[str, int]) -> int:
+    """How many of ``count`` members (``need`` in all) a domain's free room holds, in aggregate."""
+    share = min((free.get(k, 0) / v for k, v in need.items() if v > 0), default=0.0)
+    return min(count, int(count * share))
 
 
 def _level_names(index: TopologyIndex, i: int, name: str, nodes: "NodeCollection") -> dict[str, str]:
@@ -286,6 +309,8 @@ def choose(index: "TopologyIndex | None", nodes: "NodeCollection", app: "Applica
     members = _members(app)
     if not members:
         return None, False
+    if topo.waits_at == (index.grown, app.ph_pending):
+        return None, topo.mode == REQUIRED  # no domain gained room since none fitted (allocations only take room)
     need: dict[str, int] = {}
     count = 0
     for a in members:
@@ -301,19 +326,23 @@ def choose(index: "TopologyIndex | None", nodes: "NodeCollection", app: "Applica
         sub = i + 1 if i + 1 < len(levels) else None
         cands = sorted((d for d in doms.values() if _fits(need, d.free)), key=lambda d: (_slack(need, d.free), d.name))
         best, best_name = -1, ""
-        for d in cands:
-            placed, order = _pack(members, checks, sorted(d.nodes), sub, nodes)
+        for d in cands[:MAX_PACKED]:
+            placed, order = _pack(members, checks, d.nodes, sub, nodes)
             if placed >= count:
-                topo.reason = ""
+                topo.reason, topo.waits_at = "", None
                 return Pin(i, d.name, _level_names(index, i, d.name, nodes), order), False
             if placed > best:
                 best, best_name = placed, d.name
-        if best < 0 and doms:  # none passed the prefilter: how far is the roomiest one?
-            d = min(doms.values(), key=lambda d: (-_slack(need, d.free), d.name))
-            best, best_name = _pack(members, checks, sorted(d.nodes), sub, nodes)[0], d.name
         lv = levels[i].name
-        shortfalls.append(f"{lv}: no {lv} fits {count} members" +
-                          (f"; best {lv} {best_name} fits {best}" if best_name else f"; no node has label {levels[i].label}"))
+        if best >= 0:
+            shortfalls.append(f"{lv}: no {lv} fits {count} members; best {lv} {best_name} fits {best}")
+        elif doms:  # none passed the prefilter: the roomiest one's room, in aggregate
+            d = min(doms.values(), key=lambda d: (-_slack(need, d.free), d.name))
+            shortfalls.append(f"{lv}: no {lv} fits {count} members; best {lv} {d.name} has room for "
+                              f"{_room_for(need, count, d.free)}")
+        else:
+            shortfalls.append(f"{lv}: no node has label {levels[i].label}")
+    topo.waits_at = (index.grown, app.ph_pending)
     if topo.mode == PREFERRED:
         topo.reason = "placed without a domain (preferred): " + "; ".join(shortfalls)
         return None, False

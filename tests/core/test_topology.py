@@ -84,11 +84,31 @@ def test_a_required_gang_that_fits_only_across_racks_waits_and_says_why():
     ask = h.p.apps["g1"].asks["g1-ph"]
     assert ask.sched_state is SchedState.FAILED
     assert ask.sched_reason == ("gang of application g1 waits for one rack (required): "
-                                "rack: no rack fits 12 members; best rack r1 fits 8")
+                                "rack: no rack fits 12 members; best rack r1 has room for 8")
     assert [e.message for e in h.events("GangTopologyWaiting")] == [ask.sched_reason]
     h.step(1)  # the same reason is not reported twice
     assert len(h.events("GangTopologyWaiting")) == 1
     assert app_dao(h.p.apps["g1"], "default")["korralTopology"]["reason"] == ask.sched_reason
+
+
+def test_a_waiting_gang_fits_once_a_release_makes_room_in_one_rack():
+    # r1's room is spread over its nodes so that the members of 20 fit on none (packing says so)
+    h = _cluster({"r1": ("b1", 4), "r2": ("b1", 4)}, per_node=5)
+    h.app("other")
+    h.ask("busy", "other", memory=35, vcore=1, repeat=8)
+    h.step()
+    assert len({a.node_id for a in h.allocs_of("busy")}) == 8  # one per node: 15 left on each
+    h.do(AddApp("g1", "root.default", "alice", placeholder_ask=res(memory=40, vcore=2),
+                tags={TAG_GANG_TOPOLOGY: '{"level": "rack"}'}))
+    h.ask("g1-ph", "g1", memory=20, vcore=1, repeat=2, placeholder=True, task_group="tg")
+    h.step(1)
+    ask = h.p.apps["g1"].asks["g1-ph"]
+    assert h.allocs_of("g1-ph") == [] and ask.sched_reason.endswith("rack: no rack fits 2 members; best rack r1 fits 0")
+    h.step(1)  # nothing changed: not chosen again
+    busy = {a.node_id: a for a in h.allocs_of("busy")}
+    h.do(ReleaseAlloc("other", busy["r2-n0"].uuid, Termination.STOPPED_BY_RM))
+    h.step(1)
+    assert {a.node_id for a in h.allocs_of("g1-ph")} == {"r2-n0"}
 
 
 def test_required_block_takes_two_racks_of_one_block():
