@@ -82,6 +82,8 @@ def format_explanation(e: dict[str, Any], keys: list[str] | None = None) -> str:
         lines.append(f"  held by the headroom of queue {e['queueHeadroomBlockedBy']}")
     if e.get("limitBlockedBy"):
         lines.append(f"  held by a limit: {e['limitBlockedBy']}")
+    if e.get("gangTopology") and e["gangTopology"] != e.get("reason"):
+        lines.append(f"  gang topology: {e['gangTopology']}")
     if e.get("reservedNode"):
         lines.append(f"  has node {e['reservedNode']} reserved")
     nodes = e.get("nodes") or {}

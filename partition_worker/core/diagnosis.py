@@ -82,7 +82,8 @@ def explain(nodes: "NodeCollection", apps: "Mapping[str, Application]", limits: 
     """Why ``ask`` waits: every node run through the feasibility chain, each node counted under
     the first check that rejects it (``checks``: by the check's name, in chain order) and that
     rejection's reason (``nodes``), kube-scheduler's one-line ``message`` when no node takes
-    it, plus the queue headroom or the user/group limit that holds it, if any. O(nodes)."""
+    it, plus the queue headroom or the user/group limit that holds it, if any, and why its gang
+    has no topology domain (``gangTopology``). O(nodes)."""
     checks, reasons, everywhere = _tally(nodes, apps, ask)
     fits = checks.get(FITS, 0)
     if fits:
@@ -100,4 +101,6 @@ def explain(nodes: "NodeCollection", apps: "Mapping[str, Application]", limits: 
         "nodes": reasons,  # reason -> nodes rejected for it; "fits" -> nodes that take it
         "checks": checks,  # check name -> nodes it rejected first; "fits"
         "message": unavailable_message(total, reasons, everywhere) if total and not fits else "",
+        # Korral: why its gang has no topology domain (per level, topology.choose); "" = none asked or it has one
+        "gangTopology": app.topology.reason if app.topology is not None and app.topology.pin is None else "",
     }

@@ -19,3 +19,12 @@ def test_explain_groups_asks_that_wait_for_the_same_reasons():
         "(request is waiting for cluster resources become available)",
         "ask pod-big of job: 1 pending, state FAILED (request is waiting for cluster resources become available)"]
     assert text.count("nodes: insufficient resources 4") == 1
+
+
+def test_explain_names_why_a_gang_has_no_topology_domain_when_the_state_says_otherwise():
+    from common.cli.explain import format_explanation
+    e = {"allocationKey": "ph-0", "applicationID": "job", "pending": 9, "state": "SKIPPED",
+         "reason": "request does not fit the headroom of queue root.a", "nodes": {"fits": 4},
+         "gangTopology": "gang of application job waits for one rack (required): rack: no rack fits 9 members"}
+    assert "  gang topology: gang of application job waits for one rack (required): rack: no rack fits 9 members" \
+        in format_explanation(e).splitlines()

@@ -14,6 +14,7 @@ from common.config.model import PreemptionConfig, TopologyConfig, TopologyLevelC
 from common.constants import TAG_GANG_TOPOLOGY
 from partition_worker.core import AddApp, ReleaseAlloc
 from partition_worker.core.dao import app_dao
+from partition_worker.core.diagnosis import explain
 from partition_worker.core.outcomes import SchedState, Termination
 from tests.core.harness import Harness, partition_config, res
 
@@ -89,6 +90,8 @@ def test_a_required_gang_that_fits_only_across_racks_waits_and_says_why():
     h.step(1)  # the same reason is not reported twice
     assert len(h.events("GangTopologyWaiting")) == 1
     assert app_dao(h.p.apps["g1"], "default")["korralTopology"]["reason"] == ask.sched_reason
+    why = explain(h.p.nodes, h.p.apps, h.p.limits, h.p.apps["g1"], ask)
+    assert why["gangTopology"] == why["reason"] == ask.sched_reason
 
 
 def test_a_waiting_gang_fits_once_a_release_makes_room_in_one_rack():
