@@ -63,7 +63,8 @@ def check_text(text: str | bytes, name: str = "<config>", *, strict: bool = Fals
         for p in config.partitions:
             print(
                 f"  partition {p.name}: {_count(p.root)} queues, {len(p.placementrules)} placement rules, "
-                f"node sort {p.nodesortpolicy.type}",
+                f"node sort {p.nodesortpolicy.type}"
+                + (f", topology {' > '.join(lv.name for lv in p.topology.levels)}" if p.topology.levels else ""),
                 file=out,
             )
         print(f"  checksum {config.checksum}", file=out)

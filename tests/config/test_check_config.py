@@ -27,6 +27,13 @@ def test_valid_file_exits_zero_with_summary(tmp_path, capsys):
     assert "checksum " in out
 
 
+def test_the_summary_names_the_topology_levels(tmp_path, capsys):
+    text = ("partitions:\n  - name: default\n    queues: [{name: root}]\n    topology:\n      levels:\n"
+            "        - {name: block, label: example.com/block}\n        - {name: rack, label: example.com/rack}\n")
+    assert main(["check-config", write(tmp_path, text)]) == 0
+    assert "node sort fair, topology block > rack" in capsys.readouterr().out
+
+
 def test_invalid_file_prints_each_error_and_exits_one(tmp_path, capsys):
     assert main(["check-config", write(tmp_path, BAD)]) == 1
     lines = capsys.readouterr().out.splitlines()
