@@ -33,7 +33,7 @@ def _rack_of(i: int, nodes: int) -> tuple[str, str]:
     return f"b{r // RACKS:02d}", f"r{r:03d}"
 
 
-def _run(nodes: int, topology: bool, seed: int, lifetime: int) -> dict:
+def _run(nodes: int, topology: bool, seed: int, lifetime: int, gangs: int = GANGS) -> dict:
     from common.config.model import TopologyConfig, TopologyLevelConfig
     from common.bench_scenario import partition_config
     from common.constants import NODE_LABELS, TAG_GANG_TOPOLOGY
@@ -70,7 +70,7 @@ def _run(nodes: int, topology: bool, seed: int, lifetime: int) -> dict:
         (decisions if pin is not None else waits).append(time.perf_counter() - t0)
         return pin, waiting
     sched_mod.choose = timed_choose
-    sizes = [rng.randint(8, 64) for _ in range(GANGS)]
+    sizes = [rng.randint(8, 64) for _ in range(gangs)]
     member = Resource({"memory": 10, "vcore": 1})
     tag = {TAG_GANG_TOPOLOGY: json.dumps({"level": "rack", "mode": "preferred"})} if topology else {}
     placed: dict[str, list] = {}  # gang -> its allocations
@@ -116,8 +116,8 @@ def _run(nodes: int, topology: bool, seed: int, lifetime: int) -> dict:
             "step_ms_p99": round(step_ms[int(len(step_ms) * 0.99) - 1], 3)}
 
 
-def gangs_row(nodes: int, lifetime: int = LIFETIME, seed: int = 35) -> dict:
+def gangs_row(nodes: int, lifetime: int = LIFETIME, seed: int = 35, gangs: int = GANGS) -> dict:
     """One row: the scenario with the topology tag and without, in this process."""
-    aware = _run(nodes, True, seed, lifetime)
-    blind = _run(nodes, False, seed, lifetime)
-    return {"nodes": nodes, "gangs": GANGS, "lifetime": lifetime, "topology": aware, "blind": blind}
+    aware = _run(nodes, True, seed, lifetime, gangs)
+    blind = _run(nodes, False, seed, lifetime, gangs)
+    return {"nodes": nodes, "gangs": gangs, "lifetime": lifetime, "topology": aware, "blind": blind}

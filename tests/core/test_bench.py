@@ -104,3 +104,12 @@ def test_korral_bench_core_interpod_reports_the_ratio(capsys) -> None:
     assert bench.run(parser.parse_args(["--interpod", "--nodes", "60", "--asks", "240"])) == 0
     out = capsys.readouterr().out
     assert "60 nodes, 240 asks with pod anti-affinity / topology spread" in out and "rate x" in out, out
+
+
+def test_the_gangs_row_places_tagged_gangs_in_one_rack_and_blind_ones_not() -> None:
+    from partition_worker.bench_gangs import gangs_row
+    r = gangs_row(1000, lifetime=40, gangs=80)
+    aware, blind = r["topology"], r["blind"]
+    assert aware["gangs_placed"] == blind["gangs_placed"] == 80
+    assert aware["fit_a_rack_placed_in_one"] == 1.0 and aware["decision_ms_median"] is not None
+    assert blind["in_one_rack"] < 0.5 and blind["decision_ms_median"] is None

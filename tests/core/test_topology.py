@@ -13,6 +13,7 @@ from common.config.errors import ConfigError
 from common.config.model import PreemptionConfig, TopologyConfig, TopologyLevelConfig
 from common.constants import TAG_GANG_TOPOLOGY
 from partition_worker.core import AddApp, ReleaseAlloc
+from partition_worker.core.commands import RemoveNode, UpdateNode
 from partition_worker.core.dao import app_dao
 from partition_worker.core.diagnosis import explain
 from partition_worker.core.outcomes import SchedState, Termination
@@ -272,6 +273,17 @@ def test_domain_room_is_kept_as_allocations_land_and_leave():
     for a in h.allocs_of("x"):
         h.do(ReleaseAlloc("a", a.uuid, Termination.STOPPED_BY_RM))
     assert idx.domains[1]["r1"].free == {"memory": 80, "vcore": 8}
+
+
+def test_a_node_relabelled_or_removed_moves_its_room():
+    h = _cluster({"r1": ("b1", 2), "r2": ("b1", 2)})
+    idx = h.p.nodes.topology
+    h.do(UpdateNode("r1-n0", attributes={"example.com/rack": "r2"}))
+    assert idx.domains[1]["r1"].free == {"memory": 40, "vcore": 4}
+    assert idx.domains[1]["r2"].free == {"memory": 120, "vcore": 12}
+    assert idx.domains[1]["r2"].nodes == {"r1-n0", "r2-n0", "r2-n1"}
+    h.do(RemoveNode("r1-n1"))
+    assert "r1" not in idx.domains[1] and idx.domains[0]["b1"].free == {"memory": 120, "vcore": 12}
 
 
 @pytest.mark.parametrize("levels, message", [
