@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from common.constants import TAG_GANG_TOPOLOGY
 
+from .node import CLOSED
+
 if TYPE_CHECKING:  # pragma: no cover
     from .application import Application
     from .node import Node, NodeCollection
@@ -53,7 +55,8 @@ class Level:
 
 
 class Domain:
-    """One domain of one level: its nodes and their summed free room (open nodes only)."""
+    """One domain of one level: its nodes and their summed free room (of the nodes not closed to
+    every ask: drained, not ready, reserved nodes count none)."""
 
     __slots__ = ("name", "nodes", "free")
 
@@ -64,8 +67,9 @@ class Domain:
 
 
 def _room(node: "Node") -> dict[str, int]:
-    """What the node adds to its domains' free room: its free room if asks may use it."""
-    if not node.open:
+    """What the node adds to its domains' free room: its free room if some ask may use it (a
+    tainted node counts: GPU nodes are, and the gangs that want them tolerate it)."""
+    if node.gate == CLOSED:
         return {}
     return {k: v for k, v in node.available._v.items() if v > 0}
 
@@ -235,7 +239,7 @@ def _pack(members: list["Ask"], checks: list[Callable[["Node"], bool]], node_ids
     cands = []
     for nid in node_ids:
         node = byid.get(nid)
-        if node is None or not node.open:
+        if node is None or node.gate == CLOSED:
             continue
         room = node.available._v
         n = -1

@@ -11,7 +11,7 @@ import pytest
 from common.config import load_config
 from common.config.errors import ConfigError
 from common.config.model import PreemptionConfig, TopologyConfig, TopologyLevelConfig
-from common.constants import TAG_GANG_TOPOLOGY
+from common.constants import NODE_TAINTS, TAG_GANG_TOPOLOGY, TAG_TOLERATIONS
 from partition_worker.core import AddApp, ReleaseAlloc
 from partition_worker.core.commands import RemoveNode, UpdateNode
 from partition_worker.core.dao import app_dao
@@ -273,6 +273,22 @@ def test_domain_room_is_kept_as_allocations_land_and_leave():
     for a in h.allocs_of("x"):
         h.do(ReleaseAlloc("a", a.uuid, Termination.STOPPED_BY_RM))
     assert idx.domains[1]["r1"].free == {"memory": 80, "vcore": 8}
+
+
+def test_a_gang_that_tolerates_tainted_gpu_nodes_gets_a_rack_of_them():
+    h = Harness(config=replace(partition_config(), topology=LEVELS))
+    taint = json.dumps([{"key": "nvidia.com/gpu", "effect": "NoSchedule"}])
+    for rack in ("r1", "r2"):
+        for i in range(2):
+            h.node(f"{rack}-n{i}", memory=40, vcore=4, attrs={"example.com/block": "b1", "example.com/rack": rack,
+                                                             NODE_TAINTS: taint})
+    tolerate = json.dumps([{"key": "nvidia.com/gpu", "operator": "Exists"}])
+    h.do(AddApp("g1", "root.default", "alice", placeholder_ask=res(memory=60, vcore=6),
+                tags={TAG_GANG_TOPOLOGY: '{"level": "rack"}'}))
+    h.ask("g1-ph", "g1", memory=10, vcore=1, repeat=6, placeholder=True, task_group="tg",
+          tags={TAG_TOLERATIONS: tolerate})
+    h.step()
+    assert len(h.allocs_of("g1-ph")) == 6 and len(_racks(h, "g1")) == 1
 
 
 def test_a_node_relabelled_or_removed_moves_its_room():
