@@ -374,6 +374,7 @@ class Scheduler:
         if known is not None:
             return known
         nodes, apps = self._nodes, self._apps
+        before = topo.pin
         topo.pin = None  # (a pin no placeholder holds is chosen again)
         shape = (topo.level, topo.mode, ask.resource, signature(ask, nodes)) if app.ph_pending == ask.pending else None
         if shape is not None and c.gang_shapes.get(shape, app.ph_pending + 1) <= app.ph_pending:
@@ -391,7 +392,7 @@ class Scheduler:
             if waits and topo.reason != was:
                 self._outcomes.event(EventType.APP, app.app_id, REASON_WAITING, topo.reason, c.now)
         out, now = self._outcomes, c.now
-        if pin is not None:
+        if pin is not None and (before is None or (before.level, before.name) != (pin.level, pin.name)):
             where = ", ".join(f"{lv} {d}" for lv, d in pin.path.items())
             out.event(EventType.APP, app.app_id, REASON_PLACED, (
                 f"gang of application {app.app_id} placed in {where} ({topo.mode} {topo.level})"), now)

@@ -291,6 +291,26 @@ def test_a_gang_that_tolerates_tainted_gpu_nodes_gets_a_rack_of_them():
     assert len(h.allocs_of("g1-ph")) == 6 and len(_racks(h, "g1")) == 1
 
 
+def test_a_gang_a_queue_max_holds_keeps_waiting_for_it_with_one_placed_event():
+    from tests.core.harness import q  # noqa: PLC0415
+    root = q("root", q("small", max={"memory": 40, "vcore": 40}), submitacl="*")
+    h = Harness(config=replace(partition_config(root), topology=LEVELS))
+    for i in range(4):
+        h.node(f"r1-n{i}", memory=40, vcore=4, attrs={"example.com/block": "b1", "example.com/rack": "r1"})
+    h.app("other", queue="root.small")
+    h.ask("busy", "other", memory=40, vcore=1)
+    h.step()
+    _gang(h, "g1", 4, queue="root.small")
+    for _ in range(3):
+        h.step(1)
+    assert h.allocs_of("g1-ph") == []  # the queue is full
+    assert h.p.apps["g1"].asks["g1-ph"].sched_state is SchedState.SKIPPED
+    assert len(h.events("GangTopologyPlaced")) == 1  # chosen each cycle, reported once
+    h.do(ReleaseAlloc("other", h.allocs_of("busy")[0].uuid, Termination.STOPPED_BY_RM))
+    h.step(1)
+    assert len(h.allocs_of("g1-ph")) == 4 and len(_racks(h, "g1")) == 1
+
+
 def test_a_node_relabelled_or_removed_moves_its_room():
     h = _cluster({"r1": ("b1", 2), "r2": ("b1", 2)})
     idx = h.p.nodes.topology
