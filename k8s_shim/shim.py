@@ -133,6 +133,8 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
         self._gang_init()
         self.pools = Pools(self, ShimHooks(self.node_changed, self.pod_changed, self._submit_app, self._event),
                            settings.partition_label)
+        # replays asked by the scheduler: whole (registrations) and of one partition (its worker died)
+        self.replays: dict[str, Any] = {"registrations": 0, "partitions": {}}
 
     # ------------------------------------------------------------------ sending
     @property
@@ -919,23 +921,49 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
         """Everything the core must hold, for a (re-)registration's replay; nodes come back drained
         and open again once their running pods are confirmed."""
         self.out.clear()  # covered by the snapshot
+        self.replays["registrations"] += 1
+        return self._snapshot(None)
+
+    @property
+    def partition_resync(self) -> bool:
+        """Declared with node pools only: without them the one partition is the whole RM."""
+        return self.pools.enabled
+
+    async def recoverable_partition_state(self, partition: str) -> RecoverySnapshot:
+        """``partition`` alone (its worker died; si_client's per-partition resync): its nodes, its
+        applications, their pods and the foreign pods on its nodes, as ``recoverable_state``. The
+        other partitions are not touched: their queued messages, bindings and writes before a
+        binding go on. The event loop is the lock the hook's contract asks for."""
+        pools = self.pools
+        self.out.drop(lambda kind, message: pools.partition_of(kind, message) == partition)  # covered
+        self.replays["partitions"][partition] = self.replays["partitions"].get(partition, 0) + 1
+        log.warning("partition %s lost its worker: replaying it alone", partition)
+        return self._snapshot(partition)
+
+    def _snapshot(self, partition: str | None) -> RecoverySnapshot:
+        """The replay of ``partition`` (None: of everything), resetting the books it covers."""
+        node_in, app_in = self.pools.node_in, self.pools.app_in
         snapshot = RecoverySnapshot()
-        for entry in self.nodes.values():
+        for name, entry in self.nodes.items():
+            if not node_in(name, partition):
+                continue
             entry.enabled, entry.awaiting = False, set()
             if entry.phase is not NodePhase.REJECTED:
                 entry.phase = NodePhase.REGISTERING
                 snapshot.nodes.append(nodemsg.create_drained(entry.state))
-        for app_id in [a for a, app in self.apps.items() if not app.tasks]:
+        for app_id in [a for a, app in self.apps.items() if not app.tasks and app_in(a, partition)]:
             del self.apps[app_id]
         for pod in self.foreign.values():
+            if not node_in(pod.node, partition):
+                continue
             entry = self.nodes.get(pod.node)
             pod.reported = entry is not None and entry.phase is NodePhase.REGISTERING
             if pod.reported:
                 snapshot.allocations.append(model.foreign_allocation(pod))
                 entry.awaiting.add(pod.spec.uid)
         for app in self.apps.values():
-            if app.state in (AppState.NAMESPACE, AppState.PARTITION):
-                continue  # not added yet: it is when its namespace is read (or its partition configured)
+            if app.state in (AppState.NAMESPACE, AppState.PARTITION) or not app_in(app.app_id, partition):
+                continue  # not added yet (it is when its namespace is read, or its partition configured)
             tasks = sorted((self.tasks[t] for t in app.tasks if t in self.tasks),
                            key=lambda t: not self._is_placeholder(t.uid))  # a gang's placeholders first
             snapshot.applications.append(model.add_application(app, force=any(t.node for t in tasks)))
@@ -953,8 +981,9 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
                     task.where = Where.ASKED
         if self.pools.enabled:
             self.pools.stamp_snapshot(snapshot)
-        log.info("replaying %d applications, %d nodes, %d allocations and asks to the scheduler",
-                 len(snapshot.applications), len(snapshot.nodes), len(snapshot.allocations))
+        log.info("replaying %d applications, %d nodes, %d allocations and asks to the scheduler%s",
+                 len(snapshot.applications), len(snapshot.nodes), len(snapshot.allocations),
+                 "" if partition is None else f" (partition {partition})")
         return snapshot
 
     def connection_lost(self, reason: str) -> None:
@@ -974,4 +1003,5 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
                 "waitingBeforeBind": len(self.prebinder.gates),  # pods whose volumes or claims are being written
                 "claimsBeingWritten": len(self.devices.pending),  # DRA claims chosen, not yet seen allocated
                 "apiFlow": self.client.counters(),  # 429s, retries, waits for the rate limit's tokens
+                "replays": self.replays,
                 **({"pools": self.pools.dump()} if self.pools.enabled else {})}
