@@ -102,21 +102,6 @@ def test_asks_no_worker_can_take_are_rejected_by_name():
     assert (rej.allocationKey, rej.applicationID, rej.reason) == ("k1", "app1", reason)
 
 
-@pytest.mark.parametrize("now", [None, 4], ids=["the partition waits for its new owner", "it has a new epoch"])
-def test_asks_sent_to_an_epoch_whose_worker_died_are_not_rejected_the_replay_covers_them(now):
-    """A rejection would make the RM give up on asks its replay sends again (a pod never bound)."""
-    p, sent, rm = _proxy(Revision.V18)
-    p.router.request("allocation", rm, si.AllocationRequest(allocations=[
-        si.Allocation(allocationKey="k1", applicationID="app1", partitionName="default")]))
-    del rm.epochs["default"]
-    if now is not None:
-        rm.epochs["default"] = now
-    dropped = p.dropped
-    p.broker._on_unroutable(Envelope(Kind.UNROUTABLE, "rm-1", "default", 3, 1, {
-        "reason": "no worker", "kind": Kind.SI_ALLOCATION.value, "body": sent[0].body}))
-    assert not rm.buffers["allocation"] and p.dropped == dropped + 1
-
-
 def test_a_v18_rms_asks_go_as_rows_and_placed_allocations_keep_their_place_among_them():
     p, sent, rm = _proxy(Revision.V18)
     asks = [si.Allocation(allocationKey=f"k{i}", applicationID="app1", partitionName="default") for i in range(3)]
