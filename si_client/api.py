@@ -346,11 +346,7 @@ class SchedulerAPI:
             self._generation += 1
             self._open_streams_locked(self._generation)
         if self._hook is not None:
-            snapshot = self._invoke(self._hook.recoverable_state)
-            with self._cond:
-                # Held before the snapshot returned: by the hook's contract (state changed
-                # before the send, snapshot taken under the RM's lock) the snapshot covers them.
-                self._held.clear()
+            snapshot, _ = self._snapshot(self._hook.recoverable_state)  # what was held is covered
             self._replay(snapshot)
         with self._cond:
             if self._stop.is_set():
@@ -532,6 +528,28 @@ class SchedulerAPI:
             result = asyncio.run_coroutine_threadsafe(result, self._loop).result()
         return result
 
+    def _snapshot(self, hook: Callable, *args: Any) -> tuple[Any, list[tuple[str, Any]]]:
+        """The hook's snapshot and the sends held until it returned, taken together: by the hook's
+        contract (state changed before the send, snapshot taken under the RM's lock) the snapshot
+        covers those, and nothing sent after it returned is among them. A coroutine hook's are
+        taken on the event loop in the step it returns in: taken later, from this thread, they
+        could hold a send the loop made meanwhile, which the snapshot does not cover."""
+        def take() -> list[tuple[str, Any]]:
+            with self._cond:
+                held, self._held = self._held, []
+            return held
+
+        result = hook(*args)
+        if not inspect.isawaitable(result):
+            return result, take()
+        if self._loop is None:
+            raise RuntimeError(f"{hook.__qualname__} is async but the client has no event loop")
+
+        async def snapshot_then_take():
+            return await result, take()
+
+        return asyncio.run_coroutine_threadsafe(snapshot_then_take(), self._loop).result()
+
     def _safe_callback(self, fn: Callable, *args: Any) -> None:
         try:
             self._invoke(fn, *args)
@@ -642,11 +660,10 @@ class SchedulerAPI:
                             resync.epoch, resync.reason)
                 hook = self._hook
                 assert hook is not None  # only a hook that rebuilds partitions declared it
-                snapshot = self._invoke(hook.recoverable_partition_state, resync.partition)
+                snapshot, covered = self._snapshot(hook.recoverable_partition_state, resync.partition)
                 with self._cond:
                     if generation != self._generation or self._state is not ClientState.RUNNING:
-                        return
-                    covered, self._held = self._held, []
+                        return  # (the full recovery's snapshot covers what was held)
                     for kind, request in covered:
                         self._streams[kind].send(request)
                     for kind, marker in (("application", pb.ApplicationRequest(rmID=rm_id)),

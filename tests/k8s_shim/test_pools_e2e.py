@@ -227,7 +227,8 @@ def test_a_lost_pools_worker_pauses_only_that_pool_while_pods_stream_into_both(p
     blue_pid, green_pid = owner_pid(c, "blue"), owner_pid(c, "green")
     assert blue_pid and green_pid and blue_pid != green_pid
     with PlacementWatch(c) as watch, PoolStreams(kube) as streams:
-        wait_until(lambda: all(len(streams.bound(p)) >= 40 for p in POOLS), 60, "both pools' streams binding",
+        # green's normal pace and its noise (a 20 ms poll on a shared machine) over 4 s before the kill
+        wait_until(lambda: all(len(streams.bound(p)) >= 80 for p in POOLS), 60, "both pools' streams binding",
                    c.logs)
         warm = streams.bound("green")[5]  # the first bindings wait for the stream's application
         os.kill(blue_pid, signal.SIGKILL)
@@ -255,8 +256,10 @@ def test_a_lost_pools_worker_pauses_only_that_pool_while_pods_stream_into_both(p
     assert books.get("replays") == {"registrations": 1, "partitions": {"blue": 1}}, books.get("replays")
     assert REPLAYED_ALONE in c.shim_log.read_text() and RE_REGISTERED not in c.shim_log.read_text()
     assert owner_pid(c, "green") == green_pid and owner_pid(c, "blue") not in (None, blue_pid)
-    # green did not pause: no gap longer than its own pace gave before the kill (a poll of slack)
-    assert max(after) <= max(before) + 0.05, (before, after)
+    # green did not pause: no gap longer than its own pace gave before the kill, with 100 ms of slack
+    # for the machine (the counter above is what tells the two recoveries apart at this size: a whole
+    # re-registration paused green only 0.17-0.25 s here, docs/benchmarks.md)
+    assert max(after) <= max(before) + 0.1, (before, after)
     assert not watch.seen and not placement_problems(kube), (watch.seen, placement_problems(kube))
     assert all(n["bound"] <= 1 for n in c.bind_requests().values())  # nothing bound twice
     for p, n in bound(kube).items():
