@@ -24,7 +24,8 @@ What happens to a pod (YuniKorn's shim's contract):
 5. Pods of other schedulers are foreign allocations on their nodes.
 
 After a lost connection the client re-registers and replays ``recoverable_state``: every
-application, every node drained, every ask and placed allocation; nodes open again as above.
+application, every node drained, every ask and placed allocation; nodes open again as above. With
+node pools, a partition whose worker died is replayed alone (``recoverable_partition_state``).
 
 With ``--partition-label`` each node pool is a partition (``k8s_shim.pools``): the informers
 feed the pools, which hold back what belongs to no configured partition, and every message put
