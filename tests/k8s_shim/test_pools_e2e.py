@@ -6,8 +6,9 @@ config lacks wait, saying why, until a reload adds it; ``kill -9`` of one pool's
 pool's partition is replayed (the per-partition resync, no re-registration), the other pool's
 worker keeps its partition and binds, the killed pool recovers and binds what waited, and
 nothing is bound twice; the same while tiny pods stream into both pools, the other pool's longest
-gap between bindings measured (one ``partition-resync`` JSON line); a node relabelled into the other pool leaves its partition at once and
-joins the other once the pods running on it have ended."""
+gap between bindings measured (one ``partition-resync`` JSON line); a node relabelled into the
+other pool leaves its partition at once and joins the other once the pods running on it have
+ended."""
 
 from __future__ import annotations
 
@@ -92,6 +93,16 @@ def expected_pool(p: str) -> str:
     return p.split("/")[1].split("-")[0]
 
 
+def partitions_hold_their_pools(c: ShimCluster) -> None:
+    """Each partition holds exactly the pods running in its pool (once it has caught up)."""
+    for part in POOLS:
+        running = {p["metadata"]["uid"] for p in ours(c.kube)
+                   if p["spec"].get("nodeName") and pool_of(c.kube, p["spec"]["nodeName"]) == part}
+        wait_until(lambda: {a["allocationKey"] for n in korral_nodes(c, part).values()
+                            for a in n.get("allocations") or []} == running, 60,
+                   f"partition {part}'s allocations equal its pool's running pods", c.logs)
+
+
 def test_two_node_pools_are_two_partitions_scheduled_at_once_and_one_survives_the_others_worker(pools_cluster):
     c, kube = pools_cluster, pools_cluster.kube
     kube.create("/api/v1/nodes", node("purple-node-0", "4", "8Gi", {LABEL: "purple"}))  # a pool the config lacks
@@ -147,12 +158,7 @@ def test_two_node_pools_are_two_partitions_scheduled_at_once_and_one_survives_th
     assert not placement_problems(kube), placement_problems(kube)
     for p, reasons in pod_events(kube).items():
         assert reasons.count("Scheduled") <= 1, (p, reasons)  # nothing bound twice
-    for part in POOLS:  # each partition holds exactly the pods running in its pool
-        running = {p["metadata"]["uid"] for p in ours(kube)
-                   if p["spec"].get("nodeName") and pool_of(kube, p["spec"]["nodeName"]) == part}
-        wait_until(lambda: {a["allocationKey"] for n in korral_nodes(c, part).values()
-                            for a in n.get("allocations") or []} == running, 60,
-                   f"partition {part}'s allocations equal its pool's running pods", c.logs)
+    partitions_hold_their_pools(c)
 
     # the config gains the purple partition (the spare worker takes it): its node and its pod are taken
     kube.request("PATCH", "/api/v1/namespaces/yunikorn/configmaps/yunikorn-configs",
@@ -265,9 +271,4 @@ def test_a_lost_pools_worker_pauses_only_that_pool_while_pods_stream_into_both(p
     assert all(n["bound"] <= 1 for n in c.bind_requests().values())  # nothing bound twice
     for p, n in bound(kube).items():
         assert pool_of(kube, n) == p.split("-team/")[0], (p, n)
-    for part in POOLS:  # each partition holds exactly the pods running in its pool
-        running = {p["metadata"]["uid"] for p in ours(kube)
-                   if p["spec"].get("nodeName") and pool_of(kube, p["spec"]["nodeName"]) == part}
-        wait_until(lambda: {a["allocationKey"] for n in korral_nodes(c, part).values()
-                            for a in n.get("allocations") or []} == running, 60,
-                   f"partition {part}'s allocations equal its pool's running pods", c.logs)
+    partitions_hold_their_pools(c)
