@@ -543,6 +543,8 @@ class SchedulerAPI:
         if not inspect.isawaitable(result):
             return result, take()
         if self._loop is None:
+            if inspect.iscoroutine(result):
+                result.close()  # never run: no "never awaited" warning
             raise RuntimeError(f"{hook.__qualname__} is async but the client has no event loop")
 
         async def snapshot_then_take():
