@@ -262,11 +262,13 @@ def test_a_lost_pools_worker_pauses_only_that_pool_while_pods_stream_into_both(p
     assert books.get("replays") == {"registrations": 1, "partitions": {"blue": 1}}, books.get("replays")
     assert REPLAYED_ALONE in c.shim_log.read_text() and RE_REGISTERED not in c.shim_log.read_text()
     assert owner_pid(c, "green") == green_pid and owner_pid(c, "blue") not in (None, blue_pid)
-    # green did not pause: no gap longer than its own pace gave before the kill, with 250 ms of slack
-    # for a shared machine's stalls (one run in six saw both pools stall 0.7 s together). The counter
-    # above is what tells the two recoveries apart at this size: a whole re-registration paused green
-    # only 0.17-0.25 s here (docs/benchmarks.md); this catches a pause of the pool itself
-    assert max(after) <= max(before) + 0.25, (before, after)
+    # green did not pause: no gap longer than its own pace gave before the kill, but for a stall of the
+    # whole machine: supervisord restarts the killed worker at once, and its start (0.6 s of one of
+    # the two cores) stalled both pools together for 0.57-0.72 s in 2 of 17 runs. The counter above
+    # tells the two recoveries apart at this size (a whole re-registration paused green only
+    # 0.17-0.25 s here, docs/benchmarks.md); this catches a pause of green's own (blue's fallback
+    # timeouts are 10 s)
+    assert max(after) <= max(before) + 1.0, (before, after)
     assert not watch.seen and not placement_problems(kube), (watch.seen, placement_problems(kube))
     assert all(n["bound"] <= 1 for n in c.bind_requests().values())  # nothing bound twice
     for p, n in bound(kube).items():
