@@ -346,7 +346,11 @@ class SchedulerAPI:
             self._generation += 1
             self._open_streams_locked(self._generation)
         if self._hook is not None:
-            snapshot, _ = self._snapshot(self._hook.recoverable_state)  # what was held is covered
+            snapshot, covered = self._snapshot(self._hook.recoverable_state)
+            with self._cond:
+                # Held before the snapshot was taken: by the hook's contract (state changed
+                # before the send, snapshot taken under the RM's lock) the snapshot covers them.
+                del self._held[:covered]
             self._replay(snapshot)
         with self._cond:
             if self._stop.is_set():
@@ -520,6 +524,25 @@ class SchedulerAPI:
         self._close_streams()
 
     # ------------------------------------------------------------------ dispatch
+    def _snapshot(self, hook: Callable, *args: Any) -> tuple[Any, int]:
+        """The hook's snapshot, and how many of the sends held so far it covers: those held
+        before it was taken. They are counted the moment the hook returns, in the same step of
+        the RM's event loop for an async hook, so that a send the RM makes just after the
+        snapshot (its loop runs on while this thread wakes up) is not taken for one it covers."""
+        def counted(snapshot: Any) -> tuple[Any, int]:
+            with self._cond:
+                return snapshot, len(self._held)
+
+        result = hook(*args)
+        if not inspect.isawaitable(result):
+            return counted(result)
+        if self._loop is None:
+            raise RuntimeError(f"{hook.__qualname__} is async but the client has no event loop")
+
+        async def taken() -> tuple[Any, int]:
+            return counted(await result)
+        return asyncio.run_coroutine_threadsafe(taken(), self._loop).result()
+
     def _invoke(self, fn: Callable, *args: Any) -> Any:
         result = fn(*args)
         if inspect.isawaitable(result):
@@ -527,30 +550,6 @@ class SchedulerAPI:
                 raise RuntimeError(f"{fn.__qualname__} is async but the client has no event loop")
             result = asyncio.run_coroutine_threadsafe(result, self._loop).result()
         return result
-
-    def _snapshot(self, hook: Callable, *args: Any) -> tuple[Any, list[tuple[str, Any]]]:
-        """The hook's snapshot and the sends held until it returned, taken together: by the hook's
-        contract (state changed before the send, snapshot taken under the RM's lock) the snapshot
-        covers those, and nothing sent after it returned is among them. A coroutine hook's are
-        taken on the event loop in the step it returns in: taken later, from this thread, they
-        could hold a send the loop made meanwhile, which the snapshot does not cover."""
-        def take() -> list[tuple[str, Any]]:
-            with self._cond:
-                held, self._held = self._held, []
-            return held
-
-        result = hook(*args)
-        if not inspect.isawaitable(result):
-            return result, take()
-        if self._loop is None:
-            if inspect.iscoroutine(result):
-                result.close()  # never run: no "never awaited" warning
-            raise RuntimeError(f"{hook.__qualname__} is async but the client has no event loop")
-
-        async def snapshot_then_take():
-            return await result, take()
-
-        return asyncio.run_coroutine_threadsafe(snapshot_then_take(), self._loop).result()
 
     def _safe_callback(self, fn: Callable, *args: Any) -> None:
         try:
@@ -662,10 +661,11 @@ class SchedulerAPI:
                             resync.epoch, resync.reason)
                 hook = self._hook
                 assert hook is not None  # only a hook that rebuilds partitions declared it
-                snapshot, covered = self._snapshot(hook.recoverable_partition_state, resync.partition)
+                snapshot, count = self._snapshot(hook.recoverable_partition_state, resync.partition)
                 with self._cond:
                     if generation != self._generation or self._state is not ClientState.RUNNING:
-                        return  # (the full recovery's snapshot covers what was held)
+                        return
+                    covered, self._held = self._held[:count], self._held[count:]
                     for kind, request in covered:
                         self._streams[kind].send(request)
                     for kind, marker in (("application", pb.ApplicationRequest(rmID=rm_id)),

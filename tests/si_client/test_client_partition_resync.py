@@ -105,7 +105,7 @@ class _LoopHookRM(ClusterRM):
 
 def test_a_send_right_after_a_coroutine_hooks_snapshot_is_not_taken_as_covered(fake):
     """It is not in the snapshot: sent before the marker, rmproxy would drop its part for the
-    partition and the ask would never be scheduled (found by the shim's pools e2e)."""
+    partition and the ask would never be scheduled (the shim's pools e2e saw a pod never bound)."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="rm-loop", daemon=True)
     thread.start()
