@@ -1,0 +1,188 @@
+"""Kubernetes' own gang API, ``scheduling.k8s.io/v1alpha2`` (Workload and PodGroup), as a v1.36
+server with ``--runtime-config=scheduling.k8s.io/v1alpha2=true`` and the ``GenericWorkload``
+feature gate serves it (file 05 of ``k8s-wire/v1.36``). Off by default, as on a real server:
+``korral k8s-fake --runtime-config scheduling.k8s.io/v1alpha2=true`` turns it on.
+
+What the server does: a scheduling policy is exactly one of ``basic`` / ``gang`` and a gang's
+``minCount`` is at least 1 (422s as recorded); a PodGroup gets ``disruptionMode: Pod`` and the
+``scheduling.k8s.io/podgroup-protection`` finalizer, so its DELETE leaves it with a
+deletionTimestamp until kube-controller-manager's protection controller (``PodGroupProtection``
+below) sees no running pod naming it; its ``minCount`` cannot change. What it does not: check
+that a pod's ``spec.schedulingGroup`` names a PodGroup that exists (file 05 exchange 7).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from k8s_shim.fake.errors import ApiError
+from k8s_shim.fake.kinds import Causes, Kind, Objects
+from k8s_shim.fake.store import Event
+
+if TYPE_CHECKING:
+    from k8s_shim.fake.api import Api
+
+__all__ = ["Workloads", "PodGroups", "WORKLOAD_KINDS", "GROUP_VERSION", "RUNTIME_CONFIG", "PROTECTION",
+           "PodGroupProtection"]
+
+GROUP = "scheduling.k8s.io"
+VERSION = "v1alpha2"
+GROUP_VERSION = f"{GROUP}/{VERSION}"
+RUNTIME_CONFIG = f"{GROUP_VERSION}=true"  # the kube-apiserver flag value that turns the group on
+PROTECTION = "scheduling.k8s.io/podgroup-protection"
+_PODGROUPS = f"{GROUP}/podgroups"
+log = logging.getLogger("korral.k8s.fake.workloads")
+
+
+def policy_causes(policy: Any, field: str) -> Causes:
+    """A scheduling policy's 422 causes: exactly one of basic/gang; a gang's minCount >= 1."""
+    if not isinstance(policy, dict):
+        policy = {}
+    chosen = sorted(k for k in ("basic", "gang") if policy.get(k) is not None)
+    if len(chosen) != 1:
+        shown = "{" + ", ".join(chosen) + "}"
+        return [("FieldValueInvalid", field,
+                 f'Invalid value: "{shown}": must specify exactly one of: `basic`, `gang`')]
+    if chosen == ["gang"]:
+        count = (policy["gang"] or {}).get("minCount") if isinstance(policy["gang"], dict) else None
+        if not count:  # 0 and missing alike (file 05 exchange 4)
+            return [("FieldValueRequired", f"{field}.gang.minCount", "Required value")]
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            return [("FieldValueInvalid", f"{field}.gang.minCount",
+                     f"Invalid value: {count}: must be greater than or equal to 0")]
+    return []
+
+
+class _Scheduling(Kind):
+    group, version, invalid_group = GROUP, VERSION, GROUP
+    top_level = ("spec", "status")
+    singular = ""
+
+    def describe(self) -> dict[str, Any]:
+        out = super().describe()
+        out["singularName"] = self.singular
+        return out
+
+
+class Workloads(_Scheduling):
+    plural, kind, singular = "workloads", "Workload", "workload"
+    storage_hash = "vSX7gJe5Mx8="
+    has_generation = False
+
+    def default(self, obj: dict[str, Any], api: Objects) -> None:
+        for template in (obj.get("spec") or {}).get("podGroupTemplates") or []:
+            if isinstance(template, dict):
+                template.setdefault("schedulingConstraints", None)  # a pointer without omitempty (file 05)
+
+    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None, api: Objects) -> Causes:
+        causes = super().validate(obj, old, api)
+        for i, template in enumerate((obj.get("spec") or {}).get("podGroupTemplates") or []):
+            causes += policy_causes((template or {}).get("schedulingPolicy"),
+                                    f"spec.podGroupTemplates[{i}].schedulingPolicy")
+        return causes
+
+
+class PodGroups(_Scheduling):
+    plural, kind, singular = "podgroups", "PodGroup", "podgroup"
+    storage_hash = "YYgX3v5V204="
+    subresources = {"status": ("get", "patch", "update")}
+    has_status = True
+    returns_object_on_delete = True
+
+    def default(self, obj: dict[str, Any], api: Objects) -> None:
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            spec = {}
+        ordered = {"podGroupTemplateRef": spec.get("podGroupTemplateRef")}
+        ordered.update(spec)
+        ordered.setdefault("disruptionMode", "Pod")
+        obj["spec"] = ordered
+
+    def admit_create(self, obj: dict[str, Any], api: Objects) -> None:
+        finalizers = obj["metadata"].setdefault("finalizers", [])
+        if PROTECTION not in finalizers:
+            finalizers.append(PROTECTION)
+
+    def prepare_create(self, obj: dict[str, Any], api: Objects) -> None:
+        obj["status"] = {}
+
+    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None, api: Objects) -> Causes:
+        causes = super().validate(obj, old, api)
+        return causes + policy_causes((obj.get("spec") or {}).get("schedulingPolicy"), "spec.schedulingPolicy")
+
+    def validate_update(self, old: dict[str, Any], new: dict[str, Any], subresource: str) -> Causes:
+        if subresource == "status":
+            return []
+        before = (((old.get("spec") or {}).get("schedulingPolicy") or {}).get("gang") or {}).get("minCount")
+        after = (((new.get("spec") or {}).get("schedulingPolicy") or {}).get("gang") or {}).get("minCount")
+        if before != after:  # the docs: a gang's size is fixed once created
+            return [("FieldValueInvalid", "spec.schedulingPolicy.gang.minCount",
+                     f"Invalid value: {after}: field is immutable")]
+        return []
+
+
+WORKLOAD_KINDS: tuple[type[Kind], ...] = (PodGroups, Workloads)
+
+
+class PodGroupProtection:
+    """kube-controller-manager's PodGroup protection: a PodGroup being deleted loses its finalizer
+    (and goes) once no pod that is not terminal (Succeeded/Failed) names it in
+    ``spec.schedulingGroup``. Acts on the event loop after the write that told it."""
+
+    def __init__(self, api: "Api"):
+        self.api = api
+        self.kind = api.kind(GROUP_VERSION, "podgroups")
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.queued: set[str] = set()
+        api.store.listen("pods", self._on_pod)
+        api.store.listen(_PODGROUPS, self._on_group)
+
+    def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        for entry in list(self.api.store.entries(_PODGROUPS)):
+            if b'"deletionTimestamp"' in entry.raw:
+                self._queue(entry.key)
+
+    async def stop(self) -> None:
+        self.loop = None
+
+    def idle(self) -> bool:
+        return not self.queued
+
+    def _queue(self, key: str) -> None:
+        if self.loop is None or key in self.queued:
+            return
+        self.queued.add(key)
+        self.loop.call_soon(self._run, key)
+
+    def _on_group(self, event: Event) -> None:
+        if event.type != "DELETED" and b'"deletionTimestamp"' in event.new.raw:
+            self._queue(event.new.key)
+
+    def _on_pod(self, event: Event) -> None:
+        raw = event.new.raw
+        if b'"schedulingGroup"' not in raw:
+            return
+        group = ((event.new.decode().get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+        if group:
+            self._queue(f"{event.new.namespace}/{group}")
+
+    def _run(self, key: str) -> None:
+        self.queued.discard(key)
+        entry = self.api.store.get(_PODGROUPS, key)
+        if entry is None or b'"deletionTimestamp"' not in entry.raw:
+            return
+        namespace, name = key.split("/", 1)
+        for pod in self.api.store.entries("pods"):
+            if pod.namespace != namespace or b'"schedulingGroup"' not in pod.raw:
+                continue
+            obj = pod.decode()
+            if ((obj.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName") == name and \
+                    (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                return  # still in use
+        try:
+            self.api.remove_finalizer(self.kind, entry.decode(), PROTECTION)
+        except ApiError as exc:
+            log.info("podgroup protection: %s: %s", key, exc)
