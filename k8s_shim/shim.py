@@ -57,6 +57,7 @@ from k8s_shim.translate.namespaces import NamespaceInfo, read_namespace
 from k8s_shim.translate.nodes import NodeState
 from k8s_shim.outbox import Outbox
 from k8s_shim.writes.placeholders import GangHandling, PlaceholderSettings, app_gang
+from k8s_shim.writes.podgroups import PodGroupHandling
 from k8s_shim.translate.pods import PodState, Problem
 from k8s_shim.pools import Pools, ShimHooks
 from k8s_shim.translate.volumes import RWOP, Volumes
@@ -108,7 +109,7 @@ def _pod_ref(spec) -> Regarding:
     return ref
 
 
-class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableState, StateDumpPlugin):
+class Shim(GangHandling, PodGroupHandling, DeviceHandling, ResourceManagerCallback, RecoverableState, StateDumpPlugin):
     def __init__(self, client: KubeClient, settings: ShimSettings, rm_id: str, events: EventRecorder,
                  explainer: Explainer | None = None, clock=time.monotonic) -> None:
         self.client, self.settings, self.rm_id = client, settings, rm_id
@@ -131,6 +132,7 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
         self._reading_namespaces: set[str] = set()
         self._by_labels: set[str] = set()  # pods whose affinity terms select namespaces by label
         self._gang_init()
+        self._pg_init()
         self.pools = Pools(self, ShimHooks(self.node_changed, self.pod_changed, self._submit_app, self._event),
                            settings.partition_label)
 
@@ -164,7 +166,8 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
             return
         task = self.tasks.get(new.uid)
         if task is None:
-            self._pod_new(new)
+            if self._pg_admit(new):  # (not while its PodGroup is missing)
+                self._pod_new(new)
             return
         prev = task.pod
         task.follow(new)
@@ -317,6 +320,7 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
                         hold=True)  # superseded by Scheduled when placed at once
 
     def _pod_gone(self, old: PodState) -> None:
+        self._pg_forget(old)
         task = self.tasks.pop(old.uid, None)
         if task is None:
             return
@@ -707,6 +711,7 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
             return
         app.state = AppState.ACCEPTED
         self._gang_reserve(app)
+        self._pg_accepted(app)
         for uid in sorted(app.tasks, key=lambda t: not self._is_placeholder(t)):  # a gang's placeholders first
             if uid in self.tasks:
                 self._sync(self.tasks[uid])
@@ -768,6 +773,7 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
         app = self.apps.get(spec.app_id)
         if app is not None:
             self._gang_allocated(task, app)
+            self._pg_allocated(app)
         self._start_binding(task, BindJob(task.uid, spec.namespace, spec.name, task.node, task.attempt))
 
     def _bind_outcome(self, result: Result) -> None:
@@ -891,6 +897,8 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
                 or core_reason
         if task.constraints:
             message = f"{message} Unevaluated constraints: {'; '.join(task.constraints)}."
+        if reason == UNSCHEDULABLE:
+            self._pg_unschedulable(task, message)
         if (reason, message) == task.condition or task.where is not Where.ASKED:
             return
         current = task.pod.conditions.get("PodScheduled")

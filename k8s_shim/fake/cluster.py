@@ -24,7 +24,8 @@ from k8s_shim.fake.volumes import VolumeController
 from k8s_shim.fake.kinds import PriorityClasses
 from k8s_shim.fake.server import FakeApiServer, ServerOptions
 from k8s_shim.fake.store import Store
-from k8s_shim.fake.workloads import RUNTIME_CONFIG, PodGroupProtection
+from k8s_shim.fake.podgroup_protection import PodGroupProtection
+from k8s_shim.fake.workloads import RUNTIME_CONFIG
 
 __all__ = ["FAKE_KUBELET", "ClusterOptions", "FakeCluster", "NodeTemplate", "write_kubeconfig"]
 

@@ -6,34 +6,24 @@ feature gate serves it (file 05 of ``k8s-wire/v1.36``). Off by default, as on a 
 What the server does: a scheduling policy is exactly one of ``basic`` / ``gang`` and a gang's
 ``minCount`` is at least 1 (422s as recorded); a PodGroup gets ``disruptionMode: Pod`` and the
 ``scheduling.k8s.io/podgroup-protection`` finalizer, so its DELETE leaves it with a
-deletionTimestamp until kube-controller-manager's protection controller (``PodGroupProtection``
-below) sees no running pod naming it; its ``minCount`` cannot change. What it does not: check
+deletionTimestamp until kube-controller-manager's protection controller
+(``fake.podgroup_protection``) sees no running pod naming it; its ``minCount`` cannot change. What it does not: check
 that a pod's ``spec.schedulingGroup`` names a PodGroup that exists (file 05 exchange 7).
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from k8s_shim.fake.errors import ApiError
 from k8s_shim.fake.kinds import Causes, Kind, Objects
-from k8s_shim.fake.store import Event
 
-if TYPE_CHECKING:
-    from k8s_shim.fake.api import Api
-
-__all__ = ["Workloads", "PodGroups", "WORKLOAD_KINDS", "GROUP_VERSION", "RUNTIME_CONFIG", "PROTECTION",
-           "PodGroupProtection"]
+__all__ = ["Workloads", "PodGroups", "WORKLOAD_KINDS", "GROUP_VERSION", "RUNTIME_CONFIG", "PROTECTION"]
 
 GROUP = "scheduling.k8s.io"
 VERSION = "v1alpha2"
 GROUP_VERSION = f"{GROUP}/{VERSION}"
 RUNTIME_CONFIG = f"{GROUP_VERSION}=true"  # the kube-apiserver flag value that turns the group on
 PROTECTION = "scheduling.k8s.io/podgroup-protection"
-_PODGROUPS = f"{GROUP}/podgroups"
-log = logging.getLogger("korral.k8s.fake.workloads")
 
 
 def policy_causes(policy: Any, field: str) -> Causes:
@@ -124,65 +114,3 @@ class PodGroups(_Scheduling):
 
 
 WORKLOAD_KINDS: tuple[type[Kind], ...] = (PodGroups, Workloads)
-
-
-class PodGroupProtection:
-    """kube-controller-manager's PodGroup protection: a PodGroup being deleted loses its finalizer
-    (and goes) once no pod that is not terminal (Succeeded/Failed) names it in
-    ``spec.schedulingGroup``. Acts on the event loop after the write that told it."""
-
-    def __init__(self, api: "Api"):
-        self.api = api
-        self.kind = api.kind(GROUP_VERSION, "podgroups")
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.queued: set[str] = set()
-        api.store.listen("pods", self._on_pod)
-        api.store.listen(_PODGROUPS, self._on_group)
-
-    def start(self) -> None:
-        self.loop = asyncio.get_running_loop()
-        for entry in list(self.api.store.entries(_PODGROUPS)):
-            if b'"deletionTimestamp"' in entry.raw:
-                self._queue(entry.key)
-
-    async def stop(self) -> None:
-        self.loop = None
-
-    def idle(self) -> bool:
-        return not self.queued
-
-    def _queue(self, key: str) -> None:
-        if self.loop is None or key in self.queued:
-            return
-        self.queued.add(key)
-        self.loop.call_soon(self._run, key)
-
-    def _on_group(self, event: Event) -> None:
-        if event.type != "DELETED" and b'"deletionTimestamp"' in event.new.raw:
-            self._queue(event.new.key)
-
-    def _on_pod(self, event: Event) -> None:
-        raw = event.new.raw
-        if b'"schedulingGroup"' not in raw:
-            return
-        group = ((event.new.decode().get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
-        if group:
-            self._queue(f"{event.new.namespace}/{group}")
-
-    def _run(self, key: str) -> None:
-        self.queued.discard(key)
-        entry = self.api.store.get(_PODGROUPS, key)
-        if entry is None or b'"deletionTimestamp"' not in entry.raw:
-            return
-        namespace, name = key.split("/", 1)
-        for pod in self.api.store.entries("pods"):
-            if pod.namespace != namespace or b'"schedulingGroup"' not in pod.raw:
-                continue
-            obj = pod.decode()
-            if ((obj.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName") == name and \
-                    (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-                return  # still in use
-        try:
-            self.api.remove_finalizer(self.kind, entry.decode(), PROTECTION)
-        except ApiError as exc:
-            log.info("podgroup protection: %s: %s", key, exc)
