@@ -30,7 +30,7 @@ from k8s_shim.translate.gang import (DEFAULT_STYLE, GangSpec, parse_task_groups,
 from k8s_shim.translate.pods import PodSpec
 
 __all__ = ["PodGroupInfo", "read_pod_group", "join", "app_id_of", "key_of", "GROUP_VERSION", "SCHEDULED",
-           "pod_group_path", "scheduled_condition"]
+           "scheduled_condition"]
 
 GROUP_VERSION = "scheduling.k8s.io/v1alpha2"
 SCHEDULED = "PodGroupScheduled"  # kube-scheduler's condition type on a PodGroup
@@ -60,10 +60,6 @@ def key_of(namespace: str, name: str) -> str:
 def app_id_of(namespace: str, name: str) -> str:
     """The application of a gang PodGroup's members (module doc)."""
     return f"{namespace}.{name}"
-
-
-def pod_group_path(namespace: str, name: str, sub: str = "") -> str:
-    return f"/apis/{GROUP_VERSION}/namespaces/{namespace}/podgroups/{name}" + (f"/{sub}" if sub else "")
 
 
 def _topology(spec: dict, problems: list[tuple[str, str]]) -> str:

@@ -22,15 +22,11 @@ from __future__ import annotations
 import logging
 import time
 
-from k8s_shim.kube.kubeclient import MERGE
 from k8s_shim.translate.model import App, Task, Where
 from k8s_shim.translate.pods import PodState
-from k8s_shim.translate.podgroups import (SCHEDULED, PodGroupInfo, app_id_of, join, key_of, pod_group_path,
-                                          scheduled_condition)
+from k8s_shim.translate.podgroups import SCHEDULED, PodGroupInfo, app_id_of, join, key_of, scheduled_condition
 from k8s_shim.writes.conditions import condition_patch
 from k8s_shim.writes.events import NORMAL, micro_time
-
-import orjson
 
 __all__ = ["PodGroupHandling", "GATED"]
 
@@ -129,7 +125,6 @@ class PodGroupHandling:
         if (self.pg_written.get(group.key) or group.scheduled) == wanted:
             return
         self.pg_written[group.key] = wanted
-        body = orjson.dumps(scheduled_condition(group, status, reason, message, _stamp(time.time())))
-        path = pod_group_path(group.namespace, group.name, "status")
+        patch = scheduled_condition(group, status, reason, message, _stamp(time.time()))
         self._spawn(self._until_done(f"condition {SCHEDULED} of PodGroup {group.key}",
-                                     lambda: self.client.send("PATCH", path, body, MERGE)))
+                                     lambda: self.client.patch_pod_group_status(group.namespace, group.name, patch)))

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 
-import orjson
-
 from common.constants import TAG_APP_TASK_GROUPS, TAG_GANG_TOPOLOGY
 from k8s_shim.translate.gang import ANNOTATION_POLICY, ANNOTATION_TASK_GROUPS, read_gang
 from k8s_shim.translate.model import App, add_application
@@ -119,9 +117,9 @@ class PgKube(GangKube):
         super().__init__()
         self.sent: list[tuple[str, str, dict]] = []
 
-    async def send(self, method, path, data=None, content_type="", **kw):
-        self.sent.append((method, path, orjson.loads(data)))
-        return b"{}"
+    async def patch_pod_group_status(self, namespace, name, patch):
+        self.sent.append(("PATCH", f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{namespace}/podgroups/{name}/status",
+                          patch))
 
 
 def pg_world() -> World:
