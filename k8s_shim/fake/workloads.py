@@ -48,12 +48,6 @@ def policy_causes(policy: Any, field: str) -> Causes:
 class _Scheduling(Kind):
     group, version, invalid_group = GROUP, VERSION, GROUP
     top_level = ("spec", "status")
-    singular = ""
-
-    def describe(self) -> dict[str, Any]:
-        out = super().describe()
-        out["singularName"] = self.singular
-        return out
 
 
 class Workloads(_Scheduling):

@@ -11,9 +11,10 @@ import time
 
 import pytest
 
-from k8s_shim.demo import QUEUES, configmap, namespace, node, pod
+from k8s_shim.demo import namespace, node, pod
 from tests.conftest import wait_until
 from tests.k8s_shim.cluster import ShimCluster, condition, placement_problems, pod_events
+from tests.k8s_shim.test_gang_e2e import start
 
 RUNTIME = ("--runtime-config", "scheduling.k8s.io/v1alpha2=true")
 GROUPS = "/apis/scheduling.k8s.io/v1alpha2/namespaces/{ns}/podgroups"
@@ -24,10 +25,7 @@ PLACEHOLDER = "internal.yunikorn.apache.org/placeholder"
 def pg_cluster(stack_factory, tmp_path):
     cluster = ShimCluster(stack_factory(workers=1), tmp_path)
     try:
-        kube = cluster.start_fake(*RUNTIME)
-        kube.create("/api/v1/namespaces", namespace("yunikorn"))
-        kube.create("/api/v1/namespaces/yunikorn/configmaps",
-                    configmap("yunikorn-configs", "yunikorn", {"queues.yaml": QUEUES, "log.level": "INFO"}))
+        cluster.start_fake_with_configs(*RUNTIME)
         yield cluster
     finally:
         cluster.stop()
@@ -46,14 +44,6 @@ def scheduled(kube, ns: str, name: str) -> dict | None:
     body = kube.get(GROUPS.format(ns=ns) + f"/{name}")
     return next((c for c in (body.get("status") or {}).get("conditions") or []
                  if c.get("type") == "PodGroupScheduled"), None)
-
-
-def start(c: ShimCluster, *nodes: dict) -> None:
-    for n in nodes:
-        c.kube.create("/api/v1/nodes", n)
-    c.start_shim()
-    wait_until(lambda: len([n for n in c.korral_nodes().values() if n["schedulable"]]) == len(nodes), 60,
-               "the nodes registered and opened", c.logs)
 
 
 def test_a_podgroup_gang_binds_all_or_nothing_and_its_condition_says_so(pg_cluster):

@@ -11,10 +11,9 @@ from k8s_shim.translate.gang import ANNOTATION_POLICY, ANNOTATION_TASK_GROUPS, r
 from k8s_shim.translate.model import App, add_application
 from k8s_shim.translate.podgroups import app_id_of, join, read_pod_group
 from k8s_shim.translate.pods import PodRules, read_pod
-from k8s_shim.writes.placeholders import app_gang
+from k8s_shim.writes.placeholders import PlaceholderSettings, app_gang
 from tests.k8s_shim.test_gang import GangKube, gang_notes, show_created, wait_for
 from tests.k8s_shim.test_shim import World, raw_pod, registered_node, run, sent, turn
-from k8s_shim.writes.placeholders import PlaceholderSettings
 
 RACK = "topology.kubernetes.io/rack"
 
@@ -199,4 +198,27 @@ def test_the_podgroup_is_scheduled_once_its_placeholders_are_placed():
         await wait_for(lambda: any(b["status"]["conditions"][0]["status"] == "True" for _, _, b in w.kube.sent))
         cond = w.kube.sent[-1][2]["status"]["conditions"][0]
         assert (cond["reason"], cond["status"]) == ("Scheduled", "True")
+    run(body())
+
+
+def test_a_task_groups_topology_reaches_the_application_and_bad_ones_are_told_on_the_pod():
+    async def body():
+        w = pg_world()
+        good = raw_pod("a0", app="good")
+        good["metadata"]["annotations"] = {ANNOTATION_TASK_GROUPS: json.dumps([tg({"level": "rack"}), tg(
+            {"level": "zone"}, "ps")]), "yunikorn.apache.org/task-group-name": "workers"}
+        bad = raw_pod("b0", app="bad")
+        bad["metadata"]["annotations"] = {ANNOTATION_TASK_GROUPS: json.dumps([tg({"level": "rack", "mode": "always"})])}
+        w.pod(good)
+        w.pod(bad)
+        await turn()
+        apps = {a.applicationID: a for a in sent(w.api.take(), "apps")}
+        assert json.loads(apps["good"].tags[TAG_GANG_TOPOLOGY]) == {"level": "rack", "mode": "required"}
+        assert TAG_GANG_TOPOLOGY not in apps["bad"].tags
+        notes = gang_notes(w)
+        invalid = [n for n in notes if n[2] == "GangTopologyInvalid"]
+        assert [(n[0], n[4]) for n in invalid] == [("b0", "Warning")]
+        assert f"[{ANNOTATION_TASK_GROUPS}][0].topology.mode" in invalid[0][3]
+        conflict = [n for n in notes if n[2] == "GangTopologyConflict"]
+        assert [(n[0], n[4]) for n in conflict] == [("a0", "Warning")] and "zone" in conflict[0][3]
     run(body())
