@@ -25,17 +25,13 @@ import time
 from k8s_shim.translate.model import App, Task, Where
 from k8s_shim.translate.pods import PodState
 from k8s_shim.translate.podgroups import SCHEDULED, PodGroupInfo, app_id_of, join, key_of, scheduled_condition
-from k8s_shim.writes.conditions import condition_patch
-from k8s_shim.writes.events import NORMAL, micro_time
+from k8s_shim.writes.conditions import condition_patch, stamp
+from k8s_shim.writes.events import NORMAL
 
 __all__ = ["PodGroupHandling", "GATED"]
 
 log = logging.getLogger(__name__)
 GATED = "SchedulingGated"  # the pod condition's reason while its PodGroup is missing
-
-
-def _stamp(now: float) -> str:
-    return micro_time(now).split(".")[0] + "Z"
 
 
 class PodGroupHandling:
@@ -94,27 +90,32 @@ class PodGroupHandling:
                 del self.pg_waiting[key]
 
     # ------------------------------------------------------------------ its condition
+    def _pg_waiting_for(self, app_id: str) -> PodGroupInfo | None:
+        """The gang PodGroup of application ``app_id`` while it is not scheduled yet (None otherwise)."""
+        key = self.pg_apps.get(app_id)
+        group = self.pod_groups.get(key) if key else None
+        if group is None or (self.pg_written.get(key) or group.scheduled or ("",))[0] == "True":
+            return None
+        return group
+
     def _pg_accepted(self, app: App) -> None:
         """A gang PodGroup's application was accepted: it waits until its members are placed."""
-        key = self.pg_apps.get(app.app_id)
-        group = self.pod_groups.get(key) if key else None
-        if group is not None and (self.pg_written.get(key) or group.scheduled or ("",))[0] != "True":
+        group = self._pg_waiting_for(app.app_id)
+        if group is not None:
             self._pg_write(group, "False", "Unschedulable",
                            f"waiting for all {group.min_count} pods of the gang to be placed")
 
     def _pg_unschedulable(self, task: Task, message: str) -> None:
         """The core says a member (or placeholder) of a gang PodGroup does not fit: the PodGroup says why."""
-        key = self.pg_apps.get(task.spec.app_id)
-        group = self.pod_groups.get(key) if key else None
-        if group is not None and (self.pg_written.get(key) or ("",))[0] != "True":
+        group = self._pg_waiting_for(task.spec.app_id)
+        if group is not None:
             self._pg_write(group, "False", "Unschedulable",
                            f"the gang's {group.min_count} pods do not all fit: {message}")
 
     def _pg_allocated(self, app: App) -> None:
         """An allocation of ``app``: its PodGroup is scheduled once minCount of its pods are placed."""
-        key = self.pg_apps.get(app.app_id)
-        group = self.pod_groups.get(key) if key else None
-        if group is None or (self.pg_written.get(key) or ("",))[0] == "True":
+        group = self._pg_waiting_for(app.app_id)
+        if group is None:
             return
         placed = sum(1 for t in app.tasks if t in self.tasks and self.tasks[t].where is Where.PLACED)
         if (app.gang is not None and app.gang.complete) or placed >= group.min_count:
@@ -125,6 +126,6 @@ class PodGroupHandling:
         if (self.pg_written.get(group.key) or group.scheduled) == wanted:
             return
         self.pg_written[group.key] = wanted
-        patch = scheduled_condition(group, status, reason, message, _stamp(time.time()))
+        patch = scheduled_condition(group, status, reason, message, stamp(time.time()))
         self._spawn(self._until_done(f"condition {SCHEDULED} of PodGroup {group.key}",
                                      lambda: self.client.patch_pod_group_status(group.namespace, group.name, patch)))
