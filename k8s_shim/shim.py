@@ -70,6 +70,8 @@ log = logging.getLogger(__name__)
 
 _STATE = si_pb2.UpdateContainerSchedulingStateRequest
 _NODE_EVENTS = ("NodeAdded", "NodeRemoved")  # YuniKorn's shim posts a node's addition and removal only
+# the core's APP events about a gang's topology domain (issue 35), told on the gang's pod
+_GANG_TOPOLOGY_EVENTS = ("GangTopologyPlaced", "GangTopologyWaiting")
 _RESIZE_REFUSED = "resize of allocation "  # how the core's rejection of an in-place resize begins
 _RESIZE_REFUSED_EVENT = "AllocationResizeRefused"  # the core's event for it
 _RESOURCE_TEXT = re.compile(r"Resource\(\{([^}]*)\}\)")  # a size in the core's texts: Resource({memory:1, vcore:2})
@@ -918,6 +920,10 @@ class Shim(GangHandling, PodGroupHandling, DeviceHandling, ResourceManagerCallba
                     self._event(task.spec, WARNING, _RESIZE_REFUSED_EVENT, record.message)
                 else:
                     self._event(task.spec, NORMAL, "Informational", record.message)
+            elif record.type == si_pb2.EventRecord.APP and record.reason in _GANG_TOPOLOGY_EVENTS:
+                app = self.apps.get(record.objectID)
+                if app is not None:
+                    self._gang_event(app, NORMAL, record.reason, record.message)
             elif record.type == si_pb2.EventRecord.NODE and record.reason in _NODE_EVENTS \
                     and record.objectID in self.nodes:
                 self.events.post(Regarding("Node", record.objectID), NORMAL, "Informational", record.message)

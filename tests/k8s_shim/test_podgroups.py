@@ -222,3 +222,23 @@ def test_a_task_groups_topology_reaches_the_application_and_bad_ones_are_told_on
         conflict = [n for n in notes if n[2] == "GangTopologyConflict"]
         assert [(n[0], n[4]) for n in conflict] == [("a0", "Warning")] and "zone" in conflict[0][3]
     run(body())
+
+
+def test_where_the_core_placed_a_gang_is_told_on_its_pod():
+    from common import si_pb2
+
+    async def body():
+        w = pg_world()
+        w.shim.pod_group_changed(None, read_pod_group(group(topology=[{"key": RACK}])))
+        w.pod(member("w0"))
+        await turn()
+        gang_notes(w)
+        placed = "gang of application ns.train placed in rack r1 (required topology.kubernetes.io/rack)"
+        await w.shim.send_event([si_pb2.EventRecord(type=si_pb2.EventRecord.APP, objectID="ns.train",
+                                                    reason="GangTopologyPlaced", message=placed),
+                                 si_pb2.EventRecord(type=si_pb2.EventRecord.APP, objectID="ns.train",
+                                                    reason="AppAdded", message="not told")])
+        await turn()
+        assert [n for n in gang_notes(w) if n[1] == "GangScheduling"] == [
+            ("w0", "GangScheduling", "GangTopologyPlaced", placed, "Normal")]
+    run(body())
