@@ -65,7 +65,8 @@ class PodGroupHandling:
                                                                          spec.gang.placeholder):
             return True
         key = key_of(spec.namespace, spec.pod_group)
-        if spec.app_id == app_id_of(spec.namespace, spec.pod_group):
+        if spec.app_id == app_id_of(spec.namespace, spec.pod_group) and spec.gang is not None and \
+                spec.gang.group_name == spec.pod_group:
             return True  # joined when first seen (the informer keeps the spec it read)
         group = self.pod_groups.get(key)
         if group is None and not pod.node:
