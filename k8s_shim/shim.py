@@ -58,6 +58,7 @@ from k8s_shim.translate.namespaces import NamespaceInfo, read_namespace
 from k8s_shim.translate.nodes import NodeState
 from k8s_shim.outbox import Outbox
 from k8s_shim.writes.placeholders import GangHandling, PlaceholderSettings, app_gang
+from k8s_shim.writes.podgroups import PodGroupHandling
 from k8s_shim.translate.pods import PodState, Problem
 from k8s_shim.pools import Pools, ShimHooks
 from k8s_shim.translate.volumes import RWOP, Volumes
@@ -70,6 +71,8 @@ log = logging.getLogger(__name__)
 
 _STATE = si_pb2.UpdateContainerSchedulingStateRequest
 _NODE_EVENTS = ("NodeAdded", "NodeRemoved")  # YuniKorn's shim posts a node's addition and removal only
+# the core's APP events about a gang's topology domain (issue 35), told on the gang's pod
+_GANG_TOPOLOGY_EVENTS = ("GangTopologyPlaced", "GangTopologyWaiting")
 _RESIZE_REFUSED = "resize of allocation "  # how the core's rejection of an in-place resize begins
 _RESIZE_REFUSED_EVENT = "AllocationResizeRefused"  # the core's event for it
 _RESOURCE_TEXT = re.compile(r"Resource\(\{([^}]*)\}\)")  # a size in the core's texts: Resource({memory:1, vcore:2})
@@ -109,7 +112,7 @@ def _pod_ref(spec) -> Regarding:
     return ref
 
 
-class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableState, StateDumpPlugin):
+class Shim(GangHandling, PodGroupHandling, DeviceHandling, ResourceManagerCallback, RecoverableState, StateDumpPlugin):
     def __init__(self, client: KubeClient, settings: ShimSettings, rm_id: str, events: EventRecorder,
                  explainer: Explainer | None = None, clock=time.monotonic) -> None:
         self.client, self.settings, self.rm_id = client, settings, rm_id
@@ -132,6 +135,7 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
         self._reading_namespaces: set[str] = set()
         self._by_labels: set[str] = set()  # pods whose affinity terms select namespaces by label
         self._gang_init()
+        self._pg_init()
         self.pools = Pools(self, ShimHooks(self.node_changed, self.pod_changed, self._submit_app, self._event),
                            settings.partition_label)
         # replays asked by the scheduler: whole (registrations) and of one partition (its worker died)
@@ -167,7 +171,8 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
             return
         task = self.tasks.get(new.uid)
         if task is None:
-            self._pod_new(new)
+            if self._pg_admit(new):  # (not while its PodGroup is missing)
+                self._pod_new(new)
             return
         prev = task.pod
         task.follow(new)
@@ -320,6 +325,7 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
                         hold=True)  # superseded by Scheduled when placed at once
 
     def _pod_gone(self, old: PodState) -> None:
+        self._pg_forget(old)
         task = self.tasks.pop(old.uid, None)
         if task is None:
             return
@@ -710,6 +716,7 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
             return
         app.state = AppState.ACCEPTED
         self._gang_reserve(app)
+        self._pg_accepted(app)
         for uid in sorted(app.tasks, key=lambda t: not self._is_placeholder(t)):  # a gang's placeholders first
             if uid in self.tasks:
                 self._sync(self.tasks[uid])
@@ -771,6 +778,7 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
         app = self.apps.get(spec.app_id)
         if app is not None:
             self._gang_allocated(task, app)
+            self._pg_allocated(app)
         self._start_binding(task, BindJob(task.uid, spec.namespace, spec.name, task.node, task.attempt))
 
     def _bind_outcome(self, result: Result) -> None:
@@ -894,6 +902,8 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
                 or core_reason
         if task.constraints:
             message = f"{message} Unevaluated constraints: {'; '.join(task.constraints)}."
+        if reason == UNSCHEDULABLE:
+            self._pg_unschedulable(task, message)
         if (reason, message) == task.condition or task.where is not Where.ASKED:
             return
         current = task.pod.conditions.get("PodScheduled")
@@ -913,6 +923,10 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
                     self._event(task.spec, WARNING, _RESIZE_REFUSED_EVENT, record.message)
                 else:
                     self._event(task.spec, NORMAL, "Informational", record.message)
+            elif record.type == si_pb2.EventRecord.APP and record.reason in _GANG_TOPOLOGY_EVENTS:
+                app = self.apps.get(record.objectID)
+                if app is not None:
+                    self._gang_event(app, NORMAL, record.reason, record.message)
             elif record.type == si_pb2.EventRecord.NODE and record.reason in _NODE_EVENTS \
                     and record.objectID in self.nodes:
                 self.events.post(Regarding("Node", record.objectID), NORMAL, "Informational", record.message)

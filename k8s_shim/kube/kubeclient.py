@@ -333,6 +333,11 @@ class KubeClient:
         """Merge-patch a persistent volume (its claimRef: a pre-bind before its pod's binding)."""
         await self.send("PATCH", f"/api/v1/persistentvolumes/{segment(name)}", orjson.dumps(patch), MERGE)
 
+    async def patch_pod_group_status(self, namespace: str, name: str, patch: dict) -> None:
+        """Merge-patch a PodGroup's status (scheduling.k8s.io/v1alpha2: its PodGroupScheduled condition)."""
+        await self.send("PATCH", f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{segment(namespace)}/podgroups/"
+                        f"{segment(name)}/status", orjson.dumps(patch), MERGE)
+
     async def get_pod(self, namespace: str, name: str) -> dict:
         """One pod (a DRA claim's reservation for a pod the informer does not show)."""
         return await self.get(pod_path(namespace, name))
