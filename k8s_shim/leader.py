@@ -327,20 +327,20 @@ class FencedClient(KubeClient):
         return NotLeading(method, where, f"{method} {where} not sent: this replica is a standby")
 
     async def send(self, method: str, path: str, data: bytes | None = None, content_type: str = JSON,
-                   timeout: float = 30.0, urgent: bool = True) -> bytes:
+                   timeout: float = 30.0, event: bool = False) -> bytes:
         refused = self._may(method, path)
         if refused is not None:
             raise refused
-        return await self.inner.send(method, path, data, content_type, timeout, urgent)
+        return await self.inner.send(method, path, data, content_type, timeout, event)
 
     def submit(self, method: str, path: str, data: bytes | None, content_type: str,
-               done: Callable[[ApiError | None], None], urgent: bool = True) -> None:
+               done: Callable[[ApiError | None], None], event: bool = False) -> None:
         refused = self._may(method, path)
         if refused is not None:
             if not self._led():
                 done(refused)
             return  # lost: no answer either; the process is stopping
-        self.inner.submit(method, path, data, content_type, done, urgent)
+        self.inner.submit(method, path, data, content_type, done, event)
 
 
 class FencedSI:

@@ -53,7 +53,7 @@ from k8s_shim.reloader import Reloader
 from k8s_shim.writes.placeholders import PlaceholderSettings
 from k8s_shim.shim import Shim, ShimSettings
 from k8s_shim.translate.volumes import read_claim, read_csinode, read_storage_class, read_volume
-from k8s_shim.translate import devices
+from k8s_shim.translate import devices, podgroups
 from k8s_shim.kube.kubeclient import ApiError
 
 __all__ = ["configure", "run", "watched"]
@@ -246,14 +246,19 @@ class _Runner:
                            lite=lite_watch(rules, _keep_others),
                            query={"fieldSelector": f"spec.schedulerName!={args.scheduler_name},spec.nodeName!="}),
         ]
-        if await self._serves_dra():  # DRA (resource.k8s.io/v1): read before the pods, so that a pod's
-            # claims are known when it is (not told missing at start-up); a standby reads them too, and
-            # writes none: the shim's claim writes go through the fenced client (leader election)
-            dra = [self._informer("deviceclasses", devices.read_class, shim.device_class_changed),
-                   self._informer("resourceslices", devices.read_slice, shim.resource_slice_changed),
-                   self._informer("resourceclaims", devices.read_claim, shim.resource_claim_changed)]
-            if not await self._synced(dra, tasks, stop):
-                return 0
+        early = []  # read before the pods, so that what a pod names is known when it is (not told missing)
+        if await self._serves("/apis/resource.k8s.io/v1", "DRA claims are not allocated"):
+            # DRA; a standby reads it too, and writes none: the shim's claim writes go through the
+            # fenced client (leader election)
+            early += [self._informer("deviceclasses", devices.read_class, shim.device_class_changed),
+                      self._informer("resourceslices", devices.read_slice, shim.resource_slice_changed),
+                      self._informer("resourceclaims", devices.read_claim, shim.resource_claim_changed)]
+        if await self._serves(f"/apis/{podgroups.GROUP_VERSION}", "pods' spec.schedulingGroup is not read"):
+            shim.pg_served = True  # Kubernetes 1.36's gang API (k8s_shim.writes.podgroups)
+            early.append(self._informer("podgroups", lambda raw, old: podgroups.read_pod_group(raw),
+                                        shim.pod_group_changed))
+        if early and not await self._synced(early, tasks, stop):
+            return 0
         if not await self._synced(informers, tasks, stop):
             return 0
         log.info("k8s-shim: cluster read: %d nodes, %d pods of ours, %d foreign pods, %d applications",
@@ -291,15 +296,16 @@ class _Runner:
         log.error("k8s-shim: the scheduler client failed; exiting so that the shim is restarted")
         return 1
 
-    async def _serves_dra(self) -> bool:
-        """Whether the API server serves resource.k8s.io/v1 (GA in Kubernetes 1.34): without it,
-        DRA is not read and a pod's resource claims keep it waiting as not found."""
+    async def _serves(self, group_version: str, without: str) -> bool:
+        """Whether the API server serves ``group_version``: resource.k8s.io/v1 (DRA, GA in Kubernetes
+        1.34; without it a pod's resource claims keep it waiting as not found), scheduling.k8s.io/v1alpha2
+        (PodGroups, alpha in 1.35-1.36, off unless the server turns it on)."""
         try:
-            await self.client.get("/apis/resource.k8s.io/v1")
+            await self.client.get(group_version)
             return True
         except ApiError as exc:
             if exc.status != 404:
-                log.warning("k8s-shim: resource.k8s.io/v1 not read (%s): DRA claims are not allocated", exc)
+                log.warning("k8s-shim: %s not read (%s): %s", group_version, exc, without)
             return False
 
     def _channel(self) -> grpc.Channel | None:
@@ -382,6 +388,7 @@ def watched(namespace: str) -> dict[str, str]:
             "deviceclasses": "/apis/resource.k8s.io/v1/deviceclasses",
             "resourceslices": "/apis/resource.k8s.io/v1/resourceslices",
             "resourceclaims": "/apis/resource.k8s.io/v1/resourceclaims",
+            "podgroups": f"/apis/{podgroups.GROUP_VERSION}/podgroups",
             "pods": "/api/v1/pods", "foreign pods": "/api/v1/pods"}
 
 

@@ -16,7 +16,7 @@ client's gRPC thread, and rmproxy, the broker and the worker each pay per messag
 requests at high rates cost less all along the chain, while at low rates nothing waits longer
 than before. A lone message (none sent within the pause) goes at once. Before the client
 is registered nothing is sent: the registration's replay covers it, and ``clear`` drops what the
-replay covers.
+replay covers (``drop``: what one partition's replay covers).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from typing import Any
+from typing import Any, Callable
 
 from common import si_v18_pb2 as si
 from si_client import ClientState, NotConnectedError
@@ -59,6 +59,11 @@ class Outbox:
 
     def clear(self) -> None:
         self._out.clear()
+
+    def drop(self, covered: Callable[[str, Any], bool]) -> None:
+        """Drop the messages ``covered(kind, message)`` says a partition's replay covers; the
+        others keep their order."""
+        self._out = [(kind, message) for kind, message in self._out if not covered(kind, message)]
 
     def flush(self) -> None:
         self._scheduled = False

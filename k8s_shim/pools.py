@@ -346,6 +346,22 @@ class Pools:
             message.partitionName = self.foreign_partition.pop(message.allocationKey, DEFAULT_PARTITION)
         return message
 
+    @staticmethod
+    def partition_of(kind: str, message: Any) -> str:
+        """The partition a message ``stamp`` stamped names."""
+        if kind == "node":
+            return message.attributes.get(NODE_PARTITION, DEFAULT_PARTITION)
+        return message.partitionName or DEFAULT_PARTITION
+
+    # ------------------------------------------------------------------ one partition's replay
+    def node_in(self, node: str, partition: str | None) -> bool:
+        """Whether node ``node`` is registered in ``partition`` (None: in any)."""
+        return partition is None or self.node_partition.get(node, DEFAULT_PARTITION) == partition
+
+    def app_in(self, app_id: str, partition: str | None) -> bool:
+        """Whether application ``app_id`` is in ``partition`` (None: in any)."""
+        return partition is None or self.app_partition.get(app_id, DEFAULT_PARTITION) == partition
+
     def stamp_snapshot(self, snapshot: "RecoverySnapshot") -> None:
         for node in snapshot.nodes:
             self.stamp("node", node)

@@ -24,7 +24,8 @@ What happens to a pod (YuniKorn's shim's contract):
 5. Pods of other schedulers are foreign allocations on their nodes.
 
 After a lost connection the client re-registers and replays ``recoverable_state``: every
-application, every node drained, every ask and placed allocation; nodes open again as above.
+application, every node drained, every ask and placed allocation; nodes open again as above. With
+node pools, a partition whose worker died is replayed alone (``recoverable_partition_state``).
 
 With ``--partition-label`` each node pool is a partition (``k8s_shim.pools``): the informers
 feed the pools, which hold back what belongs to no configured partition, and every message put
@@ -57,6 +58,7 @@ from k8s_shim.translate.namespaces import NamespaceInfo, read_namespace
 from k8s_shim.translate.nodes import NodeState
 from k8s_shim.outbox import Outbox
 from k8s_shim.writes.placeholders import GangHandling, PlaceholderSettings, app_gang
+from k8s_shim.writes.podgroups import PodGroupHandling
 from k8s_shim.translate.pods import PodState, Problem
 from k8s_shim.pools import Pools, ShimHooks
 from k8s_shim.translate.volumes import RWOP, Volumes
@@ -69,6 +71,8 @@ log = logging.getLogger(__name__)
 
 _STATE = si_pb2.UpdateContainerSchedulingStateRequest
 _NODE_EVENTS = ("NodeAdded", "NodeRemoved")  # YuniKorn's shim posts a node's addition and removal only
+# the core's APP events about a gang's topology domain (issue 35), told on the gang's pod
+_GANG_TOPOLOGY_EVENTS = ("GangTopologyPlaced", "GangTopologyWaiting")
 _RESIZE_REFUSED = "resize of allocation "  # how the core's rejection of an in-place resize begins
 _RESIZE_REFUSED_EVENT = "AllocationResizeRefused"  # the core's event for it
 _RESOURCE_TEXT = re.compile(r"Resource\(\{([^}]*)\}\)")  # a size in the core's texts: Resource({memory:1, vcore:2})
@@ -108,7 +112,7 @@ def _pod_ref(spec) -> Regarding:
     return ref
 
 
-class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableState, StateDumpPlugin):
+class Shim(GangHandling, PodGroupHandling, DeviceHandling, ResourceManagerCallback, RecoverableState, StateDumpPlugin):
     def __init__(self, client: KubeClient, settings: ShimSettings, rm_id: str, events: EventRecorder,
                  explainer: Explainer | None = None, clock=time.monotonic) -> None:
         self.client, self.settings, self.rm_id = client, settings, rm_id
@@ -131,8 +135,11 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
         self._reading_namespaces: set[str] = set()
         self._by_labels: set[str] = set()  # pods whose affinity terms select namespaces by label
         self._gang_init()
+        self._pg_init()
         self.pools = Pools(self, ShimHooks(self.node_changed, self.pod_changed, self._submit_app, self._event),
                            settings.partition_label)
+        # replays asked by the scheduler: whole (registrations) and of one partition (its worker died)
+        self.replays: dict[str, Any] = {"registrations": 0, "partitions": {}}
 
     # ------------------------------------------------------------------ sending
     @property
@@ -164,7 +171,8 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
             return
         task = self.tasks.get(new.uid)
         if task is None:
-            self._pod_new(new)
+            if self._pg_admit(new):  # (not while its PodGroup is missing)
+                self._pod_new(new)
             return
         prev = task.pod
         task.follow(new)
@@ -317,6 +325,7 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
                         hold=True)  # superseded by Scheduled when placed at once
 
     def _pod_gone(self, old: PodState) -> None:
+        self._pg_forget(old)
         task = self.tasks.pop(old.uid, None)
         if task is None:
             return
@@ -707,6 +716,7 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
             return
         app.state = AppState.ACCEPTED
         self._gang_reserve(app)
+        self._pg_accepted(app)
         for uid in sorted(app.tasks, key=lambda t: not self._is_placeholder(t)):  # a gang's placeholders first
             if uid in self.tasks:
                 self._sync(self.tasks[uid])
@@ -768,6 +778,7 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
         app = self.apps.get(spec.app_id)
         if app is not None:
             self._gang_allocated(task, app)
+            self._pg_allocated(app)
         self._start_binding(task, BindJob(task.uid, spec.namespace, spec.name, task.node, task.attempt))
 
     def _bind_outcome(self, result: Result) -> None:
@@ -891,6 +902,8 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
                 or core_reason
         if task.constraints:
             message = f"{message} Unevaluated constraints: {'; '.join(task.constraints)}."
+        if reason == UNSCHEDULABLE:
+            self._pg_unschedulable(task, message)
         if (reason, message) == task.condition or task.where is not Where.ASKED:
             return
         current = task.pod.conditions.get("PodScheduled")
@@ -910,6 +923,10 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
                     self._event(task.spec, WARNING, _RESIZE_REFUSED_EVENT, record.message)
                 else:
                     self._event(task.spec, NORMAL, "Informational", record.message)
+            elif record.type == si_pb2.EventRecord.APP and record.reason in _GANG_TOPOLOGY_EVENTS:
+                app = self.apps.get(record.objectID)
+                if app is not None:
+                    self._gang_event(app, NORMAL, record.reason, record.message)
             elif record.type == si_pb2.EventRecord.NODE and record.reason in _NODE_EVENTS \
                     and record.objectID in self.nodes:
                 self.events.post(Regarding("Node", record.objectID), NORMAL, "Informational", record.message)
@@ -919,23 +936,49 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
         """Everything the core must hold, for a (re-)registration's replay; nodes come back drained
         and open again once their running pods are confirmed."""
         self.out.clear()  # covered by the snapshot
+        self.replays["registrations"] += 1
+        return self._snapshot(None)
+
+    @property
+    def partition_resync(self) -> bool:
+        """Declared with node pools only: without them the one partition is the whole RM."""
+        return self.pools.enabled
+
+    async def recoverable_partition_state(self, partition: str) -> RecoverySnapshot:
+        """``partition`` alone (its worker died; si_client's per-partition resync): its nodes, its
+        applications, their pods and the foreign pods on its nodes, as ``recoverable_state``. The
+        other partitions are not touched: their queued messages, bindings and writes before a
+        binding go on. The event loop is the lock the hook's contract asks for."""
+        pools = self.pools
+        self.out.drop(lambda kind, message: pools.partition_of(kind, message) == partition)  # covered
+        self.replays["partitions"][partition] = self.replays["partitions"].get(partition, 0) + 1
+        log.warning("partition %s lost its worker: replaying it alone", partition)
+        return self._snapshot(partition)
+
+    def _snapshot(self, partition: str | None) -> RecoverySnapshot:
+        """The replay of ``partition`` (None: of everything), resetting the books it covers."""
+        node_in, app_in = self.pools.node_in, self.pools.app_in
         snapshot = RecoverySnapshot()
-        for entry in self.nodes.values():
+        for name, entry in self.nodes.items():
+            if not node_in(name, partition):
+                continue
             entry.enabled, entry.awaiting = False, set()
             if entry.phase is not NodePhase.REJECTED:
                 entry.phase = NodePhase.REGISTERING
                 snapshot.nodes.append(nodemsg.create_drained(entry.state))
-        for app_id in [a for a, app in self.apps.items() if not app.tasks]:
+        for app_id in [a for a, app in self.apps.items() if not app.tasks and app_in(a, partition)]:
             del self.apps[app_id]
         for pod in self.foreign.values():
+            if not node_in(pod.node, partition):
+                continue
             entry = self.nodes.get(pod.node)
             pod.reported = entry is not None and entry.phase is NodePhase.REGISTERING
             if pod.reported:
                 snapshot.allocations.append(model.foreign_allocation(pod))
                 entry.awaiting.add(pod.spec.uid)
         for app in self.apps.values():
-            if app.state in (AppState.NAMESPACE, AppState.PARTITION):
-                continue  # not added yet: it is when its namespace is read (or its partition configured)
+            if app.state in (AppState.NAMESPACE, AppState.PARTITION) or not app_in(app.app_id, partition):
+                continue  # not added yet (it is when its namespace is read, or its partition configured)
             tasks = sorted((self.tasks[t] for t in app.tasks if t in self.tasks),
                            key=lambda t: not self._is_placeholder(t.uid))  # a gang's placeholders first
             snapshot.applications.append(model.add_application(app, force=any(t.node for t in tasks)))
@@ -953,8 +996,9 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
                     task.where = Where.ASKED
         if self.pools.enabled:
             self.pools.stamp_snapshot(snapshot)
-        log.info("replaying %d applications, %d nodes, %d allocations and asks to the scheduler",
-                 len(snapshot.applications), len(snapshot.nodes), len(snapshot.allocations))
+        log.info("replaying %d applications, %d nodes, %d allocations and asks to the scheduler%s",
+                 len(snapshot.applications), len(snapshot.nodes), len(snapshot.allocations),
+                 "" if partition is None else f" (partition {partition})")
         return snapshot
 
     def connection_lost(self, reason: str) -> None:
@@ -974,4 +1018,5 @@ class Shim(GangHandling, DeviceHandling, ResourceManagerCallback, RecoverableSta
                 "waitingBeforeBind": len(self.prebinder.gates),  # pods whose volumes or claims are being written
                 "claimsBeingWritten": len(self.devices.pending),  # DRA claims chosen, not yet seen allocated
                 "apiFlow": self.client.counters(),  # 429s, retries, waits for the rate limit's tokens
+                "replays": self.replays,
                 **({"pools": self.pools.dump()} if self.pools.enabled else {})}

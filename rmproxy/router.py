@@ -171,11 +171,17 @@ class Router:
     }
 
     def unroutable(self, env: Envelope, unroutable: Unroutable) -> None:
-        """An RM's SI request the broker could not route: rejected as the request it came in would be."""
+        """An RM's SI request the broker could not route: rejected as the request it came in would be,
+        unless it was sent in an epoch the RM has moved past (its worker died): the replay that
+        rebuilds the partition, the RM's alone or its whole re-registration, covers it, and a
+        rejection would make the RM give up on what it replays."""
         rm = self.rms.get(env.rm_id)
         stream = _STREAM_OF_REQUEST.get(KINDS.get(unroutable.kind or ""))  # type: ignore[arg-type]
         original = unroutable.body
         if rm is None or stream is None or not isinstance(original, bytes):
+            return
+        if rm.epochs.get(env.partition) != env.epoch:
+            self.dropped += 1
             return
         if stream == "allocation":
             resp = revision.reject_rows(original, unroutable.reason)

@@ -346,11 +346,11 @@ class SchedulerAPI:
             self._generation += 1
             self._open_streams_locked(self._generation)
         if self._hook is not None:
-            snapshot = self._invoke(self._hook.recoverable_state)
+            snapshot, covered = self._snapshot(self._hook.recoverable_state)
             with self._cond:
-                # Held before the snapshot returned: by the hook's contract (state changed
+                # Held before the snapshot was taken: by the hook's contract (state changed
                 # before the send, snapshot taken under the RM's lock) the snapshot covers them.
-                self._held.clear()
+                del self._held[:covered]
             self._replay(snapshot)
         with self._cond:
             if self._stop.is_set():
@@ -524,6 +524,25 @@ class SchedulerAPI:
         self._close_streams()
 
     # ------------------------------------------------------------------ dispatch
+    def _snapshot(self, hook: Callable, *args: Any) -> tuple[Any, int]:
+        """The hook's snapshot, and how many of the sends held so far it covers: those held
+        before it was taken. They are counted the moment the hook returns, in the same step of
+        the RM's event loop for an async hook, so that a send the RM makes just after the
+        snapshot (its loop runs on while this thread wakes up) is not taken for one it covers."""
+        def counted(snapshot: Any) -> tuple[Any, int]:
+            with self._cond:
+                return snapshot, len(self._held)
+
+        result = hook(*args)
+        if not inspect.isawaitable(result):
+            return counted(result)
+        if self._loop is None:
+            raise RuntimeError(f"{hook.__qualname__} is async but the client has no event loop")
+
+        async def taken() -> tuple[Any, int]:
+            return counted(await result)
+        return asyncio.run_coroutine_threadsafe(taken(), self._loop).result()
+
     def _invoke(self, fn: Callable, *args: Any) -> Any:
         result = fn(*args)
         if inspect.isawaitable(result):
@@ -642,11 +661,11 @@ class SchedulerAPI:
                             resync.epoch, resync.reason)
                 hook = self._hook
                 assert hook is not None  # only a hook that rebuilds partitions declared it
-                snapshot = self._invoke(hook.recoverable_partition_state, resync.partition)
+                snapshot, count = self._snapshot(hook.recoverable_partition_state, resync.partition)
                 with self._cond:
                     if generation != self._generation or self._state is not ClientState.RUNNING:
                         return
-                    covered, self._held = self._held, []
+                    covered, self._held = self._held[:count], self._held[count:]
                     for kind, request in covered:
                         self._streams[kind].send(request)
                     for kind, marker in (("application", pb.ApplicationRequest(rmID=rm_id)),

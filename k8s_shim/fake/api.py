@@ -115,11 +115,11 @@ class Api:
     """The operations of one fake API server over one :class:`Store`."""
 
     def __init__(self, store: Store | None = None, clock: Callable[[], float] = time.time,
-                 rng: random.Random | None = None):
+                 rng: random.Random | None = None, runtime_config: frozenset[str] = frozenset()):
         self.store = store or Store()
         self.clock = clock
         self.rng = rng or random.Random()
-        self.kinds = all_kinds()
+        self.kinds = all_kinds(runtime_config)
         self.by_path = {(k.group_version, k.plural): k for k in self.kinds}
         for k in self.kinds:
             self.store.bucket(self.bucket_name(k), k.fields)

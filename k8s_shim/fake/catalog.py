@@ -8,11 +8,14 @@ from k8s_shim.fake.events import CoreEvents, Events
 from k8s_shim.fake.kinds import (ConfigMaps, CSINodes, Kind, Leases, Namespaces, Nodes, PersistentVolumeClaims,
                                     PersistentVolumes, PriorityClasses, StorageClasses, plain_kind)
 from k8s_shim.fake.pods import Pods
+from k8s_shim.fake.workloads import RUNTIME_CONFIG, WORKLOAD_KINDS
 
 __all__ = ["all_kinds"]
 
 
-def all_kinds() -> list[Kind]:
+def all_kinds(runtime_config: frozenset[str] = frozenset()) -> list[Kind]:
+    """``runtime_config``: kube-apiserver's ``--runtime-config`` entries that turn on groups off by
+    default (``scheduling.k8s.io/v1alpha2=true``: Workload and PodGroup, and pods' schedulingGroup)."""
     classes: list[type[Kind]] = [
         Namespaces, Nodes, Pods, ConfigMaps, CoreEvents, PersistentVolumeClaims, PersistentVolumes,
         plain_kind("services", "Service", short=("svc",), storage_hash="0/CO1lhkEBI=", status=True,
@@ -43,4 +46,11 @@ def all_kinds() -> list[Kind]:
                    storage_hash="6BGBu0kpHtk=", status=True, generation=True),
         *DRA_KINDS,
     ]
-    return [cls() for cls in classes]
+    workloads = RUNTIME_CONFIG in runtime_config
+    if workloads:
+        classes += WORKLOAD_KINDS
+    kinds = [cls() for cls in classes]
+    for kind in kinds:
+        if isinstance(kind, Pods):
+            kind.scheduling_group = workloads
+    return kinds

@@ -24,6 +24,8 @@ from k8s_shim.fake.volumes import VolumeController
 from k8s_shim.fake.kinds import PriorityClasses
 from k8s_shim.fake.server import FakeApiServer, ServerOptions
 from k8s_shim.fake.store import Store
+from k8s_shim.fake.podgroup_protection import PodGroupProtection
+from k8s_shim.fake.workloads import RUNTIME_CONFIG
 
 __all__ = ["FAKE_KUBELET", "ClusterOptions", "FakeCluster", "NodeTemplate", "write_kubeconfig"]
 
@@ -58,13 +60,15 @@ class ClusterOptions:
     provisioners: frozenset[str] | None = None  # the CSI drivers the provisioner serves (None: all; empty: none)
     tls: tuple[str, str] | None = None  # (certificate, key) files: serve HTTPS
     throttle_qps: float = 0.0  # >0: requests beyond this rate answered 429 as APF does (ServerOptions)
+    # kube-apiserver's --runtime-config entries for groups off by default (fake.workloads.RUNTIME_CONFIG)
+    runtime_config: frozenset[str] = frozenset()
 
 
 class FakeCluster:
     def __init__(self, options: ClusterOptions | None = None):
         self.options = options or ClusterOptions()
         self.store = Store(history=self.options.history)
-        self.api = Api(self.store)
+        self.api = Api(self.store, runtime_config=self.options.runtime_config)
         self.server = FakeApiServer(self.api, ServerOptions(token=self.options.token,
                                                             bookmark_interval=self.options.bookmark_interval,
                                                             idle_timeout=self.options.idle_timeout,
@@ -77,6 +81,8 @@ class FakeCluster:
             self.controllers.append(GarbageCollector(self.api))
         if self.options.resourceclaim_controller:
             self.controllers.append(ResourceClaimController(self.api))
+        if RUNTIME_CONFIG in self.options.runtime_config:  # its protection controller runs with it
+            self.controllers.append(PodGroupProtection(self.api))
         if self.options.kubelet:
             self.controllers.append(FakeKubelet(self.api, self.options.pod_start_seconds))
         if self.options.volume_binder:

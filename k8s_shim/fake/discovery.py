@@ -36,15 +36,18 @@ def api_versions(address: str) -> dict[str, Any]:
             "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": address}]}
 
 
-def group(name: str) -> dict[str, Any]:
-    gv = {"groupVersion": f"{name}/v1", "version": "v1"}
-    return {"name": name, "versions": [gv], "preferredVersion": gv}
+def group(name: str, kinds: list[Kind] | None = None) -> dict[str, Any]:
+    """The group's discovery entry: v1 preferred, then the other versions served (an alpha turned
+    on with --runtime-config, e.g. scheduling.k8s.io/v1alpha2)."""
+    others = sorted({k.version for k in kinds or () if k.group == name and k.version != "v1"})
+    versions = [{"groupVersion": f"{name}/{v}", "version": v} for v in ("v1", *others)]
+    return {"name": name, "versions": versions, "preferredVersion": versions[0]}
 
 
 def group_list(kinds: list[Kind]) -> dict[str, Any]:
     names = {k.group for k in kinds if k.group and k.group not in _UNLISTED_GROUPS}
     ordered = [g for g in _GROUP_ORDER if g in names] + sorted(names - set(_GROUP_ORDER))
-    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [group(g) for g in ordered]}
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [group(g, kinds) for g in ordered]}
 
 
 def resource_list(kinds: list[Kind], group_version: str) -> dict[str, Any]:

@@ -33,12 +33,6 @@ class _Dra(Kind):
     returns_object_on_delete = deleted_at_once = True  # file 06: the slice answered, one write
     verbs = ALL_VERBS
     top_level = ("spec", "status")
-    singular = ""
-
-    def describe(self) -> dict[str, Any]:
-        out = super().describe()
-        out["singularName"] = self.singular
-        return out
 
     def field_error(self, field: str) -> str:
         return f"field label not supported for {GROUP}/{self.version}, Kind={self.kind}: {field}"

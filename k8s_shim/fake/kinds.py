@@ -81,6 +81,7 @@ class Kind:
     to_view: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # stored form -> this version
     to_storage: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # this version -> stored form
     name_check: Callable[[str, str], Causes] = staticmethod(dns_subdomain_causes)
+    singular = ""  # discovery's singularName (1.36 fills it for its newer groups; v1.24 left it empty)
     invalid_group = ""  # the group a 422 names ("Kind.group"), as 1.36 does for storage.k8s.io and resource.k8s.io
 
     def __init__(self) -> None:
@@ -159,7 +160,7 @@ class Kind:
 
     def describe(self) -> dict[str, Any]:
         """This resource's entry in an APIResourceList."""
-        out: dict[str, Any] = {"name": self.plural, "singularName": "", "namespaced": self.namespaced,
+        out: dict[str, Any] = {"name": self.plural, "singularName": self.singular, "namespaced": self.namespaced,
                                "kind": self.kind, "verbs": list(self.verbs)}
         if self.short_names:
             out["shortNames"] = list(self.short_names)

@@ -113,6 +113,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="answer requests beyond R a second (a second's worth may come at once) with 429 Too "
                              "Many Requests and Retry-After: 1, as API Priority and Fairness rejects them; watches "
                              "are exempt (default 0: never)")
+    parser.add_argument("--runtime-config", action="append", default=[], metavar="GROUP/VERSION=true",
+                        help="turn on an API group a real server serves only when asked; served: "
+                             "scheduling.k8s.io/v1alpha2=true (Workload, PodGroup and pods' spec.schedulingGroup, "
+                             "Kubernetes 1.36's gang API; off by default, as on a real server)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
 
@@ -128,6 +132,7 @@ def options_from(args: argparse.Namespace) -> ClusterOptions:
         provisioners=None if args.volume_provisioners is None else
         frozenset(d for d in args.volume_provisioners.split(",") if d),
         throttle_qps=max(0.0, args.throttle_qps),
+        runtime_config=frozenset(e.strip() for arg in args.runtime_config for e in arg.split(",") if e.strip()),
         nodes=template(args.nodes, args.node_name_pattern, args.node_labels),
         pools=[template(count, f"{pool}-node-{{i}}", {**args.node_labels, args.node_pool_label: pool})
                for pool, count in args.node_pools.items()])

@@ -97,6 +97,7 @@ class Pods(Kind):
     storage_hash = "xPOwRZ+Yhw8="
     has_status = True
     returns_object_on_delete = True
+    scheduling_group = False  # spec.schedulingGroup kept (GenericWorkload on: fake.catalog); else dropped
     extra_fields = ("spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
                     "status.phase", "status.podIP", "status.nominatedNodeName")
 
@@ -133,6 +134,8 @@ class Pods(Kind):
         spec.setdefault("securityContext", {})
         spec.setdefault("schedulerName", "default-scheduler")
         spec.setdefault("enableServiceLinks", True)
+        if not self.scheduling_group:
+            spec.pop("schedulingGroup", None)  # a field of a disabled feature gate is dropped, as a real server does
 
     def validate(self, obj: dict[str, Any], old: dict[str, Any] | None, api: Objects) -> Causes:
         causes = super().validate(obj, old, api) if obj["metadata"].get("name") else []

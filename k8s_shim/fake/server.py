@@ -331,7 +331,7 @@ class FakeApiServer:
             if len(parts) == 2:
                 if not any(k.group == parts[1] for k in self.api.kinds):
                     raise _Plain404()
-                return self._answer({"kind": "APIGroup", "apiVersion": "v1", **discovery.group(parts[1])}, media)
+                return self._answer({"kind": "APIGroup", "apiVersion": "v1", **discovery.group(parts[1], self.api.kinds)}, media)
             gv, rest = f"{parts[1]}/{parts[2]}", parts[3:]
             if gv not in self.served:
                 if any(k.group == parts[1] for k in self.api.kinds):

@@ -3,12 +3,10 @@ the API server says it is too busy.
 
 - ``TokenBucket(qps, burst)``: client-go's rate limiter (``kubernetes.qps`` / ``kubernetes.burst``
   of the configmap): ``burst`` tokens at most, ``qps`` more a second; a request takes one. It
-  does not block: ``take(urgent, go)`` calls ``go()`` at once when a token is there, else queues
-  it and calls it when its token comes (one timer for the whole queue). Two queues: urgent
-  requests (bindings, status patches, placeholders) always go before the others (events), and
-  the others never take the half of the burst kept for urgent ones: a batch of bindings finds
-  its tokens there, not behind a stream of events that keeps the bucket empty. ``qps <= 0``
-  turns the limit off.
+  does not block: ``take(go)`` calls ``go()`` at once when a token is there, else queues it and
+  calls it when its token comes, first come first served (one timer for the whole queue).
+  ``qps <= 0`` turns the limit off. The client keeps two (``KubeClient``): one for the
+  scheduling writes, one for events, as kube-scheduler gives its events a client of their own.
 - ``retry_delay(status, retry_after, attempt)``: how long to wait before sending a refused
   request again, or None when it should not be. As client-go's request retry: a 429, or a 5xx
   that names a ``Retry-After``, is retried after at least that many seconds, up to
@@ -47,8 +45,7 @@ def retry_delay(status: int, retry_after: float | None, attempt: int, rng: rando
 class TokenBucket:
     def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
-        self._urgent: collections.deque[Callable[[], None]] = collections.deque()
-        self._other: collections.deque[Callable[[], None]] = collections.deque()
+        self._waiting: collections.deque[Callable[[], None]] = collections.deque()
         self._timer: asyncio.TimerHandle | None = None
         self.waited = 0  # requests that waited for a token (counters)
         self.set_rate(qps, burst)
@@ -57,62 +54,56 @@ class TokenBucket:
         """New limits (the bucket starts full, as client-go's does)."""
         self.qps = float(qps)
         self.burst = max(1, int(burst))
-        self.reserve = float(self.burst // 2)  # tokens only urgent requests may take
         self._tokens = float(self.burst)
         self._at = self.clock()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._urgent or self._other:
+        if self._waiting:
             self._drain()
 
     @property
     def queued(self) -> int:
-        return len(self._urgent) + len(self._other)
+        return len(self._waiting)
 
     def _refill(self) -> None:
         now = self.clock()
         self._tokens = min(float(self.burst), self._tokens + (now - self._at) * self.qps)
         self._at = now
 
-    def take(self, urgent: bool, go: Callable[[], None]) -> None:
+    def take(self, go: Callable[[], None]) -> None:
         """``go()`` once a token is free: now if one is and nobody waits before this request."""
         if self.qps <= 0:
             go()
             return
-        if not self._urgent and (urgent or not self._other):
+        if not self._waiting:
             self._refill()
-            if self._tokens >= (1.0 if urgent else 1.0 + self.reserve):
+            if self._tokens >= 1.0:
                 self._tokens -= 1.0
                 go()
                 return
         self.waited += 1
-        (self._urgent if urgent else self._other).append(go)
+        self._waiting.append(go)
         if self._timer is None:
             self._schedule()
 
     def _schedule(self) -> None:
-        need = 1.0 if self._urgent else 1.0 + self.reserve
-        wait = max(0.0, (need - self._tokens) / self.qps)
+        wait = max(0.0, (1.0 - self._tokens) / self.qps)
         self._timer = asyncio.get_running_loop().call_later(wait, self._drain)
 
     def _drain(self) -> None:
-        """Hand the tokens come meanwhile to the waiting requests, urgent ones first."""
+        """Hand the tokens come meanwhile to the waiting requests, first come first served."""
         self._timer = None
         if self.qps <= 0:
-            ready = [*self._urgent, *self._other]
-            self._urgent.clear()
-            self._other.clear()
+            ready = list(self._waiting)
+            self._waiting.clear()
         else:
             self._refill()
             ready = []
-            while self._urgent and self._tokens >= 1.0:
+            while self._waiting and self._tokens >= 1.0:
                 self._tokens -= 1.0
-                ready.append(self._urgent.popleft())
-            while not self._urgent and self._other and self._tokens >= 1.0 + self.reserve:
-                self._tokens -= 1.0
-                ready.append(self._other.popleft())
-            if self._urgent or self._other:
+                ready.append(self._waiting.popleft())
+            if self._waiting:
                 self._schedule()
         for go in ready:
             go()
@@ -121,5 +112,4 @@ class TokenBucket:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        self._urgent.clear()
-        self._other.clear()
+        self._waiting.clear()

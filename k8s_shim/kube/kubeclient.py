@@ -21,8 +21,11 @@ callback, ``done(None)`` or ``done(ApiError)``, instead of being awaited, so tha
 task and no chain of coroutines (``submit``; ``Pool.submit``).
 
 Flow control (``k8s_shim.kube.flow``): every write (POST, PUT, PATCH, DELETE) first takes a token
-of the client's ``TokenBucket`` (``set_rate``: ``kubernetes.qps`` / ``kubernetes.burst``), events
-after every other write waiting (``urgent=False``). Any request answered 429 Too Many Requests (as
+of a ``TokenBucket`` (``set_rate``: ``kubernetes.qps`` / ``kubernetes.burst``). Events
+(``event=True``) have a bucket of their own with the same limits, as kube-scheduler gives its event
+recorder a client of its own: a stream of bindings at the limit leaves the events their share,
+and events never delay a binding. (YuniKorn's shim shares one limit between both; at 1,000 pods/s
+and its default qps of 1,000 the bindings take every token and the events are dropped.) Any request answered 429 Too Many Requests (as
 API Priority and Fairness answers: ``Retry-After`` seconds, a plain-text body), or 5xx with a
 ``Retry-After``, is sent again after that delay, up to ``flow.MAX_RETRIES`` times, before its
 caller hears of it; a watch answered so is opened again. ``counters()`` counts them.
@@ -143,19 +146,23 @@ class KubeClient:
         self.config = config
         self._connections = connections
         self.pool: Pool | None = None
-        self.bucket = TokenBucket(qps, burst)
+        self.bucket = TokenBucket(qps, burst)  # the scheduling writes
+        self.event_bucket = TokenBucket(qps, burst)  # events and their series' patches
         self.throttled = 0  # answers 429 Too Many Requests (watches included)
         self.retried = 0  # requests sent again after a 429 or a 5xx with Retry-After
         self.gave_up = 0  # requests still refused so after MAX_RETRIES: their caller heard of it
 
     def set_rate(self, qps: float, burst: int) -> None:
-        """The writes' limits (``kubernetes.qps``, ``kubernetes.burst``; qps <= 0: none)."""
+        """The writes' limits (``kubernetes.qps``, ``kubernetes.burst``; qps <= 0: none), the same
+        for the scheduling writes and for the events, each their own."""
         self.bucket.set_rate(qps, burst)
+        self.event_bucket.set_rate(qps, burst)
 
     def counters(self) -> dict[str, int]:
         """Flow control's counts, for the state dump and the SIGUSR1 line."""
         return {"throttled": self.throttled, "retried": self.retried, "gaveUp": self.gave_up,
-                "waitedForToken": self.bucket.waited, "waitingForToken": self.bucket.queued}
+                "waitedForToken": self.bucket.waited, "waitingForToken": self.bucket.queued,
+                "eventsWaitedForToken": self.event_bucket.waited, "eventsWaitingForToken": self.event_bucket.queued}
 
     def _retry_after(self, error: ApiError, attempt: int) -> float | None:
         """The delay before sending ``error``'s request again (counted), or None."""
@@ -175,6 +182,7 @@ class KubeClient:
 
     async def close(self) -> None:
         self.bucket.close()
+        self.event_bucket.close()
         if self.pool is not None:
             await self.pool.close()
             self.pool = None
@@ -188,7 +196,7 @@ class KubeClient:
 
     # ------------------------------------------------------------------ generic
     async def send(self, method: str, path: str, data: bytes | None = None, content_type: str = JSON,
-                   timeout: float = REQUEST_TIMEOUT, urgent: bool = True) -> bytes:
+                   timeout: float = REQUEST_TIMEOUT, event: bool = False) -> bytes:
         """The raw answer of a request that succeeded; ``ApiError`` otherwise (after the retries of
         a throttled request; a write waits for its token first)."""
         assert self.pool is not None, "KubeClient.start() first"
@@ -196,7 +204,7 @@ class KubeClient:
         while True:
             if method in WRITES:
                 token = asyncio.get_running_loop().create_future()
-                self.bucket.take(urgent, lambda: token.done() or token.set_result(None))
+                (self.event_bucket if event else self.bucket).take(lambda: token.done() or token.set_result(None))
                 await token
             try:
                 resp = await self.pool.request(method, path, data, content_type if data is not None else "", timeout)
@@ -212,7 +220,7 @@ class KubeClient:
             await asyncio.sleep(delay)
 
     def submit(self, method: str, path: str, data: bytes | None, content_type: str,
-               done: Callable[[ApiError | None], None], urgent: bool = True) -> None:
+               done: Callable[[ApiError | None], None], event: bool = False) -> None:
         """A request whose answer is not read: ``done(None)`` when it succeeded, ``done(ApiError)``
         otherwise (after the retries of a throttled request; a write waits for its token first);
         no task, no coroutine (``Pool.submit``)."""
@@ -229,7 +237,7 @@ class KubeClient:
 
         def go() -> None:
             if method in WRITES:
-                self.bucket.take(urgent, send)
+                (self.event_bucket if event else self.bucket).take(send)
             else:
                 send()
 
@@ -325,6 +333,11 @@ class KubeClient:
         """Merge-patch a persistent volume (its claimRef: a pre-bind before its pod's binding)."""
         await self.send("PATCH", f"/api/v1/persistentvolumes/{segment(name)}", orjson.dumps(patch), MERGE)
 
+    async def patch_pod_group_status(self, namespace: str, name: str, patch: dict) -> None:
+        """Merge-patch a PodGroup's status (scheduling.k8s.io/v1alpha2: its PodGroupScheduled condition)."""
+        await self.send("PATCH", f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{segment(namespace)}/podgroups/"
+                        f"{segment(name)}/status", orjson.dumps(patch), MERGE)
+
     async def get_pod(self, namespace: str, name: str) -> dict:
         """One pod (a DRA claim's reservation for a pod the informer does not show)."""
         return await self.get(pod_path(namespace, name))
@@ -348,10 +361,10 @@ class KubeClient:
         """Bring an event's ``series`` (count, lastObservedTime) up to date (merge patch)."""
         await self.send("PATCH", f"/apis/events.k8s.io/v1/namespaces/{segment(namespace)}/events/{segment(name)}",
                         orjson.dumps({"series": {"count": count, "lastObservedTime": last_observed}}), MERGE,
-                        urgent=False)
+                        event=True)
 
     def submit_event(self, namespace: str, event: bytes, done: Callable[[ApiError | None], None]) -> None:
         """POST an event (its JSON); ``done`` as ``submit_bind``'s (the answer is not decoded). It
-        waits for its token behind every other write: bindings first."""
+        takes its token from the events' own bucket."""
         self.submit("POST", f"/apis/events.k8s.io/v1/namespaces/{segment(namespace)}/events", event, JSON, done,
-                    urgent=False)
+                    event=True)

@@ -16,6 +16,12 @@ annotations), with a (field, message) pair in its ``problems`` for each input it
 - ``yunikorn.apache.org/schedulingPolicyParameters``: space-separated ``key=value`` pairs;
   ``placeholderTimeoutInSeconds`` (an integer; anything else is 0: the scheduler's default) and
   ``gangSchedulingStyle`` (``Soft`` or ``Hard``; anything else is ``Soft``).
+- Korral's own key of a task group, ``topology``: ``{"level": LEVEL, "mode": "required" | "preferred"}``
+  (mode ``required`` when left out): where the gang's members must (or should) land together,
+  sent as the application's ``korral.io/gang-topology`` tag. LEVEL is a topology level of the
+  partition, by name or by its node label key. A value that cannot be used is a problem naming
+  the field (the tag is not sent; the groups are still used); groups that name different
+  topologies: the first is used (``topology_conflict`` says so).
 - ``internal.yunikorn.apache.org/placeholder`` (and the deprecated ``yunikorn.apache.org/placeholder``)
   ``true`` marks a placeholder pod the shim created.
 
@@ -32,13 +38,14 @@ from typing import Any
 
 import orjson
 
-from common.constants import DOMAIN_YUNIKORN
+from common.constants import DOMAIN_YUNIKORN, TAG_GANG_TOPOLOGY
 from k8s_shim.translate import quantity
 from k8s_shim.translate.interpod import read_interpod
 
 __all__ = ["TaskGroup", "GangSpec", "read_gang", "placeholder_name", "placeholder_ask", "group_size",
            "ANNOTATION_TASK_GROUPS", "ANNOTATION_TASK_GROUP_NAME", "ANNOTATION_POLICY", "ANNOTATION_PLACEHOLDER",
-           "ANNOTATION_PLACEHOLDER_OLD", "STYLES", "DEFAULT_STYLE"]
+           "ANNOTATION_PLACEHOLDER_OLD", "STYLES", "DEFAULT_STYLE", "TOPOLOGY_KEY", "TOPOLOGY_MODES",
+           "topology_problem", "topology_tag", "TAG_GANG_TOPOLOGY"]
 
 DOMAIN_INTERNAL = "internal." + DOMAIN_YUNIKORN
 ANNOTATION_TASK_GROUPS = DOMAIN_YUNIKORN + "task-groups"
@@ -54,6 +61,11 @@ _GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
 _GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
 _INT64 = re.compile(r"[+-]?\d+")
 _NONCE_LETTERS = "abcdefghijklmnopqrstuvwxyz0123456789"
+TOPOLOGY_KEY = "topology"  # Korral's key of a task group (module doc)
+TOPOLOGY_MODES = ("required", "preferred")
+# a level's name or a node label key: [prefix/]name, the name a Kubernetes qualified name
+_LEVEL = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +94,8 @@ class GangSpec:
     style: str = DEFAULT_STYLE
     policy_raw: str = ""  # the schedulingPolicyParameters annotation as written
     problems: tuple[tuple[str, str], ...] = ()  # (field, message) of each input it cannot use
+    topology: str = ""  # the gang-topology tag's value (JSON), "" for none
+    topology_conflict: str = ""  # groups named different topologies: what was used and what was not
 
     def group(self, name: str) -> TaskGroup | None:
         return next((g for g in self.groups if g.name == name), None)
@@ -205,6 +219,54 @@ def parse_policy(text: str, problems: list[tuple[str, str]]) -> tuple[int, str]:
     return timeout, style
 
 
+def topology_problem(level: Any, mode: Any) -> str | None:
+    """Why a topology cannot be used (None: it can)."""
+    if not isinstance(level, str) or not level:
+        return "the level is missing or not a string"
+    if len(level) > 316 or not _LEVEL.match(level):
+        return f"{level!r} is neither a level name nor a node label key"
+    if mode not in TOPOLOGY_MODES:
+        return f"{mode!r} is neither required nor preferred"
+    return None
+
+
+def topology_tag(level: str, mode: str) -> str:
+    """The ``korral.io/gang-topology`` value."""
+    return orjson.dumps({"level": level, "mode": mode}).decode()
+
+
+def _topologies(text: str, problems: list[tuple[str, str]]) -> tuple[str, str]:
+    """(the tag, the conflict) of the groups' ``topology`` keys; a bad one is a problem, not used."""
+    try:
+        doc = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return "", ""
+    found: list[tuple[str, str]] = []  # (group, tag)
+    for i, raw in enumerate(doc if isinstance(doc, list) else ()):
+        value = _lookup(raw, TOPOLOGY_KEY) if isinstance(raw, dict) else None
+        if value is None:
+            continue
+        where = f"{_where(ANNOTATION_TASK_GROUPS)}[{i}].{TOPOLOGY_KEY}"
+        if not isinstance(value, dict):
+            problems.append((where, "is not an object {level, mode}: no topology is asked for"))
+            continue
+        mode = _lookup(value, "mode")
+        mode = "required" if mode is None else mode
+        bad = topology_problem(_lookup(value, "level"), mode)
+        if bad is not None:
+            field_name = "mode" if bad.endswith("nor preferred") else "level"
+            problems.append((f"{where}.{field_name}", f"{bad}: no topology is asked for"))
+            return "", ""
+        found.append((str(_lookup(raw, "name")), topology_tag(_lookup(value, "level"), mode)))
+    if not found:
+        return "", ""
+    first = found[0]
+    other = next((f for f in found[1:] if f[1] != first[1]), None)
+    conflict = "" if other is None else (f"task group {first[0]} asks for topology {first[1]}, task group "
+                                         f"{other[0]} for {other[1]}: the first is used")
+    return first[1], conflict
+
+
 def _flag(annotations: dict) -> bool:
     for key in (ANNOTATION_PLACEHOLDER, ANNOTATION_PLACEHOLDER_OLD):
         value = annotations.get(key)
@@ -236,7 +298,9 @@ def read_gang(annotations: dict, enabled: bool = True) -> GangSpec | None:
     if not isinstance(group_name, str):
         group_name = ""
     timeout, style = parse_policy(policy, problems) if policy else (0, DEFAULT_STYLE)
-    return GangSpec(groups, raw_groups, group_name, placeholder, timeout, style, policy, tuple(problems))
+    topology, conflict = _topologies(raw_groups, problems) if groups and not placeholder else ("", "")
+    return GangSpec(groups, raw_groups, group_name, placeholder, timeout, style, policy, tuple(problems),
+                    topology, conflict)
 
 
 def _nonce(rng: random.Random, length: int = 10) -> str:
@@ -274,6 +338,7 @@ class AppGang:
     policy_raw: str
     owners: tuple[dict, ...]  # the placeholders' owner references: the originator pod
     priority_class: str = ""
+    topology: str = ""  # the korral.io/gang-topology tag ("" none)
     reserving: bool = False  # placeholders being made: the real members wait until every one is asked for
     creating: bool = False  # the create requests are under way
     made: bool = False  # placeholders were created (or found) once: never again in this run

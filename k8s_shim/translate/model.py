@@ -18,7 +18,7 @@ import orjson
 from common import si_v18_pb2 as si
 from common.constants import (APP_TAG_CREATE_FORCE, APP_TAG_NAMESPACE, DOMAIN_YUNIKORN, TAG_APP_TASK_GROUPS,
                               TAG_FOREIGN, TAG_NODE_AFFINITY, TAG_NODE_REQUIREMENTS, TAG_POD_AFFINITY,
-                              TAG_SCHEDULING_POLICY_PARAMETERS,
+                              TAG_SCHEDULING_POLICY_PARAMETERS, TAG_GANG_TOPOLOGY,
                               TAG_UNSUPPORTED_CONSTRAINTS)
 from common.si_resource import fill_si_resource
 from k8s_shim.translate.gang import AppGang, placeholder_ask
@@ -245,6 +245,8 @@ def add_application(app: App, force: bool) -> si.AddApplicationRequest:
             request.placeholderAsk.CopyFrom(_resource(placeholder_ask(gang.groups)))
         request.executionTimeoutMilliSeconds = gang.timeout_seconds * 1000
         request.gangSchedulingStyle = gang.style
+        if gang.topology:
+            tags[TAG_GANG_TOPOLOGY] = gang.topology
     return request
 
 

@@ -113,6 +113,7 @@ class PodSpec:
     gang: GangSpec | None = None  # its gang annotations (k8s_shim.translate.gang), None without any
     owners: tuple[dict, ...] = ()  # a placeholder's owner references (its app's, copied when it was made)
     partition: str = ""  # the yunikorn.apache.org/partition annotation (k8s_shim.pools)
+    pod_group: str = ""  # spec.schedulingGroup.podGroupName: its PodGroup (k8s_shim.translate.podgroups)
     problems: tuple[Problem, ...] = ()
     requests: dict[str, Any] = field(default_factory=dict)  # container name -> its spec requests, as written
     ref: Any = field(default=None, compare=False, repr=False)  # its events' Regarding, made once (k8s_shim.shim)
@@ -509,6 +510,9 @@ def read_pod(raw: dict, rules: PodRules) -> PodSpec:
         pod.resource_claims = read_pod_claims(spec)
         pod.image_pull_secrets = tuple(s.get("name", "") for s in spec.get("imagePullSecrets") or [] if s.get("name"))
         pod.gang = read_gang(annotations, rules.gang_scheduling)  # its problems are told as GangScheduling events
+        group = spec.get("schedulingGroup")
+        if isinstance(group, dict) and isinstance(group.get("podGroupName"), str):
+            pod.pod_group = group["podGroupName"]
         if pod.gang is not None and pod.gang.placeholder:
             pod.owners = tuple(owners)
     pod.problems = tuple(problems)

@@ -20,7 +20,7 @@ import orjson
 from common.partitions import qualified_name
 from k8s_shim.writes.events import micro_time
 
-__all__ = ["condition_patch", "explain_message", "Explainer", "UNSCHEDULABLE", "SKIPPED"]
+__all__ = ["condition_patch", "stamp", "explain_message", "Explainer", "UNSCHEDULABLE", "SKIPPED"]
 
 log = logging.getLogger(__name__)
 
@@ -28,11 +28,15 @@ UNSCHEDULABLE = "Unschedulable"
 SKIPPED = "SchedulingSkipped"
 
 
+def stamp(now: float) -> str:
+    """A condition's time: whole seconds, UTC."""
+    return micro_time(now).split(".")[0] + "Z"
+
+
 def condition_patch(reason: str, message: str, now: float) -> dict:
     """The strategic merge patch of ``status`` (conditions merge by type)."""
-    stamp = micro_time(now).split(".")[0] + "Z"
     return {"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": reason,
-                                       "message": message, "lastTransitionTime": stamp, "lastProbeTime": None}]}}
+                                       "message": message, "lastTransitionTime": stamp(now), "lastProbeTime": None}]}}
 
 
 def explain_message(e: dict) -> str:

@@ -31,7 +31,9 @@ Events are YuniKorn's, on the pod that made the application: reason ``GangSchedu
 ``TaskGroupMatch``; on a pod with a malformed annotation ``TaskGroupsError`` (task groups: its
 application is scheduled without a gang), ``SchedulingPolicyParametersError`` (a default used) or
 ``TaskGroupNotFound`` (its group is not one of its application's: it is scheduled as an ordinary
-pod) — the last two are Korral's, YuniKorn only logs those.
+pod) — the last two are Korral's, YuniKorn only logs those; and Korral's ``GangTopologyInvalid`` (a
+topology that cannot be used: none is asked for) and ``GangTopologyConflict`` (groups naming
+different topologies: the first is used).
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ def app_gang(spec: PodSpec) -> AppGang | None:
         owners = ({"apiVersion": "v1", "kind": "Pod", "name": spec.name, "uid": spec.uid, "controller": False,
                    "blockOwnerDeletion": True},)
     return AppGang(g.groups, g.groups_raw, g.timeout_seconds, g.style, g.policy_raw, owners,
-                   priority_class="" if g.placeholder else spec.priority_class)
+                   priority_class="" if g.placeholder else spec.priority_class, topology=g.topology)
 
 
 def placeholder_pod(name: str, app: App, group: TaskGroup, settings: PlaceholderSettings, scheduler: str,
@@ -189,6 +191,13 @@ class GangHandling:
         if policy_problems:
             self._event(spec, WARNING, REASON, f"pod {spec.alias}: {'; '.join(policy_problems)}",
                         action="SchedulingPolicyParametersError")
+        topology_problems = [f"{f}: {m}" for f, m in g.problems if ".topology" in f]
+        if topology_problems:
+            self._event(spec, WARNING, REASON, f"pod {spec.alias}: {'; '.join(topology_problems)}",
+                        action="GangTopologyInvalid")
+        if g.topology_conflict:
+            self._event(spec, WARNING, REASON, f"pod {spec.alias}: {g.topology_conflict}",
+                        action="GangTopologyConflict")
         for f, m in g.problems:
             log.warning("pod %s: %s: %s", spec.alias, f, m)
         if not g.group_name:

@@ -42,6 +42,7 @@ CALLS = {
     "get_pod": ("", "pods", "get"),  # DRA: a reservation's pod the informers do not show (start-up)
     "update_claim": ("resource.k8s.io", "resourceclaims", "update"),  # DRA: the finalizer
     "update_claim_status": ("resource.k8s.io", "resourceclaims/status", "update"),  # DRA: allocation, reservedFor
+    "patch_pod_group_status": ("scheduling.k8s.io", "podgroups/status", "patch"),  # PodGroupScheduled
 }
 
 

@@ -48,6 +48,15 @@ class ShimCluster:
         wait_until(lambda: self.kube.get("/version"), 30, "the fake API server", self.logs)
         return self.kube
 
+    def start_fake_with_configs(self, *extra: str) -> Kube:
+        """``start_fake`` with the shim's namespace ``yunikorn`` and its ``yunikorn-configs`` (the demo's queues)."""
+        from k8s_shim.demo import QUEUES, configmap, namespace
+        kube = self.start_fake(*extra)
+        kube.create("/api/v1/namespaces", namespace("yunikorn"))
+        kube.create("/api/v1/namespaces/yunikorn/configmaps",
+                    configmap("yunikorn-configs", "yunikorn", {"queues.yaml": QUEUES, "log.level": "INFO"}))
+        return kube
+
     def start_shim(self, *extra: str) -> None:
         self.shim = self._run("k8s-shim", "--kubeconfig", str(self.kubeconfig), "--namespace", "yunikorn",
                               "--si-address", self.stack.si_address, "--rest-address", self.stack.rest_address,

@@ -391,7 +391,7 @@ def test_the_shim_reads_dra_only_where_resource_k8s_io_v1_is_served(answer, serv
             if answer is not None:
                 raise ApiError("GET", path, answer, "NotFound" if answer == 404 else "Forbidden", "no")
             return {"kind": "APIResourceList"}
-    assert asyncio.run(_Runner._serves_dra(SimpleNamespace(client=Client()))) is serves
+    assert asyncio.run(_Runner._serves(SimpleNamespace(client=Client()), "/apis/resource.k8s.io/v1", "")) is serves
 
 
 def test_at_start_up_reservations_of_pods_that_ended_meanwhile_are_freed():

@@ -30,10 +30,7 @@ NS = "dra"
 def shim_cluster(stack_factory, tmp_path):
     cluster = ShimCluster(stack_factory(workers=1), tmp_path)
     try:
-        kube = cluster.start_fake()
-        kube.create("/api/v1/namespaces", namespace("yunikorn"))
-        kube.create("/api/v1/namespaces/yunikorn/configmaps",
-                    configmap("yunikorn-configs", "yunikorn", {"queues.yaml": QUEUES, "log.level": "INFO"}))
+        kube = cluster.start_fake_with_configs()
         kube.create("/api/v1/namespaces", namespace(NS))
         for name in ("n1", "n2", "n3"):
             kube.create("/api/v1/nodes", node(name, "4", "8Gi"))

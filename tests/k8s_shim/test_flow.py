@@ -1,5 +1,5 @@
-"""Client-side flow control (``k8s_shim.kube.flow``, ``KubeClient``): the token bucket of
-``kubernetes.qps`` / ``kubernetes.burst`` with events behind every other write; 429 Too Many
+"""Client-side flow control (``k8s_shim.kube.flow``, ``KubeClient``): the token buckets of
+``kubernetes.qps`` / ``kubernetes.burst``, one for the scheduling writes, one for events; 429 Too Many
 Requests (and 5xx with Retry-After) sent again after the delay the server names, a bounded
 backoff without one, a bounded number of times; a watch answered 429 opened again; events dropped
 routine ones first. Against the API double (``korral k8s-fake``'s throttling hooks) or a scripted
@@ -51,7 +51,7 @@ def test_the_bucket_lets_a_burst_through_then_one_request_per_token():
         bucket = TokenBucket(qps=4, burst=3, clock=clock)
         went: list[int] = []
         for i in range(5):
-            bucket.take(True, lambda i=i: went.append(i))
+            bucket.take(lambda i=i: went.append(i))
         assert went == [0, 1, 2] and bucket.queued == 2 and bucket.waited == 2
         clock.now += 0.25  # one token's worth
         bucket._drain()
@@ -60,51 +60,26 @@ def test_the_bucket_lets_a_burst_through_then_one_request_per_token():
         bucket._drain()
         assert went == [0, 1, 2, 3, 4]
         for i in range(5, 9):
-            bucket.take(True, lambda i=i: went.append(i))
+            bucket.take(lambda i=i: went.append(i))
         assert went[5:] == [5, 6] and bucket.queued == 2  # the burst (3) less the one request above
         bucket.close()
     asyncio.run(main())
 
 
-def test_urgent_requests_go_before_events_waiting_and_events_never_pass_them():
+def test_requests_waiting_for_tokens_go_first_come_first_served():
     async def main():
         clock = FakeClock()
         bucket = TokenBucket(qps=1, burst=1, clock=clock)
         went: list[str] = []
-        bucket.take(False, lambda: went.append("event-1"))  # the token
-        bucket.take(False, lambda: went.append("event-2"))
-        bucket.take(True, lambda: went.append("bind-1"))
-        bucket.take(False, lambda: went.append("event-3"))
+        for name in ("a", "b", "c"):
+            bucket.take(lambda name=name: went.append(name))
+        assert went == ["a"] and bucket.queued == 2
+        clock.now += 3.0  # three tokens' time, but a burst of one: the bucket holds one at most
+        bucket._drain()
+        assert went == ["a", "b"]
         clock.now += 1.0
         bucket._drain()
-        assert went == ["event-1", "bind-1"]
-        clock.now += 2.0
-        bucket._drain()
-        assert went == ["event-1", "bind-1", "event-2"]  # a burst of 1: one token at a time
-        clock.now += 1.0
-        bucket._drain()
-        assert went == ["event-1", "bind-1", "event-2", "event-3"]
-        bucket.close()
-    asyncio.run(main())
-
-
-def test_events_never_take_the_half_of_the_burst_kept_for_bindings():
-    async def main():
-        clock = FakeClock()
-        bucket = TokenBucket(qps=2, burst=4, clock=clock)
-        went: list[str] = []
-        for i in range(4):
-            bucket.take(False, lambda i=i: went.append(f"event-{i}"))
-        assert went == ["event-0", "event-1"] and bucket.queued == 2  # two tokens left, kept
-        for i in range(3):
-            bucket.take(True, lambda i=i: went.append(f"bind-{i}"))
-        assert went[2:] == ["bind-0", "bind-1"]  # the reserve; the third binding waits, first in line
-        clock.now += 0.5
-        bucket._drain()
-        assert went[4:] == ["bind-2"]
-        clock.now += 1.5  # three tokens: the reserve (2) and one for an event
-        bucket._drain()
-        assert went[5:] == ["event-2"] and bucket.queued == 1
+        assert went == ["a", "b", "c"] and bucket.queued == 0
         bucket.close()
     asyncio.run(main())
 
@@ -115,12 +90,12 @@ def test_the_bucket_waits_in_real_time_and_qps_zero_means_no_limit():
         went: list[float] = []
         start = time.monotonic()
         for _ in range(4):
-            bucket.take(True, lambda: went.append(time.monotonic() - start))
+            bucket.take(lambda: went.append(time.monotonic() - start))
         await wait_until_async(lambda: len(went) == 4, 5, "the tokens")
         assert went[-1] >= 0.14  # three tokens at 20/s
         bucket.set_rate(0, 1)
         for _ in range(100):
-            bucket.take(False, lambda: went.append(0.0))
+            bucket.take(lambda: went.append(0.0))
         assert len(went) == 104
         bucket.close()
     asyncio.run(main())
@@ -267,23 +242,28 @@ def test_the_doubles_throttle_qps_rejects_requests_beyond_the_rate_but_not_watch
     asyncio.run(main())
 
 
-# ---------------------------------------------------------------------------- events yield to bindings
+# ---------------------------------------------------------------------------- events have their own budget
 
-def test_events_waiting_for_a_token_let_a_binding_go_first():
+def test_events_have_their_own_token_bucket_so_bindings_and_events_never_wait_for_each_other():
     async def main():
         async with Scripted() as server:
-            server.on("POST", EVENTS, *[reply(201, {}) for _ in range(4)])
-            server.on("POST", BINDING, reply(201, {"kind": "Status", "code": 201}))
-            client = KubeClient(KubeConfig(server=server.url), qps=10, burst=1)
+            server.on("POST", EVENTS, *[reply(201, {}) for _ in range(3)])
+            server.on("POST", BINDING, *[reply(201, {"kind": "Status", "code": 201}) for _ in range(3)])
+            client = KubeClient(KubeConfig(server=server.url), qps=2, burst=1)
             await client.start()
             try:
                 done: list = []
-                for i in range(4):
+                for i in range(3):
                     client.submit_event("default", event(f"e{i}"), done.append)
+                # the events' bucket is empty now: a binding still finds its token at once
                 client.submit_bind("default", "p", "uid-p", "n1", done.append)
-                await wait_until_async(lambda: len(done) == 5, 10, "every answer")
-                order = [p for _, p, _, _ in server.requests]
-                assert order == [EVENTS, BINDING, EVENTS, EVENTS, EVENTS]
+                await wait_until_async(lambda: len(server.requests) >= 2, 10, "the first event and the binding")
+                assert sorted(p for _, p, _, _ in server.requests[:2]) == sorted([EVENTS, BINDING])
+                for _ in range(2):  # bindings queue on their own bucket, not behind the events
+                    client.submit_bind("default", "p", "uid-p", "n1", done.append)
+                await wait_until_async(lambda: len(done) == 6, 10, "every answer")
+                counts = client.counters()
+                assert counts["waitedForToken"] == 2 and counts["eventsWaitedForToken"] == 2
             finally:
                 await client.close()
     asyncio.run(main())

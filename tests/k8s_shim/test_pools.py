@@ -9,6 +9,7 @@ from common import si_v18_pb2 as si
 from common.constants import NODE_PARTITION
 from k8s_shim.translate.namespaces import read_namespace
 from k8s_shim.pools import config_partitions
+from si_client.callback import rebuilds_partitions
 from tests.k8s_shim.test_shim import OTHERS, World, raw_node, raw_pod, run, sent, turn
 
 LABEL = "korral.io/pool"
@@ -229,3 +230,58 @@ def test_a_pod_whose_namespace_is_not_read_yet_holds_no_node_until_its_partition
         assert w.pools.app_partition["app-1"] == "gpu"
         assert "d1" in w.pools.held and "ns/p1 (gpu)" in w.notes("NodePartitionPending")[0][2]
     run(main())
+
+
+def test_one_partitions_replay_holds_its_own_nodes_applications_and_pods_and_leaves_the_others_alone():
+    """``recoverable_partition_state`` (its worker died): gpu's nodes drained, its application,
+    its placed pod, its pending pod and the foreign pod on its node; its queued messages are
+    covered and dropped. default's node stays open, its placed pod stays placed and its queued
+    message still goes out."""
+    async def main():
+        w = PoolWorld()
+        w.node(pool_node("g1", "gpu"))
+        w.node(pool_node("d1"))
+        await turn()
+        await w.accept_nodes("g1", "d1")
+        w.pod(gpu_pod("p1", node="g1", phase="Running"))
+        w.pod(raw_pod("p2", app="app-2"))
+        w.shim.foreign_changed(None, OTHERS(raw_pod("f1", node="g1", scheduler="other", phase="Running"), None))
+        w.shim.foreign_changed(None, OTHERS(raw_pod("f2", node="d1", scheduler="other", phase="Running"), None))
+        await turn()
+        await w.accept_apps("app-1", "app-2")
+        await turn()
+        await w.allocate("uid-p2", "d1", app="app-2")  # default's pod placed, its binding under way
+        w.api.take()
+        w.pod(gpu_pod("p3"))  # queued, not flushed yet: the replay covers it
+        w.pod(raw_pod("p4", app="app-2"))  # queued for default: still goes out
+        snapshot = await w.shim.recoverable_partition_state("gpu")
+        assert [(n.nodeID, n.action, n.attributes.get(NODE_PARTITION, "")) for n in snapshot.nodes] == \
+            [("g1", si.NodeInfo.CREATE_DRAIN, "gpu")]
+        assert [(a.applicationID, a.partitionName) for a in snapshot.applications] == [("app-1", "gpu")]
+        assert sorted((a.allocationKey, a.nodeID, a.partitionName) for a in snapshot.allocations) == \
+            [("uid-f1", "g1", "gpu"), ("uid-p1", "g1", "gpu"), ("uid-p3", "", "gpu")]
+        d1, p2 = w.shim.nodes["d1"], w.shim.tasks["uid-p2"]
+        assert d1.enabled and d1.phase.name == "REGISTERED" and p2.node == "d1" and p2.where.name == "PLACED"
+        assert w.shim.foreign["uid-f2"].reported
+        await turn()
+        assert [a.allocationKey for a in sent(w.api.take(), "allocations")] == ["uid-p4"]
+        assert w.shim.dump()["replays"] == {"registrations": 0, "partitions": {"gpu": 1}}
+        # the replay's verdicts: g1 opens once the pods running there are confirmed, as after a registration
+        await w.accept_apps("app-1")
+        await w.accept_nodes("g1")
+        await turn()
+        assert not partitions_of_nodes(w.api.take())
+        await w.shim.update_allocation(si.AllocationResponse(new=[
+            si.Allocation(allocationKey="uid-p1", applicationID="app-1", nodeID="g1"),
+            si.Allocation(allocationKey="uid-f1", nodeID="g1")]))
+        await turn()
+        assert partitions_of_nodes(w.api.take()) == [("g1", si.NodeInfo.DRAIN_TO_SCHEDULABLE, "gpu")]
+        await w.allocate("uid-p3", "g1")
+        await turn()
+        assert ("p3", "g1") in w.kube.binds and ("p2", "d1") in w.kube.binds
+    run(main())
+
+
+def test_the_shim_declares_the_partition_resync_with_node_pools_only():
+    assert rebuilds_partitions(PoolWorld().shim)
+    assert not rebuilds_partitions(World().shim)

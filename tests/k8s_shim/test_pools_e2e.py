@@ -2,26 +2,34 @@
 a spare), ``korral k8s-fake --node-pools`` (two labelled pools of fake nodes) and ``korral
 k8s-shim --partition-label``, all real processes. Pods of both pools are scheduled at once, each
 bound only to a node of its pool and within allocatable; a node and a pod naming a partition the
-config lacks wait, saying why, until a reload adds it; ``kill -9`` of one pool's worker: the other
-pool's worker keeps its partition and binds, the killed pool recovers and binds what waited, and
-nothing is bound twice; a node relabelled into the other pool leaves its partition at once and
-joins the other once the pods running on it have ended."""
+config lacks wait, saying why, until a reload adds it; ``kill -9`` of one pool's worker: only that
+pool's partition is replayed (the per-partition resync, no re-registration), the other pool's
+worker keeps its partition and binds, the killed pool recovers and binds what waited, and
+nothing is bound twice; the same while tiny pods stream into both pools, the other pool's longest
+gap between bindings measured (one ``partition-resync`` JSON line); a node relabelled into the
+other pool leaves its partition at once and joins the other once the pods running on it have
+ended."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import statistics
 import time
 
 import pytest
 
 from common.netutil import http_get_json
 from k8s_shim.demo import configmap, namespace, node, pod
-from tests.conftest import wait_until
+from tests.conftest import Background, wait_until
 from tests.k8s_shim.cluster import ShimCluster, condition, placement_problems, pod_events
+from tests.k8s_shim.test_kill_e2e import PlacementWatch
 from tests.k8s_shim.test_shim_e2e import name, ours
 
 LABEL = "korral.io/pool"
+REPLAYED_ALONE = "partition blue lost its worker: replaying it alone"  # the shim's log, per-partition resync
+RE_REGISTERED = "scheduler connection restored"  # the shim's log, after a whole re-registration
 PARTITION = "yunikorn.apache.org/partition"
 POOLS = ("blue", "green")
 
@@ -85,6 +93,16 @@ def expected_pool(p: str) -> str:
     return p.split("/")[1].split("-")[0]
 
 
+def partitions_hold_their_pools(c: ShimCluster) -> None:
+    """Each partition holds exactly the pods running in its pool (once it has caught up)."""
+    for part in POOLS:
+        running = {p["metadata"]["uid"] for p in ours(c.kube)
+                   if p["spec"].get("nodeName") and pool_of(c.kube, p["spec"]["nodeName"]) == part}
+        wait_until(lambda: {a["allocationKey"] for n in korral_nodes(c, part).values()
+                            for a in n.get("allocations") or []} == running, 60,
+                   f"partition {part}'s allocations equal its pool's running pods", c.logs)
+
+
 def test_two_node_pools_are_two_partitions_scheduled_at_once_and_one_survives_the_others_worker(pools_cluster):
     c, kube = pools_cluster, pools_cluster.kube
     kube.create("/api/v1/nodes", node("purple-node-0", "4", "8Gi", {LABEL: "purple"}))  # a pool the config lacks
@@ -130,8 +148,9 @@ def test_two_node_pools_are_two_partitions_scheduled_at_once_and_one_survives_th
     wait_until(lambda: second <= set(bound(kube)), 90, "the blue pool recovered and bound what waited", c.logs)
     print(f"after kill -9 of blue's worker: green's new pods bound in {green_after:.1f}s, "
           f"blue's in {time.monotonic() - killed:.1f}s")
-    wait_until(lambda: "scheduler connection restored" in c.shim_log.read_text(), 60,
-               "the shim re-registered after the loss of blue's worker", c.logs)
+    wait_until(lambda: REPLAYED_ALONE in c.shim_log.read_text(), 60, "the shim replayed partition blue alone",
+               c.logs)
+    assert RE_REGISTERED not in c.shim_log.read_text()
     assert owner_pid(c, "green") == green_pid  # the green pool's worker kept its partition
     assert owner_pid(c, "blue") not in (None, blue_pid)
     for p, n in bound(kube).items():
@@ -139,12 +158,7 @@ def test_two_node_pools_are_two_partitions_scheduled_at_once_and_one_survives_th
     assert not placement_problems(kube), placement_problems(kube)
     for p, reasons in pod_events(kube).items():
         assert reasons.count("Scheduled") <= 1, (p, reasons)  # nothing bound twice
-    for part in POOLS:  # each partition holds exactly the pods running in its pool
-        running = {p["metadata"]["uid"] for p in ours(kube)
-                   if p["spec"].get("nodeName") and pool_of(kube, p["spec"]["nodeName"]) == part}
-        wait_until(lambda: {a["allocationKey"] for n in korral_nodes(c, part).values()
-                            for a in n.get("allocations") or []} == running, 60,
-                   f"partition {part}'s allocations equal its pool's running pods", c.logs)
+    partitions_hold_their_pools(c)
 
     # the config gains the purple partition (the spare worker takes it): its node and its pod are taken
     kube.request("PATCH", "/api/v1/namespaces/yunikorn/configmaps/yunikorn-configs",
@@ -169,3 +183,94 @@ def test_two_node_pools_are_two_partitions_scheduled_at_once_and_one_survives_th
         kube.request("DELETE", f"/api/v1/namespaces/{p['metadata']['namespace']}/pods/{p['metadata']['name']}")
     wait_until(lambda: moved in korral_nodes(c, "blue"), 60, f"{moved} registered in partition blue", c.logs)
     assert not placement_problems(kube), placement_problems(kube)
+
+
+class PoolStreams(Background):
+    """Tiny pods created in each pool at ``rate`` a second, and when each pool's bindings were
+    first seen (the API server's count of bindings, polled every 20 ms)."""
+
+    interval = 0.02
+
+    def __init__(self, kube, rate: float = 20.0) -> None:
+        super().__init__("pool-streams")
+        self.kube, self.rate = kube, rate
+        self.created: dict[str, float] = {}  # namespace/name -> when created
+        self.bound_at: dict[str, float] = {}  # namespace/name -> when first seen bound
+        self.started = time.monotonic()
+        self.made = 0
+
+    def step(self) -> None:
+        while self.made <= (time.monotonic() - self.started) * self.rate:
+            for p in POOLS:
+                made = pod(f"s{self.made}", f"{p}-team", "1m", "16Mi", labels={"applicationId": f"{p}-stream"})
+                self.created[f"{p}-team/s{self.made}"] = time.monotonic()
+                self.kube.create(f"/api/v1/namespaces/{p}-team/pods", made)
+            self.made += 1
+        seen = time.monotonic()
+        for key, counts in self.kube.get("/korral-fake/bindings").items():
+            if counts["bound"] and key in self.created:
+                self.bound_at.setdefault(key, seen)
+
+    def bound(self, pool: str, since: float = 0.0) -> list[float]:
+        return sorted(t for k, t in self.bound_at.items() if k.startswith(f"{pool}-team/") and t >= since)
+
+    def gaps(self, pool: str, since: float, until: float) -> list[float]:
+        times = [t for t in self.bound(pool, since) if t <= until]
+        return [b - a for a, b in zip(times, times[1:])]
+
+
+@pytest.mark.timeout(300)
+def test_a_lost_pools_worker_pauses_only_that_pool_while_pods_stream_into_both(pools_cluster):
+    """kill -9 of blue's worker while tiny pods stream into both pools: the shim replays blue alone
+    (no re-registration), green's bindings go on with no longer gap than before the kill, blue
+    binds what came meanwhile, nothing is bound twice, no node over its allocatable."""
+    c, kube = pools_cluster, pools_cluster.kube
+    c.start_shim("--partition-label", LABEL)
+    for p in POOLS:
+        kube.create("/api/v1/namespaces", namespace(f"{p}-team", {PARTITION: p}))
+        wait_until(lambda: sorted(n for n, v in korral_nodes(c, p).items() if v["schedulable"]) ==
+                   [f"{p}-node-0", f"{p}-node-1"], 60, f"the {p} pool's nodes registered in partition {p}", c.logs)
+    blue_pid, green_pid = owner_pid(c, "blue"), owner_pid(c, "green")
+    assert blue_pid and green_pid and blue_pid != green_pid
+    with PlacementWatch(c) as watch, PoolStreams(kube) as streams:
+        # green's normal pace and its noise (a 20 ms poll on a shared machine) over 4 s before the kill
+        wait_until(lambda: all(len(streams.bound(p)) >= 80 for p in POOLS), 60, "both pools' streams binding",
+                   c.logs)
+        warm = streams.bound("green")[5]  # the first bindings wait for the stream's application
+        os.kill(blue_pid, signal.SIGKILL)
+        killed = time.monotonic()
+        blue_back = wait_until(lambda: min((t for k, t in streams.bound_at.items() if k.startswith("blue-")
+                                            and streams.created[k] > killed), default=None), 60,
+                               "blue binding a pod created after its worker died", c.logs)
+        waited = {k for k, t in streams.created.items() if k.startswith("blue-") and t <= blue_back}
+        wait_until(lambda: waited <= set(streams.bound_at), 60, "blue bound every pod created meanwhile", c.logs)
+        settled = time.monotonic()
+        wait_until(lambda: all(len(streams.bound(p, settled)) >= 20 for p in POOLS), 60,
+                   "both pools' streams binding after blue's rebuild", c.logs)
+        ended = time.monotonic()
+    # green from the kill until 20 bindings after blue's rebuild, against green before the kill
+    before, after = streams.gaps("green", warm, killed), streams.gaps("green", killed, ended)
+    print("partition-resync " + json.dumps({
+        "green_gap_before_kill_ms": {"median": round(statistics.median(before) * 1000),
+                                     "longest": round(max(before) * 1000)},
+        "green_gap_after_kill_ms": {"median": round(statistics.median(after) * 1000),
+                                    "longest": round(max(after) * 1000)},
+        "blue_longest_gap_s": round(max(streams.gaps("blue", warm, ended)), 2),
+        "blue_rebuilt_s": round(blue_back - killed, 2), "blue_all_waiting_bound_s": round(settled - killed, 2)}))
+    # only blue was replayed: the shim never re-registered
+    books = c.shim_books() or {}
+    assert books.get("replays") == {"registrations": 1, "partitions": {"blue": 1}}, books.get("replays")
+    assert REPLAYED_ALONE in c.shim_log.read_text() and RE_REGISTERED not in c.shim_log.read_text()
+    assert owner_pid(c, "green") == green_pid and owner_pid(c, "blue") not in (None, blue_pid)
+    # green did not pause: no gap longer than its own pace gave before the kill, but for a stall of the
+    # whole machine: supervisord restarts the killed worker at once, and its start (0.6 s of one of
+    # the two cores) stalled both pools together for 0.57-0.72 s in 2 of 17 runs. The counter above
+    # tells the two recoveries apart at this size (a whole re-registration paused green only
+    # 0.17-0.25 s here, docs/benchmarks.md); this catches a pause of green's own (blue's fallback
+    # timeouts are 10 s)
+    assert max(after) <= max(before) + 1.0, (before, after)
+    assert not watch.seen and not placement_problems(kube), (watch.seen, placement_problems(kube))
+    assert all(n["bound"] <= 1 for n in c.bind_requests().values())  # nothing bound twice
+    for p, n in bound(kube).items():
+        assert pool_of(kube, n) == p.split("-team/")[0], (p, n)
+    partitions_hold_their_pools(c)

@@ -13,7 +13,7 @@ import signal
 import pytest
 
 from k8s_shim import demo
-from k8s_shim.demo import QUEUES, configmap, namespace, node, pod
+from k8s_shim.demo import QUEUES, namespace, node, pod
 from tests.conftest import wait_until
 from tests.k8s_shim.cluster import ShimCluster, condition, placement_problems, pod_events
 
@@ -22,10 +22,7 @@ from tests.k8s_shim.cluster import ShimCluster, condition, placement_problems, p
 def shim_cluster(stack_factory, tmp_path):
     cluster = ShimCluster(stack_factory(workers=1), tmp_path)
     try:
-        kube = cluster.start_fake()
-        kube.create("/api/v1/namespaces", namespace("yunikorn"))
-        kube.create("/api/v1/namespaces/yunikorn/configmaps",
-                    configmap("yunikorn-configs", "yunikorn", {"queues.yaml": QUEUES, "log.level": "INFO"}))
+        cluster.start_fake_with_configs()
         yield cluster
     finally:
         cluster.stop()

@@ -167,3 +167,25 @@ def test_a_subscriber_that_declared_it_and_left_takes_the_capability_with_it():
     rm.subscribers.append(other)  # a subscriber without the flag
     _lose(p)
     _asked_to_re_register(rm, other, node_stream)
+
+
+def test_a_request_the_lost_worker_could_not_take_is_not_rejected_to_the_rm_rebuilding_it():
+    """Sent in the old epoch just before the loss reached rmproxy, it comes back UNROUTABLE after:
+    the RM's replay covers it, and a rejection would make the RM give up on it (a pod never bound,
+    the shim's pools e2e). A request of a live epoch is still rejected."""
+    p, sent = make_proxy()
+    rm, _, node_stream = _rm(p, capable=True)
+    p.router.request("node", rm, _nodes("rm-1", ("n1", "a"), ("n2", "b")))
+    sent_a, sent_b = (next(e for e in sent if e.partition == part) for part in ("a", "b"))
+    _lose(p)
+
+    def unroutable(env):
+        p.broker._on_unroutable(Envelope(Kind.UNROUTABLE, "rm-1", env.partition, env.epoch, env.seq, {
+            "reason": "no worker", "kind": Kind.SI_NODE.value, "body": env.body}))
+
+    unroutable(sent_a)  # while a waits for its new owner
+    _own(p)
+    unroutable(sent_a)  # and once it has one (a new epoch)
+    assert node_stream.empty()
+    unroutable(sent_b)
+    assert [n.nodeID for n in si.NodeResponse.FromString(node_stream.get_nowait()).rejected] == ["n2"]

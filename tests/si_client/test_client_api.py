@@ -231,6 +231,30 @@ def test_sends_made_during_recovery_are_neither_lost_nor_doubled(fake):
     api.close()
 
 
+def test_a_send_the_rm_makes_just_after_its_snapshot_is_delivered_after_the_replay(fake):
+    """An async RM's loop runs on after its snapshot while the client's thread wakes up: a send
+    made then is not covered by the snapshot and must not be taken for one it covers (a shim
+    taking over as leader lost a new application so)."""
+    from si_client import RecoverableState, RecoverySnapshot
+
+    class LateSender(ResourceManagerCallback, RecoverableState):
+        async def recoverable_state(self):
+            # runs on the loop just after the snapshot, before the client's thread can read it
+            asyncio.get_running_loop().call_soon(api.update_application,
+                                                 si_pb2.ApplicationRequest(new=[app("app-late")]))
+            return RecoverySnapshot(applications=[app("app-1")])
+
+    async def main():
+        await api.register_resource_manager_async(
+            si_pb2.RegisterResourceManagerRequest(rmID="rm-late", policyGroup="queues"), LateSender())
+        await asyncio.to_thread(wait_until, lambda: "app-late" in fake.apps, 10, "the late application")
+        await api.close_async()
+
+    api = fast_api(fake.address)
+    asyncio.run(main())
+    assert sorted(fake.apps) == ["app-1", "app-late"]
+
+
 @pytest.mark.parametrize("method, request_", [
     ("update_node", si_pb2.AllocationRequest()),
     ("update_allocation", si_pb2.NodeRequest()),

@@ -4,6 +4,9 @@ alone on the open streams, after each stream's replay-start marker, with no re-r
 
 from __future__ import annotations
 
+import asyncio
+import threading
+
 from common import korral_pb2
 from benchmarks.cluster_rm import ClusterRM
 from si_client import ClientState
@@ -12,9 +15,10 @@ from tests.si_builders import app, ask, node
 from tests.si_client.rms import fast_api, is_attach
 
 
-def _two_partition_rm(fake, partition_resync: bool) -> tuple[ClusterRM, object]:
-    api = fast_api(fake.address)
-    rm = ClusterRM("rm-test", partition_resync=partition_resync)
+def _two_partition_rm(fake, partition_resync: bool, rm: ClusterRM | None = None,
+                      **api_kw) -> tuple[ClusterRM, object]:
+    api = fast_api(fake.address, **api_kw)
+    rm = rm or ClusterRM("rm-test", partition_resync=partition_resync)
     rm.register(api)
     rm.report_nodes(node("na", "a"), node("nb", "b"))
     rm.report_apps(app("app-a", partition="a"), app("app-b", partition="b"))
@@ -87,3 +91,39 @@ def test_sends_made_during_a_partition_replay_follow_it(fake):
                if k == "allocation" and any(a.allocationKey == "ka3" for a in r.asks))
     assert replayed_node < ka3 and rm.violations == []  # held until the replay was sent
     api.close()
+
+
+class _LoopHookRM(ClusterRM):
+    """An RM on an event loop (the Kubernetes shim's shape): its hook is a coroutine, and the loop
+    makes a send right after the snapshot, before the client thread has taken the hook's return."""
+
+    async def recoverable_partition_state(self, partition: str):
+        snapshot = ClusterRM.recoverable_partition_state(self, partition)
+        asyncio.get_running_loop().call_soon(self.report_asks, ask("ka3", "app-a", "a"))
+        return snapshot
+
+
+def test_a_send_right_after_a_coroutine_hooks_snapshot_is_not_taken_as_covered(fake):
+    """It is not in the snapshot: sent before the marker, rmproxy would drop its part for the
+    partition and the ask would never be scheduled (the shim's pools e2e saw a pod never bound)."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="rm-loop", daemon=True)
+    thread.start()
+    try:
+        rm, api = _two_partition_rm(fake, True, _LoopHookRM("rm-test", partition_resync=True), loop=loop)
+        with fake.lock:  # the scheduler lost partition a
+            del fake.apps["app-a"]
+            del fake.nodes["na"]
+        before = len(fake.log)
+        fake.push_notice("rm-test", korral_pb2.SchedulerNotice(resyncPartition=korral_pb2.ResyncPartition(
+            partition="a", epoch=7, reason="lost")))
+        wait_until(lambda: api.partition_resyncs == 1 and "ka3" in rm.running, 10, "replayed, ka3 running")
+        allocation = [r for k, r in fake.log[before:] if k == "allocation"]
+        marker = next(i for i, r in enumerate(allocation) if is_attach(r))
+        ka3 = next(i for i, r in enumerate(allocation) if any(a.allocationKey == "ka3" for a in r.asks))
+        assert marker < ka3 and rm.violations == []  # after the marker: it reaches the rebuilt partition
+        api.close()
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
