@@ -189,12 +189,14 @@ def app_dao(app: "Application", partition: str) -> dict:
 
 
 def _topology_dao(t) -> dict | None:
-    """Korral: the gang's topology request (``topology.GangTopology``), the domain it holds
-    (level name -> domain, widest first; None: none now) and why it waits or went anywhere."""
+    """Korral: the gang's topology request (``topology.GangTopology``), the domain it got (level
+    name -> domain, widest first; None: none yet; kept once its placeholders are replaced),
+    whether it holds it now (``pinned``: while a placeholder of it is allocated, or about to be)
+    and why it waits or went anywhere."""
     if t is None:
         return None
-    return {"level": t.level, "mode": t.mode, "domain": dict(t.pin.path) if t.pin is not None else None,
-            "reason": t.reason}
+    return {"level": t.level, "mode": t.mode, "domain": dict(t.domain) if t.domain else None,
+            "pinned": t.pin is not None, "reason": t.reason}
 
 
 def _start_ms(app: "Application") -> int:

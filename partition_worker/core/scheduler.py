@@ -385,18 +385,20 @@ class Scheduler:
         else:
             was = topo.reason
             pin, waits = choose(nodes.topology, nodes, app, topo, self._partition,
-                                lambda a: CHAIN.bind(a, Purpose.ALLOCATE, apps, nodes=nodes).passes)
-            if pin is None and shape is not None:
+                                lambda a: CHAIN.bind(a, Purpose.ALLOCATE, apps, nodes=nodes).passes,
+                                c.now, self._settings.gang_arrival_wait_ns)
+            if pin is None and shape is not None and nodes.topology is not None \
+                    and topo.waits_at == (nodes.topology.grown, app.ph_pending):  # (it found no domain)
                 c.gang_shapes[shape] = min(app.ph_pending, c.gang_shapes.get(shape, app.ph_pending))
             topo.pin = pin
-            if waits and topo.reason != was:
+            if waits and topo.reason != was and not topo.arriving:
                 self._outcomes.event(EventType.APP, app.app_id, REASON_WAITING, topo.reason, c.now)
         out, now = self._outcomes, c.now
         if pin is not None and (before is None or (before.level, before.name) != (pin.level, pin.name)):
             where = ", ".join(f"{lv} {d}" for lv, d in pin.path.items())
             out.event(EventType.APP, app.app_id, REASON_PLACED, (
                 f"gang of application {app.app_id} placed in {where} ({topo.mode} {topo.level})"), now)
-        elif waits and topo.reason:
+        elif waits and topo.reason and not topo.arriving:
             for a in app.asks.values():
                 if a.placeholder and a.pending > 0:
                     out.sched_state(a, SchedState.FAILED, topo.reason, now)

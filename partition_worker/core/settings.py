@@ -26,6 +26,10 @@ class CoreSettings:
     completing_timeout_ns: int = 30 * SECOND  # Completing -> Completed
     expire_timeout_ns: int = 3 * DAY  # Completed/Failed/Rejected -> Expired (and purged)
     placeholder_timeout_ns: int = 15 * MINUTE  # gang: app executionTimeoutMilliSeconds <= 0
+    # topology-aware gang (topology.py): how long a gang whose placeholder asks do not yet cover
+    # its placeholderAsk waits for the rest (an RM sends one ask per placeholder pod) before its
+    # domain is chosen for the members asked so far
+    gang_arrival_wait_ns: int = 5 * SECOND
     preemption_delay_ns: int = 30 * SECOND  # queue preemption.delay default (YuniKorn v1.3)
     reservation_delay_ns: int = 2 * SECOND  # an ask must be this old before it may reserve a node
     max_reservations: int = 256  # per partition; bounds the scan cost of reserving

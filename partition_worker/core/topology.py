@@ -169,16 +169,19 @@ class Pin:
 
 class GangTopology:
     """What an app's gang asked for (``level``: as written, a name or a label key; ``mode``),
-    its pin (None: none now) and why it waits or where it went (``reason``)."""
+    its pin (None: none now), the domain it last got (``domain``) and why it waits or went
+    anywhere (``reason``)."""
 
-    __slots__ = ("level", "mode", "pin", "reason", "waits_at")
+    __slots__ = ("level", "mode", "pin", "domain", "reason", "waits_at", "arriving")
 
     def __init__(self, level: str, mode: str) -> None:
         self.level = level
         self.mode = mode
         self.pin: Pin | None = None
+        self.domain: dict[str, str] | None = None  # the last pin's path: kept once the pin is let go (REST)
         self.reason = ""
         self.waits_at: tuple[int, int] | None = None  # (index.grown, members) when no domain fitted last
+        self.arriving = False  # it waits for the rest of its placeholder asks (not reported)
 
 
 def request_of(owner: str, tags: Mapping[str, str]) -> "GangTopology | str | None":
@@ -302,10 +305,14 @@ def _level_names(index: TopologyIndex, i: int, name: str, nodes: "NodeCollection
 
 
 def choose(index: "TopologyIndex | None", nodes: "NodeCollection", app: "Application",
-           topo: GangTopology, partition: str, bind: Passes) -> tuple[Pin | None, bool]:
+           topo: GangTopology, partition: str, bind: Passes, now: int = 0,
+           arrival_wait_ns: int = 0) -> tuple[Pin | None, bool]:
     """Choose the gang's domain (see module doc): ``(pin, False)``; ``(None, True)``: it waits,
     ``topo.reason`` says why (per level: the best domain's shortfall); ``(None, False)``:
-    preferred found no domain, the gang goes anywhere (the reason says so)."""
+    preferred found no domain, the gang goes anywhere (the reason says so). A gang whose pending
+    placeholders do not yet cover the app's placeholderAsk waits for the rest (an RM sends one
+    ask per placeholder pod, one after another) up to ``arrival_wait_ns`` after its oldest one."""
+    topo.arriving = False
     want = index.level_index(topo.level) if index is not None else None
     if want is None:
         topo.reason = f"topology level {topo.level} is not configured in partition {partition}"
@@ -321,6 +328,13 @@ def choose(index: "TopologyIndex | None", nodes: "NodeCollection", app: "Applica
         count += a.pending
         for k, v in a.resource._v.items():
             need[k] = need.get(k, 0) + v * a.pending
+    declared = app.placeholder_ask._v
+    if declared and any(v > need.get(k, 0) for k, v in declared.items()) \
+            and now - min(a.create_time_ns for a in members) < arrival_wait_ns:
+        topo.arriving = True
+        topo.reason = (f"gang of application {app.app_id} waits for the rest of its placeholders "
+                       f"({count} asked, not yet its placeholderAsk {app.placeholder_ask})")
+        return None, True
     checks = [bind(a) for a in members]
     levels = index.levels
     top = want if topo.mode == REQUIRED else 0
@@ -334,7 +348,9 @@ def choose(index: "TopologyIndex | None", nodes: "NodeCollection", app: "Applica
             placed, order = _pack(members, checks, d.nodes, sub, nodes)
             if placed >= count:
                 topo.reason, topo.waits_at = "", None
-                return Pin(i, d.name, _level_names(index, i, d.name, nodes), order), False
+                pin = Pin(i, d.name, _level_names(index, i, d.name, nodes), order)
+                topo.domain = pin.path
+                return pin, False
             if placed > best:
                 best, best_name = placed, d.name
         lv = levels[i].name

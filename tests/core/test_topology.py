@@ -65,7 +65,7 @@ def test_a_gang_that_fits_one_rack_gets_the_fullest_rack_that_fits():
     assert h.events("GangTopologyPlaced")
     assert used  # the other app's pods went somewhere first
     detail = app_dao(h.p.apps["g1"], "default")["korralTopology"]
-    assert detail["level"] == "rack" and detail["mode"] == "required" and detail["domain"] == pin.path
+    assert detail == {"level": "rack", "mode": "required", "domain": pin.path, "pinned": True, "reason": ""}
 
 
 def test_best_fit_prefers_the_rack_with_least_room_left():
@@ -168,10 +168,12 @@ def test_pin_is_kept_while_placeholders_hold_it_and_chosen_again_when_none_does(
     assert app.topology.pin is first
     assert {h.p.nodes.get(a.node_id).attributes["example.com/rack"] for a in h.allocs_of("g1-ph2")} \
         == {first.name}
-    # all placeholders gone: the pin is let go
+    # all placeholders gone: the pin is let go (REST still says where the gang went)
     for a in list(h.allocs_of("g1-ph")) + list(h.allocs_of("g1-ph2")):
         h.do(ReleaseAlloc("g1", a.uuid, Termination.STOPPED_BY_RM))
     assert app.topology.pin is None
+    detail = app_dao(app, "default")["korralTopology"]
+    assert detail["domain"] == first.path and detail["pinned"] is False
     # a real ask of the app is not held to the old rack any more
     h.ask("free", "g1", memory=10, vcore=1, repeat=1)
     h.step(1)
@@ -309,6 +311,31 @@ def test_a_gang_a_queue_max_holds_keeps_waiting_for_it_with_one_placed_event():
     h.do(ReleaseAlloc("other", h.allocs_of("busy")[0].uuid, Termination.STOPPED_BY_RM))
     h.step(1)
     assert len(h.allocs_of("g1-ph")) == 4 and len(_racks(h, "g1")) == 1
+
+
+def test_the_domain_is_chosen_for_the_whole_gang_when_its_placeholders_arrive_one_by_one():
+    # an RM (the k8s shim) sends one ask per placeholder pod: a domain chosen for the first would
+    # be the tightest for one member (r1), not for the gang of 6 (r2)
+    h = _cluster({"r1": ("b1", 1), "r2": ("b1", 2)})
+    h.do(AddApp("g1", "root.default", "alice", placeholder_ask=res(memory=60, vcore=6),
+                tags={TAG_GANG_TOPOLOGY: '{"level": "rack"}'}))
+    for i in range(6):
+        h.ask(f"g1-ph{i}", "g1", memory=10, vcore=1, placeholder=True, task_group="tg")
+        h.step(1)
+    assert not h.events("GangTopologyWaiting")  # (waiting for its members is not news)
+    assert {h.p.nodes.get(a.alloc.node_id).attributes["example.com/rack"] for a in h.log.allocations
+            if a.alloc.app_id == "g1"} == {"r2"}
+
+
+def test_a_gang_whose_placeholders_never_all_arrive_is_placed_after_the_wait():
+    h = _cluster({"r1": ("b1", 1), "r2": ("b1", 2)})
+    h.do(AddApp("g1", "root.default", "alice", placeholder_ask=res(memory=60, vcore=6),
+                tags={TAG_GANG_TOPOLOGY: '{"level": "rack"}'}))
+    h.ask("g1-ph", "g1", memory=10, vcore=1, repeat=3, placeholder=True, task_group="tg")
+    h.step(1)
+    assert h.allocs_of("g1-ph") == []
+    h.step(h.settings.gang_arrival_wait_ns)
+    assert len(h.allocs_of("g1-ph")) == 3 and _racks(h, "g1") == {"r1"}
 
 
 def test_a_node_relabelled_or_removed_moves_its_room():

@@ -50,7 +50,7 @@ def test_a_tagged_gang_lands_in_one_rack_and_rest_shows_its_domain(module_stack)
         rack = next(iter(placed.values())).nodeID.split("-")[1]
         topo = wait_until(lambda: _detail(module_stack, "gang").get("korralTopology"), 10, "korralTopology")
         assert topo == {"level": "rack", "mode": "required", "domain": {"block": racks[rack], "rack": rack},
-                        "reason": ""}
+                        "pinned": True, "reason": ""}
 
         rm.asks(*[ask(f"big-{i}", "huge", memory=10, vcore=1, placeholder=True, task_group="tg") for i in range(9)])
         why = wait_until(lambda: (_detail(module_stack, "huge").get("korralTopology") or {}).get("reason"), 20,
