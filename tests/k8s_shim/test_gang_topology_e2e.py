@@ -90,7 +90,8 @@ def test_a_gang_asking_for_one_rack_by_annotation_lands_in_the_rack_it_fits(clus
     for p in gang:
         c.kube.create(f"/api/v1/namespaces/{NS}/pods", p)
     names = [p["metadata"]["name"] for p in gang]
-    wait_until(lambda: bound_racks(c, names) is not None, 90, "the gang bound", c.logs)
+    wait_until(lambda: bound_racks(c, names) is not None, 90, "the gang bound",
+               lambda: f"{json.dumps(c.korral_app('train'))[:3000]}\n{c.logs()}")
     assert bound_racks(c, names) == {"r2"}
     app = c.korral_app("train")
     assert app["korralTopology"]["domain"] == {"rack": "r2"}, app["korralTopology"]
