@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from k8s_shim.demo import configmap, namespace, node, pod
+from k8s_shim.demo import QUEUES as DEMO_QUEUES, configmap, namespace, node, pod
 from tests.conftest import wait_until
 from tests.k8s_shim.cluster import ShimCluster, placement_problems, pod_events
 from tests.k8s_shim.test_gang_e2e import GROUP, GROUP_NAME, pods_of, start
@@ -21,18 +21,8 @@ from tests.k8s_shim.test_gang_e2e import GROUP, GROUP_NAME, pods_of, start
 pytestmark = pytest.mark.timeout(240)
 
 RACK = "example.com/rack"
-QUEUES = f"""partitions:
-  - name: default
-    placementrules:
-      - name: provided
-        create: true
-      - name: tag
-        value: namespace
-        create: true
-    queues:
-      - name: root
-        submitacl: '*'
-    topology:
+# the demo's queues, and the partition's topology levels (a key of the partition)
+QUEUES = DEMO_QUEUES + f"""    topology:
       levels:
         - {{name: rack, label: {RACK}}}
 """
