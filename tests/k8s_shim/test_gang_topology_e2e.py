@@ -4,7 +4,8 @@ nodes labelled by rack, and a gang asking for one rack, either through YuniKorn'
 annotation (a ``topology`` key) or through a 1.36 PodGroup's ``schedulingConstraints.topology``.
 
 - a gang that fits one rack only where the other rack is partly used lands in that rack;
-- a required gang that fits only across racks waits (its placeholders too), and its pods say why.
+- a required gang that fits only across racks waits (its placeholders too), and its pods say why;
+- a preferred one that fits no rack is placed over the fewest racks, its level named by the label key.
 """
 
 from __future__ import annotations
@@ -106,3 +107,18 @@ def test_a_podgroup_asking_for_one_rack_waits_when_no_rack_fits_and_says_why(clu
     assert topology["domain"] is None and topology["mode"] == "required", topology
     assert not [p for p in pods_of(c.kube, NS).values()
                 if p["spec"].get("nodeName") and not p["metadata"]["name"].startswith("filler")]
+
+
+def test_a_gang_preferring_one_rack_that_fits_none_spreads_over_the_fewest_racks(cluster):
+    c = cluster
+    racks(c)
+    gang = members_by_annotation("wide", 7, {"level": RACK, "mode": "preferred"})  # 14 cpus: no rack holds them
+    for p in gang:
+        c.kube.create(f"/api/v1/namespaces/{NS}/pods", p)
+    names = [p["metadata"]["name"] for p in gang]
+    wait_until(lambda: bound_racks(c, names) is not None, 90, "the gang bound",
+               lambda: f"{c.korral_app('wide').get('korralTopology')}\n{c.logs()}")
+    assert bound_racks(c, names) == {"r1", "r2"}  # both racks: the fewest that hold it
+    topology = c.korral_app("wide")["korralTopology"]
+    assert topology["mode"] == "preferred" and topology["domain"] is None and "rack" in topology["reason"], topology
+    assert placement_problems(c.kube, terminating=False) == []
