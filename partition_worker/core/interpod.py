@@ -182,19 +182,26 @@ class PodInfo:
         return self.hashed
 
 
+def _entries(data: list, where: str):
+    """``(where[i], entry, its topologyKey)`` of a list of terms or constraints: each an object
+    naming a non-empty ``topologyKey``."""
+    for i, entry in enumerate(data):
+        at = f"{where}[{i}]"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{at} must be an object, got {_short(json.dumps(entry))}")
+        key = entry.get("topologyKey")
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"{at}.topologyKey must be a non-empty string")
+        yield at, entry, key
+
+
 def _terms(data: object, where: str, own: str) -> tuple[PodTerm, ...]:
     if data is None:
         return ()
     if not isinstance(data, list):
         raise ValueError(f"{where} must be a list of terms")
     out = []
-    for i, t in enumerate(data):
-        at = f"{where}[{i}]"
-        if not isinstance(t, dict):
-            raise ValueError(f"{at} must be an object, got {_short(json.dumps(t))}")
-        key = t.get("topologyKey")
-        if not isinstance(key, str) or not key:
-            raise ValueError(f"{at}.topologyKey must be a non-empty string")
+    for at, t, key in _entries(data, where):
         ns = t.get("namespaces", [own])
         if ns is not None and (not isinstance(ns, list) or not all(isinstance(n, str) for n in ns)):
             raise ValueError(f"{at}.namespaces must be a list of namespace names or null")
@@ -227,15 +234,10 @@ def parse_spread(raw: str, namespace: str) -> tuple[tuple[Spread, ...], str]:
         if not isinstance(data, list):
             raise ValueError(f"{where} must be a JSON list of constraints, got {_short(raw)}")
         out = []
-        for i, c in enumerate(data):
-            at = f"{where}[{i}]"
-            if not isinstance(c, dict):
-                raise ValueError(f"{at} must be an object")
-            skew, key, when = c.get("maxSkew"), c.get("topologyKey"), c.get("whenUnsatisfiable", "DoNotSchedule")
+        for at, c, key in _entries(data, where):
+            skew, when = c.get("maxSkew"), c.get("whenUnsatisfiable", "DoNotSchedule")
             if isinstance(skew, bool) or not isinstance(skew, int) or skew < 1:
                 raise ValueError(f"{at}.maxSkew must be an integer greater than zero, got {json.dumps(skew)}")
-            if not isinstance(key, str) or not key:
-                raise ValueError(f"{at}.topologyKey must be a non-empty string")
             if when not in ("DoNotSchedule", "ScheduleAnyway"):
                 raise ValueError(f"{at}.whenUnsatisfiable {json.dumps(when)} is not DoNotSchedule or ScheduleAnyway")
             domains = c.get("minDomains", 1)

@@ -48,13 +48,14 @@ class ShimCluster:
         wait_until(lambda: self.kube.get("/version"), 30, "the fake API server", self.logs)
         return self.kube
 
-    def start_fake_with_configs(self, *extra: str) -> Kube:
-        """``start_fake`` with the shim's namespace ``yunikorn`` and its ``yunikorn-configs`` (the demo's queues)."""
+    def start_fake_with_configs(self, *extra: str, queues: str = "", settings: dict[str, str] | None = None) -> Kube:
+        """``start_fake`` with the shim's namespace ``yunikorn`` and its ``yunikorn-configs``: ``queues``
+        (the demo's by default) and further ``settings`` of the configmap."""
         from k8s_shim.demo import QUEUES, configmap, namespace
         kube = self.start_fake(*extra)
         kube.create("/api/v1/namespaces", namespace("yunikorn"))
-        kube.create("/api/v1/namespaces/yunikorn/configmaps",
-                    configmap("yunikorn-configs", "yunikorn", {"queues.yaml": QUEUES, "log.level": "INFO"}))
+        data = {"queues.yaml": queues or QUEUES, "log.level": "INFO", **(settings or {})}
+        kube.create("/api/v1/namespaces/yunikorn/configmaps", configmap("yunikorn-configs", "yunikorn", data))
         return kube
 
     def start_shim(self, *extra: str) -> None:

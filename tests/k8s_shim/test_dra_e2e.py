@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pytest
 
-from k8s_shim.demo import QUEUES, configmap, namespace, node, pod
+from k8s_shim.demo import namespace, node, pod
 from tests.conftest import wait_until
 from tests.k8s_shim.cluster import ShimCluster, pod_events
 
@@ -182,10 +182,7 @@ def test_a_pod_with_a_wffc_volume_and_a_claim_gets_both_written_before_its_bindi
     would) binds it, and only then is the pod bound, to n2."""
     cluster = ShimCluster(stack_factory(workers=1), tmp_path)
     try:
-        kube = cluster.start_fake("--volume-provisioners", "")
-        kube.create("/api/v1/namespaces", namespace("yunikorn"))
-        kube.create("/api/v1/namespaces/yunikorn/configmaps",
-                    configmap("yunikorn-configs", "yunikorn", {"queues.yaml": QUEUES, "log.level": "INFO"}))
+        kube = cluster.start_fake_with_configs("--volume-provisioners", "")
         kube.create("/api/v1/namespaces", namespace(NS))
         for name in ("n1", "n2", "n3"):
             kube.create("/api/v1/nodes", node(name, "4", "8Gi"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from k8s_shim.demo import QUEUES, configmap, namespace, node, pod
+from k8s_shim.demo import namespace, node, pod
 from tests.conftest import wait_until
 from tests.k8s_shim.cluster import ShimCluster, pod_events
 
@@ -22,12 +22,8 @@ NS = "storm"
 def storm_cluster(stack_factory, tmp_path):
     cluster = ShimCluster(stack_factory(workers=1), tmp_path)
     try:
-        kube = cluster.start_fake()
-        kube.create("/api/v1/namespaces", namespace("yunikorn"))
         # YuniKorn's keys, read at start: 20 writes a second, 5 at once
-        kube.create("/api/v1/namespaces/yunikorn/configmaps",
-                    configmap("yunikorn-configs", "yunikorn",
-                              {"queues.yaml": QUEUES, "kubernetes.qps": "20", "kubernetes.burst": "5"}))
+        cluster.start_fake_with_configs(settings={"kubernetes.qps": "20", "kubernetes.burst": "5"})
         yield cluster
     finally:
         cluster.stop()

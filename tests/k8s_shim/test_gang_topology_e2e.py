@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from k8s_shim.demo import QUEUES as DEMO_QUEUES, configmap, namespace, node, pod
+from k8s_shim.demo import QUEUES as DEMO_QUEUES, namespace, node, pod
 from tests.conftest import wait_until
 from tests.k8s_shim.cluster import ShimCluster, placement_problems, pod_events
 from tests.k8s_shim.test_gang_e2e import GROUP, GROUP_NAME, pods_of, start
@@ -36,10 +36,7 @@ NS = "ml"
 def cluster(stack_factory, tmp_path):
     c = ShimCluster(stack_factory(workers=1), tmp_path)
     try:
-        kube = c.start_fake(*RUNTIME)
-        kube.create("/api/v1/namespaces", namespace("yunikorn"))
-        kube.create("/api/v1/namespaces/yunikorn/configmaps",
-                    configmap("yunikorn-configs", "yunikorn", {"queues.yaml": QUEUES}))
+        kube = c.start_fake_with_configs(*RUNTIME, queues=QUEUES)
         kube.create("/api/v1/namespaces", namespace(NS))
         yield c
     finally:

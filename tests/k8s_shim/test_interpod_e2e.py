@@ -16,7 +16,7 @@ from collections import Counter
 
 import pytest
 
-from k8s_shim.demo import QUEUES, configmap, namespace, node, pod
+from k8s_shim.demo import namespace, node, pod
 from tests.conftest import wait_until
 from tests.k8s_shim.cluster import ShimCluster, condition, placement_problems
 
@@ -28,10 +28,7 @@ ZONES = {"n1": "a", "n2": "a", "n3": "a", "n4": "b"}
 def cluster(stack_factory, tmp_path):
     c = ShimCluster(stack_factory(workers=1), tmp_path)
     try:
-        kube = c.start_fake()
-        kube.create("/api/v1/namespaces", namespace("yunikorn"))
-        kube.create("/api/v1/namespaces/yunikorn/configmaps",
-                    configmap("yunikorn-configs", "yunikorn", {"queues.yaml": QUEUES, "log.level": "INFO"}))
+        kube = c.start_fake_with_configs()
         for name, zone in ZONES.items():
             kube.create("/api/v1/nodes", node(name, "8", "16Gi", {ZONE: zone}))
         kube.create("/api/v1/namespaces", namespace("apps"))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from k8s_shim.demo import configmap, namespace, node, pod
+from k8s_shim.demo import configmap, namespace, pod
 from tests.conftest import stop_process, wait_until
 from tests.k8s_shim.cluster import ShimCluster, placement_problems
 from tests.k8s_shim.scenarios import QUEUES

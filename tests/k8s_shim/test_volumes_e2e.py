@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from k8s_shim.demo import QUEUES, configmap, namespace, node, pod
+from k8s_shim.demo import namespace, node, pod
 from tests.conftest import wait_until
 from tests.k8s_shim.cluster import ShimCluster, condition, pod_events
 
@@ -29,10 +29,7 @@ def make_cluster(stack_factory, tmp_path):
     def make(*fake_flags: str, **settings: str) -> ShimCluster:
         cluster = ShimCluster(stack_factory(workers=1), tmp_path)
         made.append(cluster)
-        kube = cluster.start_fake(*fake_flags)
-        kube.create("/api/v1/namespaces", namespace("yunikorn"))
-        kube.create("/api/v1/namespaces/yunikorn/configmaps",
-                    configmap("yunikorn-configs", "yunikorn", {"queues.yaml": QUEUES, **settings}))
+        kube = cluster.start_fake_with_configs(*fake_flags, settings=settings)
         kube.create("/api/v1/namespaces", namespace("vol"))
         return cluster
     try:
