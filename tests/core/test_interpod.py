@@ -478,11 +478,19 @@ def test_recovered_allocations_are_counted() -> None:
 
 
 # --------------------------------------------------------------------------- preemption
-def test_preemption_never_picks_a_node_where_anti_affinity_still_fails() -> None:
+
+def _preempting(nodes: int):
+    """A harness preempting for queue guarantees (high: 60 memory guaranteed, low: none), with
+    nodes n1..nN."""
     root = q("root", q("high", guaranteed={"memory": 60}), q("low", guaranteed={"memory": 0}), submitacl="*")
     h = _h(preemption=True, root=root)
-    _node(h, "n1")
-    _node(h, "n2")
+    for i in range(1, nodes + 1):
+        _node(h, f"n{i}")
+    return h
+
+
+def test_preemption_never_picks_a_node_where_anti_affinity_still_fails() -> None:
+    h = _preempting(2)
     h.app("lo", "root.low", "bob")
     # n1: a victim next to a web pod of high priority (not a victim); n2: a victim too. Either
     # frees the room; n1 comes first, but the preemptor's anti-affinity to web rules it out
@@ -507,9 +515,7 @@ def test_preemption_never_picks_a_node_where_anti_affinity_still_fails() -> None
 
 
 def test_preemption_does_not_take_the_pod_an_affinity_needs() -> None:
-    root = q("root", q("high", guaranteed={"memory": 60}), q("low", guaranteed={"memory": 0}), submitacl="*")
-    h = _h(preemption=True, root=root)
-    _node(h, "n1")
+    h = _preempting(1)
     h.app("lo", "root.low", "bob")
     h.ask("cache", "lo", memory=90, tags=_tags({"app": "cache"}))
     h.step(1)
@@ -522,9 +528,7 @@ def test_preemption_does_not_take_the_pod_an_affinity_needs() -> None:
 
 
 def test_preemption_may_take_the_pod_an_anti_affinity_objects_to() -> None:
-    root = q("root", q("high", guaranteed={"memory": 60}), q("low", guaranteed={"memory": 0}), submitacl="*")
-    h = _h(preemption=True, root=root)
-    _node(h, "n1")
+    h = _preempting(1)
     h.app("lo", "root.low", "bob")
     h.ask("web-low", "lo", memory=60, tags=_tags({"app": "web"}))
     h.step(1)
