@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 
-from partition_worker.bench_node_terms import two_app_partition
+from partition_worker.bench_node_terms import two_app_partition, with_and_without
 
 __all__ = ["interpod_row", "REPLICAS"]
 
@@ -92,10 +92,8 @@ def _violations(p) -> int:
 def interpod_row(nodes: int, asks: int, policy: str = "fair") -> dict:
     """One row: the scenario with inter-pod constraints and without, in this process."""
     secs, cpu, cycles, p = _run(nodes, asks, policy, constrained=True)
-    plain_secs, plain_cpu, _, _ = _run(nodes, asks, policy, constrained=False)
-    return {"nodes": nodes, "asks": asks, "policy": policy, "cycles": cycles,
-            "seconds": round(secs, 4), "allocations_per_second": round(asks / secs, 1),
-            "allocations_per_cpu_second": round(asks / cpu, 1) if cpu > 0 else None,
-            "plain_allocations_per_cpu_second": round(asks / plain_cpu, 1) if plain_cpu > 0 else None,
-            "rate_ratio": round(plain_cpu / cpu, 3) if cpu > 0 else None,
-            "violations": _violations(p)}
+    _, plain_cpu, _, _ = _run(nodes, asks, policy, constrained=False)
+    row = with_and_without(nodes, asks, policy, cycles, secs, cpu, plain_cpu)
+    row["rate_ratio"] = round(plain_cpu / cpu, 3) if cpu > 0 else None
+    row["violations"] = _violations(p)
+    return row

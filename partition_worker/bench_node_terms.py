@@ -99,9 +99,17 @@ def _run(nodes: int, asks: int, policy: str, terms: bool):
 def node_terms_row(nodes: int, asks: int, policy: str = "fair") -> dict:
     """One row: the scenario with node terms and without, in this process."""
     secs, cpu, cycles, _ = _run(nodes, asks, policy, terms=True)
-    plain_secs, plain_cpu, _, _ = _run(nodes, asks, policy, terms=False)
+    _, plain_cpu, _, _ = _run(nodes, asks, policy, terms=False)
+    row = with_and_without(nodes, asks, policy, cycles, secs, cpu, plain_cpu)
+    row["cost_ratio"] = round(cpu / plain_cpu, 3) if plain_cpu > 0 else None
+    return row
+
+
+def with_and_without(nodes: int, asks: int, policy: str, cycles: int, secs: float, cpu: float,
+                     plain_cpu: float) -> dict:
+    """A row of a bench that runs its asks with some constraints (``secs``, ``cpu`` seconds, in
+    ``cycles``) and the same asks without them (``plain_cpu``)."""
     return {"nodes": nodes, "asks": asks, "policy": policy, "cycles": cycles,
             "seconds": round(secs, 4), "allocations_per_second": round(asks / secs, 1),
             "allocations_per_cpu_second": round(asks / cpu, 1) if cpu > 0 else None,
-            "plain_allocations_per_cpu_second": round(asks / plain_cpu, 1) if plain_cpu > 0 else None,
-            "cost_ratio": round(cpu / plain_cpu, 3) if plain_cpu > 0 else None}
+            "plain_allocations_per_cpu_second": round(asks / plain_cpu, 1) if plain_cpu > 0 else None}
